@@ -1,0 +1,39 @@
+"""Turn the ``generator`` setting into a LangChain chat model, once per process."""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+from langchain_core.language_models import BaseChatModel
+
+logger = logging.getLogger(__name__)
+
+
+@functools.lru_cache(maxsize=4)
+def load_chat_model(spec: str, max_new_tokens: int = 128) -> BaseChatModel:
+    """Load the chat model named by ``spec``.
+
+    Args:
+        spec: ``"smollm2"`` (shipped default), ``"local:/path"`` (a transformers folder with a
+            chat template) or ``"provider:model"`` for any LangChain chat model
+            (``init_chat_model``; e.g. ``"openai:gpt-4o-mini"``, ``"ollama:llama3.1"``).
+        max_new_tokens: Longest answer, in tokens.
+    """
+    from generator.local import LocalChatModel
+
+    spec = spec.strip()
+    if spec in ("", "smollm2"):
+        from generator.smollm2 import ensure_smollm2
+
+        return LocalChatModel(model_path=str(ensure_smollm2()), max_new_tokens=max_new_tokens)
+    if spec.startswith("local:"):
+        return LocalChatModel(model_path=spec.removeprefix("local:"), max_new_tokens=max_new_tokens)
+    if ":" not in spec:
+        raise ValueError(
+            f"generator {spec!r} not understood: use 'smollm2', 'local:/path' or 'provider:model'"
+        )
+    from langchain.chat_models import init_chat_model
+
+    logger.info("generator %s via init_chat_model", spec)
+    return init_chat_model(spec, temperature=0, max_tokens=max_new_tokens)

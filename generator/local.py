@@ -1,0 +1,150 @@
+"""A LangChain chat model over a local transformers causal LM.
+
+Why not ``langchain_huggingface.ChatHuggingFace`` over ``HuggingFacePipeline``: with a local
+pipeline it ignores the ``pipeline_kwargs`` given at construction (answers come back with the
+prompt prepended and no token limit) and its async path raises ``NotImplementedError``. This
+class is a small, complete ``BaseChatModel``: chat template, greedy decoding, a token limit,
+token streaming (so LangGraph's ``"messages"`` stream mode works) and a lock so that one model
+instance is shared safely by concurrent runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import ConfigDict, PrivateAttr
+
+logger = logging.getLogger(__name__)
+
+_ROLES = {"system": "system", "human": "user", "ai": "assistant"}
+
+
+class LocalChatModel(BaseChatModel):
+    """Greedy chat generation with a local Hugging Face causal LM (CPU or CUDA)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    model_path: str
+    """Directory holding a transformers model and tokenizer with a chat template."""
+    max_new_tokens: int = 128
+    """Longest reply, in tokens."""
+    device: str | None = None
+    """Torch device; CUDA when available, else CPU."""
+
+    _model: Any = PrivateAttr(default=None)
+    _tokenizer: Any = PrivateAttr(default=None)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Load the model and tokenizer once."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = Path(self.model_path)
+        if not (path / "config.json").is_file():
+            raise ValueError(f"no transformers model at {path} (config.json missing)")
+        device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self._tokenizer = AutoTokenizer.from_pretrained(path)
+        dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        self._model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
+        self.device = device
+        logger.info("generator %s loaded on %s", path.name, device)
+
+    @property
+    def _llm_type(self) -> str:
+        return "crag-local-transformers"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_path": self.model_path, "max_new_tokens": self.max_new_tokens}
+
+    def _encode(self, messages: list[BaseMessage]) -> Any:
+        chat = [{"role": _ROLES.get(m.type, "user"), "content": m.text} for m in messages]
+        encoded = self._tokenizer.apply_chat_template(
+            chat, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
+        return {k: v.to(self._model.device) for k, v in encoded.items()}
+
+    def _generation_kwargs(self, stop: list[str] | None, **kwargs: Any) -> dict[str, Any]:
+        return {
+            "max_new_tokens": int(kwargs.get("max_new_tokens", self.max_new_tokens)),
+            "do_sample": False,
+            "pad_token_id": self._tokenizer.pad_token_id or self._tokenizer.eos_token_id,
+            **({"stop_strings": stop, "tokenizer": self._tokenizer} if stop else {}),
+        }
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        import torch
+
+        with self._lock, torch.inference_mode():
+            inputs = self._encode(messages)
+            output = self._model.generate(**inputs, **self._generation_kwargs(stop, **kwargs))
+        new_tokens = output[0, inputs["input_ids"].shape[1] :]
+        text = self._tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
+        message = AIMessage(
+            content=text,
+            usage_metadata={
+                "input_tokens": int(inputs["input_ids"].shape[1]),
+                "output_tokens": len(new_tokens),
+                "total_tokens": int(inputs["input_ids"].shape[1]) + len(new_tokens),
+            },
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        import torch
+        from transformers import TextIteratorStreamer
+
+        with self._lock:
+            inputs = self._encode(messages)
+            streamer = TextIteratorStreamer(
+                self._tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=300.0
+            )
+            errors: list[BaseException] = []
+
+            def generate() -> None:
+                try:
+                    with torch.inference_mode():
+                        self._model.generate(
+                            **inputs, streamer=streamer, **self._generation_kwargs(stop, **kwargs)
+                        )
+                except BaseException as exc:  # re-raised in the caller's thread below
+                    errors.append(exc)
+                    streamer.end()
+
+            worker = threading.Thread(target=generate, daemon=True)
+            worker.start()
+            first = True
+            for piece in streamer:
+                if not piece:
+                    continue
+                if first:
+                    piece = piece.lstrip()
+                    first = False
+                chunk = ChatGenerationChunk(message=AIMessageChunk(content=piece))
+                if run_manager:
+                    run_manager.on_llm_new_token(piece, chunk=chunk)
+                yield chunk
+            worker.join()
+            if errors:
+                raise errors[0]

@@ -1,0 +1,55 @@
+"""Build and compile the CRAG graph."""
+
+from __future__ import annotations
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from graph.context import Context
+from graph.routers import route_action
+from graph.state import InputState, OutputState, State
+from nodes.decide_action import decide_action
+from nodes.generate import generate
+from nodes.grade import grade
+from nodes.refine import refine
+from nodes.retrieve import retrieve
+from nodes.rewrite_query import rewrite_query
+from nodes.web_search import web_search
+
+GRAPH_NAME = "crag"
+
+
+def build_graph(
+    checkpointer: BaseCheckpointSaver[str] | None = None,
+) -> CompiledStateGraph[State, Context, InputState, OutputState]:
+    """Return the compiled Corrective RAG graph.
+
+    retrieve → grade → decide_action, then by action: Correct → refine → generate;
+    Incorrect → rewrite_query → web_search → generate; Ambiguous → both branches in parallel,
+    joined at generate (a deferred node, so it runs once after every active branch is done).
+    """
+    builder = StateGraph(
+        State, context_schema=Context, input_schema=InputState, output_schema=OutputState
+    )
+    builder.add_node("retrieve", retrieve)
+    builder.add_node("grade", grade)
+    builder.add_node("decide_action", decide_action)
+    builder.add_node("refine", refine)
+    builder.add_node("rewrite_query", rewrite_query)
+    builder.add_node("web_search", web_search)
+    builder.add_node("generate", generate, defer=True)
+
+    builder.add_edge(START, "retrieve")
+    builder.add_edge("retrieve", "grade")
+    builder.add_edge("grade", "decide_action")
+    builder.add_conditional_edges("decide_action", route_action, ["refine", "rewrite_query"])
+    builder.add_edge("refine", "generate")
+    builder.add_edge("rewrite_query", "web_search")
+    builder.add_edge("web_search", "generate")
+    builder.add_edge("generate", END)
+    return builder.compile(checkpointer=checkpointer, name=GRAPH_NAME)
+
+
+graph = build_graph()
+"""The compiled graph that ``langgraph.json`` serves and Python users import."""

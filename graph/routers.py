@@ -1,0 +1,25 @@
+"""Routers: pure functions from state to the next node(s)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from graph.state import State
+
+ActionRoute = Literal["refine", "rewrite_query"]
+
+
+def route_action(state: State) -> list[ActionRoute]:
+    """Send Correct to refine, Incorrect to rewrite_query, Ambiguous to both in parallel.
+
+    Raises:
+        ValueError: the state holds no action or one this router does not know.
+    """
+    action = state.get("action")
+    if action == "correct":
+        return ["refine"]
+    if action == "incorrect":
+        return ["rewrite_query"]
+    if action == "ambiguous":
+        return ["refine", "rewrite_query"]
+    raise ValueError(f"unexpected action {action!r}: expected correct, incorrect or ambiguous")

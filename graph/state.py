@@ -1,0 +1,101 @@
+"""The graph's state: what callers send, what nodes share, and what a run returns.
+
+Every field is JSON-serialisable (plain ``TypedDict`` values) so that the same state travels
+through ``invoke``, the LangGraph server and ``crag ask --json`` unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from typing_extensions import TypedDict
+
+Action = Literal["correct", "incorrect", "ambiguous"]
+"""The action trigger's verdict on the retrieved passages (the paper's three actions)."""
+
+
+class RetrievedPassage(TypedDict):
+    """One passage returned by the vector store, with the evaluator's score once graded."""
+
+    text: str
+    """The passage text as stored."""
+    source: str
+    """The document it came from (file path or corpus title)."""
+    chunk: int
+    """Index of the chunk within its document."""
+    score: float | None
+    """Retrieval evaluator score in [-1, 1]; ``None`` before grading."""
+
+
+class KnowledgeStrip(TypedDict):
+    """One piece of knowledge handed to the generator."""
+
+    text: str
+    """The strip text."""
+    source: str
+    """Where it came from: a document for internal knowledge, a URL for external knowledge."""
+    chunk: int | None
+    """The chunk index within ``source`` for internal knowledge; ``None`` for web knowledge."""
+    origin: Literal["internal", "external"]
+    """``internal`` (refined retrieved passages) or ``external`` (web search)."""
+    score: float
+    """Evaluator score of the strip against the question."""
+
+
+class ActionDecision(TypedDict):
+    """The typed outcome of the action trigger."""
+
+    action: Action
+    """The chosen action."""
+    max_score: float | None
+    """Highest passage score (``None`` when nothing was retrieved)."""
+    reason: str
+    """One sentence on why this action was taken."""
+
+
+def merge_notes(left: list[str] | None, right: list[str] | None) -> list[str]:
+    """Append notes from parallel branches, dropping exact repeats.
+
+    A node that must start a fresh list (the first node of a run) returns
+    ``langgraph.types.Overwrite([])``.
+    """
+    merged = list(left or [])
+    for note in right or []:
+        if note not in merged:
+            merged.append(note)
+    return merged
+
+
+class InputState(TypedDict):
+    """What a caller sends."""
+
+    question: str
+    """The user's question."""
+
+
+class OutputState(TypedDict, total=False):
+    """What a run returns (also what ``crag ask --json`` prints)."""
+
+    answer: str
+    """The generator's answer."""
+    action: Action
+    """``correct`` | ``incorrect`` | ``ambiguous``."""
+    documents: list[RetrievedPassage]
+    """Every retrieved passage with its score and source."""
+    knowledge: list[KnowledgeStrip]
+    """The strips given to the generator, each with its source."""
+    notes: Annotated[list[str], merge_notes]
+    """What was degraded or skipped during the run (e.g. web search unreachable)."""
+
+
+class State(InputState, OutputState, total=False):
+    """Everything the nodes share during a run."""
+
+    decision: ActionDecision
+    """The action trigger's full decision."""
+    internal_knowledge: list[KnowledgeStrip]
+    """Refined strips from the retrieved passages (Correct and Ambiguous)."""
+    search_query: str
+    """The rewritten web-search query (Incorrect and Ambiguous)."""
+    external_knowledge: list[KnowledgeStrip]
+    """Strips selected from web results (Incorrect and Ambiguous)."""

@@ -1,0 +1,60 @@
+"""Decompose passages into knowledge strips (the paper's decompose step)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+StripMode = Literal["sentences", "words", "passage"]
+
+# A sentence ends at . ! or ? followed by space and an upper-case letter, digit or quote.
+# Single capitals ("J. R. R.") and common abbreviations do not end a sentence.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[\"'(\[]?[A-Z0-9])")
+_ABBREVIATIONS = re.compile(
+    r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|Prof|Sr|Jr|St|Mt|vs|etc|e\.g|i\.e|c|ca|No|Gen|Col|Lt|U\.S))\.$"
+)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split text into sentences with a rule-based splitter (no model, deterministic)."""
+    pieces: list[str] = []
+    for block in (b.strip() for b in text.splitlines()):
+        if not block:
+            continue
+        start = 0
+        for match in _SENTENCE_END.finditer(block):
+            candidate = block[start : match.start()].rstrip("\"')] ")
+            if _ABBREVIATIONS.search(block[start : match.start()].rstrip()) or not candidate:
+                continue
+            pieces.append(block[start : match.start()].strip())
+            start = match.end()
+        tail = block[start:].strip()
+        if tail:
+            pieces.append(tail)
+    return pieces
+
+
+def decompose(text: str, mode: StripMode = "sentences", size: int = 1) -> list[str]:
+    """Split a passage into strips.
+
+    Args:
+        text: The passage.
+        mode: ``"sentences"``: groups of ``size`` sentences; ``"words"``: windows of ``size``
+            words; ``"passage"``: the passage itself is the only strip.
+        size: Sentences or words per strip (at least 1).
+
+    A passage of at most two sentences is one strip, as in the paper.
+    """
+    text = text.strip()
+    if not text:
+        return []
+    if mode == "passage":
+        return [text]
+    size = max(1, size)
+    if mode == "words":
+        words = text.split()
+        return [" ".join(words[i : i + size]) for i in range(0, len(words), size)]
+    sentences = split_sentences(text)
+    if len(sentences) <= 2:
+        return [" ".join(sentences)]
+    return [" ".join(sentences[i : i + size]) for i in range(0, len(sentences), size)]

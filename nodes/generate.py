@@ -1,0 +1,40 @@
+"""Generate: answer from the question and the chosen knowledge."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
+
+from graph.components import current_components
+from graph.context import Context, resolve_context
+from graph.state import KnowledgeStrip, State
+from prompts.generate import GENERATE_HUMAN, GENERATE_SYSTEM, NO_ANSWER, NO_KNOWLEDGE
+
+
+def format_knowledge(strips: list[KnowledgeStrip]) -> str:
+    """Render strips one per line, internal knowledge first, in recomposed order."""
+    return "\n".join(s["text"] for s in strips) if strips else NO_KNOWLEDGE
+
+
+def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Combine internal and external knowledge (per the action) and ask the generator.
+
+    Correct runs give only internal knowledge, Incorrect only external, Ambiguous both: each
+    branch fills only its own list and ``retrieve`` clears both at the start of a run.
+    """
+    context = resolve_context(runtime.context)
+    knowledge = [*state.get("internal_knowledge", []), *state.get("external_knowledge", [])]
+    messages = [
+        SystemMessage(GENERATE_SYSTEM.format(no_answer=NO_ANSWER)),
+        HumanMessage(
+            GENERATE_HUMAN.format(knowledge=format_knowledge(knowledge), question=state["question"])
+        ),
+    ]
+    model = current_components().chat_model(context)
+    reply = model.invoke(messages)
+    update: dict[str, Any] = {"answer": reply.text.strip(), "knowledge": knowledge}
+    if not knowledge:
+        update["notes"] = ["no knowledge reached the generator; the answer is unsupported"]
+    return update

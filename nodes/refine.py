@@ -1,0 +1,53 @@
+"""Refine: decompose the relevant passages into strips, filter them, recompose the rest."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from graph.components import current_components
+from graph.context import Context, resolve_context
+from graph.state import KnowledgeStrip, State
+from knowledge.selection import select_top
+from knowledge.strips import decompose
+
+logger = logging.getLogger(__name__)
+
+
+def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Build the internal knowledge from the retrieved passages.
+
+    Decompose: each passage the evaluator did not judge irrelevant (score at or above the
+    lower threshold) is split into strips. Filter: every strip is scored by the same evaluator
+    in one batch; the top ``strips_kept`` above ``strip_threshold`` survive. Recompose: the
+    survivors are put back in their original order (passage rank, then position).
+    """
+    context = resolve_context(runtime.context)
+    relevant = [
+        d
+        for d in state.get("documents", [])
+        if d["score"] is None or d["score"] >= context.lower_threshold
+    ]
+    candidates: list[tuple[str, str, int]] = [
+        (strip, doc["source"], doc["chunk"])
+        for doc in relevant
+        for strip in decompose(doc["text"], context.strip_mode, context.strip_size)
+    ]
+    if not candidates:
+        return {"internal_knowledge": [], "notes": ["no retrieved passage was kept for refinement"]}
+    evaluator = current_components().evaluator(context)
+    scores = evaluator.score(state["question"], [c[0] for c in candidates])
+    strips: list[KnowledgeStrip] = [
+        {"text": text, "source": source, "chunk": chunk, "origin": "internal", "score": score}
+        for (text, source, chunk), score in zip(candidates, scores, strict=True)
+    ]
+    kept = select_top(strips, scores, context.strips_kept, context.strip_threshold)
+    logger.info("refine: %d strips from %d passages, kept %d", len(strips), len(relevant), len(kept))
+    update: dict[str, Any] = {"internal_knowledge": kept}
+    if not kept:
+        update["notes"] = [
+            f"refinement kept no strip: none scored above {context.strip_threshold}"
+        ]
+    return update

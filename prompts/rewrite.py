@@ -1,0 +1,26 @@
+"""The paper's few-shot prompt that turns a question into web-search keywords.
+
+Yan et al. (2024), appendix "Task Prompts": at most three keywords, separated by commas.
+"""
+
+REWRITE_INSTRUCTION = (
+    "Extract at most three keywords separated by comma from the following dialogues and "
+    "questions as queries for the web search, including topic background within dialogues "
+    "and main intent within questions."
+)
+
+REWRITE_EXAMPLES: tuple[tuple[str, str], ...] = (
+    ("What is Henry Feilden's occupation?", "Henry Feilden, occupation"),
+    ("In what city was Billy Carlson born?", "city, Billy Carlson, born"),
+    ("What is the religion of John Gwynn?", "religion of John Gwynn"),
+    (
+        "What sport does Kiribati men's national basketball team play?",
+        "sport, Kiribati men's national basketball team play",
+    ),
+)
+
+
+def rewrite_prompt(question: str) -> str:
+    """Render the few-shot prompt for ``question``, ending with an open ``query:`` line."""
+    shots = "\n\n".join(f"question: {q}\nquery: {a}" for q, a in REWRITE_EXAMPLES)
+    return f"{REWRITE_INSTRUCTION}\n\n{shots}\n\nquestion: {question}\nquery:"

@@ -1,0 +1,132 @@
+"""Fakes for unit and graph tests: fixed-score evaluator, scripted chat model, static store."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from websearch.base import SearchResult, SearchUnavailableError
+
+
+class FixedScoreEvaluator:
+    """Scores a passage by the first keyword it contains; ``default`` otherwise."""
+
+    name = "fixed"
+
+    def __init__(self, keyword_scores: dict[str, float], default: float = -1.0) -> None:
+        self.keyword_scores = keyword_scores
+        self.default = default
+        self.calls: list[tuple[str, list[str]]] = []
+
+    def score(self, question: str, passages: Sequence[str]) -> list[float]:
+        self.calls.append((question, list(passages)))
+        scores = []
+        for passage in passages:
+            hit = [s for k, s in self.keyword_scores.items() if k.lower() in passage.lower()]
+            scores.append(hit[0] if hit else self.default)
+        return scores
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Answers with ``respond(messages)``; records every prompt it was given."""
+
+    respond: Callable[[list[BaseMessage]], str]
+    prompts: list[list[BaseMessage]] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        self.prompts.append(messages)
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(self.respond(messages)))])
+
+
+def scripted_chat(keywords: str = "Mona Lisa, painter", answer: str = "Leonardo da Vinci.") -> ScriptedChatModel:
+    """A chat model that answers rewrite prompts with ``keywords`` and others with ``answer``."""
+
+    def respond(messages: list[BaseMessage]) -> str:
+        text = messages[-1].text
+        return keywords if "query:" in text else answer
+
+    return ScriptedChatModel(respond=respond, prompts=[])
+
+
+class StaticStore:
+    """A vector store stand-in that returns its documents in order."""
+
+    def __init__(self, documents: list[Document]) -> None:
+        self.documents = documents
+        self.queries: list[tuple[str, int]] = []
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        self.queries.append((query, k))
+        return self.documents[:k]
+
+
+class StaticSearch:
+    """A search provider with fixed results, or one that is down."""
+
+    name = "static"
+
+    def __init__(self, results: list[SearchResult] | None = None, error: str | None = None) -> None:
+        self.results = results or []
+        self.error = error
+        self.queries: list[str] = []
+
+    def search(self, query: str, max_results: int) -> list[SearchResult]:
+        self.queries.append(query)
+        if self.error:
+            raise SearchUnavailableError(self.error)
+        return self.results[:max_results]
+
+
+@dataclass
+class FakeComponents:
+    """Components made of fakes (see :class:`graph.components.Components`)."""
+
+    store: Any
+    scorer: Any
+    chat: Any
+    web: Any = field(default_factory=lambda: StaticSearch(error="search is off in this test"))
+
+    def vectorstore(self, context: Any) -> Any:
+        return self.store
+
+    def evaluator(self, context: Any) -> Any:
+        return self.scorer
+
+    def chat_model(self, context: Any) -> Any:
+        return self.chat
+
+    def search(self, context: Any) -> Any:
+        return self.web
+
+
+MONA_LISA = (
+    "The Mona Lisa is a half-length portrait painting by the Italian artist Leonardo da Vinci. "
+    "Considered an archetypal masterpiece of the Italian Renaissance, it has been described as "
+    "the best known work of art in the world. The painting is held at the Louvre in Paris."
+)
+PHOTOSYNTHESIS = (
+    "Photosynthesis is a process used by plants to convert light energy into chemical energy. "
+    "It takes place mostly in the leaves. Oxygen is released as a by-product."
+)
+
+
+def corpus_documents() -> list[Document]:
+    """Two passages: one that answers the Mona Lisa question, one that does not."""
+    return [
+        Document(page_content=MONA_LISA, metadata={"source": "wikipedia:Mona Lisa", "chunk": 0}),
+        Document(
+            page_content=PHOTOSYNTHESIS, metadata={"source": "wikipedia:Photosynthesis", "chunk": 0}
+        ),
+    ]

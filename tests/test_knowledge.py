@@ -1,0 +1,78 @@
+import pytest
+
+from knowledge.selection import select_top
+from knowledge.strips import decompose, split_sentences
+from prompts.rewrite import rewrite_prompt
+from websearch.keywords import clean_query, fallback_keywords
+
+
+def test_split_sentences_keeps_abbreviations_and_initials() -> None:
+    text = "J. R. R. Tolkien wrote it. Dr. Smith agreed, e.g. in 1950. It sold well!"
+    assert split_sentences(text) == [
+        "J. R. R. Tolkien wrote it.",
+        "Dr. Smith agreed, e.g. in 1950.",
+        "It sold well!",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("mode", "size", "expected"),
+    [
+        ("sentences", 1, ["A one.", "B two.", "C three."]),
+        ("sentences", 2, ["A one. B two.", "C three."]),
+        ("words", 3, ["A one. B", "two. C three."]),
+        ("passage", 1, ["A one. B two. C three."]),
+    ],
+)
+def test_decompose_modes(mode: str, size: int, expected: list[str]) -> None:
+    assert decompose("A one. B two. C three.", mode, size) == expected  # type: ignore[arg-type]
+
+
+def test_short_passage_is_one_strip_and_empty_is_none() -> None:
+    assert decompose("Only one. And two.", "sentences", 1) == ["Only one. And two."]
+    assert decompose("   ", "sentences", 1) == []
+
+
+def test_select_top_keeps_best_above_threshold_in_original_order() -> None:
+    items = ["a", "b", "c", "d", "e", "f", "g"]
+    scores = [0.1, 0.9, -0.6, 0.5, 0.8, -0.5, 0.7]
+    # -0.6 and -0.5 are not above -0.5; of the rest the best 3 are b(0.9), e(0.8), g(0.7)
+    assert select_top(items, scores, keep=3, threshold=-0.5) == ["b", "e", "g"]
+    assert select_top(items, scores, keep=0, threshold=-0.5) == []
+    with pytest.raises(ValueError):
+        select_top(items, scores[:2], keep=1, threshold=0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("Henry Feilden, occupation", "Henry Feilden, occupation"),
+        ("query: Mona Lisa, painter\nquestion: next", "Mona Lisa, painter"),
+        ('"Mona Lisa, painter, Louvre, Paris"', "Mona Lisa, painter, Louvre"),
+        ("   \n\n", None),
+        ("...", None),
+        ("word " * 40, None),
+    ],
+)
+def test_clean_query(raw: str, expected: str | None) -> None:
+    assert clean_query(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("Who painted the Mona Lisa?", "Mona Lisa, painted"),
+        ("What is the religion of John Gwynn?", "John Gwynn, religion"),
+        ("In what city was Billy Carlson born?", "Billy Carlson, city, born"),
+    ],
+)
+def test_fallback_keywords_is_deterministic(question: str, expected: str) -> None:
+    assert fallback_keywords(question) == expected
+    assert fallback_keywords(question) == fallback_keywords(question)
+
+
+def test_rewrite_prompt_is_the_papers_few_shot_prompt() -> None:
+    prompt = rewrite_prompt("Who painted the Mona Lisa?")
+    assert prompt.startswith("Extract at most three keywords separated by comma")
+    assert "question: What is Henry Feilden's occupation?\nquery: Henry Feilden, occupation" in prompt
+    assert prompt.endswith("question: Who painted the Mona Lisa?\nquery:")

@@ -1,0 +1,194 @@
+"""Unit tests per node, with fixed-score evaluators, scripted chat models and static stores."""
+
+from typing import Any
+
+import pytest
+from langgraph.types import Overwrite
+
+from graph.context import Context
+from graph.validation import InvalidQuestionError
+from nodes.decide_action import decide_action
+from nodes.generate import generate
+from nodes.grade import grade
+from nodes.refine import refine
+from nodes.retrieve import retrieve
+from nodes.rewrite_query import rewrite_query
+from nodes.web_search import web_search
+from tests.fakes import MONA_LISA, FakeComponents, ScriptedChatModel, StaticSearch
+from websearch.base import SearchResult
+
+
+class FakeRuntime:
+    def __init__(self, context: Context | None = None) -> None:
+        self.context = context
+
+
+RT = FakeRuntime()
+
+
+def passage(text: str, score: float | None, source: str = "doc", chunk: int = 0) -> dict[str, Any]:
+    return {"text": text, "source": source, "chunk": chunk, "score": score}
+
+
+def test_retrieve_resets_run_fields_and_returns_top_k(fake_components: FakeComponents) -> None:
+    update = retrieve({"question": "  Who painted the Mona Lisa? "}, FakeRuntime(Context(top_k=1)))
+    assert update["question"] == "Who painted the Mona Lisa?"
+    assert [d["source"] for d in update["documents"]] == ["wikipedia:Mona Lisa"]
+    assert update["documents"][0]["score"] is None
+    assert isinstance(update["notes"], Overwrite) and update["notes"].value == []
+    assert update["internal_knowledge"] == [] and update["external_knowledge"] == []
+    assert fake_components.store.queries == [("Who painted the Mona Lisa?", 1)]
+
+
+@pytest.mark.parametrize(
+    ("question", "message"),
+    [("", "empty"), ("   \n", "empty"), (None, "no question"), (42, "must be a string"),
+     ("x" * 100_000, "100,000 characters")],
+)
+def test_retrieve_rejects_bad_questions(
+    fake_components: FakeComponents, question: Any, message: str
+) -> None:
+    with pytest.raises(InvalidQuestionError, match=message):
+        retrieve({"question": question}, RT)
+    assert fake_components.store.queries == []
+
+
+def test_grade_scores_every_passage_in_one_call(fake_components: FakeComponents) -> None:
+    docs = [passage(MONA_LISA, None), passage("Nothing here.", None)]
+    update = grade({"question": "q", "documents": docs}, RT)  # type: ignore[typeddict-item]
+    assert [d["score"] for d in update["documents"]] == [0.9, -1.0]
+    assert len(fake_components.scorer.calls) == 1
+
+
+def test_grade_with_no_documents_does_not_call_the_evaluator(
+    fake_components: FakeComponents,
+) -> None:
+    assert grade({"question": "q", "documents": []}, RT) == {"documents": []}
+    assert fake_components.scorer.calls == []
+
+
+@pytest.mark.parametrize(
+    ("scores", "action"),
+    [([0.9, -1.0], "correct"), ([0.0, -1.0], "ambiguous"), ([-1.0, -1.0], "incorrect")],
+)
+def test_decide_action_node(scores: list[float], action: str) -> None:
+    docs = [passage("t", s) for s in scores]
+    update = decide_action({"question": "q", "documents": docs}, RT)  # type: ignore[typeddict-item]
+    assert update["action"] == action
+    assert update["decision"]["action"] == action
+
+
+def test_decide_action_uses_context_thresholds() -> None:
+    docs = [passage("t", 0.3)]
+    state: Any = {"question": "q", "documents": docs}
+    assert decide_action(state, FakeRuntime(Context(upper_threshold=0.2)))["action"] == "correct"
+
+
+def test_refine_keeps_relevant_strips_in_original_order(fake_components: FakeComponents) -> None:
+    docs = [passage(MONA_LISA, 0.9, "wikipedia:Mona Lisa"), passage("Irrelevant. Text.", -0.995)]
+    update = refine({"question": "q", "documents": docs}, RT)  # type: ignore[typeddict-item]
+    texts = [s["text"] for s in update["internal_knowledge"]]
+    # Sentence 1 mentions Leonardo (0.9); sentence 3 mentions the Louvre (0.2); sentence 2
+    # scores -1 and is dropped. The passage below the lower threshold is not decomposed.
+    assert texts == [
+        "The Mona Lisa is a half-length portrait painting by the Italian artist Leonardo da Vinci.",
+        "The painting is held at the Louvre in Paris.",
+    ]
+    assert all(s["origin"] == "internal" and s["source"] == "wikipedia:Mona Lisa"
+               for s in update["internal_knowledge"])
+    scored = fake_components.scorer.calls[-1][1]
+    assert "Irrelevant." not in " ".join(scored)
+
+
+def test_refine_respects_strips_kept(fake_components: FakeComponents) -> None:
+    docs = [passage(MONA_LISA, 0.9)]
+    update = refine({"question": "q", "documents": docs}, FakeRuntime(Context(strips_kept=1)))  # type: ignore[typeddict-item]
+    assert [s["score"] for s in update["internal_knowledge"]] == [0.9]
+
+
+def test_refine_notes_when_nothing_survives(fake_components: FakeComponents) -> None:
+    docs = [passage("Nothing relevant. At all. Really.", 0.0)]
+    update = refine({"question": "q", "documents": docs}, RT)  # type: ignore[typeddict-item]
+    assert update["internal_knowledge"] == []
+    assert "kept no strip" in update["notes"][0]
+
+
+def test_rewrite_query_uses_model_keywords(fake_components: FakeComponents) -> None:
+    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, RT)
+    assert update == {"search_query": "Mona Lisa, painter"}
+    prompt = fake_components.chat.prompts[-1][-1].text
+    assert prompt.endswith("question: Who painted the Mona Lisa?\nquery:")
+
+
+@pytest.mark.parametrize("reply", ["", "   ", "!!!"])
+def test_rewrite_query_falls_back_when_output_unusable(
+    fake_components: FakeComponents, reply: str
+) -> None:
+    fake_components.chat = ScriptedChatModel(respond=lambda m: reply, prompts=[])
+    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, RT)
+    assert update["search_query"] == "Mona Lisa, painted"
+    assert "no usable keywords" in update["notes"][0]
+
+
+def test_rewrite_query_falls_back_when_model_fails(fake_components: FakeComponents) -> None:
+    def boom(messages: Any) -> str:
+        raise ConnectionError("provider down")
+
+    fake_components.chat = ScriptedChatModel(respond=boom, prompts=[])
+    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, RT)
+    assert update["search_query"] == "Mona Lisa, painted"
+
+
+def test_web_search_selects_relevant_snippets_wikipedia_first(
+    fake_components: FakeComponents,
+) -> None:
+    fake_components.web = StaticSearch(
+        [
+            SearchResult("Blog", "https://blog.example/x", "Unrelated chatter."),
+            SearchResult("Mona Lisa - Wikipedia", "https://en.wikipedia.org/wiki/Mona_Lisa",
+                         "Painted by Leonardo da Vinci."),
+            SearchResult("Empty", "https://empty.example", "   "),
+        ]
+    )
+    update = web_search({"question": "q", "search_query": "Mona Lisa, painter"}, RT)  # type: ignore[typeddict-item]
+    strips = update["external_knowledge"]
+    assert [s["source"] for s in strips] == ["https://en.wikipedia.org/wiki/Mona_Lisa"]
+    assert strips[0]["origin"] == "external" and strips[0]["chunk"] is None
+    assert "wikipedia" in fake_components.web.queries[0].lower()
+
+
+def test_web_search_unavailable_is_a_note_not_a_crash(fake_components: FakeComponents) -> None:
+    fake_components.web = StaticSearch(error="DuckDuckGo could not be reached")
+    update = web_search({"question": "q", "search_query": "x"}, RT)  # type: ignore[typeddict-item]
+    assert update["external_knowledge"] == []
+    assert update["notes"] == [
+        "web search unavailable: DuckDuckGo could not be reached; answered without web knowledge"
+    ]
+
+
+def test_web_search_no_results_is_noted(fake_components: FakeComponents) -> None:
+    fake_components.web = StaticSearch([])
+    update = web_search({"question": "q", "search_query": "x"}, FakeRuntime(Context(prefer_wikipedia=False)))  # type: ignore[typeddict-item]
+    assert fake_components.web.queries == ["x"]
+    assert "found nothing" in update["notes"][0]
+
+
+def test_generate_combines_knowledge_and_delimits_it(fake_components: FakeComponents) -> None:
+    internal = {"text": "Internal fact.", "source": "d", "chunk": 0, "origin": "internal", "score": 0.9}
+    external = {"text": "Web fact.", "source": "https://w", "chunk": None, "origin": "external", "score": 0.5}
+    state: Any = {"question": "Who?", "internal_knowledge": [internal], "external_knowledge": [external]}
+    update = generate(state, RT)
+    assert update["answer"] == "Leonardo da Vinci."
+    assert update["knowledge"] == [internal, external]
+    system, human = fake_components.chat.prompts[-1]
+    assert "untrusted data" in system.text
+    assert "<knowledge>\nInternal fact.\nWeb fact.\n</knowledge>" in human.text
+    assert human.text.endswith("Question: Who?")
+    assert "notes" not in update
+
+
+def test_generate_without_knowledge_notes_it(fake_components: FakeComponents) -> None:
+    update = generate({"question": "Who?"}, RT)
+    assert update["knowledge"] == []
+    assert "no knowledge" in update["notes"][0]
+    assert "(no knowledge was found)" in fake_components.chat.prompts[-1][1].text

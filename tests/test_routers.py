@@ -1,0 +1,45 @@
+from typing import Any
+
+import pytest
+
+from graph.routers import route_action
+from nodes.decide_action import trigger_action
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        ({"action": "correct"}, ["refine"]),
+        ({"action": "incorrect"}, ["rewrite_query"]),
+        ({"action": "ambiguous"}, ["refine", "rewrite_query"]),
+    ],
+)
+def test_route_action_table(state: dict[str, Any], expected: list[str]) -> None:
+    assert route_action(state) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("state", [{}, {"action": "maybe"}, {"action": None}])
+def test_route_action_rejects_unknown(state: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="unexpected action"):
+        route_action(state)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("scores", "action"),
+    [
+        ([0.60, -1.0], "correct"),  # any above upper
+        ([0.59, 0.59], "ambiguous"),  # exactly upper is not above it
+        ([-0.995, -1.0], "incorrect"),  # all below lower
+        ([-0.99, -1.0], "ambiguous"),  # exactly lower is not below it
+        ([-1.0, 0.0], "ambiguous"),
+        ([], "incorrect"),  # nothing retrieved
+        ([1.0], "correct"),
+    ],
+)
+def test_action_trigger_table(scores: list[float], action: str) -> None:
+    assert trigger_action(scores, upper=0.59, lower=-0.99)["action"] == action
+
+
+def test_action_trigger_rejects_crossed_thresholds() -> None:
+    with pytest.raises(ValueError, match="above upper"):
+        trigger_action([0.0], upper=-0.5, lower=0.5)
