@@ -1,0 +1,74 @@
+"""FanOutQA dev questions (shipped in the ``fanoutqa`` package) and the project's split.
+
+Only leaf sub-questions carry a single answer and one gold Wikipedia title, so they are the
+unit of evaluation. The split file names which top-level questions may be used to fit things
+(``train``) and to tune and report (``dev``); every other id is held out.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_SPLIT = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "fanoutqa-split.json"
+
+
+@dataclass(frozen=True)
+class LeafQuestion:
+    """One leaf sub-question with its answer and gold page."""
+
+    id: str
+    top_id: str
+    question: str
+    answer: str
+    gold_title: str
+
+
+def dev_file() -> Path:
+    """Path of ``fanout-final-dev.json`` inside the installed ``fanoutqa`` package."""
+    spec = importlib.util.find_spec("fanoutqa")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the package fanoutqa is missing: pip install --no-deps fanoutqa==1.1.1")
+    return Path(next(iter(spec.submodule_search_locations))) / "data" / "fanout-final-dev.json"
+
+
+def load_split(path: Path | None = None) -> dict[str, list[str]]:
+    """Read the split file: ``{"train": [...ids], "dev": [...ids]}``."""
+    data = json.loads((path or DEFAULT_SPLIT).read_text(encoding="utf-8"))
+    return {key: list(data[key]) for key in ("train", "dev")}
+
+
+def _answer_text(answer: Any) -> str | None:
+    if isinstance(answer, str | int | float) and str(answer).strip():
+        return str(answer).strip()
+    return None
+
+
+def _leaves(node: dict[str, Any], top_id: str) -> Iterator[LeafQuestion]:
+    for sub in node.get("decomposition") or []:
+        if sub.get("decomposition"):
+            yield from _leaves(sub, top_id)
+            continue
+        answer = _answer_text(sub.get("answer"))
+        title = (sub.get("evidence") or {}).get("title")
+        if answer and title:
+            yield LeafQuestion(sub["id"], top_id, sub["question"], answer, title)
+
+
+def leaf_questions(top_ids: Sequence[str]) -> list[LeafQuestion]:
+    """Leaf questions of the given top-level ids, in file order.
+
+    Raises:
+        ValueError: an id is not a FanOutQA dev question.
+    """
+    wanted = set(top_ids)
+    questions = json.loads(dev_file().read_text(encoding="utf-8"))
+    known = {q["id"] for q in questions}
+    missing = sorted(wanted - known)
+    if missing:
+        raise ValueError(f"not FanOutQA dev question ids: {', '.join(missing[:5])}")
+    return [leaf for q in questions if q["id"] in wanted for leaf in _leaves(q, q["id"])]

@@ -1,0 +1,139 @@
+"""The offline default evaluator: calibrated cosine similarity of sentence embeddings.
+
+A zero-shot stand-in for the paper's fine-tuned T5. It embeds the question and the passages
+with the shared sentence embedder (the one the vector store uses, so no second model is
+loaded), takes the cosine similarity ``c`` of the question and each passage, and reports
+
+    score = tanh((slope * c + intercept) / 2) = 2 * sigmoid(slope * c + intercept) - 1.
+
+If ``sigmoid(slope * c + intercept)`` is a logistic-regression estimate of P(the passage is from
+the page that answers the question), the score is exactly the expected label for labels +1/-1:
+the quantity the paper's T5 regression head estimates, so the paper's thresholds keep their
+meaning.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from evaluator.base import EvaluatorError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SLOPE: float = 11.0
+"""Logistic slope on cosine similarity, fitted by ``scripts/fit_embedding_calibration.py``."""
+
+DEFAULT_INTERCEPT: float = -5.5
+"""Logistic intercept, fitted by ``scripts/fit_embedding_calibration.py``."""
+
+
+def cosine_to_score(
+    cos: float, slope: float = DEFAULT_SLOPE, intercept: float = DEFAULT_INTERCEPT
+) -> float:
+    """Map a cosine similarity to a score in [-1, 1].
+
+    Args:
+        cos: Cosine similarity of question and passage embeddings.
+        slope: Logistic slope (positive: more similar scores higher).
+        intercept: Logistic intercept.
+
+    Returns:
+        ``tanh((slope * cos + intercept) / 2)``, i.e. ``2 * sigmoid(slope * cos + intercept) - 1``.
+    """
+    return math.tanh((slope * cos + intercept) / 2.0)
+
+
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    unit: np.ndarray = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+    return unit
+
+
+class EmbeddingEvaluator:
+    """Zero-shot evaluator: calibrated question-passage cosine similarity.
+
+    Attributes:
+        name: Backend name for logs and reports.
+        embeddings: The embedder (shared with the vector store).
+        slope: Logistic slope on cosine similarity.
+        intercept: Logistic intercept.
+    """
+
+    def __init__(
+        self,
+        embeddings: Embeddings,
+        *,
+        slope: float = DEFAULT_SLOPE,
+        intercept: float = DEFAULT_INTERCEPT,
+        name: str = "embedding",
+    ) -> None:
+        """Wrap an embedder.
+
+        Args:
+            embeddings: Any LangChain embedder; its vectors need not be normalised.
+            slope: Logistic slope on cosine similarity; must be positive and finite.
+            intercept: Logistic intercept; must be finite.
+            name: Backend name for logs and reports.
+
+        Raises:
+            EvaluatorError: The slope is not positive or a parameter is not finite.
+        """
+        if not (math.isfinite(slope) and math.isfinite(intercept)):
+            raise EvaluatorError(f"slope and intercept must be finite, got {slope}, {intercept}")
+        if slope <= 0:
+            raise EvaluatorError(
+                f"slope must be positive (higher similarity, higher score): {slope}"
+            )
+        self.embeddings = embeddings
+        self.slope = float(slope)
+        self.intercept = float(intercept)
+        self.name: str = name
+
+    def __repr__(self) -> str:
+        return (
+            f"EmbeddingEvaluator(slope={self.slope}, intercept={self.intercept}, "
+            f"name={self.name!r})"
+        )
+
+    def score(self, question: str, passages: Sequence[str]) -> list[float]:
+        """Score each passage by its calibrated cosine similarity to the question.
+
+        The question is embedded once and all non-empty passages in one batched call; empty
+        or whitespace-only passages score -1.0 and are not embedded.
+
+        Args:
+            question: The user question.
+            passages: Passages to score.
+
+        Returns:
+            One float in [-1, 1] per passage, in order.
+
+        Raises:
+            EvaluatorError: ``passages`` is one string, or the embedder returned the wrong
+                number or shape of vectors.
+        """
+        if isinstance(passages, str):
+            raise EvaluatorError("passages must be a sequence of strings, not one string")
+        scores = [-1.0] * len(passages)
+        todo = [i for i, passage in enumerate(passages) if passage.strip()]
+        if not todo:
+            return scores
+        query = np.asarray(self.embeddings.embed_query(question), dtype=np.float64)
+        docs = np.asarray(
+            self.embeddings.embed_documents([passages[i] for i in todo]), dtype=np.float64
+        )
+        if query.ndim != 1 or docs.shape != (len(todo), query.shape[0]):
+            raise EvaluatorError(
+                f"embedder returned vectors of shape {docs.shape} for {len(todo)} passages and "
+                f"{query.shape} for the question"
+            )
+        cosines = np.clip(_unit_rows(docs) @ _unit_rows(query), -1.0, 1.0)
+        values = np.tanh((self.slope * cosines + self.intercept) / 2.0)
+        for i, value in zip(todo, values.tolist(), strict=True):
+            scores[i] = float(value)
+        return scores

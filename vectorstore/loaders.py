@@ -1,0 +1,248 @@
+"""Read documents from disk: plain text, Markdown, HTML and JSON Lines.
+
+Every failure (unreadable file, bytes that are not UTF-8, unsupported extension, malformed
+JSON line) raises :class:`LoaderError` with a message naming the file and what to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bs4 import BeautifulSoup
+
+logger = logging.getLogger(__name__)
+
+TEXT_EXTENSIONS = frozenset({".txt", ".md"})
+HTML_EXTENSIONS = frozenset({".html", ".htm"})
+JSONL_EXTENSIONS = frozenset({".jsonl"})
+SUPPORTED_EXTENSIONS: tuple[str, ...] = tuple(
+    sorted(TEXT_EXTENSIONS | HTML_EXTENSIONS | JSONL_EXTENSIONS)
+)
+"""File extensions :func:`load_file` understands (lower case, with the dot)."""
+
+JSONL_TEXT_FIELDS: tuple[str, ...] = ("text", "contents", "extract")
+"""Fields of a JSON line holding the document text, first match wins."""
+
+_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+_DROPPED_TAGS = ("script", "style", "nav", "header", "footer", "noscript", "template")
+_BLOCK_TAGS = (
+    "address",
+    "article",
+    "aside",
+    "blockquote",
+    "br",
+    "caption",
+    "dd",
+    "div",
+    "dl",
+    "dt",
+    "figcaption",
+    "figure",
+    "form",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "hr",
+    "li",
+    "main",
+    "ol",
+    "p",
+    "pre",
+    "section",
+    "table",
+    "td",
+    "th",
+    "tr",
+    "ul",
+)
+
+
+class LoaderError(ValueError):
+    """A file cannot be turned into documents."""
+
+
+@dataclass(frozen=True)
+class LoadedDocument:
+    """One document ready for chunking.
+
+    Attributes:
+        source: Absolute path of the file (``path#lineN`` for a JSON line, ``wikipedia:Title``
+            for the bundled corpus).
+        text: The document text.
+        sha256: Hex SHA-256 of the raw bytes the document came from (detects changes).
+        title: The document title when the format has one.
+        file: Absolute path of the file holding several documents (JSON Lines), so that lines
+            removed from the file can be removed from the store.
+    """
+
+    source: str
+    text: str
+    sha256: str
+    title: str | None = None
+    file: str | None = None
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_bytes(path: Path) -> bytes:
+    if not path.exists():
+        raise LoaderError(f"{path}: file does not exist")
+    if path.is_dir():
+        raise LoaderError(f"{path}: is a directory, not a file")
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise LoaderError(f"{path}: cannot read file ({reason})") from exc
+
+
+def _decode(data: bytes, path: Path) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LoaderError(
+            f"{path}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+            "convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8 FILE > FILE.utf8`"
+        ) from exc
+    return text.removeprefix("\ufeff")
+
+
+def _html_to_text(markup: str) -> tuple[str, str | None]:
+    """Return the visible text of an HTML page (blocks separated by blank lines) and its title."""
+    soup = BeautifulSoup(markup, "html.parser")
+    title_tag = soup.find("title")
+    title = " ".join(title_tag.get_text(" ").split()) if title_tag is not None else ""
+    for tag in soup.find_all(["title", *_DROPPED_TAGS]):
+        tag.decompose()
+    root = soup.body or soup
+    # Mark block boundaries, then let inline markup (<b>, <a>, ...) flow into its paragraph.
+    for element in root.find_all(_BLOCK_TAGS):
+        element.insert_before("\n\n")
+        element.insert_after("\n\n")
+    blocks = (" ".join(block.split()) for block in _PARAGRAPH_BREAK.split(root.get_text()))
+    body = "\n\n".join(block for block in blocks if block)
+    if title and not body.startswith(title):
+        body = f"{title}\n\n{body}" if body else title
+    return body, title or None
+
+
+def _jsonl_documents(data: bytes, path: Path, source: str) -> list[LoadedDocument]:
+    docs: list[LoadedDocument] = []
+    content = _decode(data, path)
+    for number, line in enumerate(content.split("\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}, line {number}"
+        try:
+            record: Any = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise LoaderError(f"{where}: malformed JSON ({exc.msg} at column {exc.colno})") from exc
+        if not isinstance(record, dict):
+            raise LoaderError(f"{where}: expected a JSON object, got {type(record).__name__}")
+        text = next((record[f] for f in JSONL_TEXT_FIELDS if isinstance(record.get(f), str)), None)
+        if text is None:
+            raise LoaderError(
+                f"{where}: no text field; each object needs a string field "
+                + " or ".join(repr(f) for f in JSONL_TEXT_FIELDS)
+            )
+        title_value = record.get("title")
+        title = (
+            title_value.strip() if isinstance(title_value, str) and title_value.strip() else None
+        )
+        body = text.strip()
+        if title and not body.startswith(title):
+            body = f"{title}\n{body}"
+        docs.append(
+            LoadedDocument(
+                source=f"{source}#line{number}",
+                text=body,
+                sha256=_sha256(line.encode()),
+                title=title,
+                file=source,
+            )
+        )
+    return docs
+
+
+def load_file(path: Path) -> list[LoadedDocument]:
+    """Load one file into documents (one per file, one per line for JSON Lines).
+
+    Args:
+        path: A ``.txt``, ``.md``, ``.html``/``.htm`` or ``.jsonl`` file.
+
+    Returns:
+        The documents; ``source`` is the absolute path (``path#lineN`` for JSON lines).
+
+    Raises:
+        LoaderError: The file is missing or unreadable, not UTF-8, of an unsupported type, or a
+            JSON line is malformed.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in SUPPORTED_EXTENSIONS:
+        kind = f"extension {suffix!r}" if suffix else "no extension"
+        raise LoaderError(
+            f"{path}: unsupported file type ({kind}); supported: {', '.join(SUPPORTED_EXTENSIONS)}"
+        )
+    data = _read_bytes(path)
+    source = str(path.expanduser().absolute())
+    if suffix in JSONL_EXTENSIONS:
+        return _jsonl_documents(data, path, source)
+    text = _decode(data, path)
+    title: str | None = None
+    if suffix in HTML_EXTENSIONS:
+        text, title = _html_to_text(text)
+    return [LoadedDocument(source=source, text=text.strip(), sha256=_sha256(data), title=title)]
+
+
+def iter_paths(paths: Iterable[str | Path]) -> list[Path]:
+    """Expand files and directories into the files to ingest.
+
+    Directories are walked recursively for supported files (hidden entries skipped), sorted
+    for a deterministic order. Paths named explicitly are kept as given, even when missing or
+    unsupported, so that :func:`load_file` reports the problem. Duplicates are dropped.
+
+    Args:
+        paths: Files and/or directories.
+
+    Returns:
+        The files, in order.
+    """
+    seen: set[Path] = set()
+    result: list[Path] = []
+
+    def add(candidate: Path) -> None:
+        key = candidate.absolute()
+        if key not in seen:
+            seen.add(key)
+            result.append(candidate)
+
+    for item in paths:
+        path = Path(item).expanduser()
+        if not path.is_dir():
+            add(path)
+            continue
+        found = sorted(
+            p
+            for p in path.rglob("*")
+            if p.is_file()
+            and p.suffix.lower() in SUPPORTED_EXTENSIONS
+            and not any(part.startswith(".") for part in p.relative_to(path).parts)
+        )
+        if not found:
+            logger.warning("%s: no supported files (%s)", path, ", ".join(SUPPORTED_EXTENSIONS))
+        for p in found:
+            add(p)
+    return result

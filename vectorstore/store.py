@@ -1,0 +1,234 @@
+"""Open the Chroma vector store on disk and search it.
+
+Every failure of the store (missing, not a Chroma store, corrupt, missing collection) surfaces
+as a :class:`StoreError` whose message names the path and says what to do, never as a raw
+SQLite or Chroma traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import chromadb
+from chromadb.api import ClientAPI
+from chromadb.config import Settings
+from langchain_chroma import Chroma
+from langchain_core.embeddings import Embeddings
+
+from graph.state import RetrievedPassage
+
+logger = logging.getLogger(__name__)
+
+SQLITE_FILE = "chroma.sqlite3"
+"""The file every Chroma persistent store holds at its root."""
+
+_clients: dict[str, ClientAPI] = {}
+_clients_lock = threading.Lock()
+
+
+class StoreError(RuntimeError):
+    """The vector store is missing, unreadable, corrupt or lacks the requested collection."""
+
+
+def _forget_failed_system(identifier: str) -> None:
+    """Drop the half-started system Chroma caches when a client fails to open.
+
+    Without this, every later attempt on the same path in this process fails with an
+    unrelated error, even after the store has been repaired.
+    """
+    try:
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        SharedSystemClient._identifier_to_system.pop(identifier, None)
+        SharedSystemClient._identifier_to_refcount.pop(identifier, None)
+    except Exception:  # pragma: no cover - private API moved; nothing more we can do
+        logger.debug("could not reset Chroma's system cache for %s", identifier, exc_info=True)
+
+
+def _close_client(client: ClientAPI) -> None:
+    close = getattr(client, "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception:  # pragma: no cover - best effort
+            logger.debug("closing a Chroma client failed", exc_info=True)
+
+
+def _client(path: Path, *, create: bool) -> ClientAPI:
+    """Return the process-wide client for ``path`` (one per store; Chroma dislikes several)."""
+    key = str(path)
+    with _clients_lock:
+        cached = _clients.get(key)
+        if cached is not None:
+            if (path / SQLITE_FILE).is_file():
+                return cached
+            # The store was deleted under us: drop the stale client before reopening.
+            del _clients[key]
+            _close_client(cached)
+            _forget_failed_system(key)
+
+        if path.exists() and not path.is_dir():
+            raise StoreError(f"vector store path '{path}' is a file, not a directory")
+        if not create:
+            if not path.exists():
+                raise StoreError(
+                    f"no vector store at '{path}'; run `crag ingest PATH...` first to build it "
+                    "(or check the store path setting)"
+                )
+            if not (path / SQLITE_FILE).is_file():
+                raise StoreError(
+                    f"'{path}' is not a Chroma vector store (it has no {SQLITE_FILE}); "
+                    "point the store path at a store built by `crag ingest`, or ingest into "
+                    "this directory first"
+                )
+        else:
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot create the vector store directory '{path}': {exc.strerror or exc}"
+                ) from exc
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise StoreError(f"cannot read the vector store directory '{path}': permission denied")
+
+        try:
+            client = chromadb.PersistentClient(
+                path=key, settings=Settings(anonymized_telemetry=False)
+            )
+        except Exception as exc:
+            _forget_failed_system(key)
+            raise StoreError(
+                f"cannot open the vector store at '{path}': {_describe(exc)}. The store may be "
+                "corrupt or written by an incompatible Chroma version; delete the directory "
+                "and run `crag ingest` again"
+            ) from exc
+        _clients[key] = client
+        return client
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def _collection_names(client: ClientAPI) -> list[str]:
+    names: list[str] = []
+    for item in client.list_collections():
+        names.append(item if isinstance(item, str) else str(item.name))
+    return sorted(names)
+
+
+def open_store(
+    path: str | Path, collection: str, embeddings: Embeddings, *, create: bool
+) -> Chroma:
+    """Open (or create) a collection of the Chroma store at ``path``.
+
+    Args:
+        path: Directory of the persistent store.
+        collection: Collection name (3-512 characters of ``[a-zA-Z0-9._-]``).
+        embeddings: Embedder used for documents and queries.
+        create: Create the directory and the collection when missing; when ``False`` a missing
+            store or collection is an error.
+
+    Returns:
+        The LangChain Chroma vector store.
+
+    Raises:
+        StoreError: The store is missing, not a Chroma store, corrupt, or lacks the collection.
+    """
+    resolved = Path(path).expanduser().resolve()
+    client = _client(resolved, create=create)
+    try:
+        existing = _collection_names(client)
+    except Exception as exc:
+        raise StoreError(
+            f"cannot read the vector store at '{resolved}': {_describe(exc)}. The store may be "
+            "corrupt; delete the directory and run `crag ingest` again"
+        ) from exc
+    if not create and collection not in existing:
+        listing = ", ".join(repr(n) for n in existing) if existing else "none"
+        raise StoreError(
+            f"no collection {collection!r} in the vector store at '{resolved}' "
+            f"(collections there: {listing}); ingest documents into it first or pick an "
+            "existing collection"
+        )
+    try:
+        store = Chroma(
+            client=client,
+            collection_name=collection,
+            embedding_function=embeddings,
+            create_collection_if_not_exists=create,
+        )
+    except Exception as exc:
+        raise StoreError(
+            f"cannot open collection {collection!r} in the vector store at '{resolved}': "
+            f"{_describe(exc)}"
+        ) from exc
+    logger.debug("opened collection %r at %s", collection, resolved)
+    return store
+
+
+def count(store: Chroma) -> int:
+    """Return the number of chunks in the store's collection.
+
+    Raises:
+        StoreError: The store cannot be read.
+    """
+    try:
+        return int(store._collection.count())
+    except Exception as exc:
+        raise StoreError(f"cannot count the vector store's chunks: {_describe(exc)}") from exc
+
+
+def retrieve(store: Chroma, question: str, k: int) -> list[RetrievedPassage]:
+    """Return the ``k`` chunks most similar to ``question``, best first.
+
+    Args:
+        store: The vector store.
+        question: The query text.
+        k: How many passages to return (fewer when the store holds fewer).
+
+    Returns:
+        Passages with their text, source and chunk index; ``score`` is ``None`` (ungraded).
+
+    Raises:
+        StoreError: The search fails.
+    """
+    if k <= 0:
+        return []
+    try:
+        docs = store.similarity_search(question, k=k)
+    except Exception as exc:
+        raise StoreError(f"vector store search failed: {_describe(exc)}") from exc
+    passages: list[RetrievedPassage] = []
+    for doc in docs:
+        meta: dict[str, Any] = doc.metadata or {}
+        passages.append(
+            RetrievedPassage(
+                text=doc.page_content,
+                source=str(meta.get("source", "")),
+                chunk=_as_int(meta.get("chunk", 0)),
+                score=None,
+            )
+        )
+    return passages
+
+
+def _as_int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def close_stores() -> None:
+    """Close every cached Chroma client (tests, or before deleting a store directory)."""
+    with _clients_lock:
+        for key, client in list(_clients.items()):
+            _close_client(client)
+            _forget_failed_system(key)
+        _clients.clear()
