@@ -89,9 +89,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     context = _context(args)
     final: dict[str, Any] = {}
-    for mode, chunk in graph.stream(
+    stream: Any = graph.stream(
         {"question": args.question}, context=context, stream_mode=["updates", "values"]
-    ):
+    )
+    for mode, chunk in stream:
         if mode == "updates" and not args.quiet:
             for node, update in chunk.items():
                 if isinstance(update, dict):

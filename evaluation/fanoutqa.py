@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DEFAULT_SPLIT = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "fanoutqa-split.json"
+DEFAULT_SPLIT = (
+    Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "fanoutqa-split.json"
+)
 
 
 @dataclass(frozen=True)

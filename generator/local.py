@@ -54,7 +54,8 @@ class LocalChatModel(BaseChatModel):
         device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
         self._tokenizer = AutoTokenizer.from_pretrained(path)
         dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-        self._model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
+        model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        self._model = model.to(device).eval()
         self.device = device
         logger.info("generator %s loaded on %s", path.name, device)
 
@@ -130,7 +131,7 @@ class LocalChatModel(BaseChatModel):
                         )
                 except BaseException as exc:  # re-raised in the caller's thread below
                     errors.append(exc)
-                    streamer.end()
+                    streamer.end()  # type: ignore[no-untyped-call]
 
             worker = threading.Thread(target=generate, daemon=True)
             worker.start()

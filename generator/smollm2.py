@@ -11,6 +11,7 @@ import logging
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ def ensure_smollm2() -> Path:
         gguf = shipped_gguf()
         logger.info("converting %s to a transformers folder (once, about 20 s)", gguf.name)
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model: Any = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
         # The weights are dequantised already; drop the quantiser so the folder saves and
         # reloads as a plain float model.
         model.hf_quantizer = None

@@ -31,9 +31,7 @@ class Context:
     # Action trigger
     upper_threshold: float = field(
         default=0.59,
-        metadata={
-            "description": "Correct if any passage scores above this (paper, PopQA: 0.59)."
-        },
+        metadata={"description": "Correct if any passage scores above this (paper, PopQA: 0.59)."},
     )
     lower_threshold: float = field(
         default=-0.99,
@@ -145,9 +143,7 @@ class Context:
     )
     default_corpus_limit: int = field(
         default=0,
-        metadata={
-            "description": "Ingest only the first N bundled summaries (0: all 10,033)."
-        },
+        metadata={"description": "Ingest only the first N bundled summaries (0: all 10,033)."},
     )
     max_question_chars: int = field(
         default=2000,

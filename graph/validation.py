@@ -14,9 +14,7 @@ def validate_question(question: Any, max_chars: int) -> str:
     if question is None:
         raise InvalidQuestionError("no question given: send {'question': '...'}")
     if not isinstance(question, str):
-        raise InvalidQuestionError(
-            f"the question must be a string, not {type(question).__name__}"
-        )
+        raise InvalidQuestionError(f"the question must be a string, not {type(question).__name__}")
     stripped = question.strip()
     if not stripped:
         raise InvalidQuestionError("the question is empty")

@@ -44,10 +44,10 @@ def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         for (text, source, chunk), score in zip(candidates, scores, strict=True)
     ]
     kept = select_top(strips, scores, context.strips_kept, context.strip_threshold)
-    logger.info("refine: %d strips from %d passages, kept %d", len(strips), len(relevant), len(kept))
+    logger.info(
+        "refine: %d strips from %d passages, kept %d", len(strips), len(relevant), len(kept)
+    )
     update: dict[str, Any] = {"internal_knowledge": kept}
     if not kept:
-        update["notes"] = [
-            f"refinement kept no strip: none scored above {context.strip_threshold}"
-        ]
+        update["notes"] = [f"refinement kept no strip: none scored above {context.strip_threshold}"]
     return update

@@ -50,8 +50,13 @@ def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     evaluator = components.evaluator(context)
     scores = evaluator.score(state["question"], [f"{r.title}: {r.snippet}" for r in candidates])
     strips: list[KnowledgeStrip] = [
-        {"text": r.snippet.strip(), "source": r.url, "chunk": None, "origin": "external",
-         "score": score}
+        {
+            "text": r.snippet.strip(),
+            "source": r.url,
+            "chunk": None,
+            "origin": "external",
+            "score": score,
+        }
         for r, score in zip(candidates, scores, strict=True)
     ]
     kept = select_top(strips, scores, context.strips_kept, context.strip_threshold)

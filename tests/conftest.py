@@ -12,8 +12,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from graph.components import use_components  # noqa: E402
-from tests.fakes import (  # noqa: E402
+from graph.components import use_components
+from tests.fakes import (
     FakeComponents,
     FixedScoreEvaluator,
     StaticSearch,

@@ -37,7 +37,7 @@ class ScriptedChatModel(BaseChatModel):
     """Answers with ``respond(messages)``; records every prompt it was given."""
 
     respond: Callable[[list[BaseMessage]], str]
-    prompts: list[list[BaseMessage]] = []
+    prompts: list[list[BaseMessage]] = []  # noqa: RUF012 (pydantic copies field defaults)
 
     @property
     def _llm_type(self) -> str:
@@ -50,7 +50,9 @@ class ScriptedChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=AIMessage(self.respond(messages)))])
 
 
-def scripted_chat(keywords: str = "Mona Lisa, painter", answer: str = "Leonardo da Vinci.") -> ScriptedChatModel:
+def scripted_chat(
+    keywords: str = "Mona Lisa, painter", answer: str = "Leonardo da Vinci."
+) -> ScriptedChatModel:
     """A chat model that answers rewrite prompts with ``keywords`` and others with ``answer``."""
 
     def respond(messages: list[BaseMessage]) -> str:

@@ -12,7 +12,8 @@ from tests.fakes import FakeComponents, FixedScoreEvaluator, StaticSearch
 from websearch.base import SearchResult
 
 WIKI = SearchResult(
-    "Mona Lisa - Wikipedia", "https://en.wikipedia.org/wiki/Mona_Lisa",
+    "Mona Lisa - Wikipedia",
+    "https://en.wikipedia.org/wiki/Mona_Lisa",
     "The Mona Lisa was painted by Leonardo da Vinci.",
 )
 NODES = {"retrieve", "grade", "decide_action", "refine", "rewrite_query", "web_search", "generate"}
@@ -23,13 +24,16 @@ def run(question: str = "Who painted the Mona Lisa?", **settings: Any) -> dict[s
 
 
 def executed_nodes(question: str = "Who painted the Mona Lisa?") -> list[str]:
-    return [node for chunk in graph.stream({"question": question}, stream_mode="updates")
-            for node in chunk]
+    return [
+        node
+        for chunk in graph.stream({"question": question}, stream_mode="updates")
+        for node in chunk
+    ]
 
 
 def test_drawn_graph_has_seven_nodes_and_three_branches() -> None:
     drawn = graph.get_graph()
-    assert NODES <= set(drawn.nodes)
+    assert set(drawn.nodes) >= NODES
     edges = {(e.source, e.target, e.conditional) for e in drawn.edges}
     assert ("decide_action", "refine", True) in edges
     assert ("decide_action", "rewrite_query", True) in edges
@@ -43,7 +47,11 @@ def test_drawn_graph_has_seven_nodes_and_three_branches() -> None:
 
 def test_output_schema_is_the_documented_one() -> None:
     assert set(graph.get_output_jsonschema()["properties"]) == {
-        "answer", "action", "documents", "knowledge", "notes"
+        "answer",
+        "action",
+        "documents",
+        "knowledge",
+        "notes",
     }
 
 
@@ -65,8 +73,14 @@ def test_incorrect_branch_uses_only_the_web(fake_components: FakeComponents) -> 
     assert out["action"] == "incorrect"
     assert [k["source"] for k in out["knowledge"]] == [WIKI.url]
     assert fake_components.web.queries == ["Mona Lisa, painter wikipedia"]
-    assert executed_nodes() == ["retrieve", "grade", "decide_action", "rewrite_query",
-                                "web_search", "generate"]
+    assert executed_nodes() == [
+        "retrieve",
+        "grade",
+        "decide_action",
+        "rewrite_query",
+        "web_search",
+        "generate",
+    ]
 
 
 def test_ambiguous_branch_runs_both_and_generates_once(fake_components: FakeComponents) -> None:

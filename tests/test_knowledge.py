@@ -74,5 +74,7 @@ def test_fallback_keywords_is_deterministic(question: str, expected: str) -> Non
 def test_rewrite_prompt_is_the_papers_few_shot_prompt() -> None:
     prompt = rewrite_prompt("Who painted the Mona Lisa?")
     assert prompt.startswith("Extract at most three keywords separated by comma")
-    assert "question: What is Henry Feilden's occupation?\nquery: Henry Feilden, occupation" in prompt
+    assert (
+        "question: What is Henry Feilden's occupation?\nquery: Henry Feilden, occupation" in prompt
+    )
     assert prompt.endswith("question: Who painted the Mona Lisa?\nquery:")

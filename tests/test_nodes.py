@@ -42,8 +42,13 @@ def test_retrieve_resets_run_fields_and_returns_top_k(fake_components: FakeCompo
 
 @pytest.mark.parametrize(
     ("question", "message"),
-    [("", "empty"), ("   \n", "empty"), (None, "no question"), (42, "must be a string"),
-     ("x" * 100_000, "100,000 characters")],
+    [
+        ("", "empty"),
+        ("   \n", "empty"),
+        (None, "no question"),
+        (42, "must be a string"),
+        ("x" * 100_000, "100,000 characters"),
+    ],
 )
 def test_retrieve_rejects_bad_questions(
     fake_components: FakeComponents, question: Any, message: str
@@ -94,8 +99,10 @@ def test_refine_keeps_relevant_strips_in_original_order(fake_components: FakeCom
         "The Mona Lisa is a half-length portrait painting by the Italian artist Leonardo da Vinci.",
         "The painting is held at the Louvre in Paris.",
     ]
-    assert all(s["origin"] == "internal" and s["source"] == "wikipedia:Mona Lisa"
-               for s in update["internal_knowledge"])
+    assert all(
+        s["origin"] == "internal" and s["source"] == "wikipedia:Mona Lisa"
+        for s in update["internal_knowledge"]
+    )
     scored = fake_components.scorer.calls[-1][1]
     assert "Irrelevant." not in " ".join(scored)
 
@@ -145,8 +152,11 @@ def test_web_search_selects_relevant_snippets_wikipedia_first(
     fake_components.web = StaticSearch(
         [
             SearchResult("Blog", "https://blog.example/x", "Unrelated chatter."),
-            SearchResult("Mona Lisa - Wikipedia", "https://en.wikipedia.org/wiki/Mona_Lisa",
-                         "Painted by Leonardo da Vinci."),
+            SearchResult(
+                "Mona Lisa - Wikipedia",
+                "https://en.wikipedia.org/wiki/Mona_Lisa",
+                "Painted by Leonardo da Vinci.",
+            ),
             SearchResult("Empty", "https://empty.example", "   "),
         ]
     )
@@ -168,15 +178,33 @@ def test_web_search_unavailable_is_a_note_not_a_crash(fake_components: FakeCompo
 
 def test_web_search_no_results_is_noted(fake_components: FakeComponents) -> None:
     fake_components.web = StaticSearch([])
-    update = web_search({"question": "q", "search_query": "x"}, FakeRuntime(Context(prefer_wikipedia=False)))  # type: ignore[typeddict-item]
+    update = web_search(
+        {"question": "q", "search_query": "x"}, FakeRuntime(Context(prefer_wikipedia=False))
+    )  # type: ignore[typeddict-item]
     assert fake_components.web.queries == ["x"]
     assert "found nothing" in update["notes"][0]
 
 
 def test_generate_combines_knowledge_and_delimits_it(fake_components: FakeComponents) -> None:
-    internal = {"text": "Internal fact.", "source": "d", "chunk": 0, "origin": "internal", "score": 0.9}
-    external = {"text": "Web fact.", "source": "https://w", "chunk": None, "origin": "external", "score": 0.5}
-    state: Any = {"question": "Who?", "internal_knowledge": [internal], "external_knowledge": [external]}
+    internal = {
+        "text": "Internal fact.",
+        "source": "d",
+        "chunk": 0,
+        "origin": "internal",
+        "score": 0.9,
+    }
+    external = {
+        "text": "Web fact.",
+        "source": "https://w",
+        "chunk": None,
+        "origin": "external",
+        "score": 0.5,
+    }
+    state: Any = {
+        "question": "Who?",
+        "internal_knowledge": [internal],
+        "external_knowledge": [external],
+    }
     update = generate(state, RT)
     assert update["answer"] == "Leonardo da Vinci."
     assert update["knowledge"] == [internal, external]

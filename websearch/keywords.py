@@ -12,7 +12,7 @@ _STOPWORDS = frozenset(
     very much many some any each every other such own same so too please tell give name""".split()
 )
 _PREFIX = re.compile(r"^\s*(?:query|keywords?|search(?: query)?|answer)\s*[:\-]\s*", re.I)
-_WORD = re.compile(r"[\w'’-]+", re.UNICODE)
+_WORD = re.compile("[\\w'\u2019-]+", re.UNICODE)
 
 
 def fallback_keywords(question: str, limit: int = 3) -> str:

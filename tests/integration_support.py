@@ -1,0 +1,24 @@
+"""A small real store (real embedder, Chroma on disk) shared by the integration tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vectorstore.corpus import load_corpus
+from vectorstore.embeddings import load_embeddings
+from vectorstore.ingest import ingest_documents
+from vectorstore.store import open_store
+
+ANCHORS = ("Mona Lisa", "Leonardo da Vinci", "Louvre", "Paris", "Raphael", "Photosynthesis")
+
+
+def build_small_store(path: Path, others: int = 60) -> Path:
+    """Ingest the anchor summaries plus ``others`` more (every 150th title) into ``path``."""
+    corpus = load_corpus()
+    wanted = {f"wikipedia:{title}" for title in ANCHORS}
+    chosen = [d for d in corpus if d.source in wanted]
+    chosen += [d for d in corpus[::150] if d.source not in wanted][:others]
+    store = open_store(path, "crag", load_embeddings(), create=True)
+    report = ingest_documents(chosen, store, progress=False)
+    assert not report.failed, report.failed
+    return path
