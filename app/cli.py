@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from graph.context import DEFAULT_COLLECTION, Context
+from nodes.generate import render_strip
 
 logger = logging.getLogger("crag")
 
@@ -68,7 +69,8 @@ def _report_update(node: str, update: dict[str, Any]) -> None:
         strips = update.get("internal_knowledge", [])
         _err(f"[refine] kept {len(strips)} strips")
         for strip in strips:
-            _err(f"    {strip['score']:+.3f}  {_short(strip['text'], 70)}  ({strip['source']})")
+            text = _short(render_strip(strip["text"]), 70)
+            _err(f"    {strip['score']:+.3f}  {text}  ({strip['source']})")
     elif node == "rewrite_query":
         _err(f"[rewrite_query] {update.get('search_query', '')!r}")
     elif node == "web_search":

@@ -2,14 +2,17 @@
 
 A zero-shot stand-in for the paper's fine-tuned T5. It embeds the question and the passages
 with the shared sentence embedder (the one the vector store uses, so no second model is
-loaded), takes the cosine similarity ``c`` of the question and each passage, and reports
+loaded), takes the cosine similarity ``c`` of the question and each passage and ``h``, 1 when
+the question names the passage's heading (its document title) and 0 otherwise, and reports
 
-    score = tanh((slope * c + intercept) / 2) = 2 * sigmoid(slope * c + intercept) - 1.
+    z = slope * c + heading_weight * h + intercept
+    score = tanh(z / 2) = 2 * sigmoid(z) - 1.
 
-If ``sigmoid(slope * c + intercept)`` is a logistic-regression estimate of P(the passage is from
-the page that answers the question), the score is exactly the expected label for labels +1/-1:
-the quantity the paper's T5 regression head estimates, so the paper's thresholds keep their
-meaning.
+``sigmoid(z)`` is a logistic regression of P(the passage is from the page that answers the
+question), so the score is the expected label for labels +1/-1: the quantity the paper's T5
+regression head estimates, which keeps the paper's thresholds meaningful. Both features are
+computed per pair, as the paper scores every pair on its own. The coefficients are fitted on
+FanOutQA ``train`` questions over the bundled corpus by ``scripts/fit_embedding_calibration.py``.
 """
 
 from __future__ import annotations
@@ -22,13 +25,17 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from evaluator.base import EvaluatorError
+from knowledge.lexical import heading_named
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_SLOPE: float = 11.0
+DEFAULT_SLOPE: float = 13.967
 """Logistic slope on cosine similarity, fitted by ``scripts/fit_embedding_calibration.py``."""
 
-DEFAULT_INTERCEPT: float = -5.5
+DEFAULT_HEADING_WEIGHT: float = 4.3411
+"""Logistic weight of "the question names the passage heading", fitted by the same script."""
+
+DEFAULT_INTERCEPT: float = -10.7118
 """Logistic intercept, fitted by ``scripts/fit_embedding_calibration.py``."""
 
 
@@ -70,6 +77,7 @@ class EmbeddingEvaluator:
         *,
         slope: float = DEFAULT_SLOPE,
         intercept: float = DEFAULT_INTERCEPT,
+        heading_weight: float = DEFAULT_HEADING_WEIGHT,
         name: str = "embedding",
     ) -> None:
         """Wrap an embedder.
@@ -78,11 +86,14 @@ class EmbeddingEvaluator:
             embeddings: Any LangChain embedder; its vectors need not be normalised.
             slope: Logistic slope on cosine similarity; must be positive and finite.
             intercept: Logistic intercept; must be finite.
+            heading_weight: Logistic weight of the heading feature; must be finite.
             name: Backend name for logs and reports.
 
         Raises:
             EvaluatorError: The slope is not positive or a parameter is not finite.
         """
+        if not math.isfinite(heading_weight):
+            raise EvaluatorError(f"heading_weight must be finite, got {heading_weight}")
         if not (math.isfinite(slope) and math.isfinite(intercept)):
             raise EvaluatorError(f"slope and intercept must be finite, got {slope}, {intercept}")
         if slope <= 0:
@@ -92,12 +103,13 @@ class EmbeddingEvaluator:
         self.embeddings = embeddings
         self.slope = float(slope)
         self.intercept = float(intercept)
+        self.heading_weight = float(heading_weight)
         self.name: str = name
 
     def __repr__(self) -> str:
         return (
             f"EmbeddingEvaluator(slope={self.slope}, intercept={self.intercept}, "
-            f"name={self.name!r})"
+            f"heading_weight={self.heading_weight}, name={self.name!r})"
         )
 
     def score(self, question: str, passages: Sequence[str]) -> list[float]:
@@ -133,7 +145,9 @@ class EmbeddingEvaluator:
                 f"{query.shape} for the question"
             )
         cosines = np.clip(_unit_rows(docs) @ _unit_rows(query), -1.0, 1.0)
-        values = np.tanh((self.slope * cosines + self.intercept) / 2.0)
+        named = np.array([heading_named(question, passages[i]) for i in todo])
+        logits = self.slope * cosines + self.heading_weight * named + self.intercept
+        values = np.tanh(logits / 2.0)
         for i, value in zip(todo, values.tolist(), strict=True):
             scores[i] = float(value)
         return scores

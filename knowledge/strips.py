@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from knowledge.lexical import heading_of
+
 StripMode = Literal["sentences", "words", "passage"]
 
 # A sentence ends at . ! or ? followed by space and an upper-case letter, digit or quote.
@@ -43,18 +45,26 @@ def decompose(text: str, mode: StripMode = "sentences", size: int = 1) -> list[s
             words; ``"passage"``: the passage itself is the only strip.
         size: Sentences or words per strip (at least 1).
 
-    A passage of at most two sentences is one strip, as in the paper.
+    A passage of at most two sentences is one strip, as in the paper. A passage that starts
+    with a heading line (a document title) gives strips that each start with that heading
+    line, so that a strip such as "It was painted in 1503." still says what it is about, to
+    the evaluator and to the generator.
     """
     text = text.strip()
     if not text:
         return []
     if mode == "passage":
         return [text]
+    heading = heading_of(text)
+    body = text.partition("\n")[2].strip() if heading else text
     size = max(1, size)
     if mode == "words":
-        words = text.split()
-        return [" ".join(words[i : i + size]) for i in range(0, len(words), size)]
-    sentences = split_sentences(text)
-    if len(sentences) <= 2:
-        return [" ".join(sentences)]
-    return [" ".join(sentences[i : i + size]) for i in range(0, len(sentences), size)]
+        words = body.split()
+        strips = [" ".join(words[i : i + size]) for i in range(0, len(words), size)]
+    else:
+        sentences = split_sentences(body)
+        if len(sentences) <= 2:
+            strips = [" ".join(sentences)]
+        else:
+            strips = [" ".join(sentences[i : i + size]) for i in range(0, len(sentences), size)]
+    return [f"{heading}\n{strip}" if heading else strip for strip in strips if strip]

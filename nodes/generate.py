@@ -10,12 +10,21 @@ from langgraph.runtime import Runtime
 from graph.components import current_components
 from graph.context import Context, resolve_context
 from graph.state import KnowledgeStrip, State
+from knowledge.lexical import heading_of
 from prompts.generate import GENERATE_HUMAN, GENERATE_SYSTEM, NO_ANSWER, NO_KNOWLEDGE
+
+
+def render_strip(text: str) -> str:
+    """One line per strip: a heading line becomes a ``heading: text`` prefix."""
+    heading = heading_of(text)
+    if heading is None:
+        return " ".join(text.split())
+    return f"{heading}: {' '.join(text.partition(chr(10))[2].split())}"
 
 
 def format_knowledge(strips: list[KnowledgeStrip]) -> str:
     """Render strips one per line, internal knowledge first, in recomposed order."""
-    return "\n".join(s["text"] for s in strips) if strips else NO_KNOWLEDGE
+    return "\n".join(render_strip(s["text"]) for s in strips) if strips else NO_KNOWLEDGE
 
 
 def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -5,20 +5,19 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
 from graph.components import current_components
 from graph.context import Context, resolve_context
 from graph.state import State
-from prompts.rewrite import rewrite_prompt
+from prompts.rewrite import rewrite_turns
 from websearch.keywords import clean_query, fallback_keywords
 
 logger = logging.getLogger(__name__)
 
 
 def rewrite_query(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Ask the generator for keywords with the paper's few-shot prompt.
+    """Ask the generator for keywords with the paper's few-shot prompt (as chat turns).
 
     When the model's output is empty or unusable, or the model fails, the query falls back to
     keywords taken deterministically from the question, and ``notes`` says so.
@@ -28,11 +27,11 @@ def rewrite_query(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     model = current_components().chat_model(context)
     raw = ""
     try:
-        reply = model.invoke([HumanMessage(rewrite_prompt(question))], max_new_tokens=24)
+        reply = model.invoke(rewrite_turns(question), max_new_tokens=24)
         raw = reply.text
     except Exception as exc:  # any provider error: the fallback keeps the run going
         logger.warning("query rewriting failed: %s", exc)
-    query = clean_query(raw)
+    query = clean_query(raw, question=question)
     if query is None:
         query = fallback_keywords(question)
         return {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -15,6 +16,13 @@ from websearch.base import SearchUnavailableError
 from websearch.ranking import rank_results, wikipedia_query
 
 logger = logging.getLogger(__name__)
+
+_SITE_SUFFIX = re.compile(r"\s+[-|\u2013\u2014]\s+(?:Wikipedia|Wikimedia)\b.*$", re.I)
+
+
+def page_title(title: str) -> str:
+    """A result's title without the site suffix ("Mona Lisa - Wikipedia" -> "Mona Lisa")."""
+    return _SITE_SUFFIX.sub("", " ".join(title.split())) or "Untitled"
 
 
 def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -37,7 +45,9 @@ def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         logger.warning("web search unavailable: %s", exc)
         return {
             "external_knowledge": [],
-            "notes": [f"web search unavailable: {exc}; answered without web knowledge"],
+            "notes": [
+                f"web search unavailable: {str(exc).rstrip('.')}; answered without web knowledge"
+            ],
         }
     results = rank_results(results, prefer_wikipedia=context.prefer_wikipedia)
     results = results[: context.web_results]

@@ -21,6 +21,19 @@ REWRITE_EXAMPLES: tuple[tuple[str, str], ...] = (
 
 
 def rewrite_prompt(question: str) -> str:
-    """Render the few-shot prompt for ``question``, ending with an open ``query:`` line."""
+    """Render the few-shot prompt as one text, ending with an open ``query:`` line."""
     shots = "\n\n".join(f"question: {q}\nquery: {a}" for q, a in REWRITE_EXAMPLES)
     return f"{REWRITE_INSTRUCTION}\n\n{shots}\n\nquestion: {question}\nquery:"
+
+
+def rewrite_turns(question: str) -> list[tuple[str, str]]:
+    """The same prompt as chat turns: the instruction, each example as a user/assistant pair.
+
+    Chat models, small ones especially, follow examples given as turns far better than
+    examples pasted into one message. Roles are ``system``, ``human`` and ``ai``.
+    """
+    turns = [("system", REWRITE_INSTRUCTION)]
+    for q, a in REWRITE_EXAMPLES:
+        turns += [("human", f"question: {q}"), ("ai", f"query: {a}")]
+    turns.append(("human", f"question: {question}"))
+    return turns

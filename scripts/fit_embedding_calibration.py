@@ -1,10 +1,11 @@
-"""Fit the embedding evaluator's cosine-to-score map on FanOutQA ``train`` questions.
+"""Fit the embedding evaluator's score map on FanOutQA ``train`` questions.
 
 Pairs follow the paper's recipe: for each leaf question whose gold Wikipedia page is in the
 store, the gold page's passages are positives (+1) and the retrieved top-k passages from other
-pages are negatives (-1). A one-feature logistic regression P(+1 | cosine) is fitted by Newton's
-method; the evaluator reports 2 P - 1, the expected label. Only ``train`` ids are used to fit;
-the same figures are printed for ``dev`` as a check.
+pages are negatives (-1). A logistic regression P(+1 | features) is fitted by Newton's method on
+two per-pair features: the question-passage cosine, and whether the question names the
+passage's heading. The evaluator reports 2 P - 1, the expected label. Only ``train`` ids are
+used to fit; the same figures are printed for ``dev`` as a check.
 
 Usage: .venv/bin/python scripts/fit_embedding_calibration.py [--store .crag/chroma] [--k 10]
 """
@@ -19,13 +20,14 @@ from typing import Any
 import numpy as np
 
 from evaluation.fanoutqa import leaf_questions, load_split
+from knowledge.lexical import heading_named
 from vectorstore.embeddings import load_embeddings
 from vectorstore.store import open_store
 
 
 def pairs_for(ids: list[str], store: Any, embeddings: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Cosine similarities and +1/-1 labels for every (leaf question, passage) pair."""
-    cosines: list[float] = []
+    """Features (cosine, heading named) and +1/-1 labels for every (question, passage) pair."""
+    cosines: list[list[float]] = []
     labels: list[int] = []
     for leaf in leaf_questions(ids):
         gold_source = f"wikipedia:{leaf.gold_title}"
@@ -38,25 +40,27 @@ def pairs_for(ids: list[str], store: Any, embeddings: Any, k: int) -> tuple[np.n
         q = np.asarray(embeddings.embed_query(leaf.question))
         p = np.asarray(embeddings.embed_documents(texts))
         cos = p @ q / (np.linalg.norm(p, axis=1) * np.linalg.norm(q))
-        cosines.extend(cos.tolist())
+        cosines.extend(
+            [c, heading_named(leaf.question, t)] for c, t in zip(cos, texts, strict=True)
+        )
         labels.extend([1] * len(gold["ids"]) + [-1] * len(negatives))
     return np.asarray(cosines), np.asarray(labels)
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, iterations: int = 50) -> tuple[float, float]:
-    """Maximum-likelihood slope and intercept of P(y=+1 | x) = sigmoid(a x + b)."""
+def fit_logistic(x: np.ndarray, y: np.ndarray, iterations: int = 100) -> np.ndarray:
+    """Maximum-likelihood weights (features..., intercept) of P(y=+1 | x) = sigmoid(w x + b)."""
     t = (y > 0).astype(float)
-    design = np.stack([x, np.ones_like(x)], axis=1)
-    w = np.zeros(2)
+    design = np.hstack([x, np.ones((len(x), 1))])
+    w = np.zeros(design.shape[1])
     for _ in range(iterations):
         p = 1.0 / (1.0 + np.exp(-(design @ w)))
         grad = design.T @ (p - t)
-        hess = design.T @ (design * (p * (1 - p))[:, None]) + 1e-9 * np.eye(2)
+        hess = design.T @ (design * (p * (1 - p))[:, None]) + 1e-9 * np.eye(len(w))
         step = np.linalg.solve(hess, grad)
         w -= step
         if np.abs(step).max() < 1e-10:
             break
-    return float(w[0]), float(w[1])
+    return w
 
 
 def auc(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -69,13 +73,14 @@ def auc(scores: np.ndarray, labels: np.ndarray) -> float:
     return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
-def summary(x: np.ndarray, y: np.ndarray, a: float, b: float) -> dict[str, Any]:
+def summary(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> dict[str, Any]:
     """Pair accuracy at score 0, AUC, and how often positives/negatives pass 0.59 and -0.99."""
-    s = np.tanh((a * x + b) / 2)
+    z = x @ w[:-1] + w[-1]
+    s = np.tanh(z / 2)
     return {
         "pairs": len(x),
         "positives": int((y > 0).sum()),
-        "auc": round(auc(x, y), 4),
+        "auc": round(auc(z, y), 4),
         "accuracy_at_0": round(float(((s > 0) == (y > 0)).mean()), 4),
         "positives_above_0.59": round(float((s[y > 0] > 0.59).mean()), 4),
         "negatives_above_0.59": round(float((s[y < 0] > 0.59).mean()), 4),
@@ -94,21 +99,19 @@ def main() -> None:
     store = open_store(args.store, args.collection, embeddings, create=False)
     split = load_split()
     x_train, y_train = pairs_for(split["train"], store, embeddings, args.k)
-    a, b = fit_logistic(x_train, y_train)
+    w = fit_logistic(x_train, y_train)
+    a, h, b = (float(v) for v in w)
     x_dev, y_dev = pairs_for(split["dev"], store, embeddings, args.k)
-    print(
-        json.dumps(
-            {
-                "slope": round(a, 4),
-                "intercept": round(b, 4),
-                "cosine_at_score_0": round(-b / a, 4),
-                "cosine_at_score_0.59": round((2 * math.atanh(0.59) - b) / a, 4),
-                "train": summary(x_train, y_train, a, b),
-                "dev": summary(x_dev, y_dev, a, b),
-            },
-            indent=2,
-        )
-    )
+    report = {
+        "DEFAULT_SLOPE": round(a, 4),
+        "DEFAULT_HEADING_WEIGHT": round(h, 4),
+        "DEFAULT_INTERCEPT": round(b, 4),
+        "cosine_at_score_0.59_heading_not_named": round((2 * math.atanh(0.59) - b) / a, 4),
+        "cosine_at_score_0.59_heading_named": round((2 * math.atanh(0.59) - b - h) / a, 4),
+        "train": summary(x_train, y_train, w),
+        "dev": summary(x_dev, y_dev, w),
+    }
+    print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

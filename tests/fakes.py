@@ -57,7 +57,7 @@ def scripted_chat(
 
     def respond(messages: list[BaseMessage]) -> str:
         text = messages[-1].text
-        return keywords if "query:" in text else answer
+        return keywords if text.startswith("question:") else answer
 
     return ScriptedChatModel(respond=respond, prompts=[])
 

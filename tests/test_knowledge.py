@@ -1,8 +1,11 @@
 import pytest
 
+from knowledge.lexical import content_tokens, heading_named, heading_of
 from knowledge.selection import select_top
 from knowledge.strips import decompose, split_sentences
-from prompts.rewrite import rewrite_prompt
+from nodes.generate import render_strip
+from nodes.web_search import page_title
+from prompts.rewrite import rewrite_prompt, rewrite_turns
 from websearch.keywords import clean_query, fallback_keywords
 
 
@@ -78,3 +81,77 @@ def test_rewrite_prompt_is_the_papers_few_shot_prompt() -> None:
         "question: What is Henry Feilden's occupation?\nquery: Henry Feilden, occupation" in prompt
     )
     assert prompt.endswith("question: Who painted the Mona Lisa?\nquery:")
+
+
+def test_strips_carry_the_passage_heading() -> None:
+    text = "Mona Lisa\nThe Mona Lisa is a portrait. It was painted by Leonardo. It hangs in Paris."
+    strips = decompose(text, "sentences", 1)
+    assert strips == [
+        "Mona Lisa\nThe Mona Lisa is a portrait.",
+        "Mona Lisa\nIt was painted by Leonardo.",
+        "Mona Lisa\nIt hangs in Paris.",
+    ]
+    assert render_strip(strips[1]) == "Mona Lisa: It was painted by Leonardo."
+    assert render_strip("No heading here. Just text.") == "No heading here. Just text."
+
+
+@pytest.mark.parametrize(
+    ("passage", "heading"),
+    [
+        ("Mona Lisa\nThe Mona Lisa is a painting.", "Mona Lisa"),
+        ("# Alpha\nAlpha particles.", "Alpha"),
+        ("A full sentence first.\nThen more.", None),
+        ("Single line only", None),
+        ("This first line is far too long to be a heading of any reasonable document\nx", None),
+    ],
+)
+def test_heading_of(passage: str, heading: str | None) -> None:
+    assert heading_of(passage) == heading
+
+
+@pytest.mark.parametrize(
+    ("question", "passage", "named"),
+    [
+        ("Who painted the Mona Lisa?", "Mona Lisa\nThe Mona Lisa is a painting.", 1.0),
+        ("Who painted the Mona Lisa?", "Raphael\nRaphael was a painter.", 0.0),
+        ("Who painted the Mona Lisa?", "The Mona Lisa is a painting.", 0.0),
+        ("What did Leonardo paint?", "Leonardo da Vinci\nLeonardo was a polymath.", 0.0),
+    ],
+)
+def test_heading_named(question: str, passage: str, named: float) -> None:
+    assert heading_named(question, passage) == named
+
+
+def test_content_tokens_stem_and_drop_stopwords() -> None:
+    assert content_tokens("Who painted the paintings?") == {"paint"}
+
+
+@pytest.mark.parametrize(
+    ("title", "expected"),
+    [
+        ("Mona Lisa - Wikipedia", "Mona Lisa"),
+        ("Liquid nitrogen \u2014 Wikipedia, the free", "Liquid nitrogen"),
+        ("Plain title", "Plain title"),
+        ("  ", "Untitled"),
+    ],
+)
+def test_page_title(title: str, expected: str) -> None:
+    assert page_title(title) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("Mona Lisa, painter", "Mona Lisa, painter"),
+        ("John Gwynn, religion", None),
+        ("The answer to the question is: John Gwynn", None),
+    ],
+)
+def test_clean_query_requires_words_from_the_question(raw: str, expected: str | None) -> None:
+    assert clean_query(raw, question="Who painted the Mona Lisa?") == expected
+
+
+def test_rewrite_turns_give_examples_as_chat_turns() -> None:
+    turns = rewrite_turns("Who painted the Mona Lisa?")
+    assert turns[0][0] == "system" and len(turns) == 1 + 2 * 4 + 1
+    assert turns[-1] == ("human", "question: Who painted the Mona Lisa?")

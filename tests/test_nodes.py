@@ -123,8 +123,18 @@ def test_refine_notes_when_nothing_survives(fake_components: FakeComponents) -> 
 def test_rewrite_query_uses_model_keywords(fake_components: FakeComponents) -> None:
     update = rewrite_query({"question": "Who painted the Mona Lisa?"}, RT)
     assert update == {"search_query": "Mona Lisa, painter"}
-    prompt = fake_components.chat.prompts[-1][-1].text
-    assert prompt.endswith("question: Who painted the Mona Lisa?\nquery:")
+    messages = fake_components.chat.prompts[-1]
+    assert messages[0].type == "system" and messages[0].text.startswith("Extract at most three")
+    assert [m.type for m in messages[1:3]] == ["human", "ai"]
+    assert messages[-1].text == "question: Who painted the Mona Lisa?"
+
+
+def test_rewrite_query_rejects_keywords_copied_from_the_examples(
+    fake_components: FakeComponents,
+) -> None:
+    fake_components.chat = ScriptedChatModel(respond=lambda m: "query: John Gwynn", prompts=[])
+    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, RT)
+    assert update["search_query"] == "Mona Lisa, painted"
 
 
 @pytest.mark.parametrize("reply", ["", "   ", "!!!"])

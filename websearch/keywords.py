@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import re
 
-_STOPWORDS = frozenset(
-    """a an the of in on at to for from by with about as into over under and or but is are was
-    were be been being do does did done has have had what which who whom whose when where why how
-    that this these those it its their his her he she they them i you we me my our your not no
-    yes can could would should will shall may might must than then there here also just only
-    very much many some any each every other such own same so too please tell give name""".split()
-)
+from knowledge.lexical import STOPWORDS as _STOPWORDS
+from knowledge.lexical import content_tokens
+
 _PREFIX = re.compile(r"^\s*(?:query|keywords?|search(?: query)?|answer)\s*[:\-]\s*", re.I)
 _WORD = re.compile("[\\w'\u2019-]+", re.UNICODE)
 
@@ -47,12 +43,14 @@ def fallback_keywords(question: str, limit: int = 3) -> str:
     return ", ".join(unique[:limit]) or question.strip()
 
 
-def clean_query(raw: str, limit: int = 3) -> str | None:
+def clean_query(raw: str, limit: int = 3, question: str | None = None) -> str | None:
     """Clean a model's keyword output; ``None`` when it is unusable.
 
     Keeps the first non-empty line, strips ``query:``-style prefixes, quotes and trailing
     punctuation, and keeps at most ``limit`` comma-separated keywords. Output that is empty,
-    has no letters, or is implausibly long is unusable.
+    has no letters, or is implausibly long is unusable; so is, when ``question`` is given,
+    output of which fewer than half the content words come from the question (a small model
+    copying the few-shot examples, or answering instead of extracting keywords).
     """
     for line in raw.splitlines():
         line = _PREFIX.sub("", line).strip().strip("\"'`“”*").strip()
@@ -67,4 +65,8 @@ def clean_query(raw: str, limit: int = 3) -> str | None:
     query = ", ".join(parts[:limit])
     if len(query) > 200 or len(query.split()) > 24:
         return None
+    if question is not None:
+        words = content_tokens(query)
+        if not words or len(words & content_tokens(question)) * 2 < len(words):
+            return None
     return query
