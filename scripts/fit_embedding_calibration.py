@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.fanoutqa import leaf_questions, load_split
+from evaluation.fanoutqa import load_split
+from evaluation.pairs import pairs_from_cases, retrieval_cases
 from knowledge.lexical import heading_named
 from vectorstore.embeddings import load_embeddings
 from vectorstore.store import open_store
@@ -27,24 +28,20 @@ from vectorstore.store import open_store
 
 def pairs_for(ids: list[str], store: Any, embeddings: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Features (cosine, heading named) and +1/-1 labels for every (question, passage) pair."""
-    cosines: list[list[float]] = []
+    rows: list[list[float]] = []
     labels: list[int] = []
-    for leaf in leaf_questions(ids):
-        gold_source = f"wikipedia:{leaf.gold_title}"
-        gold = store.get(where={"source": gold_source}, include=["documents"])
-        if not gold["ids"]:
-            continue
-        hits = store.similarity_search(leaf.question, k=k)
-        negatives = [d.page_content for d in hits if d.metadata.get("source") != gold_source]
-        texts = list(gold["documents"]) + negatives
-        q = np.asarray(embeddings.embed_query(leaf.question))
-        p = np.asarray(embeddings.embed_documents(texts))
+    cases = [c for c in retrieval_cases(ids, store, k) if c.gold_passages]
+    for case in cases:
+        pairs = pairs_from_cases([case])
+        q = np.asarray(embeddings.embed_query(case.question.question))
+        p = np.asarray(embeddings.embed_documents([pair.passage for pair in pairs]))
         cos = p @ q / (np.linalg.norm(p, axis=1) * np.linalg.norm(q))
-        cosines.extend(
-            [c, heading_named(leaf.question, t)] for c, t in zip(cos, texts, strict=True)
-        )
-        labels.extend([1] * len(gold["ids"]) + [-1] * len(negatives))
-    return np.asarray(cosines), np.asarray(labels)
+        rows += [
+            [float(c), heading_named(pair.question, pair.passage)]
+            for c, pair in zip(cos, pairs, strict=True)
+        ]
+        labels += [pair.label for pair in pairs]
+    return np.asarray(rows), np.asarray(labels)
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, iterations: int = 100) -> np.ndarray:

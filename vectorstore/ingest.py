@@ -24,8 +24,13 @@ from vectorstore.store import StoreError
 
 logger = logging.getLogger(__name__)
 
-EMBED_BATCH_SIZE = 64
-"""Chunks embedded and written per batch."""
+EMBED_BATCH_SIZE = 512
+"""Chunks embedded and written per batch.
+
+Large batches matter on CPU: sentence-transformers sorts each call's texts by length before
+padding, so one call of 512 chunks pads far less than eight calls of 64 (about twice the
+throughput measured on the bundled corpus).
+"""
 
 _LOOKUP_BATCH_SIZE = 500
 
