@@ -1,8 +1,8 @@
 """Evaluator back ends by name, loaded once per process.
 
 Grading, knowledge refinement and web-result selection all ask for the evaluator here, so a
-model loads once and they share it. The T5 module (torch, transformers) is imported only when
-the ``"t5"`` back end is asked for.
+model loads once and they share it. Each back end's module (torch, transformers,
+sentence-transformers, the chat model) is imported only when that back end is asked for.
 """
 
 from __future__ import annotations
@@ -15,11 +15,29 @@ from evaluator.base import EvaluatorError, RetrievalEvaluator
 
 logger = logging.getLogger(__name__)
 
-BACKENDS: tuple[str, ...] = ("embedding", "t5")
-"""Valid evaluator names: the offline embedding default and the paper's T5."""
+BACKENDS: tuple[str, ...] = ("embedding", "t5", "cross-encoder", "llm")
+"""Valid evaluator names: the offline embedding default, the paper's T5, a cross-encoder and
+an LLM asked the paper's few-shot yes/no question."""
 
 DEFAULT_EMBEDDINGS = "all-MiniLM-L6-v2"
 """The shared embedder the ``"embedding"`` back end uses by default."""
+
+DEFAULT_LLM = "smollm2"
+"""The generator spec the ``"llm"`` back end uses when ``model`` is empty."""
+
+_CHECKPOINT_BACKENDS = ("t5", "cross-encoder")
+
+
+def _checkpoint(name: str, model: str) -> str:
+    """The checkpoint of a model-backed evaluator: an absolute path if it exists, else as given."""
+    checkpoint = model.strip()
+    if not checkpoint:
+        example = " (e.g. cross-encoder/ms-marco-MiniLM-L6-v2)" if name == "cross-encoder" else ""
+        raise EvaluatorError(
+            f"the {name} evaluator needs evaluator_model: a checkpoint path or hub id{example}"
+        )
+    path = Path(checkpoint).expanduser()
+    return str(path.resolve()) if path.exists() else checkpoint
 
 
 def load_evaluator(
@@ -35,30 +53,28 @@ def load_evaluator(
 
     Args:
         name: One of :data:`BACKENDS` (case-insensitive).
-        model: For ``"t5"``: checkpoint directory or hub id. Ignored by ``"embedding"``.
-        batch_size: For ``"t5"``: pairs per forward pass. Ignored by ``"embedding"``.
+        model: For ``"t5"`` and ``"cross-encoder"``: checkpoint directory or hub id
+            (required). For ``"llm"``: a generator spec for
+            :func:`generator.factory.load_chat_model` (``"smollm2"``, ``"local:/path"``,
+            ``"provider:model"``; empty means :data:`DEFAULT_LLM`). Ignored by ``"embedding"``.
+        batch_size: For ``"t5"`` and ``"cross-encoder"``: pairs per forward pass. Ignored by
+            the others.
         embeddings_name: For ``"embedding"``: the embedder name or path, as the vector store
-            takes it. Ignored by ``"t5"``.
+            takes it. Ignored by the others.
 
     Returns:
         The evaluator.
 
     Raises:
-        EvaluatorError: Unknown name, missing T5 checkpoint, or a model that fails to load.
+        EvaluatorError: Unknown name, missing checkpoint, or a model that fails to load.
     """
     key = name.strip().lower()
     if key not in BACKENDS:
         raise EvaluatorError(f"unknown evaluator {name!r}; valid evaluators: {', '.join(BACKENDS)}")
-    if key == "t5":
-        checkpoint = model.strip()
-        if not checkpoint:
-            raise EvaluatorError(
-                "the t5 evaluator needs evaluator_model: a checkpoint path or hub id"
-            )
-        path = Path(checkpoint).expanduser()
-        if path.exists():
-            checkpoint = str(path.resolve())
-        return _load_cached(key, checkpoint, batch_size, "")
+    if key in _CHECKPOINT_BACKENDS:
+        return _load_cached(key, _checkpoint(key, model), batch_size, "")
+    if key == "llm":
+        return _load_cached(key, model.strip() or DEFAULT_LLM, 0, "")
     return _load_cached(key, "", 0, embeddings_name)
 
 
@@ -75,6 +91,22 @@ def _load_cached(
         from evaluator.t5 import T5Evaluator
 
         return T5Evaluator(model, batch_size=batch_size)
+    if name == "cross-encoder":
+        from evaluator.cross_encoder import CrossEncoderEvaluator
+
+        return CrossEncoderEvaluator(model, batch_size=batch_size)
+    if name == "llm":
+        from evaluator.llm import LLMEvaluator
+        from generator.factory import load_chat_model
+
+        try:
+            chat_model = load_chat_model(model)
+        except Exception as exc:
+            raise EvaluatorError(
+                f"the llm evaluator could not load the chat model {model!r}: {exc}"
+            ) from exc
+        logger.info("llm evaluator on %s", model)
+        return LLMEvaluator(chat_model)
 
     from evaluator.embedding import DEFAULT_INTERCEPT, DEFAULT_SLOPE, EmbeddingEvaluator
     from vectorstore.embeddings import EmbedderError, load_embeddings

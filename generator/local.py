@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,18 @@ from pydantic import ConfigDict, PrivateAttr
 logger = logging.getLogger(__name__)
 
 _ROLES = {"system": "system", "human": "user", "ai": "assistant"}
+
+
+def _first_token_ids(tokenizer: Any, candidate: str) -> set[int]:
+    """First-token ids of a candidate's case and leading-space variants (whitespace skipped)."""
+    base = candidate.strip()
+    words = {base, base.lower(), base.capitalize()}
+    ids: set[int] = set()
+    for variant in sorted(words | {" " + word for word in words}):
+        tokens = tokenizer.encode(variant, add_special_tokens=False)
+        if tokens and tokenizer.decode(tokens[:1]).strip():
+            ids.add(int(tokens[0]))
+    return ids
 
 
 class LocalChatModel(BaseChatModel):
@@ -81,6 +93,38 @@ class LocalChatModel(BaseChatModel):
             "pad_token_id": self._tokenizer.pad_token_id or self._tokenizer.eos_token_id,
             **({"stop_strings": stop, "tokenizer": self._tokenizer} if stop else {}),
         }
+
+    def next_token_probabilities(
+        self, messages: list[BaseMessage], candidates: Sequence[str]
+    ) -> dict[str, float]:
+        """Probability that the reply to ``messages`` starts with each candidate.
+
+        Runs one forward pass over the chat-templated prompt (generation prompt added) and
+        takes the softmax over the next token. A candidate's probability is the sum over the
+        distinct first tokens of its variants: as given, lower case and capitalised, each with
+        and without a leading space (``"yes"`` covers ``"yes"``, ``"Yes"``, ``" yes"``,
+        ``" Yes"``). Only first tokens count, so a candidate of several tokens is approximated
+        by its first one, and a first token shared by two candidates counts for both.
+
+        Args:
+            messages: The conversation, as for ``invoke``.
+            candidates: Answers to score, e.g. ``("yes", "no")``.
+
+        Returns:
+            ``{candidate: probability}`` with values in [0, 1], keyed as given.
+        """
+        import torch
+
+        with self._lock, torch.inference_mode():
+            inputs = self._encode(messages)
+            logits = self._model(**inputs).logits[0, -1].float()
+            probabilities = torch.softmax(logits, dim=-1).cpu()
+        result: dict[str, float] = {}
+        for candidate in candidates:
+            ids = sorted(_first_token_ids(self._tokenizer, candidate))
+            total = float(probabilities[ids].sum()) if ids else 0.0
+            result[candidate] = min(1.0, max(0.0, total))
+        return result
 
     def _generate(
         self,

@@ -1,0 +1,411 @@
+"""A sentence-transformers cross-encoder as the retrieval evaluator.
+
+Any ``*ForSequenceClassification`` checkpoint with a single output (``num_labels=1``) that
+``sentence_transformers.CrossEncoder`` loads can grade (question, passage) pairs: a model
+fine-tuned here on the paper's +1/-1 labels, or an off-the-shelf reranker such as
+``cross-encoder/ms-marco-MiniLM-L6-v2``. The evaluator always reads the raw head output (identity
+activation) and maps it to [-1, 1] according to how the model was trained:
+
+``"regression"``
+    Trained by mean-squared error onto the labels +1/-1 with an identity activation, like the
+    paper's T5: the output already estimates the label, so it is clamped to [-1, 1].
+``"logit"``
+    Trained with binary cross-entropy (ms-marco-style rerankers): the output is a logit of
+    P(relevant), and the score is the expected +1/-1 label,
+    ``2 * sigmoid(logit) - 1 = tanh(logit / 2)``.
+
+Which mapping applies is part of the checkpoint, recorded by our training command in
+:data:`METADATA_FILE` (``crag_evaluator.json``) next to ``config.json``::
+
+    {"backend": "cross-encoder", "output": "regression", ...}
+
+Other keys are allowed and ignored. An explicit ``output`` argument wins over the file; a
+checkpoint without the file is treated as ``"logit"`` (every public reranker). See
+:func:`write_metadata` and :func:`read_metadata`.
+
+torch is imported here and sentence-transformers only when a model is loaded, so the rest of
+the package stays light.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal, cast, get_args
+
+import torch
+
+from evaluator.base import EvaluatorError
+
+logger = logging.getLogger(__name__)
+
+OutputKind = Literal["regression", "logit"]
+"""How a checkpoint's raw output maps to [-1, 1]; see the module docstring."""
+
+OUTPUT_KINDS: tuple[OutputKind, ...] = get_args(OutputKind)
+"""Valid values of ``output``: ``("regression", "logit")``."""
+
+DEFAULT_OUTPUT: OutputKind = "logit"
+"""The mapping for checkpoints without :data:`METADATA_FILE`: public rerankers are BCE-trained."""
+
+METADATA_FILE = "crag_evaluator.json"
+"""File in a checkpoint directory that records the backend and the output mapping."""
+
+BACKEND = "cross-encoder"
+"""Value of the ``"backend"`` key in :data:`METADATA_FILE` for cross-encoder checkpoints."""
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")
+_EXPECTED = "a *ForSequenceClassification checkpoint with num_labels=1 (a cross-encoder)"
+
+
+def output_to_score(raw: float, output: OutputKind) -> float:
+    """Map one raw model output to a score in [-1, 1].
+
+    Args:
+        raw: The head's output with identity activation.
+        output: ``"regression"`` clamps ``raw`` to [-1, 1]; ``"logit"`` returns
+            ``tanh(raw / 2)`` (``= 2 * sigmoid(raw) - 1``).
+
+    Returns:
+        The score; NaN maps to -1.0.
+
+    Raises:
+        EvaluatorError: ``output`` is not one of :data:`OUTPUT_KINDS`.
+    """
+    if output not in OUTPUT_KINDS:
+        raise EvaluatorError(f"unknown output {output!r}; valid: {', '.join(OUTPUT_KINDS)}")
+    if math.isnan(raw):
+        return -1.0
+    if output == "regression":
+        return min(1.0, max(-1.0, float(raw)))
+    return math.tanh(float(raw) / 2.0)
+
+
+def write_metadata(directory: str | Path, *, output: OutputKind, **extra: Any) -> Path:
+    """Write :data:`METADATA_FILE` into a checkpoint directory.
+
+    Args:
+        directory: The checkpoint directory (must exist).
+        output: The mapping the checkpoint was trained for.
+        **extra: More JSON-serialisable keys to record (base model, loss, data, ...).
+
+    Returns:
+        The path of the written file.
+
+    Raises:
+        EvaluatorError: ``output`` is not one of :data:`OUTPUT_KINDS`.
+    """
+    if output not in OUTPUT_KINDS:
+        raise EvaluatorError(f"unknown output {output!r}; valid: {', '.join(OUTPUT_KINDS)}")
+    path = Path(directory) / METADATA_FILE
+    content = {**extra, "backend": BACKEND, "output": output}
+    path.write_text(json.dumps(content, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def _parse_metadata(text: str, where: str) -> dict[str, Any]:
+    try:
+        content = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise EvaluatorError(f"{where} is not valid JSON: {exc}") from exc
+    if not isinstance(content, dict):
+        raise EvaluatorError(f"{where} must hold a JSON object, not {type(content).__name__}")
+    backend = content.get("backend", BACKEND)
+    if backend != BACKEND:
+        raise EvaluatorError(
+            f"{where} says this checkpoint is for the {backend!r} evaluator, not {BACKEND!r}"
+        )
+    output = content.get("output")
+    if output is not None and output not in OUTPUT_KINDS:
+        raise EvaluatorError(
+            f"{where} has output {output!r}; valid values: {', '.join(OUTPUT_KINDS)}"
+        )
+    return cast(dict[str, Any], content)
+
+
+def read_metadata(model_name_or_path: str | Path) -> dict[str, Any] | None:
+    """Read :data:`METADATA_FILE` of a checkpoint directory or (cached) hub repository.
+
+    Args:
+        model_name_or_path: Checkpoint directory or hub id.
+
+    Returns:
+        The file's content, or None where the checkpoint has no such file.
+
+    Raises:
+        EvaluatorError: The file is not a JSON object, names another backend or an unknown
+            output.
+    """
+    path = Path(model_name_or_path).expanduser()
+    if path.is_dir():
+        file = path / METADATA_FILE
+        if not file.is_file():
+            return None
+        return _parse_metadata(file.read_text(encoding="utf-8"), str(file))
+    from transformers.utils.hub import cached_file
+
+    try:
+        found = cached_file(
+            str(model_name_or_path), METADATA_FILE, _raise_exceptions_for_missing_entries=False
+        )
+    except Exception as exc:
+        logger.debug("cross-encoder %s: no %s (%s)", model_name_or_path, METADATA_FILE, exc)
+        return None
+    if found is None:
+        return None
+    text = Path(found).read_text(encoding="utf-8")
+    return _parse_metadata(text, f"{METADATA_FILE} of {model_name_or_path}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _resolve_source(model_name_or_path: str) -> tuple[str, bool]:
+    """Return ``(source, is_local)`` for a checkpoint directory or hub id."""
+    name = model_name_or_path.strip()
+    if not name:
+        raise EvaluatorError("the cross-encoder evaluator needs a checkpoint path or hub id")
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return str(path.resolve()), True
+    if path.exists():
+        raise EvaluatorError(f"cross-encoder checkpoint {name!r} is a file, not a directory")
+    if _HUB_ID.fullmatch(name) is None or ".." in name or name.endswith("."):
+        raise EvaluatorError(
+            f"cross-encoder checkpoint directory {name!r} does not exist (and it is not a "
+            "hub id of the form 'owner/name')"
+        )
+    return name, False
+
+
+def _load_config(source: str, is_local: bool) -> Any:
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(source)
+    except Exception as exc:
+        if is_local:
+            raise EvaluatorError(
+                f"{source!r} is not a model checkpoint: could not read its config.json "
+                f"({_first_line(exc)})"
+            ) from exc
+        raise EvaluatorError(
+            f"could not load cross-encoder {source!r} from the hub (offline?), and there is "
+            f"no local directory of that name: {_first_line(exc)}"
+        ) from exc
+
+
+def _check_config(config: Any, source: str, is_local: bool) -> None:
+    model_type = getattr(config, "model_type", None)
+    names = list(getattr(config, "architectures", None) or [])
+    architectures = ", ".join(names) or "unknown"
+    if model_type == "t5" or getattr(config, "is_encoder_decoder", False):
+        raise EvaluatorError(
+            f"checkpoint {source!r} is an encoder-decoder ({architectures}, model_type "
+            f"{model_type!r}); use the 't5' evaluator for the paper's T5 checkpoints. The "
+            f"cross-encoder evaluator needs {_EXPECTED}"
+        )
+    if not any(name.endswith("ForSequenceClassification") for name in names):
+        hint = ""
+        if is_local and (Path(source) / "modules.json").is_file():
+            hint = " It looks like a sentence-transformers bi-encoder (an embedding model)."
+        raise EvaluatorError(
+            f"checkpoint {source!r} has architecture {architectures} (model_type "
+            f"{model_type!r}), with no sequence-classification head.{hint} The cross-encoder "
+            f"evaluator needs {_EXPECTED}"
+        )
+    num_labels = getattr(config, "num_labels", None)
+    if num_labels != 1:
+        raise EvaluatorError(
+            f"checkpoint {source!r} ({architectures}) has num_labels={num_labels}; the "
+            f"cross-encoder evaluator needs {_EXPECTED}: a single relevance output"
+        )
+
+
+def _default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _default_dtype(device: torch.device) -> torch.dtype:
+    if device.type != "cuda":
+        return torch.float32
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+class CrossEncoderEvaluator:
+    """A cross-encoder retrieval evaluator: one forward pass per (question, passage) pair.
+
+    Attributes:
+        name: Backend name, ``"cross-encoder"``.
+        model_name_or_path: The checkpoint as given.
+        output: The output mapping in use (``"regression"`` or ``"logit"``).
+        device: Device the model runs on (chosen once, at load).
+        dtype: Parameter dtype of the loaded model.
+        batch_size: Pairs per forward pass.
+        max_length: Token budget per pair, special tokens included (at most the model's).
+        metadata: Content of the checkpoint's ``crag_evaluator.json``, or None.
+    """
+
+    def __init__(
+        self,
+        model_name_or_path: str,
+        *,
+        batch_size: int = 32,
+        device: str | None = None,
+        max_length: int = 512,
+        output: OutputKind | None = None,
+    ) -> None:
+        """Load the cross-encoder.
+
+        Args:
+            model_name_or_path: Checkpoint directory (as ``save_pretrained`` writes it, from
+                transformers or sentence-transformers) or a hub id.
+            batch_size: Pairs per forward pass.
+            device: ``"cuda"``, ``"cpu"``, ...; default CUDA when available, else CPU.
+            max_length: Maximum tokens per pair; longer pairs are truncated (the longer of
+                question and passage first). Capped at the model's own limit.
+            output: ``"regression"`` or ``"logit"``; default: the ``output`` recorded in the
+                checkpoint's ``crag_evaluator.json``, else ``"logit"``.
+
+        Raises:
+            EvaluatorError: Bad arguments, or the checkpoint is missing, unreachable, not a
+                one-output sequence classifier, or fails to load.
+        """
+        if batch_size < 1:
+            raise EvaluatorError(f"batch_size must be at least 1, got {batch_size}")
+        if max_length < 4:
+            raise EvaluatorError(f"max_length must be at least 4, got {max_length}")
+        if output is not None and output not in OUTPUT_KINDS:
+            raise EvaluatorError(f"unknown output {output!r}; valid: {', '.join(OUTPUT_KINDS)}")
+        self.name: str = "cross-encoder"
+        self.model_name_or_path = model_name_or_path
+        self.batch_size = batch_size
+
+        source, is_local = _resolve_source(model_name_or_path)
+        config = _load_config(source, is_local)
+        _check_config(config, source, is_local)
+        self.metadata: dict[str, Any] | None = read_metadata(source)
+        recorded = (self.metadata or {}).get("output")
+        self.output: OutputKind = output or recorded or DEFAULT_OUTPUT
+        if output is not None and recorded not in (None, output):
+            logger.warning(
+                "cross-encoder %s: using output=%r, although %s records %r",
+                source,
+                output,
+                METADATA_FILE,
+                recorded,
+            )
+
+        try:
+            self.device: torch.device = torch.device(device) if device else _default_device()
+        except RuntimeError as exc:
+            raise EvaluatorError(f"unknown device {device!r}: {_first_line(exc)}") from exc
+        self.dtype: torch.dtype = _default_dtype(self.device)
+        self._model = self._load(source)
+        model_limit = self._model.max_seq_length
+        self.max_length: int = min(max_length, model_limit) if model_limit else max_length
+        self._model.max_seq_length = self.max_length
+        self._identity = torch.nn.Identity()
+        logger.info(
+            "cross-encoder evaluator %s loaded on %s (%s), output %s, batch size %d, max length %d",
+            source,
+            self.device,
+            str(self.dtype).removeprefix("torch."),
+            self.output,
+            batch_size,
+            self.max_length,
+        )
+
+    def _load(self, source: str) -> Any:
+        from sentence_transformers import CrossEncoder
+
+        try:
+            model = CrossEncoder(
+                source,
+                device=str(self.device),
+                model_kwargs={"dtype": self.dtype},
+                activation_fn=torch.nn.Identity(),
+            )
+        except Exception as exc:
+            raise EvaluatorError(
+                f"could not load cross-encoder {source!r} on {self.device}: {_first_line(exc)}"
+            ) from exc
+        if model.num_labels != 1:
+            raise EvaluatorError(
+                f"cross-encoder {source!r} loaded with {model.num_labels} outputs; the "
+                f"cross-encoder evaluator needs {_EXPECTED}"
+            )
+        if model.tokenizer is None:
+            raise EvaluatorError(f"cross-encoder {source!r} has no tokenizer")
+        model.eval()
+        return model
+
+    def __repr__(self) -> str:
+        return (
+            f"CrossEncoderEvaluator({self.model_name_or_path!r}, output={self.output!r}, "
+            f"device={str(self.device)!r})"
+        )
+
+    def _log_truncation(self, question: str, passages: Sequence[str], todo: list[int]) -> None:
+        tokenizer = self._model.tokenizer
+        encoded = tokenizer(
+            [question] * len(todo),
+            [passages[i] for i in todo],
+            truncation=False,
+            verbose=False,
+        )["input_ids"]
+        for i, ids in zip(todo, encoded, strict=True):
+            if len(ids) > self.max_length:
+                logger.debug(
+                    "cross-encoder: passage %d truncated from %d to %d tokens",
+                    i,
+                    len(ids),
+                    self.max_length,
+                )
+
+    def score(self, question: str, passages: Sequence[str]) -> list[float]:
+        """Score each passage as evidence for the question.
+
+        ``CrossEncoder.predict`` sorts the pairs by character length (longest first), scores them in
+        batches of ``batch_size`` under ``torch.inference_mode`` and restores the order given;
+        this method maps each raw output with :func:`output_to_score`. Empty or
+        whitespace-only passages score -1.0 without running the model.
+
+        Args:
+            question: The user question.
+            passages: Passages to score.
+
+        Returns:
+            One float in [-1, 1] per passage, in order.
+
+        Raises:
+            EvaluatorError: ``passages`` is a single string instead of a sequence of them.
+        """
+        if isinstance(passages, str):
+            raise EvaluatorError("passages must be a sequence of strings, not one string")
+        scores = [-1.0] * len(passages)
+        todo = [i for i, passage in enumerate(passages) if passage.strip()]
+        if not todo:
+            return scores
+        if logger.isEnabledFor(logging.DEBUG):
+            self._log_truncation(question, passages, todo)
+        with torch.inference_mode():
+            raw = self._model.predict(
+                [(question, passages[i]) for i in todo],
+                batch_size=self.batch_size,
+                activation_fn=self._identity,
+                show_progress_bar=False,
+                convert_to_numpy=True,
+            )
+        values: list[float] = [float(v) for v in raw.reshape(-1).tolist()]
+        for i, value in zip(todo, values, strict=True):
+            if math.isnan(value):
+                logger.warning("cross-encoder: NaN score for passage %d; using -1", i)
+            scores[i] = output_to_score(value, self.output)
+        return scores
