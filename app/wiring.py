@@ -88,5 +88,11 @@ class DefaultComponents:
         from websearch.registry import get_search_provider
 
         return get_search_provider(
-            context.search_provider, url=context.search_url, timeout=context.search_timeout
+            context.search_provider,
+            url=context.search_url,
+            timeout=context.search_timeout,
+            region=context.search_region,
+            safesearch=context.search_safesearch,
+            backend=context.search_backend,
+            only_wikipedia=context.only_wikipedia,
         )

@@ -63,11 +63,12 @@ class Context:
         metadata={"description": "Strips scoring at or below this are dropped (paper: -0.5)."},
     )
     # External knowledge
-    search_provider: Literal["duckduckgo", "searxng"] = field(
+    search_provider: Literal["duckduckgo", "searxng", "tavily"] = field(
         default="duckduckgo",
         metadata={
-            "description": "Web search provider: 'duckduckgo' (ddgs) or 'searxng' "
-            "(a self-hosted SearxNG JSON API at search_url)."
+            "description": "Web search provider: 'duckduckgo' (ddgs), 'searxng' (a self-hosted "
+            "SearxNG JSON API at search_url) or 'tavily' (hosted API; needs the optional "
+            "tavily-python package and TAVILY_API_KEY in the environment)."
         },
     )
     search_url: str = field(
@@ -88,6 +89,75 @@ class Context:
     search_timeout: float = field(
         default=10.0,
         metadata={"description": "Seconds before a web search is abandoned."},
+    )
+    search_region: str = field(
+        default="us-en",
+        metadata={
+            "description": "DuckDuckGo (ddgs) region, 'country-language' (e.g. 'us-en', "
+            "'uk-en', 'de-de'); also picks the Wikipedia language (duckduckgo only)."
+        },
+    )
+    search_safesearch: Literal["on", "moderate", "off"] = field(
+        default="moderate",
+        metadata={"description": "DuckDuckGo safe search: 'on', 'moderate' or 'off'."},
+    )
+    search_backend: str = field(
+        default="auto",
+        metadata={
+            "description": "ddgs backend(s): 'auto' (several engines), 'duckduckgo', "
+            "'wikipedia', or a comma-separated list such as 'wikipedia,bing' (duckduckgo only)."
+        },
+    )
+    only_wikipedia: bool = field(
+        default=False,
+        metadata={"description": "Keep Wikipedia results only (drop every other web page)."},
+    )
+    fetch_pages: bool = field(
+        default=True,
+        metadata={
+            "description": "Read the pages of the top results and select their paragraphs "
+            "(as the paper does); off: use the search snippets only."
+        },
+    )
+    pages_to_read: int = field(
+        default=5,
+        metadata={
+            "description": "Pages read per search, best results first (paper: top 5); the "
+            "other results give their search snippets."
+        },
+    )
+    page_timeout: float = field(
+        default=5.0,
+        metadata={
+            "description": "Seconds to read one page, redirects included; pages are read "
+            "concurrently (up to 8 at once), so this also bounds the whole reading step."
+        },
+    )
+    max_page_bytes: int = field(
+        default=2_000_000,
+        metadata={
+            "description": "Largest page read, in bytes; a larger page falls back to its "
+            "search snippet."
+        },
+    )
+    max_redirects: int = field(
+        default=5,
+        metadata={"description": "Most redirects followed when reading a page."},
+    )
+    allowed_hosts: str = field(
+        default_factory=lambda: _env("CRAG_ALLOWED_HOSTS", ""),
+        metadata={
+            "description": "Comma-separated host names, IP addresses and CIDR networks that "
+            "pages may be read from although they are not public (e.g. '127.0.0.1, "
+            "intranet.example, 10.1.0.0/16'). Empty: public addresses only."
+        },
+    )
+    web_cache_ttl: float = field(
+        default=3600.0,
+        metadata={
+            "description": "Seconds a web search or page stays cached in this process, so it "
+            "is not fetched twice (0: no cache)."
+        },
     )
     # Components
     evaluator: str = field(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -13,34 +12,54 @@ from graph.context import Context, resolve_context
 from graph.state import KnowledgeStrip, State
 from knowledge.selection import select_top
 from websearch.base import SearchUnavailableError
+from websearch.pages import page_title as clean_title
 from websearch.ranking import rank_results, wikipedia_query
+from websearch.reader import ReaderOptions, WebReading, cached_search, read_results
 
 logger = logging.getLogger(__name__)
 
-_SITE_SUFFIX = re.compile(r"\s+[-|\u2013\u2014]\s+(?:Wikipedia|Wikimedia)\b.*$", re.I)
+ONLY_WIKIPEDIA_RESULTS = 10
+"""Results asked for when only Wikipedia pages are kept (many others are dropped)."""
 
 
 def page_title(title: str) -> str:
     """A result's title without the site suffix ("Mona Lisa - Wikipedia" -> "Mona Lisa")."""
-    return _SITE_SUFFIX.sub("", " ".join(title.split())) or "Untitled"
+    return clean_title(title) or "Untitled"
+
+
+def reader_options(context: Context) -> ReaderOptions:
+    """The page-reading settings of a run."""
+    return ReaderOptions(
+        timeout=context.page_timeout,
+        max_bytes=context.max_page_bytes,
+        max_redirects=context.max_redirects,
+        allowed_hosts=context.allowed_hosts,
+        cache_ttl=context.web_cache_ttl,
+    )
 
 
 def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Search the web for the rewritten query and keep the relevant results.
+    """Search the web for the rewritten query, read the top pages, keep what is relevant.
 
-    Wikipedia is preferred as in the paper (query bias and ranking). Result snippets are
-    scored by the evaluator in one batch and the best ones above ``strip_threshold`` become
-    the external knowledge. A search engine that is down, slow or rate-limited does not stop
-    the run: the graph goes on with the knowledge it has and ``notes`` says what happened.
+    Wikipedia is preferred as in the paper (query bias and ranking; ``only_wikipedia`` keeps
+    nothing else). The pages of the top ``pages_to_read`` results are read concurrently and
+    split into title-prefixed paragraphs; a page that cannot be read gives its search snippet
+    instead. Every paragraph and snippet is scored by the evaluator in one batch and the best
+    ``strips_kept`` above ``strip_threshold`` become the external knowledge, each with its
+    URL. A search engine or page that is down, slow, refused or rate-limited does not stop the
+    run: the graph goes on with the knowledge it has and ``notes`` says what happened.
     """
     context = resolve_context(runtime.context)
     components = current_components()
     query = state.get("search_query") or state["question"]
-    if context.prefer_wikipedia:
+    if context.prefer_wikipedia or context.only_wikipedia:
         query = wikipedia_query(query)
+    wanted = context.web_results
+    if context.only_wikipedia:
+        wanted = max(wanted, ONLY_WIKIPEDIA_RESULTS)
     try:
         provider = components.search(context)
-        results = provider.search(query, max_results=context.web_results)
+        results = cached_search(provider, query, wanted, ttl=context.web_cache_ttl)
     except SearchUnavailableError as exc:
         logger.warning("web search unavailable: %s", exc)
         return {
@@ -49,31 +68,48 @@ def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 f"web search unavailable: {str(exc).rstrip('.')}; answered without web knowledge"
             ],
         }
-    results = rank_results(results, prefer_wikipedia=context.prefer_wikipedia)
-    results = results[: context.web_results]
-    candidates = [r for r in results if r.snippet.strip()]
-    if not candidates:
+    ranked = rank_results(
+        results, prefer_wikipedia=context.prefer_wikipedia, only_wikipedia=context.only_wikipedia
+    )
+    results = ranked[: context.web_results]
+    if not results:
+        only = " (only_wikipedia is on)" if context.only_wikipedia else ""
         return {
             "external_knowledge": [],
-            "notes": [f"web search found nothing usable for {query!r}"],
+            "notes": [f"web search found nothing usable for {query!r}{only}"],
         }
-    evaluator = components.evaluator(context)
-    scores = evaluator.score(state["question"], [f"{r.title}: {r.snippet}" for r in candidates])
+    pages = context.pages_to_read if context.fetch_pages else 0
+    reading = read_results(results, pages=pages, options=reader_options(context))
+    return _select(state["question"], reading, context, query)
+
+
+def _select(question: str, reading: WebReading, context: Context, query: str) -> dict[str, Any]:
+    """Score every passage in one batch and keep the best (the paper's filter step)."""
+    notes = list(reading.notes)
+    passages = reading.passages
+    if not passages:
+        notes.append(f"web search found nothing usable for {query!r}")
+        return {"external_knowledge": [], "notes": notes}
+    evaluator = current_components().evaluator(context)
+    scores = evaluator.score(question, [p.text for p in passages])
     strips: list[KnowledgeStrip] = [
         {
-            "text": r.snippet.strip(),
-            "source": r.url,
+            "text": p.text,
+            "source": p.source,
             "chunk": None,
             "origin": "external",
             "score": score,
         }
-        for r, score in zip(candidates, scores, strict=True)
+        for p, score in zip(passages, scores, strict=True)
     ]
     kept = select_top(strips, scores, context.strips_kept, context.strip_threshold)
-    update: dict[str, Any] = {"external_knowledge": kept}
     if not kept:
-        update["notes"] = [
-            f"web search returned {len(candidates)} results but none scored above "
+        what = "paragraphs and snippets" if any(p.from_page for p in passages) else "results"
+        notes.append(
+            f"web search returned {len(passages)} {what} but none scored above "
             f"{context.strip_threshold}"
-        ]
+        )
+    update: dict[str, Any] = {"external_knowledge": kept}
+    if notes:
+        update["notes"] = notes
     return update

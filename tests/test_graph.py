@@ -26,7 +26,9 @@ def run(question: str = "Who painted the Mona Lisa?", **settings: Any) -> dict[s
 def executed_nodes(question: str = "Who painted the Mona Lisa?") -> list[str]:
     return [
         node
-        for chunk in graph.stream({"question": question}, stream_mode="updates")
+        for chunk in graph.stream(
+            {"question": question}, context=Context(fetch_pages=False), stream_mode="updates"
+        )
         for node in chunk
     ]
 
@@ -69,7 +71,7 @@ def test_correct_branch(fake_components: FakeComponents) -> None:
 def test_incorrect_branch_uses_only_the_web(fake_components: FakeComponents) -> None:
     fake_components.scorer = FixedScoreEvaluator({"painted by Leonardo": 0.8}, default=-1.0)
     fake_components.web = StaticSearch([WIKI])
-    out = run()
+    out = run(fetch_pages=False)  # snippets only: no page of the internet is read
     assert out["action"] == "incorrect"
     assert [k["source"] for k in out["knowledge"]] == [WIKI.url]
     assert fake_components.web.queries == ["Mona Lisa, painter wikipedia"]
@@ -88,7 +90,7 @@ def test_ambiguous_branch_runs_both_and_generates_once(fake_components: FakeComp
         {"painted by Leonardo": 0.8, "Leonardo": 0.3}, default=-0.9
     )
     fake_components.web = StaticSearch([WIKI])
-    out = run()
+    out = run(fetch_pages=False)
     assert out["action"] == "ambiguous"
     origins = [k["origin"] for k in out["knowledge"]]
     assert origins[0] == "internal" and origins[-1] == "external"

@@ -170,7 +170,8 @@ def test_web_search_selects_relevant_snippets_wikipedia_first(
             SearchResult("Empty", "https://empty.example", "   "),
         ]
     )
-    update = web_search({"question": "q", "search_query": "Mona Lisa, painter"}, RT)  # type: ignore[typeddict-item]
+    snippets_only = FakeRuntime(Context(fetch_pages=False))  # hermetic: no page is read
+    update = web_search({"question": "q", "search_query": "Mona Lisa, painter"}, snippets_only)  # type: ignore[typeddict-item]
     strips = update["external_knowledge"]
     assert [s["source"] for s in strips] == ["https://en.wikipedia.org/wiki/Mona_Lisa"]
     assert strips[0]["origin"] == "external" and strips[0]["chunk"] is None

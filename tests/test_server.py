@@ -250,7 +250,7 @@ def test_context_schema_shows_the_paper_defaults(client: Any, assistant_id: str)
     assert "Passages retrieved" in properties["top_k"]["description"]
     assert "Correct if" in properties["upper_threshold"]["description"]
     assert "Incorrect if" in properties["lower_threshold"]["description"]
-    assert properties["search_provider"]["enum"] == ["duckduckgo", "searxng"]
+    assert properties["search_provider"]["enum"] == ["duckduckgo", "searxng", "tavily"]
     assert set(schemas["input_schema"]["properties"]) == {"question"}
 
 

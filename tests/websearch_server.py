@@ -18,8 +18,8 @@ What it serves:
   ``{"title", "url", "content"}`` dicts, or a callable ``query -> list``. Without
   ``format=json`` it answers a small HTML page, as SearxNG does.
 * any path registered with :meth:`WebsearchServer.add_route` / :meth:`~WebsearchServer.add_page`:
-  the given status, content type, body and headers (optionally after a delay);
-  everything else is ``404``.
+  the given status, content type, body and headers (optionally after a delay, optionally
+  chunked without a ``Content-Length``); everything else is ``404``.
 
 Failure modes for ``/search``: ``search_status`` (e.g. 429 or 500) answers that status,
 ``search_body`` answers a raw body (e.g. not JSON) with ``search_content_type``, and
@@ -57,6 +57,8 @@ class Route:
     body: bytes | str = b""
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    chunked: bool = False
+    """Send the body with ``Transfer-Encoding: chunked`` (no ``Content-Length``)."""
 
 
 @dataclass(frozen=True)
@@ -114,11 +116,19 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self.send_response(route.status)
             self.send_header("Content-Type", route.content_type)
-            self.send_header("Content-Length", str(len(payload)))
+            if route.chunked:
+                self.send_header("Transfer-Encoding", "chunked")
+            else:
+                self.send_header("Content-Length", str(len(payload)))
             for name, value in route.headers.items():
                 self.send_header(name, value)
             self.end_headers()
-            if send_body:
+            if send_body and route.chunked:
+                for start in range(0, len(payload), 16 * 1024):
+                    piece = payload[start : start + 16 * 1024]
+                    self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                self.wfile.write(b"0\r\n\r\n")
+            elif send_body:
                 self.wfile.write(payload)
         except OSError:  # the client gave up (e.g. it timed out)
             logger.debug("websearch_server: client went away", exc_info=True)
@@ -152,7 +162,7 @@ class WebsearchServer:
     """
 
     def __init__(self, results: ResultsSource | None = None) -> None:
-        self.results: ResultsSource = list(results or [])
+        self.results: ResultsSource = results if callable(results) else list(results or [])
         self.unresponsive_engines: list[list[str]] = []
         self.search_status: int | None = None
         self.search_body: bytes | str | None = None
@@ -229,11 +239,15 @@ class WebsearchServer:
         content_type: str = "text/html; charset=utf-8",
         headers: Mapping[str, str] | None = None,
         delay: float = 0.0,
+        chunked: bool = False,
     ) -> str:
-        """Serve ``body`` at ``path`` (any method); return the absolute URL."""
+        """Serve ``body`` at ``path`` (any method); return the absolute URL.
+
+        ``chunked=True`` sends the body in chunks without a ``Content-Length``.
+        """
         if not path.startswith("/"):
             path = "/" + path
-        self.routes[path] = Route(status, content_type, body, dict(headers or {}), delay)
+        self.routes[path] = Route(status, content_type, body, dict(headers or {}), delay, chunked)
         return self.url_for(path)
 
     def add_page(self, path: str, title: str, text: str, **kwargs: Any) -> str:

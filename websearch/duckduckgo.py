@@ -21,6 +21,7 @@ from ddgs import DDGS
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
 from websearch.base import SearchResult, SearchUnavailableError
+from websearch.retry import TransientSearchError
 
 logger = logging.getLogger(__name__)
 
@@ -148,6 +149,11 @@ class DuckDuckGoSearch:
             f"safesearch={self.safesearch!r}, backend={self.backend!r})"
         )
 
+    @property
+    def cache_key(self) -> tuple[str, ...]:
+        """What decides this provider's results, for the search cache."""
+        return ("duckduckgo", self.region, self.safesearch, self.backend)
+
     def _text(self, query: str, max_results: int) -> list[dict[str, Any]]:
         """Call ddgs (in the worker thread); a fresh client per search keeps threads apart."""
         client = DDGS(timeout=max(1, math.ceil(self.timeout)))
@@ -175,7 +181,7 @@ class DuckDuckGoSearch:
             )
         except _DeadlineExceededError:
             logger.warning("DuckDuckGo search for %r ran past %.1f s", query, self.timeout)
-            raise SearchUnavailableError(
+            raise TransientSearchError(
                 f"DuckDuckGo search timed out after {self.timeout:g} s."
             ) from None
         except DDGSException as exc:
@@ -200,16 +206,19 @@ class DuckDuckGoSearch:
         return results
 
     def _translate(self, exc: BaseException) -> SearchUnavailableError:
-        """Turn a ddgs / network exception into a message a user understands."""
+        """Turn a ddgs / network exception into a message a user understands.
+
+        Rate limits and timeouts give :class:`TransientSearchError` (worth one retry).
+        """
         logger.info("DuckDuckGo search failed: %r", exc)
         text = str(exc).lower()
         if isinstance(exc, RatelimitException) or "ratelimit" in text or _HTTP_429.search(text):
-            return SearchUnavailableError(
+            return TransientSearchError(
                 "DuckDuckGo rate-limited the search; wait a minute and try again, "
                 "or use the 'searxng' search provider."
             )
         if isinstance(exc, TimeoutException | httpx.TimeoutException | TimeoutError) or (
             "timed out" in text
         ):
-            return SearchUnavailableError(f"DuckDuckGo search timed out after {self.timeout:g} s.")
+            return TransientSearchError(f"DuckDuckGo search timed out after {self.timeout:g} s.")
         return SearchUnavailableError(f"DuckDuckGo could not be reached ({_detail(exc)}).")

@@ -7,43 +7,97 @@ import functools
 from websearch.base import SearchProvider
 from websearch.duckduckgo import DuckDuckGoSearch
 from websearch.searxng import SearxngSearch
+from websearch.tavily import TavilySearch
 
-SEARCH_PROVIDERS: tuple[str, ...] = ("duckduckgo", "searxng")
+SEARCH_PROVIDERS: tuple[str, ...] = ("duckduckgo", "searxng", "tavily")
+WIKIPEDIA_DOMAIN = "wikipedia.org"
 
 
-def create_search_provider(name: str, *, url: str, timeout: float) -> SearchProvider:
+def create_search_provider(
+    name: str,
+    *,
+    url: str,
+    timeout: float,
+    region: str = "us-en",
+    safesearch: str = "moderate",
+    backend: str = "auto",
+    only_wikipedia: bool = False,
+) -> SearchProvider:
     """Create a new provider.
 
     Args:
-        name: ``"duckduckgo"`` or ``"searxng"`` (case and surrounding spaces ignored).
-        url: SearxNG base URL (ignored by ``duckduckgo``).
+        name: ``"duckduckgo"``, ``"searxng"`` or ``"tavily"`` (case and spaces ignored).
+        url: SearxNG base URL (``searxng`` only).
         timeout: Seconds before a search is abandoned.
+        region: ddgs region, e.g. ``"us-en"`` (``duckduckgo`` only).
+        safesearch: ``"on"``, ``"moderate"`` or ``"off"`` (``duckduckgo`` only).
+        backend: ddgs backend(s), e.g. ``"auto"`` (``duckduckgo`` only).
+        only_wikipedia: Ask the engine for Wikipedia pages only, where it can (``tavily``);
+            the graph filters the results of every provider anyway.
 
     Raises:
         ValueError: unknown ``name``, a bad SearxNG ``url`` or a non-positive ``timeout``.
     """
     key = name.strip().lower()
     if key == "duckduckgo":
-        return DuckDuckGoSearch(timeout=timeout)
+        return DuckDuckGoSearch(
+            timeout=timeout, region=region, safesearch=safesearch, backend=backend
+        )
     if key == "searxng":
         return SearxngSearch(url, timeout=timeout)
+    if key == "tavily":
+        domains = (WIKIPEDIA_DOMAIN,) if only_wikipedia else ()
+        return TavilySearch(timeout=timeout, include_domains=domains)
     raise ValueError(f"unknown search provider {name!r}; valid: {', '.join(SEARCH_PROVIDERS)}")
 
 
 @functools.lru_cache(maxsize=16)
-def _cached_provider(key: str, url: str, timeout: float) -> SearchProvider:
-    return create_search_provider(key, url=url, timeout=timeout)
+def _cached_provider(
+    key: str,
+    url: str,
+    timeout: float,
+    region: str,
+    safesearch: str,
+    backend: str,
+    only_wikipedia: bool,
+) -> SearchProvider:
+    return create_search_provider(
+        key,
+        url=url,
+        timeout=timeout,
+        region=region,
+        safesearch=safesearch,
+        backend=backend,
+        only_wikipedia=only_wikipedia,
+    )
 
 
-def get_search_provider(name: str, *, url: str, timeout: float) -> SearchProvider:
+def get_search_provider(
+    name: str,
+    *,
+    url: str,
+    timeout: float,
+    region: str = "us-en",
+    safesearch: str = "moderate",
+    backend: str = "auto",
+    only_wikipedia: bool = False,
+) -> SearchProvider:
     """Return the provider for these settings, creating it once per process.
 
     Same arguments as :func:`create_search_provider`. Providers keep no per-search state, so
-    sharing one between threads is safe.
+    sharing one between threads is safe. Settings a provider ignores do not make new ones.
     """
     key = name.strip().lower()
-    # DuckDuckGo ignores the URL: do not make one instance per search_url.
-    return _cached_provider(key, url.strip() if key == "searxng" else "", float(timeout))
+    ddg = key == "duckduckgo"
+    return _cached_provider(
+        key,
+        url.strip() if key == "searxng" else "",
+        float(timeout),
+        region if ddg else "",
+        safesearch if ddg else "",
+        backend if ddg else "",
+        only_wikipedia if key == "tavily" else False,
+    )
 
 
 def clear_search_provider_cache() -> None:

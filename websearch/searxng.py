@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from websearch.base import SearchResult, SearchUnavailableError
+from websearch.retry import TransientSearchError
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +91,11 @@ class SearxngSearch:
         return f"SearxngSearch({self.base_url!r}, timeout={self.timeout!r})"
 
     @property
+    def cache_key(self) -> tuple[str, ...]:
+        """What decides this provider's results, for the search cache."""
+        return ("searxng", self.base_url)
+
+    @property
     def search_url(self) -> str:
         """The endpoint queried: ``{base_url}/search``."""
         return f"{self.base_url}/search"
@@ -139,12 +145,12 @@ class SearxngSearch:
                             "which is not a SearxNG result page."
                         )
                     if time.monotonic() > deadline:
-                        raise SearchUnavailableError(self._timed_out())
+                        raise TransientSearchError(self._timed_out())
                     chunks.append(chunk)
                 return b"".join(chunks)
         except httpx.TimeoutException as exc:
             logger.info("SearxNG search timed out: %r", exc)
-            raise SearchUnavailableError(self._timed_out()) from exc
+            raise TransientSearchError(self._timed_out()) from exc
         except httpx.ConnectError as exc:
             logger.info("SearxNG connection failed: %r", exc)
             raise SearchUnavailableError(
@@ -161,14 +167,18 @@ class SearxngSearch:
         return f"SearxNG at {self.base_url} did not answer within {self.timeout:g} s (timed out)."
 
     def _check_status(self, response: httpx.Response) -> None:
-        """Raise SearchUnavailableError for anything but a 2xx answer."""
+        """Raise SearchUnavailableError for anything but a 2xx answer.
+
+        Rate limits (429) and server errors (5xx) raise :class:`TransientSearchError`, which
+        the caller may retry; other 4xx answers are final.
+        """
         status = response.status_code
         where = f"SearxNG at {self.base_url}"
         if 200 <= status < 300:
             return
         logger.info("SearxNG answered %s", status)
         if status == HTTPStatus.TOO_MANY_REQUESTS:
-            raise SearchUnavailableError(
+            raise TransientSearchError(
                 f"{where} rate-limited the search (HTTP 429 Too Many Requests); "
                 "wait a minute and try again."
             )
@@ -183,6 +193,8 @@ class SearxngSearch:
                 f"{where} refused the search ({_status_text(status)}); make sure 'json' is "
                 "listed in search.formats of its settings.yml."
             )
+        if status >= 500:
+            raise TransientSearchError(f"{where} answered {_status_text(status)}.")
         raise SearchUnavailableError(f"{where} answered {_status_text(status)}.")
 
     def _parse(self, body: bytes) -> list[SearchResult]:

@@ -1,0 +1,394 @@
+"""Fetch web pages safely: bounded in time and size, checked at every hop, without cookies.
+
+:class:`PageFetcher` wraps one ``httpx.AsyncClient`` for a batch of pages:
+
+* **Addresses.** Every URL (the first and each redirect target) must pass
+  :func:`websearch.safety.check_url`. Host names are resolved by the client's own network
+  backend (:class:`GuardedBackend`): it resolves the name once, checks every address against
+  the :class:`~websearch.safety.AddressPolicy` and then connects to one of those checked
+  addresses. TLS still verifies the certificate against the host name and HTTP still sends it
+  as ``Host``, so the page is the one asked for, while a DNS answer that changes after the
+  check (DNS rebinding) cannot point the connection somewhere else. Proxies from the
+  environment are not used (``trust_env=False``): with a proxy, the proxy would resolve names.
+* **Redirects** are followed by hand, at most ``max_redirects`` of them, so that each hop is
+  checked like the first URL.
+* **Size and time.** A ``Content-Length`` over ``max_bytes`` is refused before reading; the body
+  is streamed and reading stops once it passes ``max_bytes``. The whole fetch (DNS, connects,
+  redirects, body) must finish within ``timeout`` seconds. Compression is not requested, so the
+  size read is the size of the page.
+* **Types.** The ``Content-Type`` is checked before the body is read: HTML is read, PDF only
+  when asked for (``pdf=True``), anything else is skipped. A missing or generic type is
+  decided from the first bytes.
+* **No credentials.** User names and passwords are removed from URLs, no ``Authorization``
+  header is sent, ``.netrc`` is not read and a cookie jar that refuses every cookie means a
+  cookie set by one page (or hop) is never sent back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import ipaddress
+import logging
+import socket
+import ssl
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.cookiejar import Cookie, CookieJar, DefaultCookiePolicy
+from types import TracebackType
+from typing import Any
+from urllib.parse import urljoin
+from urllib.request import Request
+
+import httpcore
+import httpx
+
+from websearch.safety import AddressPolicy, IPAddress, UnsafeURLError, check_url, parse_ip
+
+logger = logging.getLogger(__name__)
+
+USER_AGENT = "crag/0.1 (Corrective RAG page reader)"
+"""The ``User-Agent`` sent with every page request."""
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+PDF_TYPES = frozenset({"application/pdf", "application/x-pdf"})
+_SNIFFED_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream"})
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_CHUNK = 64 * 1024
+_ACCEPT = "text/html,application/xhtml+xml;q=0.9,application/pdf;q=0.8,*/*;q=0.1"
+_DNS_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="crag-dns")
+
+
+class PageError(Exception):
+    """A page that was not read.
+
+    Attributes:
+        reason: What happened, in a few words a user understands ("page too large ...").
+        skipped: ``True`` when crag chose not to read it (not a web page, refused address),
+            ``False`` when reading failed (timeout, HTTP error, unreachable).
+    """
+
+    def __init__(self, reason: str, *, skipped: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.skipped = skipped
+
+
+@dataclass(frozen=True)
+class FetchOptions:
+    """Limits for fetching one page.
+
+    Attributes:
+        timeout: Seconds for the whole fetch of one page, redirects included.
+        max_bytes: Largest body read, in bytes.
+        max_redirects: Most redirects followed.
+        policy: Which non-public addresses may be read (none by default).
+        pdf: Accept PDF documents (only when they can be parsed).
+        user_agent: The ``User-Agent`` header.
+    """
+
+    timeout: float = 5.0
+    max_bytes: int = 2_000_000
+    max_redirects: int = 5
+    policy: AddressPolicy = field(default_factory=AddressPolicy)
+    pdf: bool = False
+    user_agent: str = USER_AGENT
+
+    def __post_init__(self) -> None:
+        if not self.timeout > 0:
+            raise ValueError(f"page_timeout must be positive, got {self.timeout!r}")
+        if self.max_bytes <= 0:
+            raise ValueError(f"max_page_bytes must be positive, got {self.max_bytes!r}")
+        if self.max_redirects < 0:
+            raise ValueError(f"max_redirects must be 0 or more, got {self.max_redirects!r}")
+
+
+@dataclass(frozen=True)
+class FetchedPage:
+    """The body of a page that was read.
+
+    Attributes:
+        url: The final URL, after redirects (without user info or fragment).
+        media_type: Lower-case media type, e.g. ``text/html`` or ``application/pdf``.
+        charset: The charset the server declared, if any.
+        body: At most ``max_bytes`` bytes.
+    """
+
+    url: str
+    media_type: str
+    charset: str | None
+    body: bytes
+
+    @property
+    def is_pdf(self) -> bool:
+        """Whether the body is a PDF document."""
+        return self.media_type in PDF_TYPES
+
+
+async def resolve_host(host: str, port: int) -> list[IPAddress]:
+    """Every address ``host`` resolves to (a literal IP address resolves to itself).
+
+    Raises:
+        PageError: the name could not be resolved.
+    """
+    literal = parse_ip(host)
+    if literal is not None:
+        return [literal]
+    loop = asyncio.get_running_loop()
+    lookup = functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    try:
+        # Not the loop's default executor: ``asyncio.run`` waits for that one on exit, so a
+        # resolver that hangs would outlast the page timeout.
+        infos = await loop.run_in_executor(_DNS_POOL, lookup)
+    except (socket.gaierror, UnicodeError) as exc:
+        logger.info("DNS lookup of %s failed: %s", host, exc)
+        raise PageError("could not be reached (DNS lookup failed)") from exc
+    addresses: list[IPAddress] = []
+    for info in infos:
+        address = ipaddress.ip_address(str(info[4][0]))
+        if address not in addresses:
+            addresses.append(address)
+    return addresses
+
+
+class GuardedBackend(httpcore.AsyncNetworkBackend):
+    """An httpcore network backend that connects only to checked addresses.
+
+    ``connect_tcp`` resolves the host name once with :func:`resolve_host`, checks every
+    address with :meth:`AddressPolicy.check_resolved` and connects to the checked addresses
+    (in order), never resolving the name again.
+    """
+
+    def __init__(self, policy: AddressPolicy) -> None:
+        self._policy = policy
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        """Resolve, check, then connect to a checked address.
+
+        Raises:
+            UnsafeURLError: an address is not public and not allowed.
+            PageError: DNS lookup failed.
+            httpcore.ConnectError: no checked address accepted the connection.
+        """
+        addresses = self._policy.check_resolved(host, await resolve_host(host, port))
+        error: Exception | None = None
+        for address in addresses:
+            try:
+                return await self._inner.connect_tcp(
+                    str(address),
+                    port,
+                    timeout=timeout,
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except httpcore.ConnectError as exc:
+                error = exc
+        assert error is not None  # check_resolved never returns an empty list
+        raise error
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        """Never: pages are read over TCP only."""
+        raise UnsafeURLError(path, "not a network address")
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep with the wrapped backend."""
+        await self._inner.sleep(seconds)
+
+
+@functools.lru_cache(maxsize=1)
+def _ssl_context() -> ssl.SSLContext:
+    """The default verifying TLS context (certifi's CA bundle), built once per process."""
+    return httpx.create_ssl_context(trust_env=False)
+
+
+class GuardedTransport(httpx.AsyncHTTPTransport):
+    """httpx's own transport over a connection pool whose backend is :class:`GuardedBackend`."""
+
+    def __init__(self, policy: AddressPolicy, max_connections: int = 10) -> None:
+        context = _ssl_context()
+        super().__init__(verify=context, trust_env=False)
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=context,
+            max_connections=max_connections,
+            network_backend=GuardedBackend(policy),
+        )
+
+
+class _NoCookies(DefaultCookiePolicy):
+    """Accept no cookie and send none."""
+
+    def set_ok(self, cookie: Cookie, request: Request) -> bool:
+        return False
+
+    def return_ok(self, cookie: Cookie, request: Request) -> bool:
+        return False
+
+
+def _status_text(status: int) -> str:
+    try:
+        return f"HTTP {status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"HTTP {status}"
+
+
+def _media_type(response: httpx.Response) -> tuple[str, str | None]:
+    """The response's media type (lower case) and declared charset."""
+    raw = response.headers.get("content-type", "")
+    media_type = raw.split(";", 1)[0].strip().lower()
+    return media_type, response.charset_encoding
+
+
+def _sniff(head: bytes) -> str:
+    """Guess a media type from the first bytes of a body with no useful Content-Type."""
+    start = head.lstrip()[:512].lower()
+    if start.startswith(b"%pdf-"):
+        return "application/pdf"
+    if start.startswith((b"<!doctype html", b"<html")) or b"<html" in start:
+        return "text/html"
+    return ""
+
+
+class PageFetcher:
+    """Fetch pages with one client; use as ``async with PageFetcher(options) as fetcher``."""
+
+    def __init__(self, options: FetchOptions) -> None:
+        self.options = options
+        self._client: httpx.AsyncClient | None = None
+
+    async def __aenter__(self) -> PageFetcher:
+        self._client = httpx.AsyncClient(
+            transport=GuardedTransport(self.options.policy),
+            follow_redirects=False,
+            trust_env=False,
+            timeout=httpx.Timeout(self.options.timeout),
+            cookies=CookieJar(policy=_NoCookies()),
+            headers={
+                "User-Agent": self.options.user_agent,
+                "Accept": _ACCEPT,
+                "Accept-Encoding": "identity",
+            },
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def fetch(self, url: str) -> FetchedPage:
+        """Fetch ``url`` within the time limit.
+
+        Raises:
+            PageError: the page was refused, skipped or could not be read; ``reason`` says why.
+        """
+        try:
+            return await asyncio.wait_for(self._fetch(url), self.options.timeout)
+        except TimeoutError:
+            raise PageError(f"page did not load within {self.options.timeout:g} s") from None
+
+    async def _fetch(self, url: str) -> FetchedPage:
+        if self._client is None:
+            raise RuntimeError("use PageFetcher as an async context manager")
+        try:
+            current = check_url(url, self.options.policy)
+        except UnsafeURLError as exc:
+            raise PageError(f"refused to read it: {exc.reason}", skipped=True) from None
+        for hop in range(self.options.max_redirects + 1):
+            try:
+                request = self._client.build_request("GET", current)
+                response = await self._client.send(request, stream=True)
+            except UnsafeURLError as exc:
+                raise self._refused(hop, current, exc.reason) from None
+            except httpx.TimeoutException:
+                raise PageError(f"page did not load within {self.options.timeout:g} s") from None
+            except httpx.ConnectError as exc:
+                logger.info("connecting to %s failed: %r", current, exc)
+                raise PageError("could not be reached (connection failed)") from None
+            except httpx.HTTPError as exc:
+                logger.info("requesting %s failed: %r", current, exc)
+                raise PageError(f"could not be read ({type(exc).__name__})") from None
+            except httpx.InvalidURL:
+                raise PageError("not a valid URL", skipped=True) from None
+            try:
+                if response.status_code in _REDIRECTS and "location" in response.headers:
+                    target = urljoin(current, response.headers["location"].strip())
+                    try:
+                        current = check_url(target, self.options.policy)
+                    except UnsafeURLError as exc:
+                        raise self._refused(hop + 1, target, exc.reason) from None
+                    continue
+                return await self._read(current, response)
+            finally:
+                await response.aclose()
+        raise PageError(f"too many redirects (more than {self.options.max_redirects})")
+
+    @staticmethod
+    def _refused(hop: int, url: str, reason: str) -> PageError:
+        if hop == 0:
+            return PageError(f"refused to read it: {reason}", skipped=True)
+        return PageError(f"refused to follow its redirect to {url}: {reason}", skipped=True)
+
+    def _check_type(self, media_type: str) -> None:
+        if media_type in HTML_TYPES:
+            return
+        if media_type in PDF_TYPES:
+            if self.options.pdf:
+                return
+            raise PageError(
+                "a PDF, and reading PDFs needs the optional pypdf package "
+                "(pip install 'crag[pdf]')",
+                skipped=True,
+            )
+        raise PageError(f"not a web page ({media_type or 'unknown type'})", skipped=True)
+
+    async def _read(self, url: str, response: httpx.Response) -> FetchedPage:
+        """Check status, type and size, then read the body up to ``max_bytes``."""
+        status = response.status_code
+        if not 200 <= status < 300:
+            raise PageError(f"page answered {_status_text(status)}")
+        media_type, charset = _media_type(response)
+        if media_type not in _SNIFFED_TYPES:
+            self._check_type(media_type)
+        limit = self.options.max_bytes
+        too_large = PageError(f"page too large (more than {limit:,} bytes)")
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise too_large
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in response.aiter_bytes(_CHUNK):
+                size += len(chunk)
+                if size > limit:
+                    raise too_large
+                chunks.append(chunk)
+        except httpx.TimeoutException:
+            raise PageError(f"page did not load within {self.options.timeout:g} s") from None
+        except httpx.HTTPError as exc:
+            logger.info("reading %s failed: %r", url, exc)
+            raise PageError(f"could not be read ({type(exc).__name__})") from None
+        body = b"".join(chunks)
+        if media_type in _SNIFFED_TYPES:
+            media_type = _sniff(body[:1024])
+            self._check_type(media_type)
+        return FetchedPage(url=url, media_type=media_type, charset=charset, body=body)
