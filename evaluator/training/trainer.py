@@ -1,0 +1,433 @@
+"""Fine-tune a retrieval evaluator on labelled pairs: the paper's regression recipe.
+
+Yan et al. (2024) train their evaluator as a one-logit regression onto labels +1 (the passage
+is from the question's gold page) and -1 (it is not) with a mean-squared-error loss. This is a
+plain PyTorch loop for that recipe: AdamW, linear warmup then linear decay, gradient clipping,
+shuffled minibatches padded to their longest member, optional class balancing, and resumable
+checkpoints that reproduce an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from evaluation.pairs import LabelledPair
+from evaluator.t5 import DEFAULT_TEMPLATE
+from evaluator.training.backends import Backend, export_model, load_backend, resolve_base_model
+from evaluator.training.checkpoints import (
+    TrainerState,
+    find_checkpoint,
+    load_optimizer_state,
+    read_state,
+    remove_checkpoint,
+    remove_stale,
+    restore_rng,
+    save_checkpoint,
+)
+from evaluator.training.data import (
+    KINDS,
+    Features,
+    Kind,
+    check_pairs,
+    encode_cross_encoder,
+    encode_t5,
+    epoch_order,
+    loss_weights,
+    pad_batch,
+    pairs_digest,
+)
+from evaluator.training.errors import TrainingError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LEARNING_RATES: dict[str, float] = {"cross-encoder": 2e-5, "t5": 1e-4}
+"""Peak learning rates: the usual BERT fine-tuning rate, and AdamW's usual rate for T5."""
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a :func:`train_evaluator` call did.
+
+    Attributes:
+        out_dir: The output folder (trained model, ``crag_evaluator.json``, ``checkpoint/``).
+        steps: Optimizer steps done in the whole run (resumed steps included).
+        epochs: Epochs finished.
+        final_loss: Mean step loss of the last finished epoch (of the steps so far if none
+            finished; NaN if no step ran).
+        seconds: Wall time of this call.
+        resumed_from_step: Step the run resumed from; ``None`` when it started afresh.
+        finished: Whether all epochs ran and the model was written (``False`` after
+            ``stop_after``).
+        epoch_losses: Mean step loss of every finished epoch.
+    """
+
+    out_dir: Path
+    steps: int
+    epochs: int
+    final_loss: float
+    seconds: float
+    resumed_from_step: int | None
+    finished: bool
+    epoch_losses: tuple[float, ...]
+
+
+def _linear_schedule(step: int, *, warmup: int, total: int) -> float:
+    """Learning-rate factor: linear rise over ``warmup`` steps, then linear decay to 0."""
+    if step < warmup:
+        return (step + 1) / (warmup + 1)
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+@contextmanager
+def _deterministic(enabled: bool) -> Iterator[None]:
+    """Ask torch for deterministic kernels for the duration (warn where there are none)."""
+    if not enabled:
+        yield
+        return
+    was_on = torch.are_deterministic_algorithms_enabled()
+    was_warn = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(was_on, warn_only=was_warn)
+
+
+def _check_arguments(
+    kind: str,
+    epochs: int,
+    batch_size: int,
+    learning_rate: float,
+    max_length: int,
+    checkpoint_every: int,
+    warmup_ratio: float,
+    stop_after: int | None,
+) -> None:
+    if kind not in KINDS:
+        raise TrainingError(f"unknown evaluator kind {kind!r}; valid kinds: {', '.join(KINDS)}")
+    if epochs < 1:
+        raise TrainingError(f"epochs must be at least 1, got {epochs}")
+    if batch_size < 1:
+        raise TrainingError(f"batch_size must be at least 1, got {batch_size}")
+    if not (learning_rate > 0 and math.isfinite(learning_rate)):
+        raise TrainingError(f"learning_rate must be a positive number, got {learning_rate}")
+    if max_length < 8:
+        raise TrainingError(f"max_length must be at least 8 tokens, got {max_length}")
+    if checkpoint_every < 1:
+        raise TrainingError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
+    if not 0.0 <= warmup_ratio < 1.0:
+        raise TrainingError(f"warmup_ratio must be in [0, 1), got {warmup_ratio}")
+    if stop_after is not None and stop_after < 1:
+        raise TrainingError(f"stop_after must be at least 1, got {stop_after}")
+
+
+def _encode(backend: Backend, pairs: Sequence[LabelledPair], max_length: int) -> list[Features]:
+    if backend.kind == "t5":
+        assert backend.eos_id is not None and backend.template is not None
+        return encode_t5(backend.tokenizer, pairs, max_length, backend.template, backend.eos_id)
+    return encode_cross_encoder(backend.tokenizer, pairs, max_length)
+
+
+def _param_groups(model: Any, weight_decay: float) -> list[dict[str, Any]]:
+    """Weight decay on matrices only; biases and norm weights (1-D) are not decayed."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [
+        {"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+    ]
+
+
+def _resume_state(
+    out_dir: Path, settings: dict[str, Any]
+) -> tuple[Path, TrainerState] | tuple[None, None]:
+    checkpoint = find_checkpoint(out_dir)
+    if checkpoint is None:
+        return None, None
+    state = read_state(checkpoint)
+    if state.settings != settings:
+        changed = sorted(
+            key
+            for key in settings.keys() | state.settings.keys()
+            if settings.get(key) != state.settings.get(key)
+        )
+        raise TrainingError(
+            f"the checkpoint in {checkpoint} is of a run with other settings ({', '.join(changed)} "
+            "differ), so resuming would not reproduce it; pass resume=False to start over, or "
+            "use another out_dir"
+        )
+    return checkpoint, state
+
+
+def train_evaluator(
+    kind: Kind,
+    pairs: Sequence[LabelledPair],
+    out_dir: Path,
+    *,
+    base_model: str | None = None,
+    epochs: int = 1,
+    batch_size: int = 16,
+    learning_rate: float | None = None,
+    max_length: int = 256,
+    seed: int = 0,
+    checkpoint_every: int = 200,
+    resume: bool = True,
+    progress: bool = True,
+    balance: bool = True,
+    warmup_ratio: float = 0.1,
+    weight_decay: float = 0.01,
+    max_grad_norm: float = 1.0,
+    device: str | None = None,
+    deterministic: bool = False,
+    keep_checkpoint: bool = True,
+    stop_after: int | None = None,
+) -> TrainResult:
+    """Fine-tune a one-logit regression evaluator onto the pairs' +1/-1 labels (MSE).
+
+    Every epoch visits the pairs once in a shuffled order that depends only on ``seed`` and
+    the epoch; batches are padded to their longest pair. Every ``checkpoint_every`` steps and
+    at the end, a resumable checkpoint goes to ``out_dir/checkpoint`` (see
+    :mod:`evaluator.training.checkpoints`); with ``resume`` a run continues from it at the exact
+    step and ends with the weights an uninterrupted run would have (on the same hardware and
+    thread count). At the end the model, tokenizer and ``crag_evaluator.json`` go to
+    ``out_dir``: a cross-encoder folder loads with ``sentence_transformers.CrossEncoder``
+    (raw regression output), a T5 folder with :class:`evaluator.t5.T5Evaluator`.
+
+    Args:
+        kind: ``"cross-encoder"`` or ``"t5"``.
+        pairs: Labelled (question, passage) pairs; both labels must occur.
+        out_dir: Output folder (created if missing).
+        base_model: Model directory or hub id to start from. Default for the cross-encoder:
+            the shipped all-MiniLM-L6-v2 (its encoder; the head is new). Required for T5.
+        epochs: Passes over the pairs.
+        batch_size: Pairs per optimizer step.
+        learning_rate: Peak AdamW learning rate; default 2e-5 (cross-encoder), 1e-4 (T5).
+        max_length: Token budget per pair.
+        seed: Seeds Python, NumPy and torch (head initialisation, dropout) and the shuffling.
+        checkpoint_every: Steps between checkpoints.
+        resume: Continue from ``out_dir/checkpoint`` if there is one (it must come from a run
+            with the same settings and pairs); otherwise start afresh and replace it.
+        progress: Show a tqdm progress bar (on stderr, with the loss).
+        balance: Weight the loss so positives and negatives count equally (see
+            :func:`evaluator.training.data.loss_weights`: keeps 0 the regression's decision
+            point despite FanOutQA's ~1:9 imbalance).
+        warmup_ratio: Fraction of the steps with linearly rising learning rate; it then decays
+            linearly to 0.
+        weight_decay: AdamW weight decay (not on biases and norm weights).
+        max_grad_norm: Gradient norm clipping threshold.
+        device: ``"cuda"``, ``"cpu"``, ...; default CUDA when available.
+        deterministic: Ask torch for deterministic algorithms during the run (for GPUs; CPU
+            runs are reproducible at a fixed thread count anyway).
+        keep_checkpoint: Keep ``out_dir/checkpoint`` after a finished run (it holds the
+            optimizer state, about twice the model's size).
+        stop_after: Stop once this many steps are done in total, as if interrupted: the
+            checkpoint is saved, the final model is not written (for tests and time-boxed runs).
+
+    Returns:
+        What was done; see :class:`TrainResult`.
+
+    Raises:
+        TrainingError: Unknown kind, bad arguments, empty or one-label pairs, T5 without a
+            base model, a base model that is missing or does not load, a checkpoint of other
+            settings, or a loss that became NaN.
+    """
+    started = time.perf_counter()
+    lr = DEFAULT_LEARNING_RATES.get(kind, 0.0) if learning_rate is None else learning_rate
+    _check_arguments(
+        kind, epochs, batch_size, lr, max_length, checkpoint_every, warmup_ratio, stop_after
+    )
+    positives, negatives = check_pairs(pairs)
+    source = resolve_base_model(kind, base_model)
+    out_dir = Path(out_dir)
+    template = DEFAULT_TEMPLATE if kind == "t5" else None
+    steps_per_epoch = math.ceil(len(pairs) / batch_size)
+    total_steps = epochs * steps_per_epoch
+    warmup_steps = int(warmup_ratio * total_steps)
+    settings: dict[str, Any] = {
+        "kind": kind,
+        "base_model": source,
+        "pairs": len(pairs),
+        "pairs_sha256": pairs_digest(pairs),
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "learning_rate": lr,
+        "max_length": max_length,
+        "seed": seed,
+        "balance": balance,
+        "warmup_ratio": warmup_ratio,
+        "weight_decay": weight_decay,
+        "max_grad_norm": max_grad_norm,
+        "template": template,
+    }
+
+    try:
+        run_device = (
+            torch.device(device)
+            if device
+            else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        )
+    except RuntimeError as exc:
+        raise TrainingError(f"unknown device {device!r}: {exc}") from exc
+
+    remove_stale(out_dir)
+    checkpoint, state = _resume_state(out_dir, settings) if resume else (None, None)
+    _seed_everything(seed)
+    backend = load_backend(kind, str(checkpoint) if checkpoint else source)
+    features = _encode(backend, pairs, max_length)
+    targets = torch.tensor([float(pair.label) for pair in pairs])
+    weights = torch.tensor(loss_weights([pair.label for pair in pairs], balance))
+
+    try:
+        model = backend.model.to(run_device)
+    except (RuntimeError, AssertionError) as exc:
+        raise TrainingError(f"could not move the model to {run_device}: {exc}") from exc
+    model.train()
+    optimizer = torch.optim.AdamW(_param_groups(model, weight_decay), lr=lr)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, partial(_linear_schedule, warmup=warmup_steps, total=total_steps)
+    )
+    if checkpoint is not None and state is not None:
+        saved = load_optimizer_state(checkpoint)
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        restore_rng(saved["rng"])
+        resumed_from: int | None = state.step
+        logger.info("resuming %s training from %s at step %d", kind, checkpoint, state.step)
+    else:
+        remove_checkpoint(out_dir)
+        state = TrainerState(0, 0, 0, total_steps, settings)
+        resumed_from = None
+    logger.info(
+        "training %s evaluator from %s on %d pairs (%d positive, %d negative%s): %d epochs of "
+        "%d steps, batch %d, lr %.3g, on %s",
+        kind,
+        source,
+        len(pairs),
+        positives,
+        negatives,
+        ", balanced" if balance else "",
+        epochs,
+        steps_per_epoch,
+        batch_size,
+        lr,
+        run_device,
+    )
+
+    stopped = False
+    order: list[int] = []
+    order_epoch = -1
+    with (
+        _deterministic(deterministic),
+        tqdm(
+            total=total_steps,
+            initial=state.step,
+            desc=f"train {kind}",
+            unit="step",
+            file=sys.stderr,
+            disable=not progress,
+            dynamic_ncols=True,
+        ) as bar,
+    ):
+        while state.step < total_steps:
+            epoch, index = divmod(state.step, steps_per_epoch)
+            if epoch != order_epoch:
+                order, order_epoch = epoch_order(len(pairs), seed, epoch), epoch
+            chunk = order[index * batch_size : (index + 1) * batch_size]
+            batch = {
+                key: value.to(run_device)
+                for key, value in pad_batch([features[i] for i in chunk], backend.pad_id).items()
+            }
+            scores = model(**batch).logits[:, 0].float()
+            errors = (scores - targets[chunk].to(run_device)) ** 2
+            loss = (weights[chunk].to(run_device) * errors).mean()
+            value = float(loss.detach())
+            if not math.isfinite(value):
+                raise TrainingError(
+                    f"the training loss became {value} at step {state.step + 1}; lower the "
+                    f"learning rate (now {lr:g})"
+                )
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+
+            state.step += 1
+            state.epoch_loss_sum += value
+            state.epoch_loss_steps += 1
+            state.epoch, position = divmod(state.step, steps_per_epoch)
+            state.position = min(position * batch_size, len(pairs))
+            if position == 0:
+                mean = state.epoch_loss_sum / state.epoch_loss_steps
+                state.epoch_losses.append(mean)
+                state.epoch_loss_sum, state.epoch_loss_steps = 0.0, 0
+                logger.info("epoch %d/%d: mean loss %.4f", epoch + 1, epochs, mean)
+            bar.update(1)
+            bar.set_postfix(loss=f"{value:.4f}", epoch=epoch + 1)
+
+            stopped = stop_after is not None and state.step >= stop_after
+            if state.step % checkpoint_every == 0 or state.step == total_steps or stopped:
+                save_checkpoint(out_dir, backend, optimizer, scheduler, state)
+            if stopped and state.step < total_steps:
+                logger.info("stopping at step %d of %d (stop_after)", state.step, total_steps)
+                break
+
+    finished = state.step >= total_steps
+    if finished:
+        model.eval()
+        export_model(
+            backend,
+            out_dir,
+            {
+                "base_model": source,
+                "trained_pairs": len(pairs),
+                "positives": positives,
+                "epochs": epochs,
+                "seed": seed,
+                "max_length": max_length,
+                "balance": balance,
+                "learning_rate": lr,
+                "batch_size": batch_size,
+                "steps": state.step,
+                "final_loss": state.epoch_losses[-1] if state.epoch_losses else None,
+            },
+        )
+        if not keep_checkpoint:
+            remove_checkpoint(out_dir)
+        logger.info("trained %s evaluator saved to %s", kind, out_dir)
+
+    if state.epoch_losses:
+        final_loss = state.epoch_losses[-1]
+    elif state.epoch_loss_steps:
+        final_loss = state.epoch_loss_sum / state.epoch_loss_steps
+    else:
+        final_loss = math.nan
+    return TrainResult(
+        out_dir=out_dir,
+        steps=state.step,
+        epochs=len(state.epoch_losses),
+        final_loss=final_loss,
+        seconds=time.perf_counter() - started,
+        resumed_from_step=resumed_from,
+        finished=finished,
+        epoch_losses=tuple(state.epoch_losses),
+    )
