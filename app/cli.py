@@ -1,4 +1,4 @@
-"""The ``crag`` command line: ingest documents, ask questions, draw the graph."""
+"""The ``crag`` command line: ingest, ask (streamed, optionally on a thread), graph, bench."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from graph.context import DEFAULT_COLLECTION, Context
@@ -84,31 +85,159 @@ def _report_update(node: str, update: dict[str, Any]) -> None:
         _err(f"    note: {note}")
 
 
-def cmd_ask(args: argparse.Namespace) -> int:
-    """Answer a question, streaming progress per node to stderr."""
-    from app.api import OUTPUT_KEYS
-    from graph.builder import graph
+def _report_progress(event: dict[str, Any]) -> None:
+    """Print the progress events that say more than the node's update line."""
+    node, kind = event.get("node", "?"), event.get("event", "?")
+    if node == "web_search" and kind == "page":
+        status = "read" if event.get("ok") else "failed"
+        done, total = event.get("done"), event.get("total")
+        _err(f"[web_search] page {done}/{total} {status}: {event.get('url')}")
+    elif node == "web_search" and kind == "searching":
+        _err(f"[web_search] searching for {event.get('query', '')!r}")
+    elif node == "grade" and kind == "scoring":
+        _err(f"[grade] scoring {event.get('passages')} passages ({event.get('evaluator')})")
+    elif node == "refine" and kind == "scoring":
+        _err(f"[refine] scoring {event.get('strips')} strips from {event.get('passages')} passages")
+    elif node == "generate" and kind == "generating":
+        _err(
+            f"[generate] answering from {event.get('internal', 0)} internal and "
+            f"{event.get('external', 0)} external strips"
+        )
+    elif node == "ingest":
+        _err(
+            f"[ingest] {kind}: "
+            + ", ".join(f"{k}={v}" for k, v in event.items() if k not in {"node", "event"})
+        )
+
+
+class _AnswerPrinter:
+    """Writes the generator's tokens to stdout as they come; keeps stderr lines separate."""
+
+    def __init__(self) -> None:
+        self.streamed = False
+        self.open_line = False
+
+    def token(self, text: str) -> None:
+        if not text:
+            return
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        self.streamed = True
+        self.open_line = True
+
+    def end_line(self) -> None:
+        if self.open_line:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self.open_line = False
+
+
+def _run_question(graph: Any, args: argparse.Namespace, config: dict[str, Any] | None) -> int:
+    from app.api import output_of
 
     context = _context(args)
     final: dict[str, Any] = {}
+    printer = _AnswerPrinter()
+    modes = (
+        ["updates", "values", "custom"]
+        if args.json
+        else ["updates", "values", "custom", "messages"]
+    )
     stream: Any = graph.stream(
-        {"question": args.question}, context=context, stream_mode=["updates", "values"]
+        {"question": args.question}, config, context=context, stream_mode=modes
     )
     for mode, chunk in stream:
-        if mode == "updates" and not args.quiet:
+        if mode == "messages":
+            message, metadata = chunk
+            if metadata.get("langgraph_node") == "generate":
+                printer.token(message.text)
+            continue
+        if mode == "values":
+            final = chunk
+            continue
+        if args.quiet:
+            continue
+        printer.end_line()
+        if mode == "updates":
             for node, update in chunk.items():
                 if isinstance(update, dict):
                     _report_update(node, update)
-        elif mode == "values":
-            final = chunk
-    output = {key: final[key] for key in OUTPUT_KEYS if key in final}
+        elif mode == "custom" and isinstance(chunk, dict):
+            _report_progress(chunk)
+    printer.end_line()
+    output = output_of(final)
     if args.json:
         print(json.dumps(output, indent=2, ensure_ascii=False))
-    else:
-        for note in output.get("notes", []):
-            _err(f"note: {note}")
+        return 0
+    for note in output.get("notes", []):
+        _err(f"note: {note}")
+    if not printer.streamed:
         print(output.get("answer", ""))
     return 0
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    """Answer a question: tokens on stdout as they come, progress per node on stderr.
+
+    With ``--thread ID`` the run is checkpointed in ``--threads-db`` (SQLite), so the thread
+    keeps its conversation across invocations (``crag history ID`` shows it).
+    """
+    if not args.thread:
+        from graph.builder import graph
+
+        return _run_question(graph, args, None)
+    from app.api import persistent_graph, thread_config
+
+    with persistent_graph(args.threads_db) as threaded:
+        return _run_question(threaded, args, thread_config(args.thread))
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """Print the questions and answers of a thread, oldest first."""
+    from app.api import persistent_graph, thread_turns
+
+    if not Path(args.threads_db).expanduser().is_file():
+        raise ValueError(f"no conversations yet: {args.threads_db} does not exist")
+    with persistent_graph(args.threads_db) as threaded:
+        turns = thread_turns(threaded, args.thread)
+    if args.json:
+        print(json.dumps(turns, indent=2, ensure_ascii=False))
+        return 0
+    if not turns:
+        _err(f"thread {args.thread!r} has no finished runs in {args.threads_db}")
+        return 1
+    for number, turn in enumerate(turns, start=1):
+        print(f"{number}. Q: {turn['question']}")
+        print(f"   A ({turn['action']}): {turn['answer']}")
+    return 0
+
+
+def cmd_bench_server(args: argparse.Namespace) -> int:
+    """Load-test the LangGraph server and print failures, throughput and latency."""
+    from app.server_bench import BenchError, run_bench
+    from app.settings import parse_settings
+
+    pairs = list(args.set or [])
+    given = {pair.partition("=")[0].strip().replace("-", "_") for pair in pairs}
+    parsed = parse_settings(pairs)
+    extra = {name: getattr(parsed, name) for name in given}
+    try:
+        report = run_bench(
+            url=args.url,
+            runs=args.runs,
+            timeout=args.timeout,
+            store=args.store,
+            documents=args.documents,
+            jobs_per_worker=args.jobs,
+            extra_context=extra,
+            allow_remote=args.allow_remote,
+        )
+    except BenchError as exc:
+        _err(f"crag: error: {exc}")
+        return 2
+    for line in report.lines():
+        print(line)
+    return 0 if report.ok else 1
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -148,12 +277,34 @@ def build_parser() -> argparse.ArgumentParser:
             help="any setting of the context schema, e.g. --set top_k=5 (repeatable)",
         )
 
+    from app.api import DEFAULT_THREADS_PATH
+
+    def thread_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--threads-db",
+            default=DEFAULT_THREADS_PATH,
+            metavar="PATH",
+            help=f"SQLite file keeping the threads (default: {DEFAULT_THREADS_PATH})",
+        )
+
     ask = sub.add_parser("ask", help="answer a question")
     ask.add_argument("question")
     ask.add_argument("--json", action="store_true", help="print the output state as JSON")
     ask.add_argument("-q", "--quiet", action="store_true", help="no per-node progress")
+    ask.add_argument(
+        "--thread",
+        metavar="ID",
+        help="run on this conversation thread, kept across invocations (SQLite)",
+    )
+    thread_options(ask)
     store_options(ask)
     ask.set_defaults(func=cmd_ask)
+
+    history = sub.add_parser("history", help="print the questions and answers of a thread")
+    history.add_argument("thread", metavar="ID")
+    history.add_argument("--json", action="store_true", help="print the turns as JSON")
+    thread_options(history)
+    history.set_defaults(func=cmd_history)
 
     ingest = sub.add_parser("ingest", help="add .txt .md .html .jsonl files to the store")
     ingest.add_argument("paths", nargs="+")
@@ -162,6 +313,43 @@ def build_parser() -> argparse.ArgumentParser:
 
     graph_cmd = sub.add_parser("graph", help="print the graph as mermaid")
     graph_cmd.set_defaults(func=cmd_graph)
+
+    from app.server_bench import DEFAULT_RUNS, DEFAULT_TIMEOUT
+
+    bench = sub.add_parser(
+        "bench-server",
+        help="load-test the LangGraph server: concurrent runs vs. one at a time",
+    )
+    bench.add_argument("--url", help="a running server (default: start langgraph dev on 127.0.0.1)")
+    bench.add_argument(
+        "--runs", type=int, default=DEFAULT_RUNS, help=f"concurrent runs (default {DEFAULT_RUNS})"
+    )
+    bench.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help=f"seconds for all runs; unfinished runs fail (default {DEFAULT_TIMEOUT:.0f})",
+    )
+    bench.add_argument(
+        "--store", help="store of the started server (default: ~50 summaries, built in a temp dir)"
+    )
+    bench.add_argument(
+        "--documents", type=int, default=50, help="summaries in the built store (default 50)"
+    )
+    bench.add_argument(
+        "--jobs", type=int, help="runs the started server executes at once (its default: 10)"
+    )
+    bench.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="run setting sent with every run"
+    )
+    bench.add_argument(
+        "--allow-remote", action="store_true", help="allow a --url that is not on 127.0.0.1"
+    )
+    bench.set_defaults(func=cmd_bench_server)
+
+    from app.evaluator_cli import add_evaluator_commands
+
+    add_evaluator_commands(sub)
     return parser
 
 

@@ -1,0 +1,447 @@
+"""Measure evaluator throughput: batched scoring against one pair per call.
+
+The paper's released code scores (question, passage) pairs one at a time; the evaluators here
+score all passages of a call in batched forward passes. :func:`run_bench` times both on the
+same model in the same process:
+
+* batched: one ``score(question, passages)`` call per question, with all its passages;
+* per pair: a loop of ``score(question, [passage])`` calls, one per pair.
+
+Pairs are realistic: FanOutQA ``train`` leaf questions, each with bundled Wikipedia summaries
+cut to the store's chunk size (1,000 characters, at a word boundary; the gold page first when it
+is in the corpus). Two models are known:
+
+``minilm``
+    A cross-encoder made from the shipped all-MiniLM-L6-v2 encoder
+    (``BertForSequenceClassification``, ``num_labels=1``, new random head), saved to a temporary
+    folder and scored by :class:`evaluator.cross_encoder.CrossEncoderEvaluator` (by a minimal
+    local batched scorer, :class:`LocalCrossEncoderScorer`, where that module is missing).
+``t5-large``
+    ``T5ForSequenceClassification`` in T5-large's shape (24+24 layers, d_model 1024,
+    ~740M parameters) with random weights, built in memory. :class:`evaluator.t5.T5Evaluator`
+    loads only from a checkpoint folder (saving one takes ~3 GB), so a local scorer does
+    exactly what it does: the ``question [SEP] passage`` template, one end-of-sequence token,
+    sort by length, pad per batch, ``torch.inference_mode``, one forward pass per batch. Its
+    tokenizer is the MiniLM WordPiece tokenizer (ids below 30,522, inside T5's 32,128): no
+    SentencePiece model ships offline; the token counts are close to T5's.
+
+Speed does not depend on the weights, so random heads and random T5 weights time the real
+thing. Everything runs on the CPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evaluator.base import EvaluatorError, RetrievalEvaluator
+
+logger = logging.getLogger(__name__)
+
+MODELS: tuple[str, ...] = ("minilm", "t5-large")
+"""Models :func:`run_bench` knows."""
+
+DEFAULT_PAIRS: dict[str, int] = {"minilm": 64, "t5-large": 16}
+"""Default number of pairs per model (T5-large is slow on a few CPU cores)."""
+
+DEFAULT_REPEATS: dict[str, int] = {"minilm": 3, "t5-large": 1}
+"""Default rounds per model; each mode keeps its fastest round."""
+
+PASSAGE_CHARS = 1000
+"""Passage length cap, in characters: the store's chunk size."""
+
+T5_TEMPLATE = "{question} [SEP] {passage}"
+"""The paper's T5 input format (as :data:`evaluator.t5.DEFAULT_TEMPLATE`)."""
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """Throughput of one model, batched and one pair per call."""
+
+    model: str
+    scorer: str
+    """What scored the pairs (class name)."""
+    parameters: int
+    device: str
+    torch_threads: int
+    pairs: int
+    passages_per_question: int
+    batch_size: int
+    repeats: int
+    """Rounds of both modes; the timings are each mode's fastest round."""
+    mean_tokens: float
+    """Mean tokens per (question, passage) pair, as the scorer's tokenizer counts them."""
+    build_seconds: float
+    batched_seconds: float
+    per_pair_seconds: float
+    batched_pairs_per_s: float
+    per_pair_pairs_per_s: float
+    speedup: float
+    """``batched_pairs_per_s / per_pair_pairs_per_s``."""
+    max_score_difference: float
+    """Largest difference between a pair's batched and one-at-a-time score (padding check)."""
+    load_average: float
+    """The machine's 1-minute load average when the run started (other work skews timings)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as a JSON-ready dict."""
+        return asdict(self)
+
+
+def bench_pairs(n: int, passages_per_question: int = 0, seed: int = 0) -> list[tuple[str, str]]:
+    """Build ``n`` realistic (question, passage) pairs, grouped by question.
+
+    Args:
+        n: Number of pairs.
+        passages_per_question: Passages per question (0: all ``n`` for one question).
+        seed: Seed for the choice of non-gold passages.
+
+    Returns:
+        Pairs, each question's passages together (gold page first when in the corpus).
+
+    Raises:
+        ValueError: ``n`` is below 1 or ``passages_per_question`` is negative.
+    """
+    from evaluation.evaluator_report import read_split
+    from evaluation.fanoutqa import leaf_questions
+    from vectorstore.corpus import load_corpus
+
+    if n < 1:
+        raise ValueError(f"the number of pairs must be at least 1, got {n}")
+    if passages_per_question < 0:
+        raise ValueError(f"passages per question must be 0 or more, got {passages_per_question}")
+    group = passages_per_question or n
+    rng = random.Random(seed)
+    docs = load_corpus()
+    by_title = {doc.title: doc.text for doc in docs}
+    questions = leaf_questions(read_split()["train"])
+    rng.shuffle(questions)
+
+    def cut(text: str) -> str:
+        if len(text) <= PASSAGE_CHARS:
+            return text
+        head = text[:PASSAGE_CHARS]
+        return head[: head.rfind(" ")] if " " in head else head
+
+    pairs: list[tuple[str, str]] = []
+    for number, leaf in enumerate(questions * (n // max(1, len(questions)) + 1)):
+        if len(pairs) >= n:
+            break
+        gold = by_title.get(leaf.gold_title)
+        passages = [gold] if gold else []
+        passages += [doc.text for doc in rng.sample(docs, min(group, len(docs)))]
+        take = min(group, n - len(pairs))
+        pairs += [(leaf.question, cut(text)) for text in passages[:take]]
+        logger.debug("bench question %d: %s", number, leaf.question)
+    return pairs
+
+
+def _group(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, list[str]]]:
+    groups: list[tuple[str, list[str]]] = []
+    for question, passage in pairs:
+        if groups and groups[-1][0] == question:
+            groups[-1][1].append(passage)
+        else:
+            groups.append((question, [passage]))
+    return groups
+
+
+class LocalCrossEncoderScorer:
+    """A minimal batched cross-encoder scorer (used when the cross-encoder back end is absent).
+
+    Sorts pairs by length, pads per batch, runs one forward pass per batch in inference mode
+    and clamps the single output to [-1, 1].
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, batch_size: int, max_length: int = 512):
+        """Wrap a one-output sequence classifier and its tokenizer."""
+        self.name = "local-cross-encoder"
+        self._model = model.eval()
+        self._tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.max_length = max_length
+
+    def score(self, question: str, passages: Sequence[str]) -> list[float]:
+        """Return one score in [-1, 1] per passage, in order."""
+        order = sorted(range(len(passages)), key=lambda i: len(passages[i]), reverse=True)
+        scores = [-1.0] * len(passages)
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start : start + self.batch_size]
+                encoded = self._tokenizer(
+                    [question] * len(chunk),
+                    [passages[i] for i in chunk],
+                    padding=True,
+                    truncation="longest_first",
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                )
+                logits = self._model(**encoded).logits[:, 0].clamp(-1.0, 1.0).tolist()
+                for i, value in zip(chunk, logits, strict=True):
+                    scores[i] = float(value)
+        return scores
+
+
+class LocalT5Scorer:
+    """Scores pairs exactly as :class:`evaluator.t5.T5Evaluator` does, on an in-memory model.
+
+    ``question [SEP] passage`` without special tokens, end-of-sequence tokens removed, cut to
+    ``max_length - 1`` and one end-of-sequence token appended; pairs sorted by token count
+    (longest first), padded per batch, one forward pass per batch under inference mode, the
+    logit clamped to [-1, 1].
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        eos_id: int,
+        pad_id: int,
+        batch_size: int,
+        max_length: int = 512,
+    ) -> None:
+        """Wrap a ``T5ForSequenceClassification`` (``num_labels=1``) and a tokenizer."""
+        self.name = "local-t5"
+        self._model = model.eval()
+        self._tokenizer = tokenizer
+        self._eos_id = eos_id
+        self._pad_id = pad_id
+        self.batch_size = batch_size
+        self.max_length = max_length
+
+    def encode(self, question: str, passages: Sequence[str]) -> list[list[int]]:
+        """Token ids per pair, ending in one end-of-sequence token."""
+        texts = [T5_TEMPLATE.format(question=question, passage=p) for p in passages]
+        encoded = self._tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+        pairs = []
+        for ids in encoded:
+            body = [int(i) for i in ids if i != self._eos_id][: self.max_length - 1]
+            pairs.append([*body, self._eos_id])
+        return pairs
+
+    def score(self, question: str, passages: Sequence[str]) -> list[float]:
+        """Return one score in [-1, 1] per passage, in order."""
+        pairs = self.encode(question, passages)
+        order = sorted(range(len(pairs)), key=lambda k: len(pairs[k]), reverse=True)
+        scores = [-1.0] * len(passages)
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start : start + self.batch_size]
+                width = max(len(pairs[k]) for k in chunk)
+                input_ids = torch.full((len(chunk), width), self._pad_id, dtype=torch.long)
+                mask = torch.zeros((len(chunk), width), dtype=torch.long)
+                for row, k in enumerate(chunk):
+                    input_ids[row, : len(pairs[k])] = torch.tensor(pairs[k], dtype=torch.long)
+                    mask[row, : len(pairs[k])] = 1
+                logits = self._model(input_ids=input_ids, attention_mask=mask).logits
+                for k, value in zip(chunk, logits[:, 0].clamp(-1.0, 1.0).tolist(), strict=True):
+                    scores[k] = float(value)
+        return scores
+
+
+def _minilm_path() -> Path:
+    from vectorstore.embeddings import resolve_model_path
+
+    return resolve_model_path()
+
+
+@contextmanager
+def minilm_scorer(batch_size: int) -> Iterator[tuple[RetrievalEvaluator, int, Any]]:
+    """Yield a MiniLM cross-encoder scorer, its parameter count and tokenizer."""
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    source = _minilm_path()
+    tokenizer = AutoTokenizer.from_pretrained(str(source))
+    model = BertForSequenceClassification.from_pretrained(str(source), num_labels=1)
+    parameters = sum(p.numel() for p in model.parameters())
+    try:
+        from evaluator.cross_encoder import CrossEncoderEvaluator
+    except ImportError:
+        logger.info("no cross-encoder back end; timing a local batched scorer")
+        yield (
+            LocalCrossEncoderScorer(model, tokenizer, batch_size=batch_size),
+            parameters,
+            tokenizer,
+        )
+        return
+    with tempfile.TemporaryDirectory(prefix="crag-bench-minilm-") as folder:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        del model
+        evaluator = CrossEncoderEvaluator(
+            folder, batch_size=batch_size, device="cpu", output="regression"
+        )
+        yield evaluator, parameters, tokenizer
+
+
+def t5_large_scorer(batch_size: int) -> tuple[LocalT5Scorer, int, Any]:
+    """Build a random T5-large regression model in memory and a scorer around it."""
+    from transformers import AutoTokenizer, T5Config, T5ForSequenceClassification
+
+    tokenizer = AutoTokenizer.from_pretrained(str(_minilm_path()))
+    shape: dict[str, Any] = {
+        "d_model": 1024,
+        "d_ff": 4096,
+        "num_layers": 24,
+        "num_decoder_layers": 24,
+        "num_heads": 16,
+        "d_kv": 64,
+        "vocab_size": 32128,
+        "num_labels": 1,
+        "pad_token_id": 0,
+        "eos_token_id": 1,
+        "decoder_start_token_id": 0,
+    }
+    config = T5Config(**shape)
+    torch.manual_seed(0)
+    model = T5ForSequenceClassification(config)
+    parameters = sum(p.numel() for p in model.parameters())
+    scorer = LocalT5Scorer(model, tokenizer, eos_id=1, pad_id=0, batch_size=batch_size)
+    return scorer, parameters, tokenizer
+
+
+def _time(call: Callable[[], list[float]]) -> tuple[float, list[float]]:
+    started = time.perf_counter()
+    scores = call()
+    return time.perf_counter() - started, scores
+
+
+def time_scorer(
+    scorer: RetrievalEvaluator, pairs: Sequence[tuple[str, str]], repeats: int = 1
+) -> tuple[float, float, float]:
+    """Time batched and one-pair-per-call scoring of the same pairs (after a warm-up call).
+
+    The two modes alternate ``repeats`` times, so they see the same machine load, and each
+    keeps its fastest round (the usual way to time on a shared machine).
+
+    Returns:
+        ``(batched seconds, per-pair seconds, largest score difference)``.
+    """
+    groups = _group(pairs)
+    scorer.score(groups[0][0], groups[0][1][:2])  # warm-up: first-call allocations
+
+    def batched() -> list[float]:
+        return [s for question, passages in groups for s in scorer.score(question, passages)]
+
+    def one_by_one() -> list[float]:
+        return [scorer.score(question, [passage])[0] for question, passage in pairs]
+
+    batched_seconds = per_pair_seconds = float("inf")
+    batched_scores: list[float] = []
+    single_scores: list[float] = []
+    for _ in range(max(1, repeats)):
+        seconds, batched_scores = _time(batched)
+        batched_seconds = min(batched_seconds, seconds)
+        seconds, single_scores = _time(one_by_one)
+        per_pair_seconds = min(per_pair_seconds, seconds)
+    difference = max(abs(a - b) for a, b in zip(batched_scores, single_scores, strict=True))
+    return batched_seconds, per_pair_seconds, difference
+
+
+def run_bench(
+    model: str,
+    n: int | None = None,
+    *,
+    passages_per_question: int = 0,
+    batch_size: int = 32,
+    repeats: int | None = None,
+    seed: int = 0,
+) -> BenchResult:
+    """Time one model batched and one pair per call, on the CPU.
+
+    Args:
+        model: ``"minilm"`` or ``"t5-large"``.
+        n: Number of pairs; default :data:`DEFAULT_PAIRS` for the model.
+        passages_per_question: Passages per question in a batched call (0: all ``n`` pairs
+            in one call, for one question).
+        batch_size: Pairs per forward pass of the batched scorer.
+        repeats: Rounds of both modes, fastest kept; default :data:`DEFAULT_REPEATS`.
+        seed: Seed for the choice of passages.
+
+    Returns:
+        The timings.
+
+    Raises:
+        ValueError: Unknown model or bad sizes.
+        EvaluatorError: The model could not be built or loaded.
+    """
+    if model not in MODELS:
+        raise ValueError(f"unknown bench model {model!r}; known: {', '.join(MODELS)}")
+    if batch_size < 1:
+        raise ValueError(f"batch size must be at least 1, got {batch_size}")
+    count = DEFAULT_PAIRS[model] if n is None else n
+    rounds = DEFAULT_REPEATS[model] if repeats is None else repeats
+    if rounds < 1:
+        raise ValueError(f"repeats must be at least 1, got {rounds}")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    pairs = bench_pairs(count, passages_per_question, seed)
+    group = passages_per_question or count
+    started = time.perf_counter()
+    try:
+        if model == "minilm":
+            with minilm_scorer(batch_size) as (scorer, parameters, tokenizer):
+                build = time.perf_counter() - started
+                batched, per_pair, difference = time_scorer(scorer, pairs, rounds)
+        else:
+            scorer, parameters, tokenizer = t5_large_scorer(batch_size)
+            build = time.perf_counter() - started
+            batched, per_pair, difference = time_scorer(scorer, pairs, rounds)
+    except (OSError, RuntimeError) as exc:
+        raise EvaluatorError(f"bench of {model} failed: {exc}") from exc
+    if isinstance(scorer, LocalT5Scorer):
+        tokens = [len(ids) for q, p in pairs for ids in scorer.encode(q, [p])]
+    else:
+        tokens = [
+            len(tokenizer(q, p, truncation=True, max_length=512)["input_ids"]) for q, p in pairs
+        ]
+    return BenchResult(
+        model=model,
+        scorer=type(scorer).__name__,
+        parameters=parameters,
+        device="cpu",
+        torch_threads=torch.get_num_threads(),
+        pairs=count,
+        passages_per_question=min(group, count),
+        batch_size=batch_size,
+        repeats=rounds,
+        mean_tokens=sum(tokens) / len(tokens),
+        build_seconds=build,
+        batched_seconds=batched,
+        per_pair_seconds=per_pair,
+        batched_pairs_per_s=count / batched,
+        per_pair_pairs_per_s=count / per_pair,
+        speedup=per_pair / batched,
+        max_score_difference=difference,
+        load_average=load,
+    )
+
+
+def format_bench(result: BenchResult) -> str:
+    """A human-readable block of text for one bench result."""
+    return "\n".join(
+        [
+            f"{result.model} ({result.scorer}, {result.parameters / 1e6:.1f}M parameters) on "
+            f"{result.device}, {result.torch_threads} torch threads, load average "
+            f"{result.load_average:.1f}; built in {result.build_seconds:.1f} s",
+            f"  {result.pairs} pairs, {result.passages_per_question} passages per question, "
+            f"mean {result.mean_tokens:.0f} tokens per pair, batch size {result.batch_size}, "
+            f"best of {result.repeats}",
+            f"  batched   {result.batched_pairs_per_s:8.2f} pairs/s "
+            f"({result.batched_seconds:.2f} s)",
+            f"  per pair  {result.per_pair_pairs_per_s:8.2f} pairs/s "
+            f"({result.per_pair_seconds:.2f} s)",
+            f"  batched / per pair: {result.speedup:.2f}x (largest score difference "
+            f"{result.max_score_difference:.2g})",
+        ]
+    )
