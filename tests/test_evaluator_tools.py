@@ -641,5 +641,9 @@ def test_bench_minilm_tiny(capsys: pytest.CaptureFixture[str]) -> None:
         result["batched_pairs_per_s"] / result["per_pair_pairs_per_s"]
     )
     assert result["max_score_difference"] < 1e-3  # batching does not change scores
+    assert result["paper_way_pairs_per_s"] > 0
+    assert result["speedup_vs_paper_way"] == pytest.approx(
+        result["batched_pairs_per_s"] / result["paper_way_pairs_per_s"]
+    )
     with pytest.raises(ValueError):
         run(["bench", "--models", "gpt"])
