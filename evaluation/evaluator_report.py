@@ -28,7 +28,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from evaluation.fanoutqa import dev_file, leaf_questions, load_split
+from evaluation.fanoutqa import leaf_owners, load_split
 from evaluation.pairs import LabelledPair, RetrievalCase, pairs_from_cases
 from evaluator.base import RetrievalEvaluator
 from evaluator.metrics import pair_accuracy, roc_auc
@@ -260,10 +260,6 @@ def check_ids(ids: Iterable[str], split: dict[str, list[str]], allowed: Sequence
         )
 
 
-def leaf_to_top_ids() -> dict[str, str]:
-    """Map every FanOutQA dev leaf question id to its top-level question id."""
-    questions = json.loads(dev_file().read_text(encoding="utf-8"))
-    return {leaf.id: leaf.top_id for leaf in leaf_questions([q["id"] for q in questions])}
 
 
 def pair_parts(pairs: Iterable[LabelledPair], split: dict[str, list[str]]) -> dict[str, int]:
@@ -273,10 +269,16 @@ def pair_parts(pairs: Iterable[LabelledPair], split: dict[str, list[str]]) -> di
         Pairs per part: ``train``, ``dev``, ``held_out`` (a FanOutQA question outside both)
         and ``other`` (a question id FanOutQA does not know, e.g. hand-made pairs).
     """
-    tops = leaf_to_top_ids()
+    owners = leaf_owners()
     part_of = {i: "train" for i in split["train"]} | {i: "dev" for i in split["dev"]}
     counts = dict.fromkeys(("train", "dev", "held_out", "other"), 0)
     for pair in pairs:
-        top = tops.get(pair.question_id)
-        counts["other" if top is None else part_of.get(top, "held_out")] += 1
+        tops = owners.get(pair.question_id)
+        if tops is None:
+            counts["other"] += 1
+            continue
+        parts = {part_of.get(top, "held_out") for top in tops}
+        # A leaf shared with a held-out question counts as held out (the strictest part).
+        part = next(p for p in ("held_out", "dev", "train") if p in parts)
+        counts[part] += 1
     return counts

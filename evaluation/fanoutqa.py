@@ -61,8 +61,13 @@ def _leaves(node: dict[str, Any], top_id: str) -> Iterator[LeafQuestion]:
             yield LeafQuestion(sub["id"], top_id, sub["question"], answer, title)
 
 
-def leaf_questions(top_ids: Sequence[str]) -> list[LeafQuestion]:
+def leaf_questions(top_ids: Sequence[str], *, exclusive: bool = True) -> list[LeafQuestion]:
     """Leaf questions of the given top-level ids, in file order.
+
+    A few leaf questions (same id, same text) belong to several top-level questions. With
+    ``exclusive`` (the default) a leaf that also belongs to a top-level question outside
+    ``top_ids`` is left out, so that nothing built from ``train`` questions touches a held-out
+    question, and train and dev share no leaf.
 
     Raises:
         ValueError: an id is not a FanOutQA dev question.
@@ -73,4 +78,22 @@ def leaf_questions(top_ids: Sequence[str]) -> list[LeafQuestion]:
     missing = sorted(wanted - known)
     if missing:
         raise ValueError(f"not FanOutQA dev question ids: {', '.join(missing[:5])}")
-    return [leaf for q in questions if q["id"] in wanted for leaf in _leaves(q, q["id"])]
+    owners = leaf_owners(questions)
+    return [
+        leaf
+        for q in questions
+        if q["id"] in wanted
+        for leaf in _leaves(q, q["id"])
+        if not exclusive or owners[leaf.id] <= wanted
+    ]
+
+
+def leaf_owners(questions: list[dict[str, Any]] | None = None) -> dict[str, set[str]]:
+    """Map every leaf question id to the set of top-level question ids it belongs to."""
+    if questions is None:
+        questions = json.loads(dev_file().read_text(encoding="utf-8"))
+    owners: dict[str, set[str]] = {}
+    for q in questions:
+        for leaf in _leaves(q, q["id"]):
+            owners.setdefault(leaf.id, set()).add(q["id"])
+    return owners
