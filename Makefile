@@ -1,9 +1,14 @@
 # Quick start:
 #   make ask Q="Who painted the Mona Lisa?"   install everything, answer from the default corpus
 #   make test                                 install with dev tools, lint, type-check, test
+#   make serve                                LangGraph server (and Studio) on 127.0.0.1:$(PORT)
+#   make bench                                load test: $(RUNS) concurrent runs on a local server
+#   make dockerfile                           the LangGraph API server's Dockerfile (deploy/)
 Q ?= Who painted the Mona Lisa?
+PORT ?= 8123
+RUNS ?= 20
 
-.PHONY: ask install install-dev test lint
+.PHONY: ask install install-dev test lint serve bench dockerfile
 
 install:
 	scripts/bootstrap.sh
@@ -21,3 +26,14 @@ lint:
 
 test: install-dev lint
 	.venv/bin/python -m pytest
+
+serve: install-dev
+	LANGGRAPH_CLI_NO_ANALYTICS=1 .venv/bin/langgraph dev --no-browser --host 127.0.0.1 --port $(PORT)
+
+bench: install-dev
+	.venv/bin/crag bench-server --runs $(RUNS)
+
+# Writes deploy/Dockerfile from langgraph.json (no Docker needed to write it; building it does).
+dockerfile: install-dev
+	mkdir -p deploy
+	.venv/bin/langgraph dockerfile -c langgraph.json deploy/Dockerfile

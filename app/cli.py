@@ -9,10 +9,13 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graph.context import DEFAULT_COLLECTION, Context
 from nodes.generate import render_strip
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 logger = logging.getLogger("crag")
 
@@ -103,11 +106,6 @@ def _report_progress(event: dict[str, Any]) -> None:
             f"[generate] answering from {event.get('internal', 0)} internal and "
             f"{event.get('external', 0)} external strips"
         )
-    elif node == "ingest":
-        _err(
-            f"[ingest] {kind}: "
-            + ", ".join(f"{k}={v}" for k, v in event.items() if k not in {"node", "event"})
-        )
 
 
 class _AnswerPrinter:
@@ -132,7 +130,8 @@ class _AnswerPrinter:
             self.open_line = False
 
 
-def _run_question(graph: Any, args: argparse.Namespace, config: dict[str, Any] | None) -> int:
+def _run_question(graph: Any, args: argparse.Namespace, config: RunnableConfig | None) -> int:
+    """Stream one run: tokens to stdout, progress to stderr (or the JSON output at the end)."""
     from app.api import output_of
 
     context = _context(args)

@@ -1,10 +1,20 @@
-"""The default components: real models and stores, each loaded once per process."""
+"""The default components: real models and stores, each loaded once per process.
+
+Concurrent runs (the LangGraph server runs several at once, each node on a worker thread)
+share one instance of every model. The generator serialises its own calls
+(:class:`generator.local.LocalChatModel` holds a lock); the evaluator and the store's embedder
+are wrapped here so that their model calls are serialised too, one lock per model: the
+``embedding`` evaluator and the store share the sentence embedder, so they share its lock.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.embeddings import Embeddings
 
 from graph.context import Context
 
@@ -17,9 +27,88 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+StoreKey = tuple[str, str, str, bool, int, str, int, bool]
+
+
+class LockedEmbeddings(Embeddings):
+    """An embedder whose calls hold a lock: one forward pass at a time on a shared model."""
+
+    def __init__(self, inner: Embeddings, lock: threading.Lock) -> None:
+        """Wrap ``inner``; ``lock`` is shared with every other user of the same model."""
+        self.inner = inner
+        self.lock = lock
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed documents, one call at a time."""
+        with self.lock:
+            return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed a query, one call at a time."""
+        with self.lock:
+            return self.inner.embed_query(text)
+
+
+class LockedEvaluator:
+    """A retrieval evaluator whose ``score`` calls hold a lock (other attributes pass through)."""
+
+    def __init__(self, inner: RetrievalEvaluator, lock: threading.Lock) -> None:
+        """Wrap ``inner``; ``lock`` is shared with every other user of the same model."""
+        self.inner = inner
+        self.lock = lock
+        self.name = inner.name
+
+    def score(self, question: str, passages: Sequence[str]) -> list[float]:
+        """Score the passages, one call at a time."""
+        with self.lock:
+            return self.inner.score(question, passages)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (e.g. while copying): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+_model_locks: dict[str, threading.Lock] = {}
+_model_locks_guard = threading.Lock()
+
+
+def model_lock(key: str) -> threading.Lock:
+    """The process-wide lock serialising calls to the model ``key`` (created on first use).
+
+    Keys: ``"embedder:NAME"`` for a sentence embedder (the store's and the ``embedding``
+    evaluator's), ``"evaluator:NAME:MODEL"`` for the other evaluators.
+    """
+    with _model_locks_guard:
+        lock = _model_locks.get(key)
+        if lock is None:
+            lock = _model_locks[key] = threading.Lock()
+        return lock
+
+
+def locked_embeddings(name: str) -> LockedEmbeddings:
+    """The shared embedder ``name`` (loaded once per process), its calls serialised."""
+    from vectorstore.embeddings import load_embeddings
+
+    return LockedEmbeddings(load_embeddings(name), model_lock(f"embedder:{name}"))
+
+
+def store_key(context: Context) -> StoreKey:
+    """The settings that identify one opened store."""
+    return (
+        context.store_path,
+        context.collection,
+        context.embedder,
+        context.default_corpus,
+        context.default_corpus_limit,
+        context.chroma_host,
+        context.chroma_port,
+        context.chroma_ssl,
+    )
+
 
 class DefaultComponents:
-    """Chroma on disk, the MiniLM embedder, the configured evaluator, generator and search.
+    """Chroma (on disk or a server), the MiniLM embedder, the evaluator, generator and search.
 
     Every loader below is cached on the settings it depends on, so concurrent runs with the
     same settings share one instance of each model; a lock keeps two first runs from loading
@@ -28,35 +117,36 @@ class DefaultComponents:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._stores: dict[tuple[str, str, str, bool, int], VectorStore] = {}
+        self._stores: dict[StoreKey, VectorStore] = {}
+        self._evaluators: dict[int, LockedEvaluator] = {}
 
     def vectorstore(self, context: Context) -> VectorStore:
         """Open the store; fill it from the bundled corpus first if allowed and it is empty."""
         from vectorstore.corpus import ensure_default_corpus
-        from vectorstore.embeddings import load_embeddings
-        from vectorstore.store import StoreError, count, open_store
+        from vectorstore.store import StoreError, count, open_store, server_url
 
-        key = (
-            context.store_path,
-            context.collection,
-            context.embedder,
-            context.default_corpus,
-            context.default_corpus_limit,
-        )
+        key = store_key(context)
         with self._lock:
             if key in self._stores:
                 return self._stores[key]
-            embeddings = load_embeddings(context.embedder)
             store = open_store(
                 context.store_path,
                 context.collection,
-                embeddings,
+                locked_embeddings(context.embedder),
                 create=context.default_corpus,
+                host=context.chroma_host,
+                port=context.chroma_port,
+                ssl=context.chroma_ssl,
             )
             if count(store) == 0:
                 if not context.default_corpus:
+                    where = (
+                        server_url(context.chroma_host, context.chroma_port, context.chroma_ssl)
+                        if context.chroma_host.strip()
+                        else context.store_path
+                    )
                     raise StoreError(
-                        f"the collection {context.collection!r} at {context.store_path} is "
+                        f"the collection {context.collection!r} at {where} is "
                         "empty: add documents with `crag ingest PATH...`"
                     )
                 logger.info("store is empty: ingesting the bundled Wikipedia summaries")
@@ -65,16 +155,26 @@ class DefaultComponents:
             return store
 
     def evaluator(self, context: Context) -> RetrievalEvaluator:
-        """The evaluator named by ``context.evaluator`` (cached by the registry)."""
+        """The evaluator named by ``context.evaluator`` (cached by the registry), serialised."""
         from evaluator.registry import load_evaluator
 
         with self._lock:
-            return load_evaluator(
+            inner = load_evaluator(
                 context.evaluator,
                 model=context.evaluator_model,
                 batch_size=context.evaluator_batch_size,
                 embeddings_name=context.embedder,
             )
+            wrapped = self._evaluators.get(id(inner))
+            if wrapped is None or wrapped.inner is not inner:
+                name = context.evaluator.strip().lower()
+                if name == "embedding":
+                    lock_key = f"embedder:{context.embedder}"
+                else:
+                    lock_key = f"evaluator:{name}:{context.evaluator_model}"
+                wrapped = LockedEvaluator(inner, model_lock(lock_key))
+                self._evaluators[id(inner)] = wrapped
+            return wrapped
 
     def chat_model(self, context: Context) -> BaseChatModel:
         """The generator named by ``context.generator`` (cached by the factory)."""

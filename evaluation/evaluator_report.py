@@ -260,8 +260,6 @@ def check_ids(ids: Iterable[str], split: dict[str, list[str]], allowed: Sequence
         )
 
 
-
-
 def pair_parts(pairs: Iterable[LabelledPair], split: dict[str, list[str]]) -> dict[str, int]:
     """Count pairs by the split part of their question.
 

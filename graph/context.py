@@ -7,21 +7,135 @@ back to ``Context()`` when no context is given.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, get_args, get_origin, get_type_hints
 
 DEFAULT_STORE_PATH = ".crag/chroma"
 DEFAULT_COLLECTION = "crag"
+DEFAULT_CHROMA_PORT = 8000
+
+CHROMA_HOST_DESCRIPTION = (
+    "Host name or IP of a Chroma server (`chroma run`) holding the store; empty: the on-disk "
+    "store at store_path."
+)
+
+
+class InvalidSettingError(ValueError):
+    """A setting has the wrong type or a value out of range (the message names it)."""
 
 
 def _env(name: str, default: str) -> str:
     return os.environ.get(name, default)
 
 
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidSettingError(
+            f"environment variable {name} must be an integer, not {raw!r}"
+        ) from None
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in {"1", "true", "yes", "on"}:
+        return True
+    if raw in {"0", "false", "no", "off"}:
+        return False
+    raise InvalidSettingError(f"environment variable {name} must be true or false, not {raw!r}")
+
+
+_TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _check_value(name: str, value: Any, annotation: Any) -> Any:
+    """Return ``value`` (an int given for a float becomes a float) or raise naming the problem."""
+    if get_origin(annotation) is Literal:
+        choices = get_args(annotation)
+        if value not in choices:
+            listed = ", ".join(repr(c) for c in choices)
+            raise InvalidSettingError(f"setting {name} must be one of {listed}, not {value!r}")
+        return value
+    if annotation is bool:
+        ok = isinstance(value, bool)
+    elif annotation is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif annotation is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if ok and not math.isfinite(value):
+            raise InvalidSettingError(f"setting {name} must be a finite number, not {value!r}")
+    elif annotation is str:
+        ok = isinstance(value, str)
+    else:  # pragma: no cover - every setting has one of the types above
+        return value
+    if not ok:
+        raise InvalidSettingError(
+            f"setting {name} must be {_TYPE_WORDS[annotation]}, not {value!r} "
+            f"({type(value).__name__})"
+        )
+    return float(value) if annotation is float else value
+
+
+class _Settings:
+    """Type and range checks shared by the settings dataclasses (run in ``__post_init__``).
+
+    LangGraph builds a context from the JSON a caller sends without checking types, so a wrong
+    type (``top_k: "ten"``) would otherwise fail deep inside a node with an unrelated error.
+    """
+
+    _MINIMUMS: ClassVar[dict[str, float]] = {}
+    """Smallest allowed value per numeric setting."""
+    _MAXIMUMS: ClassVar[dict[str, float]] = {}
+    """Largest allowed value per numeric setting."""
+
+    def __post_init__(self) -> None:
+        hints = get_type_hints(type(self))
+        for f in fields(self):  # type: ignore[arg-type]
+            value = _check_value(f.name, getattr(self, f.name), hints[f.name])
+            setattr(self, f.name, value)
+            low = self._MINIMUMS.get(f.name)
+            if low is not None and value < low:
+                raise InvalidSettingError(f"setting {f.name} must be at least {low:g}, not {value}")
+            high = self._MAXIMUMS.get(f.name)
+            if high is not None and value > high:
+                raise InvalidSettingError(f"setting {f.name} must be at most {high:g}, not {value}")
+
+    @classmethod
+    def setting_names(cls) -> set[str]:
+        """The names of every setting."""
+        return {f.name for f in fields(cls)}  # type: ignore[arg-type]
+
+
 @dataclass(kw_only=True)
-class Context:
+class Context(_Settings):
     """Every setting of a CRAG run."""
+
+    _MINIMUMS: ClassVar[dict[str, float]] = {
+        "top_k": 1,
+        "strip_size": 1,
+        "strips_kept": 1,
+        "web_results": 1,
+        "search_timeout": 0.001,
+        "pages_to_read": 0,
+        "page_timeout": 0.001,
+        "max_page_bytes": 1,
+        "max_redirects": 0,
+        "web_cache_ttl": 0,
+        "evaluator_batch_size": 1,
+        "max_new_tokens": 1,
+        "default_corpus_limit": 0,
+        "max_question_chars": 1,
+        "chroma_port": 1,
+    }
+    _MAXIMUMS: ClassVar[dict[str, float]] = {"chroma_port": 65535}
 
     # Retrieval
     top_k: int = field(
@@ -161,14 +275,14 @@ class Context:
     )
     # Components
     evaluator: str = field(
-        default="embedding",
+        default_factory=lambda: _env("CRAG_EVALUATOR", "embedding"),
         metadata={
             "description": "Retrieval evaluator backend: 'embedding' (shipped MiniLM, offline "
             "default) or 't5' (the paper's T5 regression evaluator; set evaluator_model)."
         },
     )
     evaluator_model: str = field(
-        default="",
+        default_factory=lambda: _env("CRAG_EVALUATOR_MODEL", ""),
         metadata={
             "description": "Checkpoint path or hub id for the 't5' evaluator (ignored by "
             "'embedding')."
@@ -198,11 +312,25 @@ class Context:
     )
     store_path: str = field(
         default_factory=lambda: _env("CRAG_STORE_PATH", DEFAULT_STORE_PATH),
-        metadata={"description": "Directory of the Chroma store on disk."},
+        metadata={
+            "description": "Directory of the Chroma store on disk (unused when chroma_host is set)."
+        },
     )
     collection: str = field(
         default_factory=lambda: _env("CRAG_COLLECTION", DEFAULT_COLLECTION),
         metadata={"description": "Chroma collection name."},
+    )
+    chroma_host: str = field(
+        default_factory=lambda: _env("CRAG_CHROMA_HOST", ""),
+        metadata={"description": CHROMA_HOST_DESCRIPTION},
+    )
+    chroma_port: int = field(
+        default_factory=lambda: _env_int("CRAG_CHROMA_PORT", DEFAULT_CHROMA_PORT),
+        metadata={"description": "Port of the Chroma server (with chroma_host)."},
+    )
+    chroma_ssl: bool = field(
+        default_factory=lambda: _env_bool("CRAG_CHROMA_SSL", False),
+        metadata={"description": "Talk to the Chroma server over HTTPS (with chroma_host)."},
     )
     default_corpus: bool = field(
         default=True,
@@ -224,7 +352,7 @@ class Context:
     def from_mapping(cls, values: dict[str, Any] | None) -> Context:
         """Build a context from a plain mapping, ignoring unknown keys' absence, rejecting typos."""
         values = dict(values or {})
-        known = {f.name for f in fields(cls)}
+        known = cls.setting_names()
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(
@@ -244,3 +372,59 @@ def resolve_context(context: Context | dict[str, Any] | None) -> Context:
     if isinstance(context, Context):
         return context
     return Context.from_mapping(dict(context))
+
+
+@dataclass(kw_only=True)
+class IngestContext(_Settings):
+    """The settings of the ingestion graph: which store, how documents are chunked."""
+
+    _MINIMUMS: ClassVar[dict[str, float]] = {
+        "chunk_size": 1,
+        "chunk_overlap": 0,
+        "chroma_port": 1,
+        "max_document_chars": 1,
+    }
+    _MAXIMUMS: ClassVar[dict[str, float]] = {"chroma_port": 65535}
+
+    store_path: str = field(
+        default_factory=lambda: _env("CRAG_STORE_PATH", DEFAULT_STORE_PATH),
+        metadata={
+            "description": "Directory of the Chroma store on disk, created when missing "
+            "(unused when chroma_host is set)."
+        },
+    )
+    collection: str = field(
+        default_factory=lambda: _env("CRAG_COLLECTION", DEFAULT_COLLECTION),
+        metadata={"description": "Chroma collection the documents go to (created if missing)."},
+    )
+    chroma_host: str = field(
+        default_factory=lambda: _env("CRAG_CHROMA_HOST", ""),
+        metadata={"description": CHROMA_HOST_DESCRIPTION},
+    )
+    chroma_port: int = field(
+        default_factory=lambda: _env_int("CRAG_CHROMA_PORT", DEFAULT_CHROMA_PORT),
+        metadata={"description": "Port of the Chroma server (with chroma_host)."},
+    )
+    chroma_ssl: bool = field(
+        default_factory=lambda: _env_bool("CRAG_CHROMA_SSL", False),
+        metadata={"description": "Talk to the Chroma server over HTTPS (with chroma_host)."},
+    )
+    embedder: str = field(
+        default="all-MiniLM-L6-v2",
+        metadata={
+            "description": "Sentence-transformers embedder: 'all-MiniLM-L6-v2' (shipped) or a "
+            "local model path; use the one the questions are asked with."
+        },
+    )
+    chunk_size: int = field(
+        default=1000,
+        metadata={"description": "Largest chunk, in characters."},
+    )
+    chunk_overlap: int = field(
+        default=100,
+        metadata={"description": "Characters shared by consecutive chunks (below chunk_size)."},
+    )
+    max_document_chars: int = field(
+        default=5_000_000,
+        metadata={"description": "Longest inline document accepted, in characters."},
+    )

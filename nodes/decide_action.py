@@ -8,6 +8,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from graph.context import Context, resolve_context
+from graph.progress import emit
 from graph.state import ActionDecision, State
 
 
@@ -50,4 +51,11 @@ def decide_action(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     context = resolve_context(runtime.context)
     scores = [d["score"] for d in state.get("documents", []) if d["score"] is not None]
     decision = trigger_action(scores, context.upper_threshold, context.lower_threshold)
+    emit(
+        runtime,
+        "decide_action",
+        "decided",
+        action=decision["action"],
+        max_score=decision["max_score"],
+    )
     return {"decision": decision, "action": decision["action"]}

@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 
 from graph.components import current_components
 from graph.context import Context, resolve_context
+from graph.progress import emit
 from graph.state import KnowledgeStrip, State
 from knowledge.lexical import heading_of
 from prompts.generate import GENERATE_HUMAN, GENERATE_SYSTEM, NO_ANSWER, NO_KNOWLEDGE
@@ -42,8 +43,18 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         ),
     ]
     model = current_components().chat_model(context)
+    internal = sum(1 for k in knowledge if k["origin"] == "internal")
+    emit(
+        runtime,
+        "generate",
+        "generating",
+        internal=internal,
+        external=len(knowledge) - internal,
+    )
     reply = model.invoke(messages)
-    update: dict[str, Any] = {"answer": reply.text.strip(), "knowledge": knowledge}
+    answer = reply.text.strip()
+    emit(runtime, "generate", "generated", chars=len(answer))
+    update: dict[str, Any] = {"answer": answer, "knowledge": knowledge}
     if not knowledge:
         update["notes"] = ["no knowledge reached the generator; the answer is unsupported"]
     return update

@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 
 from graph.components import current_components
 from graph.context import Context, resolve_context
+from graph.progress import emit
 from graph.state import KnowledgeStrip, State
 from knowledge.selection import select_top
 from knowledge.strips import decompose
@@ -36,8 +37,10 @@ def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         for strip in decompose(doc["text"], context.strip_mode, context.strip_size)
     ]
     if not candidates:
+        emit(runtime, "refine", "filtered", passages=len(relevant), strips=0, kept=0)
         return {"internal_knowledge": [], "notes": ["no retrieved passage was kept for refinement"]}
     evaluator = current_components().evaluator(context)
+    emit(runtime, "refine", "scoring", passages=len(relevant), strips=len(candidates))
     scores = evaluator.score(state["question"], [c[0] for c in candidates])
     strips: list[KnowledgeStrip] = [
         {"text": text, "source": source, "chunk": chunk, "origin": "internal", "score": score}
@@ -47,6 +50,7 @@ def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     logger.info(
         "refine: %d strips from %d passages, kept %d", len(strips), len(relevant), len(kept)
     )
+    emit(runtime, "refine", "filtered", passages=len(relevant), strips=len(strips), kept=len(kept))
     update: dict[str, Any] = {"internal_knowledge": kept}
     if not kept:
         update["notes"] = [f"refinement kept no strip: none scored above {context.strip_threshold}"]

@@ -10,6 +10,7 @@ from langgraph.types import Overwrite
 
 from graph.components import current_components
 from graph.context import Context, resolve_context
+from graph.progress import emit
 from graph.state import RetrievedPassage, State
 from graph.validation import validate_question
 
@@ -36,6 +37,7 @@ def retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         for doc in hits
     ]
     logger.info("retrieved %d passages", len(documents))
+    emit(runtime, "retrieve", "retrieved", passages=len(documents), top_k=context.top_k)
     return {
         "question": question,
         "documents": documents,

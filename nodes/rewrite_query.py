@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 
 from graph.components import current_components
 from graph.context import Context, resolve_context
+from graph.progress import emit
 from graph.state import State
 from prompts.rewrite import rewrite_turns
 from websearch.keywords import clean_query, fallback_keywords
@@ -26,6 +27,7 @@ def rewrite_query(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     question = state["question"]
     model = current_components().chat_model(context)
     raw = ""
+    emit(runtime, "rewrite_query", "rewriting")
     try:
         reply = model.invoke(rewrite_turns(question), max_new_tokens=24)
         raw = reply.text
@@ -34,8 +36,10 @@ def rewrite_query(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     query = clean_query(raw, question=question)
     if query is None:
         query = fallback_keywords(question)
+        emit(runtime, "rewrite_query", "rewritten", query=query, fallback=True)
         return {
             "search_query": query,
             "notes": [f"query rewriting gave no usable keywords; searched for {query!r}"],
         }
+    emit(runtime, "rewrite_query", "rewritten", query=query, fallback=False)
     return {"search_query": query}

@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 
 from graph.components import current_components
 from graph.context import Context, resolve_context
+from graph.progress import emit
 from graph.state import KnowledgeStrip, State
 from knowledge.selection import select_top
 from websearch.base import SearchUnavailableError
@@ -57,11 +58,13 @@ def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     wanted = context.web_results
     if context.only_wikipedia:
         wanted = max(wanted, ONLY_WIKIPEDIA_RESULTS)
+    emit(runtime, "web_search", "searching", query=query)
     try:
         provider = components.search(context)
         results = cached_search(provider, query, wanted, ttl=context.web_cache_ttl)
     except SearchUnavailableError as exc:
         logger.warning("web search unavailable: %s", exc)
+        emit(runtime, "web_search", "unavailable", reason=str(exc))
         return {
             "external_knowledge": [],
             "notes": [
@@ -72,6 +75,7 @@ def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         results, prefer_wikipedia=context.prefer_wikipedia, only_wikipedia=context.only_wikipedia
     )
     results = ranked[: context.web_results]
+    emit(runtime, "web_search", "searched", results=len(results))
     if not results:
         only = " (only_wikipedia is on)" if context.only_wikipedia else ""
         return {
@@ -79,8 +83,20 @@ def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "notes": [f"web search found nothing usable for {query!r}{only}"],
         }
     pages = context.pages_to_read if context.fetch_pages else 0
-    reading = read_results(results, pages=pages, options=reader_options(context))
-    return _select(state["question"], reading, context, query)
+
+    def page_read(url: str, ok: bool, done: int, total: int) -> None:
+        emit(runtime, "web_search", "page", url=url, ok=ok, done=done, total=total)
+
+    reading = read_results(results, pages=pages, options=reader_options(context), on_page=page_read)
+    update = _select(state["question"], reading, context, query)
+    emit(
+        runtime,
+        "web_search",
+        "selected",
+        passages=len(reading.passages),
+        kept=len(update["external_knowledge"]),
+    )
+    return update
 
 
 def _select(question: str, reading: WebReading, context: Context, query: str) -> dict[str, Any]:

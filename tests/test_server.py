@@ -1,11 +1,18 @@
-"""End to end through ``langgraph dev``: the graph served over HTTP with real components.
+"""End to end through ``langgraph dev``: the graphs served over HTTP with real components.
 
 A small Chroma store is built in a temporary directory with the real embedder (the bundled
-"Mona Lisa" summary plus 40 unrelated ones), a LangGraph dev server is started on a free port
-with a temporary config that serves the graph declared in the repository's ``langgraph.json``,
-and the LangGraph SDK talks to it: assistants, the drawn graph, the context schema and three
-runs (answerable, unanswerable with web search down, invalid). The real SmolLM2 generator
-answers; web search goes to a local SearxNG stand-in that answers HTTP 500, so it fails fast.
+"Mona Lisa" summary plus 40 unrelated ones), one LangGraph dev server is started for the module
+on a free port with a temporary config that serves the graphs declared in the repository's
+``langgraph.json`` (``crag`` and ``ingest``), and the LangGraph SDK talks to it: assistants,
+the drawn graph, the context schema, runs (answerable, unanswerable with web search down,
+invalid input of every kind), node-by-node streaming (updates, generator tokens, progress
+events), a follow-up question on the same thread, the ingestion graph, and a small load test.
+The real SmolLM2 generator answers; web search goes to a local SearxNG stand-in that answers
+HTTP 500, so it fails fast.
+
+The dev server runs with blockbuster on (``langgraph dev`` without ``--allow-blocking``): a
+blocking call on the server's event loop would fail the run, so every successful run here also
+shows that the nodes (and their model calls) run off the loop.
 
 Nothing is written inside the repository: the server runs in a temporary directory (its
 ``.langgraph_api`` persistence folder lands there) and the repository's ``.env`` is not read,
@@ -14,14 +21,6 @@ so a developer's local settings cannot change what is tested.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.server_support import MONA_LISA, build_server_store, langgraph_server
 from tests.websearch_server import WebsearchServer
 
 pytest.importorskip("langgraph_api", reason="the server extra (langgraph-cli[inmem]) is missing")
@@ -36,26 +36,12 @@ langgraph_sdk = pytest.importorskip("langgraph_sdk")
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
-REPO = Path(__file__).resolve().parents[1]
 GRAPH_ID = "crag"
+INGEST_ID = "ingest"
 NODES = {"retrieve", "grade", "decide_action", "refine", "rewrite_query", "web_search", "generate"}
-MONA_LISA = "wikipedia:Mona Lisa"
-OTHER_DOCUMENTS = 40
-# Other summaries mentioning these are left out, so that the store holds exactly one passage
-# about the painting (the 135M generator is easily led astray by another painter) and nothing
-# about nitrogen (the unanswerable question must stay unanswerable).
-OFF_TOPIC_WORDS = ("paint", "leonardo", "nitrogen")
-STARTUP_TIMEOUT = 60.0
 RUN_TIMEOUT = 180.0
-OFFLINE_ENV = {
-    "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-    "LANGGRAPH_NO_VERSION_CHECK": "1",
-    "LANGSMITH_TRACING": "false",
-    "ANONYMIZED_TELEMETRY": "False",
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_VERBOSITY": "error",
-    "TOKENIZERS_PARALLELISM": "false",
-}
+MONA_QUESTION = "Who painted the Mona Lisa?"
+NITROGEN_QUESTION = "What is the boiling point of liquid nitrogen in kelvin?"
 
 
 # -- fixtures ---------------------------------------------------------------------------------
@@ -64,26 +50,7 @@ OFFLINE_ENV = {
 @pytest.fixture(scope="module")
 def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A Chroma store with the Mona Lisa summary and 40 unrelated ones, real embeddings."""
-    from vectorstore.corpus import load_corpus
-    from vectorstore.embeddings import load_embeddings
-    from vectorstore.ingest import ingest_documents
-    from vectorstore.store import open_store
-
-    docs = load_corpus()
-    mona = [d for d in docs if d.source == MONA_LISA]
-    assert len(mona) == 1, "the bundled corpus has no Mona Lisa summary"
-    unrelated = [
-        d
-        for d in docs
-        if d.source != MONA_LISA and not any(w in d.text.lower() for w in OFF_TOPIC_WORDS)
-    ]
-    others = unrelated[:: len(unrelated) // OTHER_DOCUMENTS][:OTHER_DOCUMENTS]
-    path = tmp_path_factory.mktemp("store") / "chroma"
-    store = open_store(str(path), "crag", load_embeddings(), create=True)
-    report = ingest_documents(mona + others, store, progress=False)
-    assert report.ok, report.failed
-    assert len(report.added) == OTHER_DOCUMENTS + 1
-    return path
+    return build_server_store(tmp_path_factory.mktemp("store") / "chroma")
 
 
 @pytest.fixture(scope="module")
@@ -94,107 +61,30 @@ def search_server() -> Iterator[WebsearchServer]:
         yield server
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _served_graphs() -> dict[str, str]:
-    """The repository's ``langgraph.json`` graphs, their file paths made absolute."""
-    config = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8"))
-    graphs: dict[str, str] = {}
-    for name, spec in config["graphs"].items():
-        file, _, attr = str(spec).rpartition(":")
-        graphs[name] = f"{(REPO / file).resolve()}:{attr}"
-    return graphs
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the server's process group, then SIGKILL it if it does not exit in time."""
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=15)
-
-
-def _log_tail(log: Path, chars: int = 6000) -> str:
-    try:
-        return log.read_text(encoding="utf-8", errors="replace")[-chars:]
-    except OSError as exc:
-        return f"(no server output: {exc})"
+@pytest.fixture(scope="module")
+def ingest_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The only directory the server may ingest files from (``CRAG_INGEST_ROOT``)."""
+    return tmp_path_factory.mktemp("ingest_root")
 
 
 @pytest.fixture(scope="module")
 def server_url(
-    tmp_path_factory: pytest.TempPathFactory, store_path: Path, search_server: WebsearchServer
+    tmp_path_factory: pytest.TempPathFactory,
+    store_path: Path,
+    search_server: WebsearchServer,
+    ingest_root: Path,
 ) -> Iterator[str]:
-    """``langgraph dev`` on a free port, serving the repository's graph; stopped afterwards."""
-    cli = Path(sys.executable).with_name("langgraph")
-    if not cli.is_file():
-        pytest.fail(f"the LangGraph CLI is not installed next to {sys.executable}")
-    workdir = tmp_path_factory.mktemp("langgraph_dev")
-    config = {
-        "dependencies": [str(REPO)],
-        "graphs": _served_graphs(),
+    """``langgraph dev`` on a free port, serving the repository's graphs; stopped afterwards."""
+    env = {
         # A mapping rather than the repository's .env file: these are the only settings.
-        "env": {
-            "CRAG_STORE_PATH": str(store_path),
-            "CRAG_COLLECTION": "crag",
-            "CRAG_GENERATOR": "smollm2",
-            "CRAG_SEARCH_URL": search_server.url,
-        },
+        "CRAG_STORE_PATH": str(store_path),
+        "CRAG_COLLECTION": "crag",
+        "CRAG_GENERATOR": "smollm2",
+        "CRAG_SEARCH_URL": search_server.url,
+        "CRAG_INGEST_ROOT": str(ingest_root),
     }
-    config_file = workdir / "langgraph.json"
-    config_file.write_text(json.dumps(config, indent=2), encoding="utf-8")
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = workdir / "server.log"
-    env = {**os.environ, **OFFLINE_ENV}
-    command = [
-        str(cli), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1",
-        "--port", str(port), "--config", str(config_file),
-    ]  # fmt: skip
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            command,
-            cwd=workdir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while True:
-            if process.poll() is not None:
-                pytest.fail(
-                    f"langgraph dev exited with {process.returncode} before answering /ok:\n"
-                    f"{_log_tail(log)}"
-                )
-            try:
-                if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"langgraph dev did not answer {url}/ok within {STARTUP_TIMEOUT:.0f} s:\n"
-                    f"{_log_tail(log)}"
-                )
-            time.sleep(0.25)
-        yield url
-    finally:
-        _stop(process)
+    with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as server:
+        yield server.url
 
 
 @pytest.fixture(scope="module")
@@ -318,3 +208,305 @@ def test_empty_question_fails_and_the_server_carries_on(
     )
     assert again["answer"].strip()
     assert again["documents"]
+
+
+# -- both graphs, the schemas -------------------------------------------------------------------
+
+
+def test_both_graphs_are_served(client: Any) -> None:
+    graphs = {a["graph_id"] for a in client.assistants.search(limit=20)}
+    assert graphs == {GRAPH_ID, INGEST_ID}
+    ingest = client.assistants.search(graph_id=INGEST_ID)[0]
+    drawn = client.assistants.get_graph(ingest["assistant_id"])
+    assert {node["id"] for node in drawn["nodes"]} == {"__start__", "ingest", "__end__"}
+    schemas = client.assistants.get_schemas(ingest["assistant_id"])
+    assert set(schemas["input_schema"]["properties"]) == {"paths", "documents"}
+    assert {"added", "skipped", "replaced", "failed", "chunks"} <= set(
+        schemas["output_schema"]["properties"]
+    )
+    for name, spec in schemas["context_schema"]["properties"].items():
+        assert spec.get("description"), f"ingest setting {name} has no description"
+
+
+def test_every_setting_has_a_description(client: Any, assistant_id: str) -> None:
+    properties = client.assistants.get_schemas(assistant_id)["context_schema"]["properties"]
+    assert {"chroma_host", "chroma_port", "chroma_ssl"} <= set(properties)
+    assert "Chroma server" in properties["chroma_host"]["description"]
+    for name, spec in properties.items():
+        assert spec.get("description"), f"setting {name} has no description"
+
+
+def test_drawn_graph_has_the_three_branches(client: Any, assistant_id: str) -> None:
+    drawn = client.assistants.get_graph(assistant_id)
+    edges = {(e["source"], e["target"]): bool(e.get("conditional")) for e in drawn["edges"]}
+    # Correct -> refine, Incorrect -> rewrite_query, Ambiguous -> both: two conditional edges
+    # out of decide_action, and both paths join at generate.
+    conditional = sorted(target for (src, target), cond in edges.items() if cond)
+    assert conditional == ["refine", "rewrite_query"]
+    for edge in [
+        ("__start__", "retrieve"),
+        ("retrieve", "grade"),
+        ("grade", "decide_action"),
+        ("refine", "generate"),
+        ("rewrite_query", "web_search"),
+        ("web_search", "generate"),
+        ("generate", "__end__"),
+    ]:
+        assert edges.get(edge) is False, edge
+
+
+# -- streaming ----------------------------------------------------------------------------------
+
+
+def test_run_streams_node_updates_tokens_and_progress(
+    client: Any, search_server: WebsearchServer
+) -> None:
+    thread = client.threads.create()
+    parts = list(
+        client.runs.stream(
+            thread["thread_id"],
+            GRAPH_ID,
+            input={"question": MONA_QUESTION},
+            context=_web_context(search_server),
+            stream_mode=["updates", "custom", "messages-tuple"],
+        )
+    )
+    events = [part.event for part in parts]
+    assert "error" not in events, [p.data for p in parts if p.event == "error"]
+    # Node by node, in order: the Correct branch.
+    updated = [node for p in parts if p.event == "updates" for node in p.data]
+    assert updated == ["retrieve", "grade", "decide_action", "refine", "generate"]
+    # Progress events from the nodes (custom stream).
+    progress = [p.data for p in parts if p.event == "custom"]
+    scored = next(e for e in progress if e["node"] == "grade" and e["event"] == "scored")
+    assert scored["passages"] == 10 and scored["best"] > 0.59
+    assert [e["event"] for e in progress if e["node"] == "decide_action"] == ["decided"]
+    assert any(e["node"] == "refine" and e["event"] == "filtered" for e in progress)
+    # Generator tokens, as they were produced (messages stream), add up to the answer.
+    tokens = [
+        p.data[0]["content"]
+        for p in parts
+        if p.event == "messages" and p.data[1].get("langgraph_node") == "generate"
+    ]
+    answer = next(
+        p.data["generate"]["answer"] for p in parts if p.event == "updates" and "generate" in p.data
+    )
+    assert len([t for t in tokens if t]) > 3, tokens
+    assert "".join(tokens).strip() == answer
+    assert "Leonardo" in answer
+    # Tokens arrive before the node's update: streamed while generating.
+    first_token = next(i for i, p in enumerate(parts) if p.event == "messages")
+    generate_update = next(
+        i for i, p in enumerate(parts) if p.event == "updates" and "generate" in p.data
+    )
+    assert first_token < generate_update
+
+
+# -- threads ------------------------------------------------------------------------------------
+
+
+def test_follow_up_on_a_thread_resets_the_run_fields(
+    client: Any, search_server: WebsearchServer
+) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    context = _web_context(search_server)
+    first = client.runs.wait(
+        thread_id, GRAPH_ID, input={"question": NITROGEN_QUESTION}, context=context
+    )
+    assert first["action"] in {"incorrect", "ambiguous"}
+    assert any("web search unavailable" in n for n in first["notes"])
+    state = client.threads.get_state(thread_id)["values"]
+    assert state["search_query"], "the first run searched the web"
+
+    second = client.runs.wait(
+        thread_id, GRAPH_ID, input={"question": MONA_QUESTION}, context=context
+    )
+    assert second["action"] == "correct"
+    assert "Leonardo" in second["answer"]
+    # Nothing of the first run leaks into the second: notes, web query and knowledge are reset.
+    assert second["notes"] == []
+    assert all(k["origin"] == "internal" for k in second["knowledge"])
+    state = client.threads.get_state(thread_id)["values"]
+    assert state["question"] == MONA_QUESTION
+    assert state["search_query"] == ""
+    assert state["external_knowledge"] == []
+    runs = client.runs.list(thread_id)
+    assert [r["status"] for r in runs] == ["success", "success"]
+    # The thread keeps the conversation: both runs' final states are in its history.
+    finished = [
+        s["values"]["question"]
+        for s in client.threads.get_history(thread_id, limit=50)
+        if not s["next"] and s["values"].get("answer")
+    ]
+    assert finished == [MONA_QUESTION, NITROGEN_QUESTION]
+
+
+# -- bad input ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("payload", "settings", "error", "message"),
+    [
+        ({}, {}, "InvalidQuestionError", "no question given"),
+        ({"question": 42}, {}, "InvalidQuestionError", "the question must be a string, not int"),
+        (
+            {"question": "x" * 100_000},
+            {},
+            "InvalidQuestionError",
+            "the question is 100,000 characters long; the limit is 2,000",
+        ),
+        (
+            {"question": MONA_QUESTION},
+            {"top_k": "ten"},
+            "InvalidSettingError",
+            "setting top_k must be an integer, not 'ten'",
+        ),
+        (
+            {"question": MONA_QUESTION},
+            {"strip_mode": "paragraphs"},
+            "InvalidSettingError",
+            "setting strip_mode must be one of",
+        ),
+    ],
+    ids=["missing-question", "question-not-text", "question-100kB", "top_k-text", "bad-choice"],
+)
+def test_bad_input_is_a_clear_run_error(
+    client: Any,
+    server_url: str,
+    search_server: WebsearchServer,
+    payload: dict[str, Any],
+    settings: dict[str, Any],
+    error: str,
+    message: str,
+) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    out = client.runs.wait(
+        thread_id,
+        GRAPH_ID,
+        input=payload,
+        context=_web_context(search_server, **settings),
+        raise_error=False,
+    )
+    assert out.get("__error__", {}).get("error") == error, out
+    assert message in out["__error__"]["message"]
+    assert [r["status"] for r in client.runs.list(thread_id)] == ["error"]
+    assert httpx.get(f"{server_url}/ok", timeout=5).json()["ok"] is True
+
+
+def test_server_keeps_serving_after_bad_input(client: Any, search_server: WebsearchServer) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    context = _web_context(search_server)
+    bad = client.runs.wait(
+        thread_id, GRAPH_ID, input={"question": 42}, context=context, raise_error=False
+    )
+    assert "__error__" in bad
+    good = client.runs.wait(thread_id, GRAPH_ID, input={"question": MONA_QUESTION}, context=context)
+    assert "Leonardo" in good["answer"]
+    assert [r["status"] for r in client.runs.list(thread_id)] == ["success", "error"]
+
+
+# -- ingestion graph ----------------------------------------------------------------------------
+
+FESTIVAL = (
+    "The Zorblax lantern festival is held every March in the mountain town of Quellingen, "
+    "where thousands of paper lanterns are released over the lake."
+)
+
+
+def test_ingestion_graph_fills_the_store_the_questions_use(
+    client: Any, ingest_root: Path, search_server: WebsearchServer
+) -> None:
+    notes = ingest_root / "notes.md"
+    notes.write_text("# Quellingen\n\nQuellingen is a town on the shore of Lake Ober.\n")
+    payload = {
+        "paths": [str(notes), str(ingest_root / "missing.txt")],
+        "documents": [{"text": FESTIVAL, "source": "notes:zorblax", "title": "Zorblax festival"}],
+    }
+    thread_id = client.threads.create()["thread_id"]
+    parts = list(
+        client.runs.stream(
+            thread_id,
+            INGEST_ID,
+            input=payload,
+            context={"collection": "ingested"},
+            stream_mode=["custom", "values"],
+        )
+    )
+    progress = [p.data for p in parts if p.event == "custom"]
+    assert progress[0]["event"] == "started"
+    assert any(e["event"] == "embedding" and e["done"] == e["total"] > 0 for e in progress)
+    assert progress[-1]["event"] == "done"
+    report = [p.data for p in parts if p.event == "values"][-1]
+    assert sorted(report["added"]) == sorted([str(notes.absolute()), "notes:zorblax"])
+    assert report["chunks"] == 2
+    assert [f["source"] for f in report["failed"]] == [str(ingest_root / "missing.txt")]
+    assert "does not exist" in report["failed"][0]["error"]
+
+    again = client.runs.wait(
+        client.threads.create()["thread_id"],
+        INGEST_ID,
+        input=payload,
+        context={"collection": "ingested"},
+    )
+    assert sorted(again["skipped"]) == sorted(report["added"])
+    assert again["added"] == [] and again["chunks"] == 0
+
+    out = _run(
+        client,
+        "When is the Zorblax lantern festival held?",
+        _web_context(search_server, collection="ingested", default_corpus=False),
+    )
+    assert out["documents"][0]["source"] == "notes:zorblax"
+    assert out["action"] == "correct"
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({}, "nothing to ingest"),
+        ({"paths": "notes.md"}, "paths must be a list of strings"),
+        ({"documents": [{"text": ""}]}, "documents[0].text must be a non-empty string"),
+        ({"documents": [{"text": "x", "body": "y"}]}, "unknown field(s) body"),
+        ({"paths": ["/etc/hostname"]}, "outside"),
+    ],
+    ids=["empty", "paths-not-list", "empty-text", "unknown-field", "outside-root"],
+)
+def test_bad_ingestion_input_is_a_clear_run_error(
+    client: Any, payload: dict[str, Any], message: str
+) -> None:
+    out = client.runs.wait(
+        client.threads.create()["thread_id"],
+        INGEST_ID,
+        input=payload,
+        context={"collection": "ingested"},
+        raise_error=False,
+    )
+    assert out.get("__error__", {}).get("error") == "InvalidIngestInputError", out
+    assert message in out["__error__"]["message"]
+
+
+# -- load ---------------------------------------------------------------------------------------
+
+
+def test_concurrent_runs_answer_like_sequential_ones(
+    server_url: str, search_server: WebsearchServer
+) -> None:
+    import asyncio
+
+    from app.server_bench import abench
+
+    report = asyncio.run(
+        abench(
+            server_url,
+            runs=3,
+            questions=[MONA_QUESTION],
+            context=_web_context(search_server),
+            timeout=240,
+        )
+    )
+    assert report.failures == [], report.lines()
+    assert report.mismatches == [], report.lines()
+    assert len(report.concurrent) == 3
+    assert report.throughput > 0
+    assert report.latency(0.5) <= report.latency(0.95)
+    assert all("Leonardo" in (r.answer or "") for r in report.concurrent)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,9 @@ throughput measured on the bundled corpus).
 """
 
 _LOOKUP_BATCH_SIZE = 500
+
+ChunkProgress = Callable[[int, int], None]
+"""Called as chunks are written: ``(chunks_written, chunks_to_write)``, first with 0."""
 
 
 @dataclass
@@ -139,6 +142,7 @@ def _ingest_into(
     chunk_overlap: int,
     progress: bool,
     batch_size: int,
+    on_progress: ChunkProgress | None = None,
 ) -> None:
     splitter = _splitter(chunk_size, chunk_overlap)
     unique: dict[str, LoadedDocument] = {}
@@ -167,6 +171,19 @@ def _ingest_into(
 
     total = sum(len(chunks) for _, chunks, _ in plan)
     pending = _Pending()
+    written = 0
+
+    def flush() -> None:
+        nonlocal written
+        flushed = _flush(store, pending, bar)
+        if flushed:
+            written += flushed
+            report.chunks_added += flushed
+            if on_progress is not None:
+                on_progress(written, total)
+
+    if on_progress is not None:
+        on_progress(0, total)
     with tqdm(
         total=total,
         desc="embedding",
@@ -199,8 +216,8 @@ def _ingest_into(
                 pending.texts.append(chunks[index])
                 pending.metadatas.append({**base, "chunk": index})
                 if len(pending) >= batch_size:
-                    report.chunks_added += _flush(store, pending, bar)
-        report.chunks_added += _flush(store, pending, bar)
+                    flush()
+        flush()
 
 
 def _prune_file(store: Chroma, file: str, keep: set[str]) -> list[str]:
@@ -233,6 +250,7 @@ def ingest_documents(
     chunk_overlap: int = 100,
     progress: bool = True,
     batch_size: int = EMBED_BATCH_SIZE,
+    on_progress: ChunkProgress | None = None,
 ) -> IngestReport:
     """Chunk, embed and store documents; unchanged documents are skipped.
 
@@ -243,6 +261,7 @@ def ingest_documents(
         chunk_overlap: Characters shared by consecutive chunks.
         progress: Show a progress bar over chunks on stderr.
         batch_size: Chunks embedded per batch.
+        on_progress: Called with ``(chunks_written, chunks_to_write)`` after each batch.
 
     Returns:
         What was added, skipped, replaced or failed.
@@ -260,6 +279,7 @@ def ingest_documents(
         chunk_overlap=chunk_overlap,
         progress=progress,
         batch_size=batch_size,
+        on_progress=on_progress,
     )
     logger.info("ingestion: %s", report.summary())
     return report
@@ -272,6 +292,7 @@ def ingest(
     chunk_size: int = 1000,
     chunk_overlap: int = 100,
     progress: bool = True,
+    on_progress: ChunkProgress | None = None,
 ) -> IngestReport:
     """Ingest files and directories (searched recursively) into the store.
 
@@ -284,6 +305,7 @@ def ingest(
         chunk_size: Largest chunk, in characters.
         chunk_overlap: Characters shared by consecutive chunks.
         progress: Show a progress bar over chunks on stderr.
+        on_progress: Called with ``(chunks_written, chunks_to_write)`` after each batch.
 
     Returns:
         What was added, skipped, replaced or failed.
@@ -318,6 +340,7 @@ def ingest(
         chunk_overlap=chunk_overlap,
         progress=progress,
         batch_size=EMBED_BATCH_SIZE,
+        on_progress=on_progress,
     )
     for file, keep in multi_files.items():
         report.removed.extend(_prune_file(store, file, keep))

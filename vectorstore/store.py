@@ -1,8 +1,12 @@
-"""Open the Chroma vector store on disk and search it.
+"""Open the Chroma vector store, on disk or on a Chroma server, and search it.
 
-Every failure of the store (missing, not a Chroma store, corrupt, missing collection) surfaces
-as a :class:`StoreError` whose message names the path and says what to do, never as a raw
-SQLite or Chroma traceback.
+Two modes: a persistent store in a directory (``chromadb.PersistentClient``, the default) or a
+Chroma server started with ``chroma run`` (``chromadb.HttpClient``) when a host is given, so
+that several crag processes on several machines share one store.
+
+Every failure of the store (missing, not a Chroma store, corrupt, server unreachable, missing
+collection) surfaces as a :class:`StoreError` whose message names the path or server and says
+what to do, never as a raw SQLite, HTTP or Chroma traceback.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import chromadb
+import httpx
 from chromadb.api import ClientAPI
 from chromadb.config import Settings
 from langchain_chroma import Chroma
@@ -25,6 +30,12 @@ logger = logging.getLogger(__name__)
 
 SQLITE_FILE = "chroma.sqlite3"
 """The file every Chroma persistent store holds at its root."""
+
+HEARTBEAT_PATH = "/api/v2/heartbeat"
+"""The Chroma server's liveness endpoint (Chroma 1.x)."""
+
+CONNECT_TIMEOUT = 5.0
+"""Seconds to wait for a Chroma server's first answer."""
 
 _clients: dict[str, ClientAPI] = {}
 _clients_lock = threading.Lock()
@@ -110,6 +121,50 @@ def _client(path: Path, *, create: bool) -> ClientAPI:
         return client
 
 
+def server_url(host: str, port: int, ssl: bool = False) -> str:
+    """The URL of a Chroma server, as messages show it."""
+    return f"{'https' if ssl else 'http'}://{host}:{port}"
+
+
+def _server_client(host: str, port: int, ssl: bool) -> ClientAPI:
+    """Return the process-wide client for the Chroma server at ``host:port``.
+
+    Raises:
+        StoreError: The server cannot be reached (or is not a Chroma server).
+    """
+    url = server_url(host, port, ssl)
+    with _clients_lock:
+        cached = _clients.get(url)
+        if cached is not None:
+            return cached
+        hint = (
+            f"Start it with `chroma run --host {host} --port {port} --path DIR`, or check the "
+            "chroma_host and chroma_port settings (empty chroma_host: the store on disk)"
+        )
+        # Chroma's HTTP client waits forever on a silent host: ask for a heartbeat first.
+        try:
+            reply = httpx.get(f"{url}{HEARTBEAT_PATH}", timeout=CONNECT_TIMEOUT)
+        except httpx.HTTPError as exc:
+            raise StoreError(
+                f"cannot reach the Chroma server at {url}: {_describe(exc)}. {hint}"
+            ) from exc
+        if reply.status_code != 200:
+            raise StoreError(
+                f"{url} does not answer like a Chroma server (HTTP {reply.status_code} for "
+                f"{HEARTBEAT_PATH}). {hint}"
+            )
+        try:
+            client = chromadb.HttpClient(
+                host=host, port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False)
+            )
+        except Exception as exc:
+            raise StoreError(
+                f"cannot connect to the Chroma server at {url}: {_describe(exc)}. {hint}"
+            ) from exc
+        _clients[url] = client
+        return client
+
+
 def _describe(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
@@ -123,38 +178,53 @@ def _collection_names(client: ClientAPI) -> list[str]:
 
 
 def open_store(
-    path: str | Path, collection: str, embeddings: Embeddings, *, create: bool
+    path: str | Path,
+    collection: str,
+    embeddings: Embeddings,
+    *,
+    create: bool,
+    host: str = "",
+    port: int = 8000,
+    ssl: bool = False,
 ) -> Chroma:
-    """Open (or create) a collection of the Chroma store at ``path``.
+    """Open (or create) a collection of the Chroma store at ``path`` or on a Chroma server.
 
     Args:
-        path: Directory of the persistent store.
+        path: Directory of the persistent store (ignored when ``host`` is given).
         collection: Collection name (3-512 characters of ``[a-zA-Z0-9._-]``).
         embeddings: Embedder used for documents and queries.
         create: Create the directory and the collection when missing; when ``False`` a missing
             store or collection is an error.
+        host: Host of a Chroma server (``chroma run``); empty: the store on disk at ``path``.
+        port: Port of the Chroma server.
+        ssl: Use HTTPS to reach the Chroma server.
 
     Returns:
         The LangChain Chroma vector store.
 
     Raises:
-        StoreError: The store is missing, not a Chroma store, corrupt, or lacks the collection.
+        StoreError: The store is missing, not a Chroma store, corrupt, unreachable, or lacks
+            the collection.
     """
-    resolved = Path(path).expanduser().resolve()
-    client = _client(resolved, create=create)
+    where: str
+    if host.strip():
+        where = f"the Chroma server at {server_url(host.strip(), port, ssl)}"
+        client = _server_client(host.strip(), port, ssl)
+        corrupt_hint = "Check the server's log"
+    else:
+        resolved = Path(path).expanduser().resolve()
+        where = f"the vector store at '{resolved}'"
+        client = _client(resolved, create=create)
+        corrupt_hint = "The store may be corrupt; delete the directory and run `crag ingest` again"
     try:
         existing = _collection_names(client)
     except Exception as exc:
-        raise StoreError(
-            f"cannot read the vector store at '{resolved}': {_describe(exc)}. The store may be "
-            "corrupt; delete the directory and run `crag ingest` again"
-        ) from exc
+        raise StoreError(f"cannot read {where}: {_describe(exc)}. {corrupt_hint}") from exc
     if not create and collection not in existing:
         listing = ", ".join(repr(n) for n in existing) if existing else "none"
         raise StoreError(
-            f"no collection {collection!r} in the vector store at '{resolved}' "
-            f"(collections there: {listing}); ingest documents into it first or pick an "
-            "existing collection"
+            f"no collection {collection!r} in {where} (collections there: {listing}); ingest "
+            "documents into it first or pick an existing collection"
         )
     try:
         store = Chroma(
@@ -165,10 +235,9 @@ def open_store(
         )
     except Exception as exc:
         raise StoreError(
-            f"cannot open collection {collection!r} in the vector store at '{resolved}': "
-            f"{_describe(exc)}"
+            f"cannot open collection {collection!r} in {where}: {_describe(exc)}"
         ) from exc
-    logger.debug("opened collection %r at %s", collection, resolved)
+    logger.debug("opened collection %r in %s", collection, where)
     return store
 
 

@@ -171,14 +171,32 @@ async def _read_page(
     return text
 
 
+PageProgress = Callable[[str, bool, int, int], None]
+"""Called after each page read: ``(url, read_ok, pages_done, pages_total)``."""
+
+
+def _notify(on_page: PageProgress | None, url: str, ok: bool, done: int, total: int) -> None:
+    if on_page is None:
+        return
+    try:
+        on_page(_displayed(url), ok, done, total)
+    except Exception:  # progress reporting must never stop the reading
+        logger.debug("page progress callback failed", exc_info=True)
+
+
 async def aread_results(
-    results: Sequence[SearchResult], *, pages: int, options: ReaderOptions
+    results: Sequence[SearchResult],
+    *,
+    pages: int,
+    options: ReaderOptions,
+    on_page: PageProgress | None = None,
 ) -> WebReading:
     """Read the pages of the first ``pages`` results concurrently; snippets for the rest.
 
     Each page read gives its paragraphs (title-prefixed, with the page's URL as source). A page
     that is refused, skipped or fails gives its search snippet instead, and a note; so does a
     page without readable paragraphs. Results past ``pages`` give their snippets, silently.
+    ``on_page`` (optional) hears about each page as soon as it is read or has failed.
 
     Raises:
         ValueError: a bad reading setting (``options``).
@@ -188,9 +206,22 @@ async def aread_results(
     if to_read:
         fetch_options = options.fetch_options()
         limit = asyncio.Semaphore(MAX_CONCURRENT_PAGES)
+        done = 0
+
+        async def read(fetcher: PageFetcher, url: str) -> PageText:
+            nonlocal done
+            ok = False
+            try:
+                page = await _read_page(fetcher, url, options, limit)
+                ok = True
+                return page
+            finally:
+                done += 1
+                _notify(on_page, url, ok, done, len(to_read))
+
         async with PageFetcher(fetch_options) as fetcher:
             gathered = await asyncio.gather(
-                *(_read_page(fetcher, r.url, options, limit) for r in to_read),
+                *(read(fetcher, r.url) for r in to_read),
                 return_exceptions=True,
             )
         for result, outcome in zip(to_read, gathered, strict=True):
@@ -235,9 +266,13 @@ def _compose(
 
 
 def read_results(
-    results: Sequence[SearchResult], *, pages: int, options: ReaderOptions
+    results: Sequence[SearchResult],
+    *,
+    pages: int,
+    options: ReaderOptions,
+    on_page: PageProgress | None = None,
 ) -> WebReading:
     """Synchronous :func:`aread_results`, safe to call with or without a running loop."""
     if pages <= 0 or not results:
         return _compose(results, [])
-    return run_sync(lambda: aread_results(results, pages=pages, options=options))
+    return run_sync(lambda: aread_results(results, pages=pages, options=options, on_page=on_page))

@@ -1,0 +1,217 @@
+"""The ingestion graph: documents in, store updated, the ingestion report out.
+
+Served next to the CRAG graph (``langgraph.json``: ``ingest``), so that a LangGraph server, and
+Studio, can fill the store the questions are answered from. Input: file paths on the server's
+machine and/or inline documents ``{"text", "source", "title"}``; output: what was added,
+skipped (unchanged), replaced (changed), removed and failed, and how many chunks were embedded.
+Ingestion is idempotent, as with ``crag ingest``. The node reports progress on the ``custom``
+stream (``{"node": "ingest", "event": "embedding", "done": 512, "total": 1800}``).
+
+``CRAG_INGEST_ROOT``, when set in the server's environment, confines the paths a caller may
+ingest to that directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+from typing_extensions import TypedDict
+
+from graph.context import IngestContext
+from graph.progress import emit
+
+logger = logging.getLogger(__name__)
+
+GRAPH_NAME = "ingest"
+
+INGEST_ROOT_ENV = "CRAG_INGEST_ROOT"
+"""Environment variable: the only directory whose files may be ingested by path (if set)."""
+
+DOCUMENT_FIELDS = ("text", "source", "title")
+"""The fields an inline document may have (``text`` is required)."""
+
+
+class InvalidIngestInputError(ValueError):
+    """The ingestion input is malformed (the message names the field and the problem)."""
+
+
+class InlineDocument(TypedDict, total=False):
+    """A document given as text."""
+
+    text: str
+    """The document text (required)."""
+    source: str
+    """Its identifier in the store (default: ``inline:`` and a hash of the text)."""
+    title: str
+    """Its title, put on the first line unless the text starts with it."""
+
+
+class IngestInput(TypedDict, total=False):
+    """What a caller sends: file paths, inline documents, or both."""
+
+    paths: list[str]
+    """Files or directories on the server's machine (.txt .md .html .jsonl)."""
+    documents: list[InlineDocument]
+    """Documents given as text."""
+
+
+class FailedDocument(TypedDict):
+    """A document or file that could not be ingested."""
+
+    source: str
+    """The file path or document source."""
+    error: str
+    """Why."""
+
+
+class IngestOutput(TypedDict, total=False):
+    """The ingestion report."""
+
+    added: list[str]
+    """Sources stored for the first time."""
+    skipped: list[str]
+    """Sources already stored with the same content (nothing embedded)."""
+    replaced: list[str]
+    """Sources whose content changed; their old chunks were replaced."""
+    removed: list[str]
+    """Sources removed because they vanished from a re-ingested JSON Lines file."""
+    failed: list[FailedDocument]
+    """What could not be ingested, and why."""
+    chunks: int
+    """Chunks embedded and written."""
+    summary: str
+    """One line, e.g. ``2 added, 0 replaced, 1 unchanged, 0 failed (5 chunks embedded)``."""
+
+
+class IngestState(IngestInput, IngestOutput, total=False):
+    """The ingestion graph's state."""
+
+
+def _paths(value: Any, root: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise InvalidIngestInputError(
+            f"paths must be a list of strings, not {type(value).__name__}: {str(value)[:80]!r}"
+        )
+    paths = [p for p in value if p.strip()]
+    if root:
+        base = Path(root).expanduser().resolve()
+        for path in paths:
+            resolved = Path(path).expanduser().resolve()
+            if resolved != base and base not in resolved.parents:
+                raise InvalidIngestInputError(
+                    f"path {path!r} is outside {base}, the only directory this server ingests "
+                    f"from ({INGEST_ROOT_ENV})"
+                )
+    return paths
+
+
+def _documents(value: Any, max_chars: int) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidIngestInputError(
+            f"documents must be a list of objects {{text, source, title}}, not "
+            f"{type(value).__name__}"
+        )
+    checked: list[dict[str, Any]] = []
+    for index, doc in enumerate(value):
+        where = f"documents[{index}]"
+        if not isinstance(doc, dict):
+            raise InvalidIngestInputError(
+                f"{where} must be an object {{text, source, title}}, not {type(doc).__name__}"
+            )
+        unknown = sorted(set(doc) - set(DOCUMENT_FIELDS))
+        if unknown:
+            raise InvalidIngestInputError(
+                f"{where} has unknown field(s) {', '.join(unknown)}; allowed: "
+                f"{', '.join(DOCUMENT_FIELDS)}"
+            )
+        text = doc.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidIngestInputError(f"{where}.text must be a non-empty string")
+        if len(text) > max_chars:
+            raise InvalidIngestInputError(
+                f"{where}.text is {len(text):,} characters long; the limit is {max_chars:,} "
+                "(setting max_document_chars)"
+            )
+        for name in ("source", "title"):
+            if doc.get(name) is not None and not isinstance(doc[name], str):
+                raise InvalidIngestInputError(f"{where}.{name} must be a string")
+        checked.append(doc)
+    return checked
+
+
+def ingest(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
+    """Validate the input, load files and inline documents, embed and store new chunks."""
+    from app.api import ingest as ingest_into_store
+    from app.api import inline_document
+
+    context = runtime.context if runtime.context is not None else IngestContext()
+    paths = _paths(state.get("paths"), os.environ.get(INGEST_ROOT_ENV, "").strip())
+    docs = _documents(state.get("documents"), context.max_document_chars)
+    if not paths and not docs:
+        raise InvalidIngestInputError(
+            "nothing to ingest: send {'paths': ['file or directory', ...]} and/or "
+            "{'documents': [{'text': '...', 'source': '...', 'title': '...'}]}"
+        )
+    emit(runtime, "ingest", "started", paths=len(paths), documents=len(docs))
+
+    def on_progress(done: int, total: int) -> None:
+        emit(runtime, "ingest", "embedding", done=done, total=total)
+
+    report = ingest_into_store(
+        paths,
+        context,
+        documents=[
+            inline_document(d["text"], source=d.get("source"), title=d.get("title")) for d in docs
+        ],
+        progress=False,
+        on_progress=on_progress,
+    )
+    emit(
+        runtime,
+        "ingest",
+        "done",
+        added=len(report.added),
+        skipped=len(report.skipped),
+        replaced=len(report.replaced),
+        failed=len(report.failed),
+        chunks=report.chunks_added,
+    )
+    return {
+        "added": report.added,
+        "skipped": report.skipped,
+        "replaced": report.replaced,
+        "removed": report.removed,
+        "failed": [{"source": source, "error": error} for source, error in report.failed],
+        "chunks": report.chunks_added,
+        "summary": report.summary(),
+    }
+
+
+def build_ingest_graph() -> CompiledStateGraph[
+    IngestState, IngestContext, IngestInput, IngestOutput
+]:
+    """Return the compiled ingestion graph (one node: ``ingest``)."""
+    builder = StateGraph(
+        IngestState,
+        context_schema=IngestContext,
+        input_schema=IngestInput,
+        output_schema=IngestOutput,
+    )
+    builder.add_node("ingest", ingest)
+    builder.add_edge(START, "ingest")
+    builder.add_edge("ingest", END)
+    return builder.compile(name=GRAPH_NAME)
+
+
+graph = build_ingest_graph()
+"""The compiled ingestion graph that ``langgraph.json`` serves as ``ingest``."""

@@ -1,0 +1,128 @@
+"""Servers the tests start on 127.0.0.1: ``langgraph dev`` and ``chroma run``.
+
+Both run in their own process group and are stopped by PID (SIGTERM, then SIGKILL) at the end
+of the fixture that started them; nothing listens on anything but 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.dev_server import (
+    HOST,
+    DevServer,
+    DevServerError,
+    free_port,
+    log_tail,
+    start_dev_server,
+    stop_process_group,
+)
+
+MONA_LISA = "wikipedia:Mona Lisa"
+OTHER_DOCUMENTS = 40
+# Other summaries mentioning these are left out, so that the store holds exactly one passage
+# about the painting (the 135M generator is easily led astray by another painter) and nothing
+# about nitrogen (the unanswerable question must stay unanswerable).
+OFF_TOPIC_WORDS = ("paint", "leonardo", "nitrogen")
+CHROMA_STARTUP_TIMEOUT = 60.0
+
+
+def build_server_store(path: Path) -> Path:
+    """A Chroma store with the Mona Lisa summary and 40 unrelated ones, real embeddings."""
+    from vectorstore.corpus import load_corpus
+    from vectorstore.embeddings import load_embeddings
+    from vectorstore.ingest import ingest_documents
+    from vectorstore.store import open_store
+
+    docs = load_corpus()
+    mona = [d for d in docs if d.source == MONA_LISA]
+    assert len(mona) == 1, "the bundled corpus has no Mona Lisa summary"
+    unrelated = [
+        d
+        for d in docs
+        if d.source != MONA_LISA and not any(w in d.text.lower() for w in OFF_TOPIC_WORDS)
+    ]
+    others = unrelated[:: len(unrelated) // OTHER_DOCUMENTS][:OTHER_DOCUMENTS]
+    store = open_store(str(path), "crag", load_embeddings("all-MiniLM-L6-v2"), create=True)
+    report = ingest_documents(mona + others, store, progress=False)
+    assert report.ok, report.failed
+    assert len(report.added) == OTHER_DOCUMENTS + 1
+    return path
+
+
+@contextmanager
+def langgraph_server(workdir: Path, env: Mapping[str, str]) -> Iterator[DevServer]:
+    """``langgraph dev`` serving the repository's graphs; a failed start fails the test."""
+    try:
+        server = start_dev_server(workdir, env)
+    except DevServerError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@dataclass
+class ChromaServer:
+    """A running ``chroma run``."""
+
+    host: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def settings(self) -> dict[str, Any]:
+        """The crag settings that point at this server."""
+        return {"chroma_host": self.host, "chroma_port": self.port}
+
+
+@contextmanager
+def chroma_server(path: Path) -> Iterator[ChromaServer]:
+    """``chroma run`` on a free port of 127.0.0.1 over ``path``; stopped by PID at the end."""
+    cli = Path(sys.executable).with_name("chroma")
+    if not cli.is_file():
+        pytest.fail(f"the chroma CLI is not installed next to {sys.executable}")
+    path.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log = path.parent / f"chroma-{port}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(cli), "run", "--host", HOST, "--port", str(port), "--path", str(path)],
+            cwd=path.parent,
+            env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    server = ChromaServer(HOST, port, process, log)
+    try:
+        deadline = time.monotonic() + CHROMA_STARTUP_TIMEOUT
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"chroma run exited with {process.returncode}:\n{log_tail(log)}")
+            with suppress(httpx.HTTPError):
+                if httpx.get(f"{server.url}/api/v2/heartbeat", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                pytest.fail(f"chroma run did not answer within the deadline:\n{log_tail(log)}")
+            time.sleep(0.2)
+        yield server
+    finally:
+        stop_process_group(process)
