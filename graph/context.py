@@ -278,14 +278,15 @@ class Context(_Settings):
         default_factory=lambda: _env("CRAG_EVALUATOR", "embedding"),
         metadata={
             "description": "Retrieval evaluator backend: 'embedding' (shipped MiniLM, offline "
-            "default) or 't5' (the paper's T5 regression evaluator; set evaluator_model)."
+            "default), 't5' (the paper's T5 regression evaluator), 'cross-encoder' "
+            "(sentence-transformers CrossEncoder) or 'llm' (the paper's yes/no prompt)."
         },
     )
     evaluator_model: str = field(
         default_factory=lambda: _env("CRAG_EVALUATOR_MODEL", ""),
         metadata={
-            "description": "Checkpoint path or hub id for the 't5' evaluator (ignored by "
-            "'embedding')."
+            "description": "Checkpoint path or hub id for 't5' and 'cross-encoder'; a generator "
+            "spec for 'llm' (empty: smollm2); ignored by 'embedding'."
         },
     )
     evaluator_batch_size: int = field(
