@@ -84,6 +84,43 @@ def _check_value(name: str, value: Any, annotation: Any) -> Any:
     return float(value) if annotation is float else value
 
 
+# Where the store lives: the same settings, read from the same environment variables, in the
+# question graph's Context and the ingestion graph's IngestContext.
+def _store_path_field(description: str) -> Any:
+    return field(
+        default_factory=lambda: _env("CRAG_STORE_PATH", DEFAULT_STORE_PATH),
+        metadata={"description": f"{description} (unused when chroma_host is set)."},
+    )
+
+
+def _collection_field(description: str) -> Any:
+    return field(
+        default_factory=lambda: _env("CRAG_COLLECTION", DEFAULT_COLLECTION),
+        metadata={"description": description},
+    )
+
+
+def _chroma_host_field() -> Any:
+    return field(
+        default_factory=lambda: _env("CRAG_CHROMA_HOST", ""),
+        metadata={"description": CHROMA_HOST_DESCRIPTION},
+    )
+
+
+def _chroma_port_field() -> Any:
+    return field(
+        default_factory=lambda: _env_int("CRAG_CHROMA_PORT", DEFAULT_CHROMA_PORT),
+        metadata={"description": "Port of the Chroma server (with chroma_host)."},
+    )
+
+
+def _chroma_ssl_field() -> Any:
+    return field(
+        default_factory=lambda: _env_bool("CRAG_CHROMA_SSL", False),
+        metadata={"description": "Talk to the Chroma server over HTTPS (with chroma_host)."},
+    )
+
+
 class _Settings:
     """Type and range checks shared by the settings dataclasses (run in ``__post_init__``).
 
@@ -311,28 +348,11 @@ class Context(_Settings):
             "local model path."
         },
     )
-    store_path: str = field(
-        default_factory=lambda: _env("CRAG_STORE_PATH", DEFAULT_STORE_PATH),
-        metadata={
-            "description": "Directory of the Chroma store on disk (unused when chroma_host is set)."
-        },
-    )
-    collection: str = field(
-        default_factory=lambda: _env("CRAG_COLLECTION", DEFAULT_COLLECTION),
-        metadata={"description": "Chroma collection name."},
-    )
-    chroma_host: str = field(
-        default_factory=lambda: _env("CRAG_CHROMA_HOST", ""),
-        metadata={"description": CHROMA_HOST_DESCRIPTION},
-    )
-    chroma_port: int = field(
-        default_factory=lambda: _env_int("CRAG_CHROMA_PORT", DEFAULT_CHROMA_PORT),
-        metadata={"description": "Port of the Chroma server (with chroma_host)."},
-    )
-    chroma_ssl: bool = field(
-        default_factory=lambda: _env_bool("CRAG_CHROMA_SSL", False),
-        metadata={"description": "Talk to the Chroma server over HTTPS (with chroma_host)."},
-    )
+    store_path: str = _store_path_field("Directory of the Chroma store on disk")
+    collection: str = _collection_field("Chroma collection name.")
+    chroma_host: str = _chroma_host_field()
+    chroma_port: int = _chroma_port_field()
+    chroma_ssl: bool = _chroma_ssl_field()
     default_corpus: bool = field(
         default=True,
         metadata={
@@ -387,29 +407,15 @@ class IngestContext(_Settings):
     }
     _MAXIMUMS: ClassVar[dict[str, float]] = {"chroma_port": 65535}
 
-    store_path: str = field(
-        default_factory=lambda: _env("CRAG_STORE_PATH", DEFAULT_STORE_PATH),
-        metadata={
-            "description": "Directory of the Chroma store on disk, created when missing "
-            "(unused when chroma_host is set)."
-        },
+    store_path: str = _store_path_field(
+        "Directory of the Chroma store on disk, created when missing"
     )
-    collection: str = field(
-        default_factory=lambda: _env("CRAG_COLLECTION", DEFAULT_COLLECTION),
-        metadata={"description": "Chroma collection the documents go to (created if missing)."},
+    collection: str = _collection_field(
+        "Chroma collection the documents go to (created if missing)."
     )
-    chroma_host: str = field(
-        default_factory=lambda: _env("CRAG_CHROMA_HOST", ""),
-        metadata={"description": CHROMA_HOST_DESCRIPTION},
-    )
-    chroma_port: int = field(
-        default_factory=lambda: _env_int("CRAG_CHROMA_PORT", DEFAULT_CHROMA_PORT),
-        metadata={"description": "Port of the Chroma server (with chroma_host)."},
-    )
-    chroma_ssl: bool = field(
-        default_factory=lambda: _env_bool("CRAG_CHROMA_SSL", False),
-        metadata={"description": "Talk to the Chroma server over HTTPS (with chroma_host)."},
-    )
+    chroma_host: str = _chroma_host_field()
+    chroma_port: int = _chroma_port_field()
+    chroma_ssl: bool = _chroma_ssl_field()
     embedder: str = field(
         default="all-MiniLM-L6-v2",
         metadata={
