@@ -26,3 +26,17 @@ class RetrievalEvaluator(Protocol):
     def score(self, question: str, passages: Sequence[str]) -> list[float]:
         """Return one score in [-1, 1] per passage, in the order given."""
         ...
+
+
+def scorable_indices(passages: Sequence[str]) -> list[int]:
+    """Positions of the passages a backend must score; the others score -1.0 unscored.
+
+    Every backend starts here so that an empty or whitespace-only passage gets the same
+    defined score and a lone string is refused the same way.
+
+    Raises:
+        EvaluatorError: ``passages`` is a single string instead of a sequence of them.
+    """
+    if isinstance(passages, str):
+        raise EvaluatorError("passages must be a sequence of strings, not one string")
+    return [i for i, passage in enumerate(passages) if passage.strip()]

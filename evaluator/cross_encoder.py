@@ -39,7 +39,7 @@ from typing import Any, Literal, cast, get_args
 
 import torch
 
-from evaluator.base import EvaluatorError
+from evaluator.base import EvaluatorError, scorable_indices
 
 logger = logging.getLogger(__name__)
 
@@ -387,10 +387,8 @@ class CrossEncoderEvaluator:
         Raises:
             EvaluatorError: ``passages`` is a single string instead of a sequence of them.
         """
-        if isinstance(passages, str):
-            raise EvaluatorError("passages must be a sequence of strings, not one string")
+        todo = scorable_indices(passages)
         scores = [-1.0] * len(passages)
-        todo = [i for i, passage in enumerate(passages) if passage.strip()]
         if not todo:
             return scores
         if logger.isEnabledFor(logging.DEBUG):

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from evaluator.base import EvaluatorError
+from evaluator.base import EvaluatorError, scorable_indices
 from knowledge.lexical import heading_named
 
 logger = logging.getLogger(__name__)
@@ -129,10 +129,8 @@ class EmbeddingEvaluator:
             EvaluatorError: ``passages`` is one string, or the embedder returned the wrong
                 number or shape of vectors.
         """
-        if isinstance(passages, str):
-            raise EvaluatorError("passages must be a sequence of strings, not one string")
+        todo = scorable_indices(passages)
         scores = [-1.0] * len(passages)
-        todo = [i for i, passage in enumerate(passages) if passage.strip()]
         if not todo:
             return scores
         query = np.asarray(self.embeddings.embed_query(question), dtype=np.float64)

@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from evaluator.base import EvaluatorError
+from evaluator.base import EvaluatorError, scorable_indices
 from prompts.evaluator import EVALUATOR_ANSWERS, evaluator_prompt
 
 logger = logging.getLogger(__name__)
@@ -192,6 +192,5 @@ class LLMEvaluator:
         Raises:
             EvaluatorError: ``passages`` is one string, or the chat model failed.
         """
-        if isinstance(passages, str):
-            raise EvaluatorError("passages must be a sequence of strings, not one string")
-        return [self.score_one(question, p) if p.strip() else -1.0 for p in passages]
+        todo = set(scorable_indices(passages))
+        return [self.score_one(question, p) if i in todo else -1.0 for i, p in enumerate(passages)]

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoTokenizer, T5ForSequenceClassification
 
-from evaluator.base import EvaluatorError
+from evaluator.base import EvaluatorError, scorable_indices
 
 logger = logging.getLogger(__name__)
 
@@ -325,10 +325,8 @@ class T5Evaluator:
         Raises:
             EvaluatorError: ``passages`` is a single string instead of a sequence of them.
         """
-        if isinstance(passages, str):
-            raise EvaluatorError("passages must be a sequence of strings, not one string")
+        todo = scorable_indices(passages)
         scores = [-1.0] * len(passages)
-        todo = [i for i, passage in enumerate(passages) if passage.strip()]
         if not todo:
             return scores
         pairs = self._encode(question, passages, todo)
