@@ -58,6 +58,11 @@ def _short(text: str, width: int = 90) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _score(value: float | None) -> str:
+    """A score for the progress lines; unscored strips (ablations) show as dashes."""
+    return "  -   " if value is None else f"{value:+.3f}"
+
+
 def _report_update(node: str, update: dict[str, Any]) -> None:
     """Print one line (or a few) per finished node."""
     if node == "retrieve":
@@ -74,14 +79,14 @@ def _report_update(node: str, update: dict[str, Any]) -> None:
         _err(f"[refine] kept {len(strips)} strips")
         for strip in strips:
             text = _short(render_strip(strip["text"]), 70)
-            _err(f"    {strip['score']:+.3f}  {text}  ({strip['source']})")
+            _err(f"    {_score(strip['score'])}  {text}  ({strip['source']})")
     elif node == "rewrite_query":
         _err(f"[rewrite_query] {update.get('search_query', '')!r}")
     elif node == "web_search":
         strips = update.get("external_knowledge", [])
         _err(f"[web_search] kept {len(strips)} results")
         for strip in strips:
-            _err(f"    {strip['score']:+.3f}  {strip['source']}")
+            _err(f"    {_score(strip['score'])}  {strip['source']}")
     elif node == "generate":
         _err("[generate] done")
     for note in update.get("notes", []) if isinstance(update.get("notes"), list) else []:
@@ -349,6 +354,10 @@ def build_parser() -> argparse.ArgumentParser:
     from app.evaluator_cli import add_evaluator_commands
 
     add_evaluator_commands(sub)
+
+    from app.eval_cli import add_eval_command
+
+    add_eval_command(sub)
     return parser
 
 

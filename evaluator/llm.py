@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.language_models import BaseChatModel
@@ -99,6 +99,11 @@ def top_logprob_probabilities(metadata: Mapping[str, Any]) -> tuple[float, float
     return mass["yes"], mass["no"]
 
 
+def paper_prompt(question: str, passage: str) -> list[BaseMessage]:
+    """The paper's few-shot yes/no prompt (its Table 8) as one user turn."""
+    return [HumanMessage(evaluator_prompt(question, passage))]
+
+
 class LLMEvaluator:
     """Scores passages by asking a chat model the paper's few-shot yes/no question.
 
@@ -107,15 +112,24 @@ class LLMEvaluator:
         chat_model: The chat model asked, one prompt per non-empty passage.
     """
 
-    def __init__(self, chat_model: BaseChatModel, *, name: str = "llm") -> None:
+    def __init__(
+        self,
+        chat_model: BaseChatModel,
+        *,
+        name: str = "llm",
+        prompt: Callable[[str, str], list[BaseMessage]] | None = None,
+    ) -> None:
         """Wrap a chat model.
 
         Args:
             chat_model: Any LangChain chat model; a ``LocalChatModel`` gives probabilities.
             name: Backend name for logs and reports.
+            prompt: Builds the conversation for one (question, passage) pair; it must ask for
+                a yes/no answer. Default: the paper's few-shot prompt as one user turn.
         """
         self.chat_model = chat_model
         self.name: str = name
+        self._prompt = prompt or paper_prompt
         self._logprobs_supported: bool | None = None
 
     def __repr__(self) -> str:
@@ -161,7 +175,7 @@ class LLMEvaluator:
 
     def score_one(self, question: str, passage: str) -> float:
         """Score one passage (no empty-passage shortcut); see :meth:`score`."""
-        messages: list[BaseMessage] = [HumanMessage(evaluator_prompt(question, passage))]
+        messages = self._prompt(question, passage)
         model: Any = self.chat_model
         if isinstance(model, SupportsNextTokenProbabilities):
             yes, no = EVALUATOR_ANSWERS

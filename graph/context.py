@@ -310,6 +310,43 @@ class Context(_Settings):
             "is not fetched twice (0: no cache)."
         },
     )
+    # Ablations (the paper's Tables 2 and 3); the defaults run the full method
+    force_action: Literal["", "correct", "incorrect", "ambiguous"] = field(
+        default="",
+        metadata={
+            "description": "Take this action whatever the scores ('' : the action trigger "
+            "decides). Ablation: CRAG with only one action."
+        },
+    )
+    disable_action: Literal["", "correct", "incorrect", "ambiguous"] = field(
+        default="",
+        metadata={
+            "description": "Remove one action, as the paper's Table 2 does: without correct or "
+            "incorrect, that case becomes ambiguous; without ambiguous, one threshold halfway "
+            "between lower_threshold and upper_threshold splits correct from incorrect."
+        },
+    )
+    refine_knowledge: bool = field(
+        default=True,
+        metadata={
+            "description": "Decompose, filter and recompose the retrieved passages; off: the "
+            "passages not judged irrelevant go to the generator whole (ablation)."
+        },
+    )
+    rewrite_for_search: bool = field(
+        default=True,
+        metadata={
+            "description": "Rewrite the question into search keywords; off: search for the "
+            "question as asked (ablation)."
+        },
+    )
+    select_web_knowledge: bool = field(
+        default=True,
+        metadata={
+            "description": "Score web paragraphs and keep the best; off: the first "
+            "strips_kept paragraphs in result order, unscored (ablation)."
+        },
+    )
     # Components
     evaluator: str = field(
         default_factory=lambda: _env("CRAG_EVALUATOR", "embedding"),

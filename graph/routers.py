@@ -23,3 +23,14 @@ def route_action(state: State) -> list[ActionRoute]:
     if action == "ambiguous":
         return ["refine", "rewrite_query"]
     raise ValueError(f"unexpected action {action!r}: expected correct, incorrect or ambiguous")
+
+
+TutorialRoute = Literal["transform_query", "generate"]
+
+
+def route_tutorial(state: State) -> TutorialRoute:
+    """The tutorial's rule: search the web as soon as any passage was graded irrelevant.
+
+    ``grade_binary`` records ``correct`` when every passage was relevant.
+    """
+    return "generate" if state.get("action") == "correct" else "transform_query"

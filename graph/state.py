@@ -38,8 +38,9 @@ class KnowledgeStrip(TypedDict):
     """The chunk index within ``source`` for internal knowledge; ``None`` for web knowledge."""
     origin: Literal["internal", "external"]
     """``internal`` (refined retrieved passages) or ``external`` (web search)."""
-    score: float
-    """Evaluator score of the strip against the question."""
+    score: float | None
+    """Evaluator score of the strip against the question; ``None`` when it was not scored
+    (baselines and ablations that skip the evaluator)."""
 
 
 class ActionDecision(TypedDict):

@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 from graph.components import current_components
 from graph.context import Context, resolve_context
 from graph.progress import emit
-from graph.state import KnowledgeStrip, State
+from graph.state import KnowledgeStrip, RetrievedPassage, State
 from knowledge.selection import select_top
 from knowledge.strips import decompose
 
@@ -23,7 +23,8 @@ def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     Decompose: each passage the evaluator did not judge irrelevant (score at or above the
     lower threshold) is split into strips. Filter: every strip is scored by the same evaluator
     in one batch; the top ``strips_kept`` above ``strip_threshold`` survive. Recompose: the
-    survivors are put back in their original order (passage rank, then position).
+    survivors are put back in their original order (passage rank, then position). With
+    ``refine_knowledge`` off (an ablation) the relevant passages are kept whole.
     """
     context = resolve_context(runtime.context)
     relevant = [
@@ -31,6 +32,8 @@ def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         for d in state.get("documents", [])
         if d["score"] is None or d["score"] >= context.lower_threshold
     ]
+    if not context.refine_knowledge:
+        return _whole_passages(relevant, runtime)
     candidates: list[tuple[str, str, int]] = [
         (strip, doc["source"], doc["chunk"])
         for doc in relevant
@@ -54,4 +57,23 @@ def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     update: dict[str, Any] = {"internal_knowledge": kept}
     if not kept:
         update["notes"] = [f"refinement kept no strip: none scored above {context.strip_threshold}"]
+    return update
+
+
+def _whole_passages(relevant: list[RetrievedPassage], runtime: Runtime[Context]) -> dict[str, Any]:
+    """The ablation without refinement: the relevant passages go to the generator whole."""
+    kept: list[KnowledgeStrip] = [
+        {
+            "text": doc["text"],
+            "source": doc["source"],
+            "chunk": doc["chunk"],
+            "origin": "internal",
+            "score": doc["score"],
+        }
+        for doc in relevant
+    ]
+    emit(runtime, "refine", "filtered", passages=len(relevant), strips=len(kept), kept=len(kept))
+    update: dict[str, Any] = {"internal_knowledge": kept}
+    if not kept:
+        update["notes"] = ["no retrieved passage was kept for refinement"]
     return update

@@ -21,10 +21,14 @@ def rewrite_query(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Ask the generator for keywords with the paper's few-shot prompt (as chat turns).
 
     When the model's output is empty or unusable, or the model fails, the query falls back to
-    keywords taken deterministically from the question, and ``notes`` says so.
+    keywords taken deterministically from the question, and ``notes`` says so. With
+    ``rewrite_for_search`` off (an ablation) the question itself is the query.
     """
     context = resolve_context(runtime.context)
     question = state["question"]
+    if not context.rewrite_for_search:
+        emit(runtime, "rewrite_query", "rewritten", query=question, fallback=False)
+        return {"search_query": question}
     model = current_components().chat_model(context)
     raw = ""
     emit(runtime, "rewrite_query", "rewriting")

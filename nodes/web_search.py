@@ -100,12 +100,25 @@ def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 def _select(question: str, reading: WebReading, context: Context, query: str) -> dict[str, Any]:
-    """Score every passage in one batch and keep the best (the paper's filter step)."""
+    """Score every passage in one batch and keep the best (the paper's filter step).
+
+    With ``select_web_knowledge`` off (an ablation) the first ``strips_kept`` passages in
+    result order are kept unscored.
+    """
     notes = list(reading.notes)
     passages = reading.passages
     if not passages:
         notes.append(f"web search found nothing usable for {query!r}")
         return {"external_knowledge": [], "notes": notes}
+    if not context.select_web_knowledge:
+        unscored: list[KnowledgeStrip] = [
+            {"text": p.text, "source": p.source, "chunk": None, "origin": "external", "score": None}
+            for p in passages[: context.strips_kept]
+        ]
+        update_unscored: dict[str, Any] = {"external_knowledge": unscored}
+        if notes:
+            update_unscored["notes"] = notes
+        return update_unscored
     evaluator = current_components().evaluator(context)
     scores = evaluator.score(question, [p.text for p in passages])
     strips: list[KnowledgeStrip] = [

@@ -16,3 +16,6 @@ GENERATE_HUMAN = "<knowledge>\n{knowledge}\n</knowledge>\n\nQuestion: {question}
 
 NO_KNOWLEDGE = "(no knowledge was found)"
 """Stands in for the knowledge block when every source came back empty."""
+
+CLOSED_BOOK_SYSTEM = "Answer the question in one short sentence."
+"""System prompt of the no-retrieval baseline: the generator answers from what it knows."""

@@ -93,6 +93,11 @@ def _splitter(chunk_size: int, chunk_overlap: int) -> RecursiveCharacterTextSpli
     return RecursiveCharacterTextSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
 
 
+def split_text(text: str, chunk_size: int = 1000, chunk_overlap: int = 100) -> list[str]:
+    """The non-blank chunks ingestion stores for ``text``."""
+    return [c for c in _splitter(chunk_size, chunk_overlap).split_text(text) if c.strip()]
+
+
 def _stored_hashes(store: Chroma, sources: Sequence[str]) -> dict[str, str]:
     """Return ``source -> sha256`` for the sources already in the store (via their chunk 0)."""
     found: dict[str, str] = {}

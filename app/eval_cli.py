@@ -1,0 +1,239 @@
+"""``crag eval``: CRAG against RAG and the paper's ablations, with latency and memory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_OUT = ".crag/eval"
+
+
+def add_eval_command(sub: Any) -> None:
+    """Register ``crag eval`` on the CLI's subparsers."""
+    from evaluation.experiments import experiment_names
+
+    run = sub.add_parser(
+        "eval",
+        help="benchmark CRAG against RAG, ablations and a peer baseline",
+        description="Run every experiment over FanOutQA leaf questions (or a PopQA-format "
+        "question file) and write results.json, rows.jsonl, report.md and PNG plots.",
+    )
+    questions = run.add_mutually_exclusive_group()
+    questions.add_argument(
+        "--ids",
+        type=Path,
+        metavar="FILE",
+        help="JSON list of FanOutQA top-level question ids (default: the split file's dev ids)",
+    )
+    questions.add_argument(
+        "--questions",
+        type=Path,
+        metavar="FILE",
+        help="questions in PopQA's format (.jsonl, .json, .tsv or .csv with question and "
+        "possible_answers; optional id and s_wiki_title)",
+    )
+    run.add_argument(
+        "--corpus",
+        type=Path,
+        nargs="+",
+        metavar="PATH",
+        help="your own documents (files or folders) to answer --questions from; they are "
+        "ingested into OUT/store (default: the bundled Wikipedia summaries)",
+    )
+    run.add_argument("--limit", type=int, default=0, metavar="N", help="first N questions only")
+    run.add_argument(
+        "--out",
+        type=Path,
+        default=Path(DEFAULT_OUT),
+        help=f"output folder (default: {DEFAULT_OUT})",
+    )
+    run.add_argument(
+        "--store", help="Chroma store of the bundled corpus (default: the usual .crag/chroma)"
+    )
+    run.add_argument(
+        "--corpus-size",
+        type=int,
+        default=0,
+        metavar="N",
+        help="a smaller store in OUT/store: the questions' gold summaries plus N others "
+        "(seeded); 0: the whole bundled corpus",
+    )
+    run.add_argument(
+        "--experiments",
+        metavar="NAMES",
+        help="comma-separated experiments to run (default: all): " + ", ".join(experiment_names()),
+    )
+    run.add_argument("--seed", type=int, default=0, help="seed of every random choice")
+    run.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=48,
+        help="longest answer in tokens (default 48: answers are one short sentence)",
+    )
+    run.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a setting of the context schema for every experiment (repeatable)",
+    )
+    run.add_argument(
+        "--no-performance",
+        action="store_true",
+        help="skip the cold-start and ingestion measurements",
+    )
+    run.add_argument("--json", action="store_true", help="print every figure as JSON")
+    run.set_defaults(func=cmd_eval)
+
+
+def _experiments(names: str | None) -> list[Any]:
+    from evaluation.experiments import EXPERIMENTS
+
+    if not names:
+        return list(EXPERIMENTS)
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    known = {e.name: e for e in EXPERIMENTS}
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise ValueError(f"unknown experiment(s) {', '.join(unknown)}; valid: {', '.join(known)}")
+    return [e for e in EXPERIMENTS if e.name in wanted]
+
+
+def _settings(pairs: list[str] | None) -> dict[str, Any]:
+    from app.settings import parse_settings
+
+    context = parse_settings(pairs or [])
+    keys = {pair.partition("=")[0].strip().replace("-", "_") for pair in pairs or []}
+    return {key: getattr(context, key) for key in sorted(keys)}
+
+
+def _fanoutqa(ids_file: Path | None) -> tuple[list[Any], str]:
+    from evaluation.evaluator_report import read_ids_file, read_split
+    from evaluation.questions import fanoutqa_questions
+    from vectorstore.corpus import load_corpus
+
+    if ids_file is None:
+        ids = read_split()["dev"]
+        source = "FanOutQA leaf questions of the split file's dev ids"
+    else:
+        ids = read_ids_file(ids_file)
+        source = f"FanOutQA leaf questions of the ids in {ids_file}"
+    titles = {doc.title for doc in load_corpus() if doc.title}
+    questions = fanoutqa_questions(ids, titles)
+    return questions, f"{source}, gold article in the bundled corpus"
+
+
+def _small_store(out: Path, questions: list[Any], size: int, seed: int, collection: str) -> str:
+    """Ingest the questions' gold summaries plus ``size`` others into ``out/store``."""
+    from vectorstore.corpus import load_corpus
+    from vectorstore.embeddings import load_embeddings
+    from vectorstore.ingest import ingest_documents
+    from vectorstore.store import open_store
+
+    corpus = load_corpus()
+    gold = {q.gold_source for q in questions}
+    chosen = [d for d in corpus if d.source in gold]
+    others = [d for d in corpus if d.source not in gold]
+    chosen += random.Random(seed).sample(others, min(size, len(others)))
+    path = out / "store"
+    store = open_store(str(path), collection, load_embeddings("all-MiniLM-L6-v2"), create=True)
+    ingest_documents(chosen, store, progress=True)
+    return str(path)
+
+
+def _user_store(out: Path, paths: list[Path], collection: str) -> str:
+    from vectorstore.embeddings import load_embeddings
+    from vectorstore.ingest import ingest
+    from vectorstore.store import open_store
+
+    path = out / "store"
+    store = open_store(str(path), collection, load_embeddings("all-MiniLM-L6-v2"), create=True)
+    report = ingest(paths, store, progress=True)
+    if report.failed:
+        for source, error in report.failed:
+            logger.warning("not ingested: %s: %s", source, error)
+    return str(path)
+
+
+def build_options(args: argparse.Namespace) -> Any:
+    """The eval's options from the command line (loads the questions, builds a store)."""
+    from evaluation.questions import read_popqa
+    from evaluation.runner import EvalOptions
+    from graph.context import Context
+    from vectorstore.corpus import load_corpus
+
+    if args.limit < 0:
+        raise ValueError(f"--limit must be 0 (all) or positive, not {args.limit}")
+    if args.corpus_size < 0:
+        raise ValueError(f"--corpus-size must be 0 (all) or positive, not {args.corpus_size}")
+    if args.corpus and not args.questions:
+        raise ValueError("--corpus needs --questions (FanOutQA runs use the bundled corpus)")
+    settings = _settings(args.set)
+    collection = str(settings.pop("collection", Context().collection))
+    if args.questions:
+        questions = read_popqa(args.questions)
+        source = f"questions of {args.questions}"
+    else:
+        questions, source = _fanoutqa(args.ids)
+    if args.limit:
+        questions = questions[: args.limit]
+    if not questions:
+        raise ValueError(f"no questions to evaluate ({source})")
+    gold_texts = {doc.source: doc.text for doc in load_corpus()}
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.corpus:
+        store_path = _user_store(args.out, args.corpus, collection)
+        description = f"your documents ({', '.join(map(str, args.corpus))}) in {store_path}"
+        default_corpus = False
+        gold_texts = {}
+    elif args.corpus_size:
+        store_path = _small_store(args.out, questions, args.corpus_size, args.seed, collection)
+        description = (
+            f"the questions' gold summaries plus {args.corpus_size} other bundled summaries "
+            f"(seed {args.seed}) in {store_path}"
+        )
+        default_corpus = False
+    else:
+        store_path = args.store or str(settings.pop("store_path", Context().store_path))
+        description = f"the bundled corpus (10,033 Wikipedia summaries) in {store_path}"
+        default_corpus = True
+    settings.pop("store_path", None)
+    return EvalOptions(
+        questions=questions,
+        question_source=source,
+        store_path=store_path,
+        collection=collection,
+        default_corpus=default_corpus,
+        store_description=description,
+        gold_texts=gold_texts,
+        experiments=_experiments(args.experiments),
+        settings=settings,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
+        performance=not args.no_performance,
+    )
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Run ``crag eval`` and write its report."""
+    from evaluation.eval_report import main_table, write_report
+    from evaluation.runner import run_eval
+
+    options = build_options(args)
+    logger.info("crag eval: %d questions (%s)", len(options.questions), options.question_source)
+    results = run_eval(options)
+    written = write_report(results, args.out)
+    if args.json:
+        figures = {k: v for k, v in results.items() if k != "rows"}
+        sys.stdout.write(json.dumps(figures, indent=2) + "\n")
+    else:
+        sys.stdout.write(main_table(results) + "\n\n")
+        sys.stdout.write("".join(f"wrote {path}\n" for path in written))
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,62 @@
+"""Answer matching: whether a text contains one of the gold answers.
+
+This is the "match" metric of the CRAG paper (an answer counts as correct when a gold answer
+occurs in it), with SQuAD-style normalisation on both sides: lowercase, no punctuation, no
+articles, single spaces. Two choices make token matching fairer than plain substring search:
+
+* punctuation (Unicode dashes and quotes included) becomes a space rather than vanishing,
+  so "1452-1519" still holds the token "1519" and "Newton's" the token "newton";
+  thousands separators ("1,234") and decimal points ("3.5") are dropped first, so a
+  number stays one token;
+* an answer must occur as a whole sequence of tokens, so "4" does not match "1945" and
+  "Paris" does not match "Parisian".
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_DECIMAL_POINT = re.compile(r"(?<=\d)\.(?=\d)")
+_ARTICLES = re.compile(r"\b(?:a|an|the)\b")
+
+
+def _is_punctuation(char: str) -> bool:
+    """Unicode punctuation (dashes, quotes included) and ASCII symbols such as ``$``."""
+    category = unicodedata.category(char)
+    return category.startswith("P") or (char.isascii() and category.startswith("S"))
+
+
+def normalize_answer(text: str) -> str:
+    """Lowercase, join digit groups, drop punctuation and articles, collapse whitespace.
+
+    Examples:
+        >>> normalize_answer("The Eiffel Tower!")
+        'eiffel tower'
+        >>> normalize_answer("1,234 people")
+        '1234 people'
+    """
+    text = unicodedata.normalize("NFKC", text).lower()
+    text = _DECIMAL_POINT.sub("", _THOUSANDS.sub("", text))
+    text = "".join(" " if _is_punctuation(ch) else ch for ch in text)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def answer_in_text(answers: Sequence[str], text: str) -> bool:
+    """Whether any gold answer occurs in ``text`` as whole tokens, after normalisation.
+
+    Answers that normalise to nothing (only punctuation or articles) never match.
+
+    Args:
+        answers: The gold answers (any of them counts).
+        text: The generated answer or passage to look in.
+    """
+    haystack = f" {normalize_answer(text)} "
+    for answer in answers:
+        needle = normalize_answer(answer)
+        if needle and f" {needle} " in haystack:
+            return True
+    return False

@@ -1,0 +1,673 @@
+"""Write ``crag eval``'s results: JSON, per-question rows, Markdown report and plots.
+
+:func:`write_report` writes ``results.json`` (every figure, without the rows), ``rows.jsonl``
+(one line per question and experiment), ``report.md`` and PNG plots. The plots need
+matplotlib (the ``crag[eval]`` extra); without it the report is written anyway and says so.
+Every section copes with missing data: any figure may be ``None`` and any experiment or
+section may be absent (``crag eval --experiments`` runs a subset).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+logger = logging.getLogger(__name__)
+
+NONE = "—"
+"""How a missing figure is written."""
+
+STAGE_ORDER: tuple[str, ...] = ("retrieve", "grade", "refine", "rewrite", "search", "generate")
+"""The timed stages, in the order a run passes them (as in :mod:`evaluation.timing`)."""
+
+ACTIONS: tuple[str, ...] = ("correct", "ambiguous", "incorrect")
+"""The evaluator's actions, in the paper's order."""
+
+GROUP_ORDER: tuple[str, ...] = ("main", "actions", "knowledge", "web", "peer", "retriever")
+"""The experiment groups (the table or figure each belongs to)."""
+
+GROUP_COLOURS: dict[str, str] = {
+    "main": "#1f77b4",
+    "actions": "#ff7f0e",
+    "knowledge": "#2ca02c",
+    "web": "#9467bd",
+    "peer": "#8c564b",
+    "retriever": "#7f7f7f",
+}
+"""Bar colour of each experiment group (tab10 colours)."""
+
+ACTION_COLOURS: dict[str, str] = {
+    "correct": "#2ca02c",
+    "ambiguous": "#ffbf00",
+    "incorrect": "#d62728",
+}
+"""Bar colour of each action."""
+
+ABLATIONS: tuple[tuple[str, str, str], ...] = (
+    (
+        "actions",
+        "Actions (the paper's Table 2)",
+        "Each action removed (its questions go to another action), or one action for all.",
+    ),
+    (
+        "knowledge",
+        "Knowledge utilisation (the paper's Table 3)",
+        "Refinement of the retrieved passages, rewriting of the web query and selection of "
+        "web knowledge, each removed.",
+    ),
+    (
+        "web",
+        "RAG with web results (the paper's Table 5 analogue)",
+        "Standard RAG with the first web paragraphs for the question always added.",
+    ),
+    (
+        "peer",
+        "Peer baseline",
+        "The LangGraph CRAG tutorial's design run with this project's components.",
+    ),
+)
+"""Ablation groups: group, heading, one-line explanation."""
+
+PAPER_LATENCY_NOTE = (
+    "the paper reports 0.512 s vs 0.363 s per query (1.41x); the aim here is at most 1.15x, "
+    "not counting the web's own latency"
+)
+
+FIGSIZE: tuple[float, float] = (7.0, 4.0)
+"""Default plot size in inches."""
+
+DPI = 120
+"""Plot resolution."""
+
+PLOTS_SKIPPED_NOTE = (
+    "Plots were skipped: matplotlib is not installed (install `crag[eval]`, e.g. "
+    "`pip install 'crag[eval]'`)."
+)
+
+
+# --- formatting -----------------------------------------------------------------------------
+
+
+def _fig(value: Any) -> str:
+    """A figure with 3 decimals, or a dash."""
+    return NONE if value is None else f"{value:.3f}"
+
+
+def _sec(value: Any) -> str:
+    """Seconds with 2 decimals, or a dash."""
+    return NONE if value is None else f"{value:.2f}"
+
+
+def _signed(value: Any) -> str:
+    """A signed figure with 3 decimals, or a dash."""
+    return NONE if value is None else f"{value:+.3f}"
+
+
+def _ratio(value: Any) -> str:
+    """A ratio as ``1.234x``, or a dash."""
+    return NONE if value is None else f"{value:.3f}x"
+
+
+def _mb(value: Any) -> str:
+    """Megabytes, rounded, or a dash."""
+    return NONE if value is None else f"{value:.0f} MB"
+
+
+def _rate(value: Any) -> str:
+    """A throughput with 1 decimal, or a dash."""
+    return NONE if value is None else f"{value:.1f}"
+
+
+def _unit(text: str, unit: str) -> str:
+    """``text`` followed by its unit, unless it is the dash for a missing figure."""
+    return text if text == NONE else f"{text} {unit}"
+
+
+def _text(value: Any) -> str:
+    """Any value as table text (a dash for ``None``; pipes escaped)."""
+    return NONE if value is None else str(value).replace("|", "\\|")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _section(results: dict[str, Any], key: str) -> dict[str, Any]:
+    """``results[key]`` when it is a mapping, else an empty one."""
+    value = results.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _experiments(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The experiments' figures, in run order (an empty list when absent)."""
+    return list(results.get("experiments") or [])
+
+
+def _by_name(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The experiments' figures by name."""
+    return {e["name"]: e for e in _experiments(results)}
+
+
+def _question_count(results: dict[str, Any]) -> int | None:
+    """How many questions were asked."""
+    count = _section(results, "meta").get("questions")
+    if count is None:
+        count = _section(results, "data").get("questions")
+    return count if isinstance(count, int) else None
+
+
+# --- Markdown sections ----------------------------------------------------------------------
+
+
+def main_table(results: dict[str, Any]) -> str:
+    """The experiments as a Markdown table: accuracy, actions, web searches, errors."""
+    header = [
+        "experiment",
+        "group",
+        "accuracy",
+        "correct / questions",
+        "answer reached generator",
+        "actions c / a / i",
+        "web searches",
+        "errors",
+    ]
+    rows = []
+    for e in _experiments(results):
+        actions = e.get("actions") or {}
+        counts = " / ".join(str(actions.get(a, 0)) for a in ACTIONS)
+        rows.append(
+            [
+                _text(e.get("name")),
+                _text(e.get("group")),
+                _fig(e.get("accuracy")),
+                f"{_text(e.get('correct'))} / {_text(e.get('questions'))}",
+                _fig(e.get("answer_reached_generator")),
+                counts if any(actions.values()) else NONE,
+                _text(e.get("searched_web")),
+                _text(e.get("errors")),
+            ]
+        )
+    return _table(header, rows)
+
+
+def overview_section(results: dict[str, Any]) -> str:
+    """Title, what was run and on what, the simulated-web note and the match metric."""
+    meta = _section(results, "meta")
+    machine = meta.get("machine") or {}
+    seconds = meta.get("seconds")
+    wall = NONE if seconds is None else f"{seconds:.2f} s ({seconds / 60:.1f} min)"
+    load = machine.get("load_average_at_start")
+    load_text = NONE if load is None else f"{load:.2f}"
+    paragraph = (
+        f"{_text(_question_count(results))} questions ({_text(meta.get('question_source'))}). "
+        f"Store: {_text(meta.get('store'))}. "
+        f"Generator `{_text(meta.get('generator'))}` with at most "
+        f"{_text(meta.get('max_new_tokens'))} new tokens; "
+        f"evaluator `{_text(meta.get('evaluator'))}` with upper threshold "
+        f"{_fig(meta.get('upper_threshold'))} and lower threshold "
+        f"{_fig(meta.get('lower_threshold'))}; top k {_text(meta.get('top_k'))}; "
+        f"seed {_text(meta.get('seed'))}. Total wall time {wall}. "
+        f"Machine: {_text(machine.get('cpus'))} CPU cores, "
+        f"{_text(machine.get('torch_threads'))} torch threads, load average {load_text} "
+        f"at start (CUDA {'available' if machine.get('cuda') else 'not used'}; "
+        f"{_text(machine.get('platform'))}, Python {_text(machine.get('python'))}, "
+        f"torch {_text(machine.get('torch'))})."
+    )
+    parts = ["# CRAG evaluation", "", paragraph]
+    if meta.get("web"):
+        parts += ["", f"> **Note: the web was simulated.** {meta['web']}"]
+    if meta.get("match"):
+        parts += ["", f"**Match metric:** an answer counts as correct when {meta['match']}."]
+    return "\n".join(parts)
+
+
+def data_section(results: dict[str, Any]) -> str:
+    """How many questions, with a gold document, and with the answer in it."""
+    data = _section(results, "data")
+    rows = [
+        ["questions", _text(data.get("questions"))],
+        ["with a gold document", _text(data.get("with_gold_document"))],
+        ["gold document in the bundled corpus", _text(data.get("gold_documents_known"))],
+        [
+            "answer in the gold document at all",
+            f"{_text(data.get('answer_in_gold_document'))} of "
+            f"{_text(data.get('gold_documents_known'))}",
+        ],
+    ]
+    return "## Data\n\n" + _table(["", "count"], rows)
+
+
+def results_section(results: dict[str, Any]) -> str:
+    """The main table, every experiment."""
+    if not _experiments(results):
+        return "## Results\n\nNo experiments were run."
+    note = (
+        "Accuracy: share of questions answered correctly. *Answer reached generator*: share "
+        "whose gold answer was in the knowledge handed to the generator. Actions: how often "
+        "the evaluator chose Correct / Ambiguous / Incorrect."
+    )
+    return f"## Results\n\n{note}\n\n{main_table(results)}"
+
+
+def ablation_table(results: dict[str, Any], group: str) -> str | None:
+    """One group's experiments: accuracy and the difference to CRAG; ``None`` when none ran."""
+    members = [e for e in _experiments(results) if e.get("group") == group]
+    if not members:
+        return None
+    crag = _by_name(results).get("crag")
+    reference = crag.get("accuracy") if crag else None
+    rows = []
+    if crag:
+        rows.append(["crag (reference)", "Corrective RAG", _fig(reference), NONE])
+    for e in members:
+        accuracy = e.get("accuracy")
+        delta = accuracy - reference if accuracy is not None and reference is not None else None
+        rows.append(
+            [_text(e.get("name")), _text(e.get("description")), _fig(accuracy), _signed(delta)]
+        )
+    return _table(["experiment", "what changes", "accuracy", "Δ vs crag"], rows)
+
+
+def ablations_section(results: dict[str, Any]) -> str:
+    """The paper's ablation tables (2, 3, 5) and the peer baseline."""
+    parts = ["## Ablations"]
+    for group, heading, explanation in ABLATIONS:
+        table = ablation_table(results, group)
+        if table is not None:
+            parts += [f"### {heading}", explanation, table]
+    if len(parts) == 1:
+        parts.append("No ablation experiments were run.")
+    return "\n\n".join(parts)
+
+
+def gold_removal_section(results: dict[str, Any], plotted: bool) -> str:
+    """Figure 3's analogue as a table of levels by curves."""
+    removal = _section(results, "gold_removal")
+    levels = list(removal.get("levels") or [])
+    curves: dict[str, list[Any]] = dict(removal.get("curves") or {})
+    parts = [
+        "## Worse retriever (the paper's Figure 3 analogue)",
+        "Accuracy when the gold document is removed from the store for a share of the "
+        f"questions ({_text(removal.get('questions'))} questions with a known gold document).",
+    ]
+    if not levels or not curves:
+        parts.append("Not measured in this run.")
+        return "\n\n".join(parts)
+    rows = []
+    for index, level in enumerate(levels):
+        cells = [_fig(points[index] if index < len(points) else None) for points in curves.values()]
+        rows.append([f"{level}%", *cells])
+    parts.append(_table(["gold removed", *curves], rows))
+    if plotted:
+        parts.append("![Accuracy as gold documents are removed](gold_removal.png)")
+    return "\n\n".join(parts)
+
+
+def agreement_section(results: dict[str, Any]) -> str:
+    """The evaluator's actions against whether a gold passage was retrieved."""
+    agreement = _section(results, "agreement")
+    table = agreement.get("table") or {}
+    parts = [
+        "## Evaluator agreement",
+        "CRAG's action per question against whether a passage of the gold document was in "
+        "the top k. Correct agrees when a gold passage is in the top k, Incorrect when none "
+        "is; Ambiguous agrees with neither.",
+    ]
+    if not table:
+        parts.append("Not measured in this run (no CRAG runs with a known gold document).")
+        return "\n\n".join(parts)
+    rows = [
+        [
+            action,
+            _text((table.get(action) or {}).get("gold_in_top_k")),
+            _text((table.get(action) or {}).get("gold_not_in_top_k")),
+        ]
+        for action in ACTIONS
+    ]
+    parts.append(_table(["action", "gold in top k", "gold not in top k"], rows))
+    parts.append(
+        f"Agreement: {_fig(agreement.get('agreement'))} over "
+        f"{_text(agreement.get('questions'))} questions; on decided questions only "
+        f"(Ambiguous left out): {_fig(agreement.get('agreement_decided_only'))}."
+    )
+    return "\n\n".join(parts)
+
+
+def latency_table(figures: dict[str, Any]) -> str:
+    """One timed experiment: stage → median / p95 / n, then the totals."""
+    stages = figures.get("stages") or {}
+    names = [s for s in STAGE_ORDER if s in stages] + [s for s in stages if s not in STAGE_ORDER]
+    rows = []
+    for name in names:
+        spread = stages[name] or {}
+        rows.append(
+            [name, _sec(spread.get("median")), _sec(spread.get("p95")), _text(spread.get("n"))]
+        )
+    for label, key in (("**total**", "total"), ("total without search", "without_search")):
+        spread = figures.get(key) or {}
+        rows.append(
+            [label, _sec(spread.get("median")), _sec(spread.get("p95")), _text(spread.get("n"))]
+        )
+    return _table(["stage", "median s", "p95 s", "n"], rows)
+
+
+def latency_section(results: dict[str, Any]) -> str:
+    """Per-stage latency of the timed experiments and CRAG's cost over RAG."""
+    latency = _section(results, "latency")
+    timed: dict[str, Any] = dict(latency.get("experiments") or {})
+    parts = [
+        "## Latency",
+        "Seconds per query of the experiments run first (nothing shared with earlier runs). "
+        "A stage's median is over the queries that passed it.",
+    ]
+    if not timed:
+        parts.append("Not measured in this run.")
+        return "\n\n".join(parts)
+    for name, figures in timed.items():
+        parts += [f"### {name}", latency_table(figures or {})]
+    ratio = latency.get("crag_over_rag") or {}
+    if ratio:
+        parts.append(
+            f"**CRAG / RAG:** median total {_ratio(ratio.get('median_total'))}, median "
+            f"without search {_ratio(ratio.get('median_without_search'))}, p95 total "
+            f"{_ratio(ratio.get('p95_total'))}. Note: {PAPER_LATENCY_NOTE}."
+        )
+    else:
+        parts.append(f"CRAG / RAG: {NONE} (both are needed). Note: {PAPER_LATENCY_NOTE}.")
+    return "\n\n".join(parts)
+
+
+def performance_section(results: dict[str, Any]) -> str:
+    """Cold start, memory, ingestion throughput and web searches."""
+    performance = _section(results, "performance")
+    if not performance:
+        return "## Performance\n\nNot measured in this run."
+    cold = performance.get("cold_start") or {}
+    ingestion = performance.get("ingestion") or {}
+    rows = [
+        ["cold start (new `crag ask` process, one answer)", _unit(_sec(cold.get("seconds")), "s")],
+        ["cold start process's peak memory", _mb(cold.get("peak_rss_mb"))],
+        ["this process's peak memory", _mb(performance.get("peak_rss_mb"))],
+        [
+            "ingestion (chunk, embed, store)",
+            _unit(_rate(ingestion.get("ingest_chunks_per_s")), "chunks/s"),
+        ],
+        [
+            "raw embedder on the same chunks",
+            _unit(_rate(ingestion.get("raw_embed_chunks_per_s")), "chunks/s"),
+        ],
+        ["ingestion / raw embedder", _ratio(ingestion.get("ingest_over_raw"))],
+        ["web searches served", _text(performance.get("web_searches"))],
+    ]
+    parts = ["## Performance", _table(["measure", "value"], rows)]
+    if cold.get("error"):
+        parts.append(f"Cold start error: `{cold['error']}`.")
+    if ingestion:
+        parts.append(
+            f"Ingestion measured on {_text(ingestion.get('documents'))} documents, "
+            f"{_text(ingestion.get('chunks'))} chunks ({_text(ingestion.get('chunks_written'))} "
+            f"written) in {_sec(ingestion.get('ingest_seconds'))} s; the raw embedder took "
+            f"{_sec(ingestion.get('raw_embed_seconds'))} s."
+        )
+    return "\n\n".join(parts)
+
+
+def plots_section(plots: Sequence[Path], note: str | None) -> str:
+    """Links to the PNG files (relative to the report)."""
+    parts = ["## Plots"]
+    if note:
+        parts.append(note)
+    if plots:
+        parts.append("\n".join(f"- ![{p.stem.replace('_', ' ')}]({p.name})" for p in plots))
+    elif not note:
+        parts.append("No plots: nothing to plot in this run.")
+    return "\n\n".join(parts)
+
+
+def reproduce_section() -> str:
+    """How to run it again."""
+    return (
+        "## How to reproduce\n\n"
+        "`crag eval` (see README); add `--limit N` for the first N questions, `--ids ID ...` "
+        "for chosen ones, `--experiments NAME ...` for a subset of the experiments."
+    )
+
+
+def render_report(
+    results: dict[str, Any], plots: Sequence[Path] = (), plots_note: str | None = None
+) -> str:
+    """The whole Markdown report."""
+    plotted = {p.name for p in plots}
+    sections = [
+        overview_section(results),
+        data_section(results),
+        results_section(results),
+        ablations_section(results),
+        gold_removal_section(results, "gold_removal.png" in plotted),
+        agreement_section(results),
+        latency_section(results),
+        performance_section(results),
+        plots_section(plots, plots_note),
+        reproduce_section(),
+    ]
+    return "\n\n".join(sections) + "\n"
+
+
+# --- plots ----------------------------------------------------------------------------------
+
+
+def matplotlib_available() -> bool:
+    """Whether matplotlib can be imported."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _new_figure(height: float = FIGSIZE[1]) -> tuple[Figure, Axes]:
+    """A figure with one axes, drawn by the Agg backend (no pyplot, no global state)."""
+    import matplotlib  # noqa: F401  (a missing package fails here, not in a submodule)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(FIGSIZE[0], height), dpi=DPI)
+    FigureCanvasAgg(figure)
+    return figure, figure.subplots()
+
+
+def _save(figure: Figure, path: Path) -> Path:
+    """Write the figure as PNG."""
+    figure.tight_layout()
+    figure.savefig(path, dpi=DPI, format="png")
+    return path
+
+
+def plot_accuracy(results: dict[str, Any], path: Path) -> Path | None:
+    """Horizontal bars of accuracy per experiment, coloured by group."""
+    from matplotlib.patches import Patch
+
+    measured = [e for e in _experiments(results) if e.get("accuracy") is not None]
+    if not measured:
+        return None
+    figure, axes = _new_figure(max(FIGSIZE[1], 1.2 + 0.3 * len(measured)))
+    names = [str(e["name"]) for e in measured]
+    groups = [str(e.get("group", "")) for e in measured]
+    values = [float(e["accuracy"]) for e in measured]
+    colours = [GROUP_COLOURS.get(g, "#17becf") for g in groups]
+    bars = axes.barh(range(len(measured)), values, color=colours)
+    axes.bar_label(bars, labels=[f"{v:.3f}" for v in values], padding=3, fontsize=8)
+    axes.set_yticks(range(len(measured)), names, fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlim(0, max(1.0, max(values)) * 1.12)
+    axes.set_xlabel("accuracy")
+    axes.set_ylabel("experiment")
+    axes.set_title(f"Accuracy per experiment (n = {_text(_question_count(results))} questions)")
+    present = [g for g in GROUP_ORDER if g in groups] + sorted(
+        {g for g in groups if g not in GROUP_ORDER}
+    )
+    handles = [Patch(color=GROUP_COLOURS.get(g, "#17becf"), label=g) for g in present]
+    axes.legend(
+        handles=handles, title="group", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1)
+    )
+    axes.grid(axis="x", alpha=0.3)
+    return _save(figure, path)
+
+
+def plot_gold_removal(results: dict[str, Any], path: Path) -> Path | None:
+    """Accuracy against the share of questions whose gold document was removed."""
+    removal = _section(results, "gold_removal")
+    levels = list(removal.get("levels") or [])
+    curves: dict[str, list[Any]] = dict(removal.get("curves") or {})
+    lines = {}
+    for name, points in curves.items():
+        pairs = [(x, y) for x, y in zip(levels, points, strict=False) if y is not None]
+        if pairs:
+            lines[name] = pairs
+    if not lines:
+        return None
+    figure, axes = _new_figure()
+    for name, pairs in lines.items():
+        axes.plot([x for x, _ in pairs], [y for _, y in pairs], marker="o", label=name)
+    axes.set_xticks(levels)
+    axes.set_xlabel("questions whose gold document was removed (%)")
+    axes.set_ylabel("accuracy")
+    axes.set_ylim(0, 1.02)
+    axes.set_title(
+        f"Worse retriever: accuracy as gold documents are removed "
+        f"(n = {_text(removal.get('questions'))})"
+    )
+    axes.legend()
+    axes.grid(alpha=0.3)
+    return _save(figure, path)
+
+
+def plot_actions(results: dict[str, Any], path: Path) -> Path | None:
+    """Stacked bars of the evaluator's actions for each experiment that had any."""
+    from matplotlib.ticker import MaxNLocator
+
+    chosen = [e for e in _experiments(results) if any((e.get("actions") or {}).values())]
+    if not chosen:
+        return None
+    figure, axes = _new_figure(max(FIGSIZE[1], 1.2 + 0.3 * len(chosen)))
+    positions = range(len(chosen))
+    left = [0.0] * len(chosen)
+    for action in ACTIONS:
+        counts = [float((e.get("actions") or {}).get(action, 0)) for e in chosen]
+        axes.barh(positions, counts, left=left, label=action, color=ACTION_COLOURS[action])
+        left = [a + b for a, b in zip(left, counts, strict=True)]
+    axes.set_yticks(positions, [str(e["name"]) for e in chosen], fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlabel("questions")
+    axes.set_ylabel("experiment")
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_title("Evaluator actions per experiment")
+    axes.legend(title="action", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    axes.grid(axis="x", alpha=0.3)
+    return _save(figure, path)
+
+
+def plot_latency(results: dict[str, Any], path: Path) -> Path | None:
+    """Stacked per-stage median seconds per timed experiment, with the total's p95."""
+    timed: dict[str, Any] = dict(_section(results, "latency").get("experiments") or {})
+    if not timed:
+        return None
+    names = list(timed)
+    figure, axes = _new_figure()
+    bottom = [0.0] * len(names)
+    colours = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+    for stage, colour in zip(STAGE_ORDER, colours, strict=True):
+        medians = [
+            (((timed[n] or {}).get("stages") or {}).get(stage) or {}).get("median") or 0.0
+            for n in names
+        ]
+        if any(medians):
+            axes.bar(names, medians, bottom=bottom, label=stage, color=colour, width=0.5)
+            bottom = [a + b for a, b in zip(bottom, medians, strict=True)]
+    p95 = [((timed[n] or {}).get("total") or {}).get("p95") for n in names]
+    marked = [(i, v) for i, v in enumerate(p95) if v is not None]
+    if marked:
+        axes.scatter(
+            [i for i, _ in marked],
+            [v for _, v in marked],
+            marker="D",
+            color="black",
+            zorder=3,
+            label="p95 of total",
+        )
+        for i, v in marked:
+            axes.annotate(f"{v:.2f} s", (i, v), textcoords="offset points", xytext=(8, -3))
+    axes.set_xticks(range(len(names)), names)
+    axes.set_xlabel("experiment")
+    axes.set_ylabel("seconds per query")
+    axes.set_title("Latency: median seconds per stage, p95 of the total")
+    handles, labels = axes.get_legend_handles_labels()
+    axes.legend(handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    axes.grid(axis="y", alpha=0.3)
+    axes.set_ylim(0, max([*bottom, *(v for _, v in marked), 0.01]) * 1.15)
+    return _save(figure, path)
+
+
+PLOTS: tuple[tuple[str, Callable[[dict[str, Any], Path], Path | None]], ...] = (
+    ("accuracy.png", plot_accuracy),
+    ("gold_removal.png", plot_gold_removal),
+    ("actions.png", plot_actions),
+    ("latency.png", plot_latency),
+)
+"""Every plot: file name and the function that draws it (``None`` when no data)."""
+
+
+def write_plots(results: dict[str, Any], out: Path) -> list[Path]:
+    """Draw every plot that has data into ``out``; return the files written.
+
+    A plot that fails is logged and skipped: the report matters more than one figure.
+    """
+    written = []
+    for name, draw in PLOTS:
+        try:
+            path = draw(results, out / name)
+        except Exception:
+            logger.warning("crag eval: could not draw %s", name, exc_info=True)
+            continue
+        if path is not None:
+            written.append(path)
+    return written
+
+
+# --- writing --------------------------------------------------------------------------------
+
+
+def write_report(results: dict[str, Any], out: Path) -> list[Path]:
+    """Write results.json (without rows), rows.jsonl, the PNG plots and report.md.
+
+    Returns every path written. Without matplotlib the plots are skipped (with a warning and
+    a note in the report).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    figures = {k: v for k, v in results.items() if k != "rows"}
+    results_path = out / "results.json"
+    results_path.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    rows_path = out / "rows.jsonl"
+    with rows_path.open("w", encoding="utf-8") as handle:
+        for row in results.get("rows", []):
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    plots: list[Path] = []
+    note = None
+    if matplotlib_available():
+        plots = write_plots(results, out)
+    else:
+        logger.warning("crag eval: matplotlib is not installed; plots skipped (crag[eval])")
+        note = PLOTS_SKIPPED_NOTE
+    report_path = out / "report.md"
+    report_path.write_text(render_report(results, plots, note), encoding="utf-8")
+    return [results_path, rows_path, report_path, *plots]

@@ -1,0 +1,461 @@
+"""Run ``crag eval``: every experiment over every question, with the paper's measures.
+
+The runner loads the questions, opens (or builds) the store, starts the simulated web, then
+runs each experiment of :mod:`evaluation.experiments` over each question through the real
+graphs and components, timing every node. It returns one JSON-ready dict of every figure and
+the per-question rows; :mod:`evaluation.eval_report` writes them out.
+
+Determinism: greedy decoding, a fixed question order, seeded choices (which questions lose
+their gold document, which summaries a smaller store holds). Generator answers are cached by
+prompt (LangChain's LLM cache) and evaluator scores by pair while the eval runs, so experiments
+that share a step do not pay for it twice; latencies are reported only for the experiments
+that run first (no retrieval, RAG, CRAG), before anything could be shared.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import platform
+import random
+import resource
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from evaluation.answers import answer_in_text
+from evaluation.eval_components import EvalComponents
+from evaluation.experiments import EXPERIMENTS, GOLD_REMOVAL_LEVELS, Experiment
+from evaluation.questions import EvalQuestion
+from evaluation.timing import STAGE_ORDER, StageTimer
+from graph.components import current_components, use_components
+from graph.context import Context
+
+logger = logging.getLogger(__name__)
+
+WEB_DESCRIPTION = (
+    "The web is simulated: a search service on 127.0.0.1 that speaks the SearxNG JSON API "
+    "(so the project's real searxng provider and page reader run) ranks the bundled Wikipedia "
+    "summaries by BM25 and serves each as an HTML page. It holds every summary, including a "
+    "question's gold article when the store does not."
+)
+
+
+@dataclass
+class EvalOptions:
+    """What ``crag eval`` runs."""
+
+    questions: list[EvalQuestion]
+    question_source: str
+    """Where the questions came from, for the report (e.g. "FanOutQA dev ids")."""
+    store_path: str
+    collection: str = "crag"
+    default_corpus: bool = True
+    """Fill an empty store with the bundled corpus (off for a user's own corpus)."""
+    store_description: str = ""
+    gold_texts: dict[str, str] = field(default_factory=dict)
+    """Gold source → its full text, where known (answer-in-gold-passage counts)."""
+    experiments: Sequence[Experiment] = EXPERIMENTS
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Context settings for every experiment (``--set``)."""
+    max_new_tokens: int = 48
+    seed: int = 0
+    performance: bool = True
+    """Measure cold start and ingestion (skipped in quick tests)."""
+    ingestion_docs: int = 200
+    progress: bool = True
+
+
+@dataclass
+class Row:
+    """One question run through one experiment."""
+
+    experiment: str
+    id: str
+    question: str
+    answers: list[str]
+    answer: str
+    correct: bool
+    action: str | None
+    gold_in_top_k: bool | None
+    answer_in_knowledge: bool
+    passages: int
+    internal: int
+    external: int
+    seconds: float
+    stages: dict[str, float]
+    notes: list[str]
+    error: str | None = None
+
+
+def run_graph(
+    graph: Any,
+    question: EvalQuestion,
+    context: Context,
+    timer: StageTimer,
+    experiment: str,
+) -> Row:
+    """Run one question through one graph and judge the answer."""
+    timer.reset()
+    started = time.perf_counter()
+    error: str | None = None
+    output: dict[str, Any] = {}
+    try:
+        output = graph.invoke(
+            {"question": question.question}, context=context, config={"callbacks": [timer]}
+        )
+    except Exception as exc:  # one failed run is a row with its error, not a failed eval
+        logger.warning("%s: question %s failed: %s", experiment, question.id, exc)
+        error = f"{type(exc).__name__}: {exc}"
+    seconds = time.perf_counter() - started
+    answer = str(output.get("answer") or "")
+    documents = output.get("documents") or []
+    knowledge = output.get("knowledge") or []
+    gold_in: bool | None = None
+    if question.gold_source is not None and experiment != "no-retrieval":
+        gold_in = any(d.get("source") == question.gold_source for d in documents)
+    internal = sum(1 for k in knowledge if k.get("origin") == "internal")
+    return Row(
+        experiment=experiment,
+        id=question.id,
+        question=question.question,
+        answers=list(question.answers),
+        answer=answer,
+        correct=answer_in_text(question.answers, answer),
+        action=output.get("action"),
+        gold_in_top_k=gold_in,
+        answer_in_knowledge=any(answer_in_text(question.answers, k["text"]) for k in knowledge),
+        passages=len(documents),
+        internal=internal,
+        external=len(knowledge) - internal,
+        seconds=seconds,
+        stages=timer.stage_seconds(),
+        notes=list(output.get("notes") or []),
+        error=error,
+    )
+
+
+def _graph_builders() -> dict[str, Callable[[], Any]]:
+    from graph.baselines import BASELINES
+    from graph.builder import build_graph
+
+    return {"crag": build_graph, **BASELINES}
+
+
+@contextmanager
+def llm_cache() -> Iterator[None]:
+    """Cache generator answers by prompt for the block (LangChain's in-memory LLM cache)."""
+    from langchain_core.caches import InMemoryCache
+    from langchain_core.globals import get_llm_cache, set_llm_cache
+
+    previous = get_llm_cache()
+    set_llm_cache(InMemoryCache())
+    try:
+        yield
+    finally:
+        set_llm_cache(previous)
+
+
+def removal_order(questions: Sequence[EvalQuestion], seed: int) -> list[str]:
+    """Ids of the questions with a gold source, in the seeded order their gold is removed.
+
+    The first p% of this order lose their gold document at level p, so the levels are nested.
+    """
+    ids = [q.id for q in questions if q.gold_source is not None]
+    random.Random(seed).shuffle(ids)
+    return ids
+
+
+def run_experiments(
+    options: EvalOptions, context: Context, components: EvalComponents
+) -> list[Row]:
+    """Every experiment over every question (gold-removal ones over questions with a gold)."""
+    builders = _graph_builders()
+    timer = StageTimer()
+    plan: list[tuple[Experiment, list[EvalQuestion]]] = []
+    for experiment in options.experiments:
+        questions = options.questions
+        if experiment.gold_removed:
+            questions = [q for q in questions if q.gold_source is not None]
+        plan.append((experiment, questions))
+    total = sum(len(qs) for _, qs in plan)
+    rows: list[Row] = []
+    with tqdm(
+        total=total, desc="crag eval", unit="run", disable=not options.progress, file=sys.stderr
+    ) as bar:
+        for experiment, questions in plan:
+            graph = builders[experiment.graph]()
+            run_context = dataclasses.replace(context, **experiment.settings)
+            bar.set_postfix_str(experiment.name)
+            for question in questions:
+                components.removed.clear()
+                if experiment.gold_removed and question.gold_source is not None:
+                    components.removed[question.question] = question.gold_source
+                rows.append(run_graph(graph, question, run_context, timer, experiment.name))
+                bar.update()
+            components.removed.clear()
+    return rows
+
+
+# --- figures ---------------------------------------------------------------------------------
+
+
+def _quantile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _spread(values: Sequence[float]) -> dict[str, float | None]:
+    return {
+        "median": _quantile(values, 0.5),
+        "p95": _quantile(values, 0.95),
+        "n": len(values),
+    }
+
+
+def experiment_figures(experiment: Experiment, rows: Sequence[Row]) -> dict[str, Any]:
+    """Accuracy and what happened, for one experiment's rows."""
+    n = len(rows)
+    correct = sum(r.correct for r in rows)
+    actions = Counter(r.action for r in rows if r.action)
+    return {
+        "name": experiment.name,
+        "group": experiment.group,
+        "graph": experiment.graph,
+        "description": experiment.description,
+        "settings": experiment.settings,
+        "questions": n,
+        "correct": correct,
+        "accuracy": correct / n if n else None,
+        "answer_reached_generator": (sum(r.answer_in_knowledge for r in rows) / n) if n else None,
+        "actions": {a: actions.get(a, 0) for a in ("correct", "ambiguous", "incorrect")},
+        "searched_web": sum(1 for r in rows if "search" in r.stages),
+        "errors": sum(1 for r in rows if r.error),
+        "notes": sum(1 for r in rows if r.notes),
+    }
+
+
+def latency_figures(rows: Sequence[Row]) -> dict[str, Any]:
+    """Median and p95 of the whole run and of each stage (over the runs that had it)."""
+    stages = {
+        stage: _spread([r.stages[stage] for r in rows if stage in r.stages])
+        for stage in STAGE_ORDER
+    }
+    return {
+        "total": _spread([r.seconds for r in rows]),
+        "without_search": _spread([r.seconds - r.stages.get("search", 0.0) for r in rows]),
+        "stages": stages,
+    }
+
+
+def gold_removal_figures(
+    rows: Sequence[Row], questions: Sequence[EvalQuestion], seed: int
+) -> dict[str, Any]:
+    """Figure 3's analogue: accuracy when p% of the questions lose their gold document.
+
+    Each question runs once with and once without its gold document; level p takes the
+    removed run for the first p% of the seeded removal order and the full run for the rest.
+    """
+    order = removal_order(questions, seed)
+    if not order:
+        return {"levels": list(GOLD_REMOVAL_LEVELS), "questions": 0, "curves": {}}
+    by_key = {(r.experiment, r.id): r for r in rows}
+    curves: dict[str, list[float | None]] = {}
+    for pipeline, full, removed in (
+        ("rag", "rag", "rag, gold removed"),
+        ("crag", "crag", "crag, gold removed"),
+    ):
+        points: list[float | None] = []
+        for level in GOLD_REMOVAL_LEVELS:
+            cut = round(len(order) * level / 100)
+            hits = 0
+            seen = 0
+            for index, qid in enumerate(order):
+                row = by_key.get((removed if index < cut else full, qid))
+                if row is None:
+                    break
+                seen += 1
+                hits += row.correct
+            points.append(hits / seen if seen == len(order) else None)
+        curves[pipeline] = points
+    return {"levels": list(GOLD_REMOVAL_LEVELS), "questions": len(order), "curves": curves}
+
+
+def agreement_figures(rows: Sequence[Row]) -> dict[str, Any]:
+    """The paper's evaluator measure on CRAG's runs: action against gold-in-top-k."""
+    table = {a: {"gold_in_top_k": 0, "gold_not_in_top_k": 0} for a in ("correct", "ambiguous")}
+    table["incorrect"] = {"gold_in_top_k": 0, "gold_not_in_top_k": 0}
+    judged = [r for r in rows if r.gold_in_top_k is not None and r.action in table]
+    for r in judged:
+        table[str(r.action)]["gold_in_top_k" if r.gold_in_top_k else "gold_not_in_top_k"] += 1
+    agree = table["correct"]["gold_in_top_k"] + table["incorrect"]["gold_not_in_top_k"]
+    decided = len(judged) - sum(table["ambiguous"].values())
+    return {
+        "questions": len(judged),
+        "table": table,
+        "agreement": agree / len(judged) if judged else None,
+        "agreement_decided_only": agree / decided if decided else None,
+    }
+
+
+def peak_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
+    """Peak resident memory in MB (Linux reports ``ru_maxrss`` in KiB)."""
+    return resource.getrusage(who).ru_maxrss / 1024
+
+
+def machine_info() -> dict[str, Any]:
+    """What the figures were measured on."""
+    import torch
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.is_available(),
+        "load_average_at_start": load,
+    }
+
+
+def summarise(
+    options: EvalOptions, context: Context, rows: Sequence[Row], seconds: float
+) -> dict[str, Any]:
+    """Every figure of a finished run, JSON-ready (the per-question rows included)."""
+    by_experiment: dict[str, list[Row]] = {}
+    for row in rows:
+        by_experiment.setdefault(row.experiment, []).append(row)
+    experiments = [
+        experiment_figures(e, by_experiment.get(e.name, [])) for e in options.experiments
+    ]
+    latency = {
+        e.name: latency_figures(by_experiment[e.name])
+        for e in options.experiments
+        if e.timed and e.name in by_experiment
+    }
+    ratio: dict[str, float | None] = {}
+    if "crag" in latency and "rag" in latency:
+        crag, rag = latency["crag"], latency["rag"]
+
+        def divide(a: float | None, b: float | None) -> float | None:
+            return a / b if a is not None and b else None
+
+        ratio = {
+            "median_total": divide(crag["total"]["median"], rag["total"]["median"]),
+            "median_without_search": divide(
+                crag["without_search"]["median"], rag["total"]["median"]
+            ),
+            "p95_total": divide(crag["total"]["p95"], rag["total"]["p95"]),
+        }
+    with_gold = [q for q in options.questions if q.gold_source is not None]
+    gold_known = [q for q in with_gold if q.gold_source in options.gold_texts]
+    answer_in_gold = sum(
+        answer_in_text(q.answers, options.gold_texts[str(q.gold_source)]) for q in gold_known
+    )
+    return {
+        "meta": {
+            "questions": len(options.questions),
+            "question_source": options.question_source,
+            "store": options.store_description or options.store_path,
+            "web": WEB_DESCRIPTION,
+            "generator": context.generator,
+            "max_new_tokens": context.max_new_tokens,
+            "evaluator": context.evaluator,
+            "upper_threshold": context.upper_threshold,
+            "lower_threshold": context.lower_threshold,
+            "top_k": context.top_k,
+            "seed": options.seed,
+            "seconds": seconds,
+            "machine": machine_info(),
+            "match": "a gold answer appears, as whole tokens, in the normalised generated "
+            "answer (lower case, no punctuation or articles)",
+        },
+        "data": {
+            "questions": len(options.questions),
+            "with_gold_document": len(with_gold),
+            "answer_in_gold_document": answer_in_gold if gold_known else None,
+            "gold_documents_known": len(gold_known),
+        },
+        "experiments": experiments,
+        "gold_removal": gold_removal_figures(rows, options.questions, options.seed),
+        "agreement": agreement_figures(by_experiment.get("crag", [])),
+        "latency": {"experiments": latency, "crag_over_rag": ratio},
+        "rows": [dataclasses.asdict(r) for r in rows],
+    }
+
+
+def base_context(options: EvalOptions, search_url: str, allowed_hosts: str) -> Context:
+    """The settings every experiment starts from: the defaults, the simulated web, ``--set``."""
+    values: dict[str, Any] = {
+        "store_path": options.store_path,
+        "collection": options.collection,
+        "default_corpus": options.default_corpus,
+        "search_provider": "searxng",
+        "search_url": search_url,
+        "allowed_hosts": allowed_hosts,
+        "max_new_tokens": options.max_new_tokens,
+    }
+    values.update(options.settings)
+    return Context.from_mapping(values)
+
+
+def run_eval(options: EvalOptions) -> dict[str, Any]:
+    """Run every experiment and measure performance; return every figure.
+
+    Raises:
+        ValueError: No questions to ask.
+    """
+    from evaluation.performance import measure_cold_start, measure_ingestion
+    from evaluation.simweb import SimulatedWeb
+
+    if not options.questions:
+        raise ValueError("no questions to evaluate")
+    started = time.perf_counter()
+    with SimulatedWeb() as web:
+        context = base_context(options, web.base_url, web.allowed_hosts)
+        components = EvalComponents(current_components())
+        performance: dict[str, Any] = {}
+        with use_components(components):
+            components.vectorstore(context)  # builds the store first when it is empty
+        if options.performance:
+            performance["cold_start"] = measure_cold_start(context, options.questions[0].question)
+        with use_components(components), llm_cache():
+            rows = run_experiments(options, context, components)
+        if options.performance:
+            performance["ingestion"] = measure_ingestion(
+                context.embedder, options.ingestion_docs, seed=options.seed
+            )
+        performance["peak_rss_mb"] = peak_rss_mb()
+        performance["web_searches"] = web.searches
+    seconds = time.perf_counter() - started
+    results = summarise(options, context, rows, seconds)
+    results["performance"] = performance
+    logger.info("crag eval: %d runs in %.0f s", len(rows), seconds)
+    return results
+
+
+def median(values: Sequence[float]) -> float | None:
+    """The median, or ``None`` for no values."""
+    return statistics.median(values) if values else None
+
+
+def resolve_store(path: str | None) -> Path:
+    """The store directory the eval uses."""
+    return Path(path or Context().store_path)

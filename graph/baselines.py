@@ -1,0 +1,103 @@
+"""The graphs CRAG is measured against, built from the same nodes and components.
+
+* ``no-retrieval``: the generator answers alone.
+* ``rag``: standard RAG, the top-k passages straight to the generator.
+* ``rag-web``: standard RAG with web results always added (the paper's Table 5 analogue):
+  the question itself is searched and the first results' paragraphs are added unselected
+  (run it with ``select_web_knowledge`` off, as ``crag eval`` does, for plain RAG + web).
+* ``tutorial``: the LangGraph tutorial's corrective RAG, the usual peer implementation: LLM
+  yes/no grade per passage, a rewritten web search whenever any passage is judged irrelevant,
+  no refinement.
+
+Each takes the same input and context as the CRAG graph and returns the same output fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from graph.context import Context
+from graph.routers import route_tutorial
+from graph.state import InputState, OutputState, State
+from nodes.closed_book import answer_closed_book
+from nodes.generate import generate
+from nodes.pass_passages import pass_passages
+from nodes.retrieve import retrieve
+from nodes.tutorial import grade_binary, transform_query, tutorial_web_search
+from nodes.web_search import web_search
+
+Graph = CompiledStateGraph[State, Context, InputState, OutputState]
+
+
+def _builder() -> StateGraph[State, Context, InputState, OutputState]:
+    return StateGraph(
+        State, context_schema=Context, input_schema=InputState, output_schema=OutputState
+    )
+
+
+def build_no_retrieval_graph() -> Graph:
+    """The generator alone: no store, no web."""
+    builder = _builder()
+    builder.add_node("generate", answer_closed_book)
+    builder.add_edge(START, "generate")
+    builder.add_edge("generate", END)
+    return builder.compile(name="no-retrieval")
+
+
+def build_rag_graph() -> Graph:
+    """Standard RAG: retrieve → pass_passages → generate."""
+    builder = _builder()
+    builder.add_node("retrieve", retrieve)
+    builder.add_node("pass_passages", pass_passages)
+    builder.add_node("generate", generate)
+    builder.add_edge(START, "retrieve")
+    builder.add_edge("retrieve", "pass_passages")
+    builder.add_edge("pass_passages", "generate")
+    builder.add_edge("generate", END)
+    return builder.compile(name="rag")
+
+
+def build_rag_web_graph() -> Graph:
+    """RAG with web results always added: retrieve → (pass_passages ∥ web_search) → generate."""
+    builder = _builder()
+    builder.add_node("retrieve", retrieve)
+    builder.add_node("pass_passages", pass_passages)
+    builder.add_node("web_search", web_search)
+    builder.add_node("generate", generate, defer=True)
+    builder.add_edge(START, "retrieve")
+    builder.add_edge("retrieve", "pass_passages")
+    builder.add_edge("retrieve", "web_search")
+    builder.add_edge("pass_passages", "generate")
+    builder.add_edge("web_search", "generate")
+    builder.add_edge("generate", END)
+    return builder.compile(name="rag-web")
+
+
+def build_tutorial_graph() -> Graph:
+    """Tutorial: retrieve → grade → [any irrelevant: transform_query → web_search] → generate."""
+    builder = _builder()
+    builder.add_node("retrieve", retrieve)
+    builder.add_node("grade", grade_binary)
+    builder.add_node("transform_query", transform_query)
+    builder.add_node("web_search", tutorial_web_search)
+    builder.add_node("generate", generate)
+    builder.add_edge(START, "retrieve")
+    builder.add_edge("retrieve", "grade")
+    builder.add_conditional_edges("grade", route_tutorial, ["transform_query", "generate"])
+    builder.add_edge("transform_query", "web_search")
+    builder.add_edge("web_search", "generate")
+    builder.add_edge("generate", END)
+    return builder.compile(name="tutorial")
+
+
+BASELINES: dict[str, Callable[[], Any]] = {
+    "no-retrieval": build_no_retrieval_graph,
+    "rag": build_rag_graph,
+    "rag-web": build_rag_web_graph,
+    "tutorial": build_tutorial_graph,
+}
+"""Baseline graph builders by name."""

@@ -1,0 +1,28 @@
+"""Pass passages: standard RAG's step, every retrieved passage straight to the generator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from graph.context import Context
+from graph.progress import emit
+from graph.state import KnowledgeStrip, State
+
+
+def pass_passages(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Make every retrieved passage, whole and unscored, the internal knowledge."""
+    documents = state.get("documents", [])
+    knowledge: list[KnowledgeStrip] = [
+        {
+            "text": doc["text"],
+            "source": doc["source"],
+            "chunk": doc["chunk"],
+            "origin": "internal",
+            "score": doc["score"],
+        }
+        for doc in documents
+    ]
+    emit(runtime, "pass_passages", "passed", passages=len(knowledge))
+    return {"internal_knowledge": knowledge}
