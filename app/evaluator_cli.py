@@ -12,7 +12,10 @@ Commands:
 ``report``
     Pair accuracy, ROC AUC and the paper's action-vs-gold table per evaluator back end.
 ``bench``
-    Pairs per second, batched against one pair per call.
+    Pairs per second, batched against one pair per call and the paper's way, float and int8.
+
+``calibrate`` and ``report`` take ``--int8``: the cross-encoder and T5 back ends then run with
+their Linear layers int8 dynamically quantised (CPU only; scores drift slightly).
 
 FanOutQA ids outside the split file's ``train`` and ``dev`` lists are held out: every command
 refuses them. Results go to stdout; errors the user can fix raise ``ValueError``,
@@ -48,6 +51,11 @@ def _json_out(data: Any) -> None:
 
 def _figure(value: float | None, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _int8_applies(name: str, int8: bool) -> bool:
+    """Whether ``--int8`` changes back end ``name`` (only the model back ends quantise)."""
+    return int8 and name.strip().lower() in MODEL_BACKENDS
 
 
 def _split(args: argparse.Namespace) -> dict[str, list[str]]:
@@ -195,7 +203,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if not pairs:
         raise ValueError("the pair files hold no pairs")
     _check_pair_parts(pairs, _split(args), "calibrate")
-    evaluator = load_evaluator(args.evaluator, model=args.model or "", batch_size=args.batch_size)
+    evaluator = load_evaluator(
+        args.evaluator, model=args.model or "", batch_size=args.batch_size, int8=args.int8
+    )
     scores = score_pairs(evaluator, pairs)
     labels = [pair.label for pair in pairs]
     fit = fit_thresholds(scores, labels, args.target_precision)
@@ -208,6 +218,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             {
                 "evaluator": args.evaluator,
                 "model": args.model or None,
+                "int8": _int8_applies(args.evaluator, args.int8),
                 **asdict(fit),
                 "used_defaults": fit.used_defaults,
                 "coverage": fit.coverage,
@@ -217,9 +228,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             }
         )
         return 0
+    int8_note = " (int8)" if _int8_applies(args.evaluator, args.int8) else ""
     _out(
-        f"{args.evaluator}: {fit.pairs} pairs ({fit.positives} positive, {fit.negatives} "
-        f"negative), target precision {fit.target_precision:g}; pair accuracy "
+        f"{args.evaluator}{int8_note}: {fit.pairs} pairs ({fit.positives} positive, "
+        f"{fit.negatives} negative), target precision {fit.target_precision:g}; pair accuracy "
         f"{_figure(pair_accuracy(scores, labels))}, ROC AUC {_figure(roc_auc(scores, labels))}"
     )
     upper_note = "" if fit.upper_fitted else "  (no threshold reaches the target: paper's default)"
@@ -240,6 +252,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     )
     if fit.crossed:
         _out("  note: the fitted thresholds crossed; they were merged into one (no Ambiguous)")
+    if int8_note:
+        _out("  note: fitted on int8 scores; the app's settings have no int8 switch (float model)")
     _out(f"use: crag ask QUESTION {setting}")
     return 0
 
@@ -294,7 +308,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     models = _models(args.model)
     names = _backends(args.backends, models)
     evaluators = [
-        load_evaluator(name, model=models.get(name, ""), batch_size=args.batch_size)
+        load_evaluator(name, model=models.get(name, ""), batch_size=args.batch_size, int8=args.int8)
         for name in names
     ]
     store = _open_store(args)
@@ -307,6 +321,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                 {
                     **report.to_dict(),
                     "model": models.get(name),
+                    "int8": _int8_applies(name, args.int8),
                     "k": args.k,
                     "top_level_questions": len(ids),
                 }
@@ -314,7 +329,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         else:
             _out(format_report(report, args.k))
             if models.get(name):
-                _out(f"  model: {models[name]}")
+                int8_note = " (int8)" if _int8_applies(name, args.int8) else ""
+                _out(f"  model: {models[name]}{int8_note}")
             _out()
     if args.json:
         _json_out(results)
@@ -325,7 +341,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """Time batched against one-pair-per-call scoring."""
+    """Time batched, one-pair-per-call, the paper's way and int8 batched scoring."""
     import torch
 
     from evaluator.bench import MODELS, format_bench, run_bench
@@ -366,6 +382,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def _store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", help="Chroma store directory (default: .crag/chroma)")
     parser.add_argument("--collection", help="collection name (default: crag)")
+
+
+def _int8_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--int8",
+        action="store_true",
+        help="run t5/cross-encoder with int8 dynamically quantised Linear layers (CPU only; "
+        "faster, scores drift slightly)",
+    )
 
 
 def _split_option(parser: argparse.ArgumentParser) -> None:
@@ -420,6 +445,7 @@ def add_evaluator_commands(
     calibrate.add_argument("--target-precision", type=float, default=0.9)
     calibrate.add_argument("--batch-size", type=int, default=32)
     calibrate.add_argument("--json", action="store_true", help="print JSON")
+    _int8_option(calibrate)
     _split_option(calibrate)
     calibrate.set_defaults(func=cmd_calibrate)
 
@@ -446,11 +472,14 @@ def add_evaluator_commands(
     )
     report.add_argument("--batch-size", type=int, default=32)
     report.add_argument("--json", action="store_true", help="print JSON")
+    _int8_option(report)
     _store_options(report)
     _split_option(report)
     report.set_defaults(func=cmd_report)
 
-    bench = commands.add_parser("bench", help="pairs/s batched against one pair per call")
+    bench = commands.add_parser(
+        "bench", help="pairs/s batched against one pair per call, the paper's way and int8"
+    )
     bench.add_argument(
         "--pairs", type=int, help="pairs to score (default: 64 for minilm, 16 for t5-large)"
     )

@@ -178,31 +178,40 @@ def removal_order(questions: Sequence[EvalQuestion], seed: int) -> list[str]:
 def run_experiments(
     options: EvalOptions, context: Context, components: EvalComponents
 ) -> list[Row]:
-    """Every experiment over every question (gold-removal ones over questions with a gold)."""
+    """Every experiment over every question (gold-removal ones over questions with a gold).
+
+    The timed experiments run first and question by question (no retrieval, RAG, CRAG for one
+    question, then the next), so that a change in the machine's load during the run weighs on
+    them alike; the others follow, experiment by experiment.
+    """
     builders = _graph_builders()
     timer = StageTimer()
-    plan: list[tuple[Experiment, list[EvalQuestion]]] = []
+    graphs = {e.graph: builders[e.graph]() for e in options.experiments}
+    timed = [e for e in options.experiments if e.timed]
+    plan: list[tuple[Experiment, EvalQuestion]] = [
+        (experiment, question) for question in options.questions for experiment in timed
+    ]
     for experiment in options.experiments:
-        questions = options.questions
-        if experiment.gold_removed:
-            questions = [q for q in questions if q.gold_source is not None]
-        plan.append((experiment, questions))
-    total = sum(len(qs) for _, qs in plan)
+        if experiment.timed:
+            continue
+        for question in options.questions:
+            if experiment.gold_removed and question.gold_source is None:
+                continue
+            plan.append((experiment, question))
     rows: list[Row] = []
-    with tqdm(
-        total=total, desc="crag eval", unit="run", disable=not options.progress, file=sys.stderr
-    ) as bar:
-        for experiment, questions in plan:
-            graph = builders[experiment.graph]()
-            run_context = dataclasses.replace(context, **experiment.settings)
-            bar.set_postfix_str(experiment.name)
-            for question in questions:
-                components.removed.clear()
-                if experiment.gold_removed and question.gold_source is not None:
-                    components.removed[question.question] = question.gold_source
-                rows.append(run_graph(graph, question, run_context, timer, experiment.name))
-                bar.update()
-            components.removed.clear()
+    bar = tqdm(plan, desc="crag eval", unit="run", disable=not options.progress, file=sys.stderr)
+    for experiment, question in bar:
+        bar.set_postfix_str(experiment.name, refresh=False)
+        run_context = dataclasses.replace(context, **experiment.settings)
+        components.removed.clear()
+        if experiment.gold_removed and question.gold_source is not None:
+            components.removed[question.question] = question.gold_source
+        rows.append(
+            run_graph(graphs[experiment.graph], question, run_context, timer, experiment.name)
+        )
+    components.removed.clear()
+    order = {e.name: i for i, e in enumerate(options.experiments)}
+    rows.sort(key=lambda r: order[r.experiment])  # stable: question order kept within each
     return rows
 
 

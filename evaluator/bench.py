@@ -1,14 +1,20 @@
-"""Measure evaluator throughput: batched scoring against one pair per call.
+"""Measure evaluator throughput: batched scoring against one pair per call, float and int8.
 
 The paper's released code scores (question, passage) pairs one at a time; the evaluators here
-score all passages of a call in batched forward passes. :func:`run_bench` times both on the
-same model in the same process:
+score all passages of a call in batched forward passes and, on a CPU, can run int8.
+:func:`run_bench` times four modes on the same model in the same process:
 
 * batched: one ``score(question, passages)`` call per question, with all its passages;
 * per pair: a loop of ``score(question, [passage])`` calls, one per pair;
 * the paper's way: what its released code does (``select_relevants`` in its
   ``scripts/utils.py``): one pair per forward pass, ``question [SEP] passage`` padded to
-  ``max_length`` 512, under ``torch.no_grad``. The headline ratio is batched against this.
+  ``max_length`` 512, under ``torch.no_grad``. The headline ratio is batched against this;
+* batched int8: batched, on a deep copy of the model whose ``torch.nn.Linear`` layers are int8
+  dynamically quantised (:func:`evaluator.cross_encoder.quantize_int8`, what the evaluators'
+  ``int8=True`` does), so the other modes keep the float model. The result also gives the
+  largest score difference between int8 and float batched scores.
+
+Batched, per pair and batched int8 alternate round by round, so they see the same machine load.
 
 Pairs are realistic: FanOutQA ``train`` leaf questions, each with bundled Wikipedia summaries
 cut to the store's chunk size (1,000 characters, at a word boundary; the gold page first when it
@@ -29,11 +35,14 @@ is in the corpus). Two models are known:
     SentencePiece model ships offline; the token counts are close to T5's.
 
 Speed does not depend on the weights, so random heads and random T5 weights time the real
-thing. Everything runs on the CPU.
+thing. The int8 score difference does depend on them: it is only a rough guide here (a trained
+MiniLM cross-encoder drifted up to ~0.1 on real pairs; see
+:func:`evaluator.cross_encoder.quantize_int8`). Everything runs on the CPU.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import random
@@ -69,7 +78,7 @@ T5_TEMPLATE = "{question} [SEP] {passage}"
 
 @dataclass(frozen=True)
 class BenchResult:
-    """Throughput of one model, batched and one pair per call."""
+    """Throughput of one model: batched, one pair per call, the paper's way and batched int8."""
 
     model: str
     scorer: str
@@ -81,7 +90,8 @@ class BenchResult:
     passages_per_question: int
     batch_size: int
     repeats: int
-    """Rounds of both modes; the timings are each mode's fastest round."""
+    """Rounds of the timed modes; the timings are each mode's fastest round (the paper's way
+    runs once)."""
     mean_tokens: float
     """Mean tokens per (question, passage) pair, as the scorer's tokenizer counts them."""
     build_seconds: float
@@ -97,6 +107,16 @@ class BenchResult:
     """``batched_pairs_per_s / paper_way_pairs_per_s``: against the released code's loop."""
     max_score_difference: float
     """Largest difference between a pair's batched and one-at-a-time score (padding check)."""
+    int8_build_seconds: float
+    """Time to copy the model and quantise the copy's Linear layers to int8."""
+    batched_int8_seconds: float
+    batched_int8_pairs_per_s: float
+    speedup_int8_vs_batched: float
+    """``batched_int8_pairs_per_s / batched_pairs_per_s``: int8 against float, both batched."""
+    speedup_int8_vs_paper_way: float
+    """``batched_int8_pairs_per_s / paper_way_pairs_per_s``."""
+    max_int8_score_difference: float
+    """Largest difference between a pair's int8 and float batched score (quantisation drift)."""
     load_average: float
     """The machine's 1-minute load average when the run started (other work skews timings)."""
 
@@ -359,6 +379,32 @@ def t5_large_scorer(batch_size: int) -> tuple[LocalT5Scorer, int, Any]:
     return scorer, parameters, tokenizer
 
 
+def int8_copy(scorer: Any) -> Any:
+    """A copy of a scorer whose model's Linear layers are int8 dynamically quantised.
+
+    The scorer is copied shallowly and its model (``_model``) deeply, so the original keeps
+    its float model.
+
+    Args:
+        scorer: :class:`evaluator.cross_encoder.CrossEncoderEvaluator`,
+            :class:`LocalCrossEncoderScorer` or :class:`LocalT5Scorer`, on the CPU in float32.
+
+    Returns:
+        The int8 scorer.
+
+    Raises:
+        EvaluatorError: The model cannot be quantised.
+    """
+    from evaluator.cross_encoder import quantize_int8
+
+    twin = copy.copy(scorer)
+    twin._model = copy.deepcopy(scorer._model)
+    quantize_int8(twin._model)
+    if hasattr(twin, "int8"):
+        twin.int8 = True
+    return twin
+
+
 def _time(call: Callable[[], list[float]]) -> tuple[float, list[float]]:
     started = time.perf_counter()
     scores = call()
@@ -371,30 +417,90 @@ def time_scorer(
     """Time batched and one-pair-per-call scoring of the same pairs (after a warm-up call).
 
     The two modes alternate ``repeats`` times, so they see the same machine load, and each
-    keeps its fastest round (the usual way to time on a shared machine).
+    keeps its fastest round (the usual way to time on a shared machine). See
+    :func:`time_modes` for the int8 mode as well.
 
     Returns:
         ``(batched seconds, per-pair seconds, largest score difference)``.
     """
+    timings = time_modes(scorer, pairs, repeats)
+    return timings.batched_seconds, timings.per_pair_seconds, timings.max_score_difference
+
+
+@dataclass(frozen=True)
+class ModeTimings:
+    """Fastest rounds and score differences of :func:`time_modes`."""
+
+    batched_seconds: float
+    per_pair_seconds: float
+    max_score_difference: float
+    """Largest difference between batched and one-at-a-time scores."""
+    int8_seconds: float | None
+    """Batched seconds of the int8 scorer; None without one."""
+    max_int8_score_difference: float | None
+    """Largest difference between int8 and float batched scores; None without an int8 scorer."""
+
+
+def time_modes(
+    scorer: RetrievalEvaluator,
+    pairs: Sequence[tuple[str, str]],
+    repeats: int = 1,
+    int8_scorer: RetrievalEvaluator | None = None,
+) -> ModeTimings:
+    """Time batched, one-pair-per-call and (optionally) int8 batched scoring of the same pairs.
+
+    Each scorer is warmed up with one call first. The modes alternate ``repeats`` times, so
+    they see the same machine load, and each keeps its fastest round (the usual way to time
+    on a shared machine).
+
+    Args:
+        scorer: The float scorer.
+        pairs: (question, passage) pairs, each question's passages together.
+        repeats: Rounds.
+        int8_scorer: The same model int8 quantised (:func:`int8_copy`), or None to skip.
+
+    Returns:
+        The timings and score differences.
+    """
     groups = _group(pairs)
     scorer.score(groups[0][0], groups[0][1][:2])  # warm-up: first-call allocations
+    if int8_scorer is not None:
+        int8_scorer.score(groups[0][0], groups[0][1][:2])
 
-    def batched() -> list[float]:
-        return [s for question, passages in groups for s in scorer.score(question, passages)]
+    def batched_with(model: RetrievalEvaluator) -> Callable[[], list[float]]:
+        def batched() -> list[float]:
+            return [s for question, passages in groups for s in model.score(question, passages)]
+
+        return batched
 
     def one_by_one() -> list[float]:
         return [scorer.score(question, [passage])[0] for question, passage in pairs]
 
-    batched_seconds = per_pair_seconds = float("inf")
+    batched_seconds = per_pair_seconds = int8_seconds = float("inf")
     batched_scores: list[float] = []
     single_scores: list[float] = []
+    int8_scores: list[float] = []
     for _ in range(max(1, repeats)):
-        seconds, batched_scores = _time(batched)
+        seconds, batched_scores = _time(batched_with(scorer))
         batched_seconds = min(batched_seconds, seconds)
         seconds, single_scores = _time(one_by_one)
         per_pair_seconds = min(per_pair_seconds, seconds)
-    difference = max(abs(a - b) for a, b in zip(batched_scores, single_scores, strict=True))
-    return batched_seconds, per_pair_seconds, difference
+        if int8_scorer is not None:
+            seconds, int8_scores = _time(batched_with(int8_scorer))
+            int8_seconds = min(int8_seconds, seconds)
+
+    def largest(first: list[float], second: list[float]) -> float:
+        return max(abs(a - b) for a, b in zip(first, second, strict=True))
+
+    return ModeTimings(
+        batched_seconds=batched_seconds,
+        per_pair_seconds=per_pair_seconds,
+        max_score_difference=largest(batched_scores, single_scores),
+        int8_seconds=int8_seconds if int8_scorer is not None else None,
+        max_int8_score_difference=(
+            largest(batched_scores, int8_scores) if int8_scorer is not None else None
+        ),
+    )
 
 
 def run_bench(
@@ -406,7 +512,7 @@ def run_bench(
     repeats: int | None = None,
     seed: int = 0,
 ) -> BenchResult:
-    """Time one model batched and one pair per call, on the CPU.
+    """Time one model batched, one pair per call, the paper's way and batched int8, on the CPU.
 
     Args:
         model: ``"minilm"`` or ``"t5-large"``.
@@ -414,7 +520,8 @@ def run_bench(
         passages_per_question: Passages per question in a batched call (0: all ``n`` pairs
             in one call, for one question).
         batch_size: Pairs per forward pass of the batched scorer.
-        repeats: Rounds of both modes, fastest kept; default :data:`DEFAULT_REPEATS`.
+        repeats: Rounds of the batched, per-pair and int8 modes, fastest kept; default
+            :data:`DEFAULT_REPEATS`.
         seed: Seed for the choice of passages.
 
     Returns:
@@ -436,19 +543,31 @@ def run_bench(
     pairs = bench_pairs(count, passages_per_question, seed)
     group = passages_per_question or count
     started = time.perf_counter()
+
+    def with_int8(scorer: Any) -> tuple[ModeTimings, float]:
+        quantise_started = time.perf_counter()
+        twin = int8_copy(scorer)
+        int8_build = time.perf_counter() - quantise_started
+        return time_modes(scorer, pairs, rounds, int8_scorer=twin), int8_build
+
     try:
         if model == "minilm":
             with minilm_scorer(batch_size) as (scorer, parameters, tokenizer, raw):
                 build = time.perf_counter() - started
-                batched, per_pair, difference = time_scorer(scorer, pairs, rounds)
+                timings, int8_build = with_int8(scorer)
                 paper, _ = _time(lambda: paper_way(raw, tokenizer, pairs))
         else:
             scorer, parameters, tokenizer = t5_large_scorer(batch_size)
             build = time.perf_counter() - started
-            batched, per_pair, difference = time_scorer(scorer, pairs, rounds)
+            timings, int8_build = with_int8(scorer)
             paper, _ = _time(lambda: paper_way_t5(scorer, pairs))
     except (OSError, RuntimeError) as exc:
         raise EvaluatorError(f"bench of {model} failed: {exc}") from exc
+    batched, per_pair = timings.batched_seconds, timings.per_pair_seconds
+    int8_seconds = timings.int8_seconds
+    int8_difference = timings.max_int8_score_difference
+    if int8_seconds is None or int8_difference is None:  # pragma: no cover - always timed here
+        raise EvaluatorError(f"bench of {model}: the int8 mode did not run")
     if isinstance(scorer, LocalT5Scorer):
         tokens = [len(ids) for q, p in pairs for ids in scorer.encode(q, [p])]
     else:
@@ -475,7 +594,13 @@ def run_bench(
         paper_way_seconds=paper,
         paper_way_pairs_per_s=count / paper,
         speedup_vs_paper_way=paper / batched,
-        max_score_difference=difference,
+        max_score_difference=timings.max_score_difference,
+        int8_build_seconds=int8_build,
+        batched_int8_seconds=int8_seconds,
+        batched_int8_pairs_per_s=count / int8_seconds,
+        speedup_int8_vs_batched=batched / int8_seconds,
+        speedup_int8_vs_paper_way=paper / int8_seconds,
+        max_int8_score_difference=int8_difference,
         load_average=load,
     )
 
@@ -500,5 +625,11 @@ def format_bench(result: BenchResult) -> str:
             f"  batched / per pair: {result.speedup:.2f}x (largest score difference "
             f"{result.max_score_difference:.2g})",
             f"  batched / paper's way: {result.speedup_vs_paper_way:.2f}x",
+            f"  batched int8 {result.batched_int8_pairs_per_s:5.2f} pairs/s "
+            f"({result.batched_int8_seconds:.2f} s; Linear layers int8 dynamically quantised "
+            f"on a copy, in {result.int8_build_seconds:.1f} s)",
+            f"  int8 / float batched: {result.speedup_int8_vs_batched:.2f}x (largest score "
+            f"difference {result.max_int8_score_difference:.2g})",
+            f"  int8 batched / paper's way: {result.speedup_int8_vs_paper_way:.2f}x",
         ]
     )

@@ -23,6 +23,11 @@ Other keys are allowed and ignored. An explicit ``output`` argument wins over th
 checkpoint without the file is treated as ``"logit"`` (every public reranker). See
 :func:`write_metadata` and :func:`read_metadata`.
 
+On a CPU, ``int8=True`` swaps the model's ``torch.nn.Linear`` layers for int8 dynamically
+quantised ones after loading (:func:`quantize_int8`): faster scoring (about 2x for MiniLM-L6
+on two cores), at the cost of a small drift in the scores. :func:`quantize_int8` and
+:func:`check_int8_device` are shared with the T5 evaluator.
+
 torch is imported here and sentence-transformers only when a model is loaded, so the rest of
 the package stays light.
 """
@@ -33,6 +38,7 @@ import json
 import logging
 import math
 import re
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
@@ -232,6 +238,74 @@ def _default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def check_int8_device(device: torch.device | str) -> None:
+    """Refuse int8 quantisation anywhere but on the CPU.
+
+    Args:
+        device: The device the evaluator runs on.
+
+    Raises:
+        EvaluatorError: ``device`` is not a CPU (on CUDA the evaluators run in bf16 already).
+    """
+    kind = torch.device(device).type
+    if kind == "cuda":
+        raise EvaluatorError(
+            "int8 quantisation is for CPU; on CUDA the evaluator already runs in bf16"
+        )
+    if kind != "cpu":
+        raise EvaluatorError(f"int8 quantisation is for CPU, not {kind}")
+
+
+def quantize_int8(module: torch.nn.Module) -> int:
+    """Swap a CPU model's ``torch.nn.Linear`` layers for int8 dynamically quantised ones.
+
+    Weights are stored as int8 with one scale per output channel; activations are quantised
+    on the fly per batch, so scores drift slightly from the float model's. Embeddings and layer
+    norms stay float32. The module is changed in place
+    (``torch.ao.quantization.quantize_dynamic``, whose deprecation warnings are silenced here).
+
+    Per-channel weight scales (``per_channel_dynamic_qconfig``) rather than one scale per
+    tensor (``quantize_dynamic``'s default for ``dtype=torch.qint8``): at the same speed they
+    halved the drift of a trained MiniLM cross-encoder on 740 dev pairs (mean absolute score
+    difference 0.025 against 0.051, largest 0.097 against 0.22; ROC AUC 0.716 against 0.690,
+    float 0.726).
+
+    Args:
+        module: A float32 model on the CPU.
+
+    Returns:
+        The number of layers quantised.
+
+    Raises:
+        EvaluatorError: The model is not float32 on the CPU, or the quantisation fails.
+    """
+    for layer in module.modules():
+        if not isinstance(layer, torch.nn.Linear):
+            continue
+        weight = layer.weight
+        if weight.device.type != "cpu" or weight.dtype != torch.float32:
+            raise EvaluatorError(
+                "int8 quantisation needs a float32 model on the CPU, got "
+                f"{str(weight.dtype).removeprefix('torch.')} on {weight.device}"
+            )
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="torch.ao.quantization is deprecated", category=DeprecationWarning
+        )
+        warnings.filterwarnings("ignore", message="torch.quantize_per_tensor", category=UserWarning)
+        try:
+            torch.ao.quantization.quantize_dynamic(  # type: ignore[no-untyped-call]
+                module,
+                {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig},
+                dtype=torch.qint8,
+                inplace=True,
+            )
+        except (RuntimeError, AssertionError) as exc:
+            raise EvaluatorError(f"int8 quantisation failed: {_first_line(exc)}") from exc
+    quantised = torch.ao.nn.quantized.dynamic.Linear
+    return sum(1 for layer in module.modules() if isinstance(layer, quantised))
+
+
 def _default_dtype(device: torch.device) -> torch.dtype:
     if device.type != "cuda":
         return torch.float32
@@ -250,6 +324,15 @@ class CrossEncoderEvaluator:
         batch_size: Pairs per forward pass.
         max_length: Token budget per pair, special tokens included (at most the model's).
         metadata: Content of the checkpoint's ``crag_evaluator.json``, or None.
+        int8: Whether the Linear layers run int8 dynamically quantised (CPU only).
+
+    With ``int8=True`` every ``torch.nn.Linear`` of the loaded model (the transformer's
+    attention and feed-forward projections and the head) is replaced by an int8 dynamically
+    quantised linear (:func:`quantize_int8`): about twice the pairs per second of float32
+    batched scoring of MiniLM-L6 on two CPU cores. Scores drift slightly from the float
+    model's (a trained MiniLM cross-encoder: mean 0.025, at most ~0.1 on 740 dev pairs, ROC
+    AUC 0.716 against 0.726), so thresholds calibrated on float scores still apply roughly;
+    recalibrate on int8 scores (``crag evaluator calibrate --int8``) for exact figures.
     """
 
     def __init__(
@@ -260,6 +343,7 @@ class CrossEncoderEvaluator:
         device: str | None = None,
         max_length: int = 512,
         output: OutputKind | None = None,
+        int8: bool = False,
     ) -> None:
         """Load the cross-encoder.
 
@@ -272,10 +356,13 @@ class CrossEncoderEvaluator:
                 question and passage first). Capped at the model's own limit.
             output: ``"regression"`` or ``"logit"``; default: the ``output`` recorded in the
                 checkpoint's ``crag_evaluator.json``, else ``"logit"``.
+            int8: Quantise the Linear layers to int8 after loading (CPU only); faster, with a
+                slight score drift.
 
         Raises:
-            EvaluatorError: Bad arguments, or the checkpoint is missing, unreachable, not a
-                one-output sequence classifier, or fails to load.
+            EvaluatorError: Bad arguments (``int8`` on a device other than the CPU among
+                them), or the checkpoint is missing, unreachable, not a one-output sequence
+                classifier, or fails to load.
         """
         if batch_size < 1:
             raise EvaluatorError(f"batch_size must be at least 1, got {batch_size}")
@@ -306,8 +393,14 @@ class CrossEncoderEvaluator:
             self.device: torch.device = torch.device(device) if device else _default_device()
         except RuntimeError as exc:
             raise EvaluatorError(f"unknown device {device!r}: {_first_line(exc)}") from exc
+        self.int8: bool = int8
+        if int8:
+            check_int8_device(self.device)
         self.dtype: torch.dtype = _default_dtype(self.device)
         self._model = self._load(source)
+        if int8:
+            quantised = quantize_int8(self._model)
+            logger.info("cross-encoder %s: %d linear layers quantised to int8", source, quantised)
         model_limit = self._model.max_seq_length
         self.max_length: int = min(max_length, model_limit) if model_limit else max_length
         self._model.max_seq_length = self.max_length
@@ -316,7 +409,7 @@ class CrossEncoderEvaluator:
             "cross-encoder evaluator %s loaded on %s (%s), output %s, batch size %d, max length %d",
             source,
             self.device,
-            str(self.dtype).removeprefix("torch."),
+            str(self.dtype).removeprefix("torch.") + (", int8 linear layers" if int8 else ""),
             self.output,
             batch_size,
             self.max_length,
@@ -349,7 +442,7 @@ class CrossEncoderEvaluator:
     def __repr__(self) -> str:
         return (
             f"CrossEncoderEvaluator({self.model_name_or_path!r}, output={self.output!r}, "
-            f"device={str(self.device)!r})"
+            f"device={str(self.device)!r}{', int8=True' if self.int8 else ''})"
         )
 
     def _log_truncation(self, question: str, passages: Sequence[str], todo: list[int]) -> None:

@@ -8,6 +8,10 @@ thresholds apply to it directly: this module clamps the logit to [-1, 1] and nev
 (a sigmoid or tanh would move the thresholds). The model input is ``question [SEP] passage``,
 as in the paper's released code; the template is a parameter.
 
+On a CPU, ``int8=True`` swaps the model's ``torch.nn.Linear`` layers for int8 dynamically
+quantised ones after loading (:func:`evaluator.cross_encoder.quantize_int8`): faster scoring at
+the cost of a small drift in the scores.
+
 torch and transformers are imported here only, so the rest of the package stays light.
 """
 
@@ -24,6 +28,7 @@ import torch
 from transformers import AutoConfig, AutoTokenizer, T5ForSequenceClassification
 
 from evaluator.base import EvaluatorError, scorable_indices
+from evaluator.cross_encoder import check_int8_device, quantize_int8
 
 logger = logging.getLogger(__name__)
 
@@ -183,6 +188,14 @@ class T5Evaluator:
         batch_size: Pairs per forward pass.
         max_length: Token budget per pair, end-of-sequence token included.
         template: ``str.format`` template with ``{question}`` and ``{passage}`` fields.
+        int8: Whether the Linear layers run int8 dynamically quantised (CPU only).
+
+    With ``int8=True`` every ``torch.nn.Linear`` of the loaded model (attention and
+    feed-forward projections of encoder and decoder, and the classification head) is replaced
+    by an int8 dynamically quantised linear (:func:`evaluator.cross_encoder.quantize_int8`);
+    embeddings and layer norms stay float32. Scoring on a CPU gets faster and the scores drift
+    slightly from the float model's, so thresholds calibrated on float scores apply roughly;
+    recalibrate on int8 scores for exact figures.
     """
 
     def __init__(
@@ -194,6 +207,7 @@ class T5Evaluator:
         dtype: torch.dtype | None = None,
         max_length: int = 512,
         template: str = DEFAULT_TEMPLATE,
+        int8: bool = False,
     ) -> None:
         """Load the tokenizer and regression model.
 
@@ -206,10 +220,14 @@ class T5Evaluator:
                 float32 on CPU.
             max_length: Maximum tokens per pair; longer pairs are cut at the end.
             template: Input format with ``{question}`` and ``{passage}`` fields.
+            int8: Quantise the Linear layers to int8 after loading (CPU and float32 only);
+                faster, with a slight score drift.
 
         Raises:
-            EvaluatorError: Bad arguments, or the checkpoint is missing, unreachable, of another
-                architecture, not a one-output regression model, or lacks tokenizer files.
+            EvaluatorError: Bad arguments (``int8`` on a device other than the CPU or with a
+                dtype other than float32 among them), or the checkpoint is missing,
+                unreachable, of another architecture, not a one-output regression model, or
+                lacks tokenizer files.
         """
         if batch_size < 1:
             raise EvaluatorError(f"batch_size must be at least 1, got {batch_size}")
@@ -252,6 +270,14 @@ class T5Evaluator:
         except RuntimeError as exc:
             raise EvaluatorError(f"unknown device {device!r}: {_first_line(exc)}") from exc
         self.dtype: torch.dtype = dtype if dtype is not None else _default_dtype(self.device)
+        self.int8: bool = int8
+        if int8:
+            check_int8_device(self.device)
+            if self.dtype != torch.float32:
+                raise EvaluatorError(
+                    "int8 quantisation needs float32 weights, not "
+                    f"{str(self.dtype).removeprefix('torch.')}; leave dtype unset"
+                )
         model = _load_model(source, self.dtype, config)
         try:
             model.to(self.device)
@@ -260,18 +286,22 @@ class T5Evaluator:
                 f"could not move the T5 evaluator to {self.device}: {_first_line(exc)}"
             ) from exc
         model.eval()
+        if int8:
+            quantised = quantize_int8(model)
+            logger.info("T5 evaluator %s: %d linear layers quantised to int8", source, quantised)
         self._model = model
         logger.info(
             "T5 evaluator %s loaded on %s (%s), batch size %d, max length %d",
             source,
             self.device,
-            str(self.dtype).removeprefix("torch."),
+            str(self.dtype).removeprefix("torch.") + (", int8 linear layers" if int8 else ""),
             batch_size,
             max_length,
         )
 
     def __repr__(self) -> str:
-        return f"T5Evaluator({self.model_name_or_path!r}, device={str(self.device)!r})"
+        int8 = ", int8=True" if self.int8 else ""
+        return f"T5Evaluator({self.model_name_or_path!r}, device={str(self.device)!r}{int8})"
 
     def _encode(
         self, question: str, passages: Sequence[str], indices: Sequence[int]
