@@ -3,12 +3,15 @@
 #   make test                                 install with dev tools, lint, type-check, test
 #   make serve                                LangGraph server (and Studio) on 127.0.0.1:$(PORT)
 #   make bench                                load test: $(RUNS) concurrent runs on a local server
+#   make eval EVAL_ARGS="--limit 5"           the benchmark: CRAG vs RAG, ablations (crag eval)
 #   make dockerfile                           the LangGraph API server's Dockerfile (deploy/)
 Q ?= Who painted the Mona Lisa?
 PORT ?= 8123
 RUNS ?= 20
 
-.PHONY: ask install install-dev test lint serve bench dockerfile
+EVAL_ARGS ?=
+
+.PHONY: ask install install-dev test lint serve bench eval dockerfile
 
 install:
 	scripts/bootstrap.sh
@@ -32,6 +35,10 @@ serve: install-dev
 
 bench: install-dev
 	.venv/bin/crag bench-server --runs $(RUNS)
+
+eval:
+	scripts/bootstrap.sh eval
+	.venv/bin/crag eval $(EVAL_ARGS)
 
 # Writes deploy/Dockerfile from langgraph.json (no Docker needed to write it; building it does).
 dockerfile: install-dev

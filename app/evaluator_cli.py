@@ -253,7 +253,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if fit.crossed:
         _out("  note: the fitted thresholds crossed; they were merged into one (no Ambiguous)")
     if int8_note:
-        _out("  note: fitted on int8 scores; the app's settings have no int8 switch (float model)")
+        _out("  note: fitted on int8 scores; use them with --set evaluator_int8=true")
     _out(f"use: crag ask QUESTION {setting}")
     return 0
 

@@ -164,6 +164,7 @@ class DefaultComponents:
                 model=context.evaluator_model,
                 batch_size=context.evaluator_batch_size,
                 embeddings_name=context.embedder,
+                int8=context.evaluator_int8,
             )
             wrapped = self._evaluators.get(id(inner))
             if wrapped is None or wrapped.inner is not inner:
@@ -171,7 +172,8 @@ class DefaultComponents:
                 if name == "embedding":
                     lock_key = f"embedder:{context.embedder}"
                 else:
-                    lock_key = f"evaluator:{name}:{context.evaluator_model}"
+                    int8 = ":int8" if context.evaluator_int8 else ""
+                    lock_key = f"evaluator:{name}:{context.evaluator_model}{int8}"
                 wrapped = LockedEvaluator(inner, model_lock(lock_key))
                 self._evaluators[id(inner)] = wrapped
             return wrapped

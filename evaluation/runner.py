@@ -432,7 +432,14 @@ def run_eval(options: EvalOptions) -> dict[str, Any]:
         ValueError: No questions to ask.
     """
     from evaluation.performance import measure_cold_start, measure_ingestion
-    from evaluation.simweb import SimulatedWeb
+
+    try:
+        from evaluation.simweb import SimulatedWeb
+    except ImportError as exc:
+        raise ValueError(
+            f"crag eval needs the eval extra ({exc.name} is missing): "
+            "pip install -e '.[eval]', or run `make eval`"
+        ) from exc
 
     if not options.questions:
         raise ValueError("no questions to evaluate")

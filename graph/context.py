@@ -363,6 +363,14 @@ class Context(_Settings):
             "spec for 'llm' (empty: smollm2); ignored by 'embedding'."
         },
     )
+    evaluator_int8: bool = field(
+        default=False,
+        metadata={
+            "description": "Run the 't5' or 'cross-encoder' evaluator with int8 dynamically "
+            "quantised linear layers (CPU only): about 2x faster, scores drift by up to ~0.1, "
+            "so calibrate thresholds on int8 scores (`crag evaluator calibrate --int8`)."
+        },
+    )
     evaluator_batch_size: int = field(
         default=32,
         metadata={"description": "Pairs scored per forward pass by the evaluator."},
