@@ -411,7 +411,12 @@ def performance_section(results: dict[str, Any]) -> str:
     ]
     parts = ["## Performance", _table(["measure", "value"], rows)]
     if cold.get("error"):
-        parts.append(f"Cold start error: `{cold['error']}`.")
+        parts.append(f"Cold start error:\n\n```\n{cold['error']}\n```")
+    if cold.get("first_attempt_error"):
+        parts.append(
+            "The first cold-start attempt failed (the figure is the second's):\n\n"
+            f"```\n{cold['first_attempt_error']}\n```"
+        )
     if ingestion:
         parts.append(
             f"Ingestion measured on {_text(ingestion.get('documents'))} documents, "
@@ -438,8 +443,9 @@ def reproduce_section() -> str:
     """How to run it again."""
     return (
         "## How to reproduce\n\n"
-        "`crag eval` (see README); add `--limit N` for the first N questions, `--ids ID ...` "
-        "for chosen ones, `--experiments NAME ...` for a subset of the experiments."
+        "`crag eval` (see README); add `--limit N` for the first N questions, `--ids FILE` "
+        "for other FanOutQA question ids (a JSON list), `--experiments NAME,NAME` for a subset "
+        "of the experiments."
     )
 
 
