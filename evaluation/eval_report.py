@@ -351,14 +351,26 @@ def latency_table(figures: dict[str, Any]) -> str:
     for name in names:
         spread = stages[name] or {}
         rows.append(
-            [name, _sec(spread.get("median")), _sec(spread.get("p95")), _text(spread.get("n"))]
+            [
+                name,
+                _sec(spread.get("median")),
+                _sec(spread.get("p95")),
+                _text(spread.get("n")),
+                _sec(spread.get("mean_per_query")),
+            ]
         )
     for label, key in (("**total**", "total"), ("total without search", "without_search")):
         spread = figures.get(key) or {}
         rows.append(
-            [label, _sec(spread.get("median")), _sec(spread.get("p95")), _text(spread.get("n"))]
+            [
+                label,
+                _sec(spread.get("median")),
+                _sec(spread.get("p95")),
+                _text(spread.get("n")),
+                _sec(spread.get("mean")),
+            ]
         )
-    return _table(["stage", "median s", "p95 s", "n"], rows)
+    return _table(["stage", "median s", "p95 s", "n", "mean s per query"], rows)
 
 
 def latency_section(results: dict[str, Any]) -> str:
@@ -368,7 +380,8 @@ def latency_section(results: dict[str, Any]) -> str:
     parts = [
         "## Latency",
         "Seconds per query of the experiments run first (nothing shared with earlier runs). "
-        "A stage's median is over the queries that passed it.",
+        "A stage's median and p95 are over the queries that passed it; its mean per query "
+        "counts 0 for the others, so the means add up to the mean total.",
     ]
     if not timed:
         parts.append("Not measured in this run.")
@@ -394,8 +407,11 @@ def performance_section(results: dict[str, Any]) -> str:
         return "## Performance\n\nNot measured in this run."
     cold = performance.get("cold_start") or {}
     ingestion = performance.get("ingestion") or {}
+    cold_seconds = _unit(_sec(cold.get("seconds")), "s")
+    if cold.get("error"):
+        cold_seconds = f"failed after {cold_seconds} (error below)"
     rows = [
-        ["cold start (new `crag ask` process, one answer)", _unit(_sec(cold.get("seconds")), "s")],
+        ["cold start (new `crag ask` process, one answer)", cold_seconds],
         ["cold start process's peak memory", _mb(cold.get("peak_rss_mb"))],
         ["this process's peak memory", _mb(performance.get("peak_rss_mb"))],
         [
@@ -583,8 +599,20 @@ def plot_actions(results: dict[str, Any], path: Path) -> Path | None:
     return _save(figure, path)
 
 
+def _stage_height(figures: dict[str, Any] | None, stage: str) -> float:
+    spread = ((figures or {}).get("stages") or {}).get(stage) or {}
+    value = spread.get("mean_per_query")
+    if value is None:
+        value = spread.get("median")
+    return float(value or 0.0)
+
+
 def plot_latency(results: dict[str, Any], path: Path) -> Path | None:
-    """Stacked per-stage median seconds per timed experiment, with the total's p95."""
+    """Stacked per-stage mean seconds per query (0 where a stage did not run), with the p95.
+
+    Means over every query add up to the mean total, which per-stage medians over the queries
+    that ran a stage do not (older results without means fall back to medians).
+    """
     timed: dict[str, Any] = dict(_section(results, "latency").get("experiments") or {})
     if not timed:
         return None
@@ -593,10 +621,7 @@ def plot_latency(results: dict[str, Any], path: Path) -> Path | None:
     bottom = [0.0] * len(names)
     colours = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
     for stage, colour in zip(STAGE_ORDER, colours, strict=True):
-        medians = [
-            (((timed[n] or {}).get("stages") or {}).get(stage) or {}).get("median") or 0.0
-            for n in names
-        ]
+        medians = [_stage_height(timed[n], stage) for n in names]
         if any(medians):
             axes.bar(names, medians, bottom=bottom, label=stage, color=colour, width=0.5)
             bottom = [a + b for a, b in zip(bottom, medians, strict=True)]
@@ -616,7 +641,7 @@ def plot_latency(results: dict[str, Any], path: Path) -> Path | None:
     axes.set_xticks(range(len(names)), names)
     axes.set_xlabel("experiment")
     axes.set_ylabel("seconds per query")
-    axes.set_title("Latency: median seconds per stage, p95 of the total")
+    axes.set_title("Latency: mean seconds per query by stage, p95 of the total")
     handles, labels = axes.get_legend_handles_labels()
     axes.legend(handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     axes.grid(axis="y", alpha=0.3)

@@ -262,12 +262,17 @@ def experiment_figures(experiment: Experiment, rows: Sequence[Row]) -> dict[str,
 
 def latency_figures(rows: Sequence[Row]) -> dict[str, Any]:
     """Median and p95 of the whole run and of each stage (over the runs that had it)."""
-    stages = {
-        stage: _spread([r.stages[stage] for r in rows if stage in r.stages])
-        for stage in STAGE_ORDER
-    }
+    stages: dict[str, dict[str, float | None]] = {}
+    for stage in STAGE_ORDER:
+        spread = _spread([r.stages[stage] for r in rows if stage in r.stages])
+        spread["mean_per_query"] = (
+            sum(r.stages.get(stage, 0.0) for r in rows) / len(rows) if rows else None
+        )
+        stages[stage] = spread
+    total = _spread([r.seconds for r in rows])
+    total["mean"] = statistics.fmean(r.seconds for r in rows) if rows else None
     return {
-        "total": _spread([r.seconds for r in rows]),
+        "total": total,
         "without_search": _spread([r.seconds - r.stages.get("search", 0.0) for r in rows]),
         "stages": stages,
     }
