@@ -27,7 +27,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
@@ -470,13 +469,3 @@ def run_eval(options: EvalOptions) -> dict[str, Any]:
     results["performance"] = performance
     logger.info("crag eval: %d runs in %.0f s", len(rows), seconds)
     return results
-
-
-def median(values: Sequence[float]) -> float | None:
-    """The median, or ``None`` for no values."""
-    return statistics.median(values) if values else None
-
-
-def resolve_store(path: str | None) -> Path:
-    """The store directory the eval uses."""
-    return Path(path or Context().store_path)

@@ -101,3 +101,8 @@ BASELINES: dict[str, Callable[[], Any]] = {
     "tutorial": build_tutorial_graph,
 }
 """Baseline graph builders by name."""
+
+rag_graph = build_rag_graph()
+"""Standard RAG, served as ``rag`` (``langgraph.json``) to compare with CRAG in Studio."""
+tutorial_graph = build_tutorial_graph()
+"""The LangGraph tutorial's corrective RAG, served as ``crag-tutorial``."""
