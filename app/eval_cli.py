@@ -129,36 +129,41 @@ def _fanoutqa(ids_file: Path | None) -> tuple[list[Any], str]:
     return questions, f"{source}, gold article in the bundled corpus"
 
 
-def _small_store(out: Path, questions: list[Any], size: int, seed: int, collection: str) -> str:
+def _open_eval_store(out: Path, collection: str, embedder: str) -> tuple[str, Any]:
+    """Open (or create) the eval's own store, ``out/store``, with the run's embedder."""
+    from vectorstore.embeddings import load_embeddings
+    from vectorstore.store import open_store
+
+    path = str(out / "store")
+    return path, open_store(path, collection, load_embeddings(embedder), create=True)
+
+
+def _small_store(
+    out: Path, questions: list[Any], size: int, seed: int, collection: str, embedder: str
+) -> str:
     """Ingest the questions' gold summaries plus ``size`` others into ``out/store``."""
     from vectorstore.corpus import load_corpus
-    from vectorstore.embeddings import load_embeddings
     from vectorstore.ingest import ingest_documents
-    from vectorstore.store import open_store
 
     corpus = load_corpus()
     gold = {q.gold_source for q in questions}
     chosen = [d for d in corpus if d.source in gold]
     others = [d for d in corpus if d.source not in gold]
     chosen += random.Random(seed).sample(others, min(size, len(others)))
-    path = out / "store"
-    store = open_store(str(path), collection, load_embeddings("all-MiniLM-L6-v2"), create=True)
+    path, store = _open_eval_store(out, collection, embedder)
     ingest_documents(chosen, store, progress=True)
-    return str(path)
+    return path
 
 
-def _user_store(out: Path, paths: list[Path], collection: str) -> str:
-    from vectorstore.embeddings import load_embeddings
+def _user_store(out: Path, paths: list[Path], collection: str, embedder: str) -> str:
+    """Ingest the user's documents into ``out/store``; unreadable files are logged."""
     from vectorstore.ingest import ingest
-    from vectorstore.store import open_store
 
-    path = out / "store"
-    store = open_store(str(path), collection, load_embeddings("all-MiniLM-L6-v2"), create=True)
+    path, store = _open_eval_store(out, collection, embedder)
     report = ingest(paths, store, progress=True)
-    if report.failed:
-        for source, error in report.failed:
-            logger.warning("not ingested: %s: %s", source, error)
-    return str(path)
+    for source, error in report.failed:
+        logger.warning("not ingested: %s: %s", source, error)
+    return path
 
 
 def build_options(args: argparse.Namespace) -> Any:
@@ -176,6 +181,7 @@ def build_options(args: argparse.Namespace) -> Any:
         raise ValueError("--corpus needs --questions (FanOutQA runs use the bundled corpus)")
     settings = _settings(args.set)
     collection = str(settings.pop("collection", Context().collection))
+    embedder = str(settings.get("embedder", Context().embedder))
     if args.questions:
         questions = read_popqa(args.questions)
         source = f"questions of {args.questions}"
@@ -188,12 +194,14 @@ def build_options(args: argparse.Namespace) -> Any:
     gold_texts = {doc.source: doc.text for doc in load_corpus()}
     args.out.mkdir(parents=True, exist_ok=True)
     if args.corpus:
-        store_path = _user_store(args.out, args.corpus, collection)
+        store_path = _user_store(args.out, args.corpus, collection, embedder)
         description = f"your documents ({', '.join(map(str, args.corpus))}) in {store_path}"
         default_corpus = False
         gold_texts = {}
     elif args.corpus_size:
-        store_path = _small_store(args.out, questions, args.corpus_size, args.seed, collection)
+        store_path = _small_store(
+            args.out, questions, args.corpus_size, args.seed, collection, embedder
+        )
         description = (
             f"the questions' gold summaries plus {args.corpus_size} other bundled summaries "
             f"(seed {args.seed}) in {store_path}"

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaluation.timing import STAGE_ORDER
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -23,9 +25,6 @@ logger = logging.getLogger(__name__)
 
 NONE = "—"
 """How a missing figure is written."""
-
-STAGE_ORDER: tuple[str, ...] = ("retrieve", "grade", "refine", "rewrite", "search", "generate")
-"""The timed stages, in the order a run passes them (as in :mod:`evaluation.timing`)."""
 
 ACTIONS: tuple[str, ...] = ("correct", "ambiguous", "incorrect")
 """The evaluator's actions, in the paper's order."""

@@ -186,6 +186,7 @@ def run_experiments(
     builders = _graph_builders()
     timer = StageTimer()
     graphs = {e.graph: builders[e.graph]() for e in options.experiments}
+    contexts = {e.name: dataclasses.replace(context, **e.settings) for e in options.experiments}
     timed = [e for e in options.experiments if e.timed]
     plan: list[tuple[Experiment, EvalQuestion]] = [
         (experiment, question) for question in options.questions for experiment in timed
@@ -201,13 +202,11 @@ def run_experiments(
     bar = tqdm(plan, desc="crag eval", unit="run", disable=not options.progress, file=sys.stderr)
     for experiment, question in bar:
         bar.set_postfix_str(experiment.name, refresh=False)
-        run_context = dataclasses.replace(context, **experiment.settings)
         components.removed.clear()
         if experiment.gold_removed and question.gold_source is not None:
             components.removed[question.question] = question.gold_source
-        rows.append(
-            run_graph(graphs[experiment.graph], question, run_context, timer, experiment.name)
-        )
+        graph, run_context = graphs[experiment.graph], contexts[experiment.name]
+        rows.append(run_graph(graph, question, run_context, timer, experiment.name))
     components.removed.clear()
     order = {e.name: i for i, e in enumerate(options.experiments)}
     rows.sort(key=lambda r: order[r.experiment])  # stable: question order kept within each
@@ -217,22 +216,17 @@ def run_experiments(
 # --- figures ---------------------------------------------------------------------------------
 
 
-def _quantile(values: Sequence[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        return ordered[0]
-    position = q * (len(ordered) - 1)
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+def _p95(values: Sequence[float]) -> float:
+    """The 95th percentile, interpolated between the closest ranks (as numpy's default)."""
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=20, method="inclusive")[-1]
 
 
 def _spread(values: Sequence[float]) -> dict[str, float | None]:
     return {
-        "median": _quantile(values, 0.5),
-        "p95": _quantile(values, 0.95),
+        "median": statistics.median(values) if values else None,
+        "p95": _p95(values) if values else None,
         "n": len(values),
     }
 

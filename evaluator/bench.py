@@ -411,22 +411,6 @@ def _time(call: Callable[[], list[float]]) -> tuple[float, list[float]]:
     return time.perf_counter() - started, scores
 
 
-def time_scorer(
-    scorer: RetrievalEvaluator, pairs: Sequence[tuple[str, str]], repeats: int = 1
-) -> tuple[float, float, float]:
-    """Time batched and one-pair-per-call scoring of the same pairs (after a warm-up call).
-
-    The two modes alternate ``repeats`` times, so they see the same machine load, and each
-    keeps its fastest round (the usual way to time on a shared machine). See
-    :func:`time_modes` for the int8 mode as well.
-
-    Returns:
-        ``(batched seconds, per-pair seconds, largest score difference)``.
-    """
-    timings = time_modes(scorer, pairs, repeats)
-    return timings.batched_seconds, timings.per_pair_seconds, timings.max_score_difference
-
-
 @dataclass(frozen=True)
 class ModeTimings:
     """Fastest rounds and score differences of :func:`time_modes`."""

@@ -13,6 +13,7 @@ from graph.progress import emit
 from graph.state import KnowledgeStrip, RetrievedPassage, State
 from knowledge.selection import select_top
 from knowledge.strips import decompose
+from nodes.pass_passages import as_internal_knowledge
 
 logger = logging.getLogger(__name__)
 
@@ -62,16 +63,7 @@ def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 def _whole_passages(relevant: list[RetrievedPassage], runtime: Runtime[Context]) -> dict[str, Any]:
     """The ablation without refinement: the relevant passages go to the generator whole."""
-    kept: list[KnowledgeStrip] = [
-        {
-            "text": doc["text"],
-            "source": doc["source"],
-            "chunk": doc["chunk"],
-            "origin": "internal",
-            "score": doc["score"],
-        }
-        for doc in relevant
-    ]
+    kept = as_internal_knowledge(relevant)
     emit(runtime, "refine", "filtered", passages=len(relevant), strips=len(kept), kept=len(kept))
     update: dict[str, Any] = {"internal_knowledge": kept}
     if not kept:

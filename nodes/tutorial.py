@@ -18,7 +18,8 @@ from evaluator.llm import LLMEvaluator
 from graph.components import current_components
 from graph.context import Context, resolve_context
 from graph.progress import emit
-from graph.state import KnowledgeStrip, RetrievedPassage, State
+from graph.state import RetrievedPassage, State
+from nodes.pass_passages import as_internal_knowledge
 from nodes.web_search import web_search
 from prompts.tutorial import grader_messages, rewriter_messages
 
@@ -46,17 +47,9 @@ def grade_binary(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         {**doc, "score": round(float(score), 4)}
         for doc, score in zip(documents, scores, strict=True)
     ]
-    relevant: list[KnowledgeStrip] = [
-        {
-            "text": d["text"],
-            "source": d["source"],
-            "chunk": d["chunk"],
-            "origin": "internal",
-            "score": d["score"],
-        }
-        for d in graded
-        if d["score"] is not None and d["score"] > 0
-    ]
+    relevant = as_internal_knowledge(
+        [d for d in graded if d["score"] is not None and d["score"] > 0]
+    )
     search = len(relevant) < len(graded) or not graded
     action = "correct" if not search else ("incorrect" if not relevant else "ambiguous")
     emit(runtime, "grade", "scored", passages=len(graded), relevant=len(relevant))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -15,7 +16,7 @@ from knowledge.selection import select_top
 from websearch.base import SearchUnavailableError
 from websearch.pages import page_title as clean_title
 from websearch.ranking import rank_results, wikipedia_query
-from websearch.reader import ReaderOptions, WebReading, cached_search, read_results
+from websearch.reader import ReaderOptions, WebPassage, WebReading, cached_search, read_results
 
 logger = logging.getLogger(__name__)
 
@@ -111,14 +112,22 @@ def _select(question: str, reading: WebReading, context: Context, query: str) ->
         notes.append(f"web search found nothing usable for {query!r}")
         return {"external_knowledge": [], "notes": notes}
     if not context.select_web_knowledge:
-        unscored: list[KnowledgeStrip] = [
+        kept: list[KnowledgeStrip] = [
             {"text": p.text, "source": p.source, "chunk": None, "origin": "external", "score": None}
             for p in passages[: context.strips_kept]
         ]
-        update_unscored: dict[str, Any] = {"external_knowledge": unscored}
-        if notes:
-            update_unscored["notes"] = notes
-        return update_unscored
+    else:
+        kept = _best(question, passages, context, notes)
+    update: dict[str, Any] = {"external_knowledge": kept}
+    if notes:
+        update["notes"] = notes
+    return update
+
+
+def _best(
+    question: str, passages: Sequence[WebPassage], context: Context, notes: list[str]
+) -> list[KnowledgeStrip]:
+    """Score every passage in one evaluator call; keep the best, noting when none passed."""
     evaluator = current_components().evaluator(context)
     scores = evaluator.score(question, [p.text for p in passages])
     strips: list[KnowledgeStrip] = [
@@ -138,7 +147,4 @@ def _select(question: str, reading: WebReading, context: Context, query: str) ->
             f"web search returned {len(passages)} {what} but none scored above "
             f"{context.strip_threshold}"
         )
-    update: dict[str, Any] = {"external_knowledge": kept}
-    if notes:
-        update["notes"] = notes
-    return update
+    return kept
