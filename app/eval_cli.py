@@ -146,7 +146,7 @@ def _small_store(
     from vectorstore.ingest import ingest_documents
 
     corpus = load_corpus()
-    gold = {q.gold_source for q in questions}
+    gold = {s for q in questions for s in q.gold_sources}
     chosen = [d for d in corpus if d.source in gold]
     others = [d for d in corpus if d.source not in gold]
     chosen += random.Random(seed).sample(others, min(size, len(others)))

@@ -22,23 +22,27 @@ from websearch.base import SearchProvider
 
 
 class GoldRemovingStore:
-    """A vector store view that leaves out one source for chosen queries.
+    """A vector store view that leaves out chosen sources for chosen queries.
 
     ``similarity_search(query, k)`` for a query in ``removed`` searches the store with the
-    filter ``source != removed[query]``: the top-k of the store without that document.
+    filter ``source not in removed[query]``: the top-k of the store without those documents.
     Everything else is delegated to the wrapped store.
     """
 
-    def __init__(self, inner: Any, removed: dict[str, str]) -> None:
-        """Wrap ``inner``; ``removed`` maps a question to the source to hide (read live)."""
+    def __init__(self, inner: Any, removed: dict[str, tuple[str, ...]]) -> None:
+        """Wrap ``inner``; ``removed`` maps a question to the sources to hide (read live)."""
         self._inner = inner
         self._removed = removed
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         """The top ``k`` passages, without the query's removed source if it has one."""
-        source = self._removed.get(query)
-        if source is not None:
-            kwargs["filter"] = {"source": {"$ne": source}}
+        sources = self._removed.get(query)
+        if sources:
+            kwargs["filter"] = (
+                {"source": {"$ne": sources[0]}}
+                if len(sources) == 1
+                else {"source": {"$nin": list(sources)}}
+            )
         result: list[Document] = self._inner.similarity_search(query, k=k, **kwargs)
         return result
 
@@ -78,8 +82,8 @@ class EvalComponents:
     def __init__(self, inner: Components) -> None:
         """Wrap the components the graphs would use otherwise."""
         self.inner = inner
-        self.removed: dict[str, str] = {}
-        """Question → source hidden from retrieval (set by the runner per run)."""
+        self.removed: dict[str, tuple[str, ...]] = {}
+        """Question → sources hidden from retrieval (set by the runner per run)."""
         self._evaluators: dict[int, CachingEvaluator] = {}
         self._lock = threading.Lock()
 

@@ -33,19 +33,30 @@ class EvalQuestion:
         id: Unique id within its set.
         question: The question text.
         answers: Gold answers; matching any of them counts.
-        gold_source: Store source of the gold article (``"wikipedia:<Title>"``), or ``None``.
+        gold_sources: Store sources of the gold documents (``"wikipedia:<Title>"``): the
+            documents that hold the answer; empty when unknown.
     """
 
     id: str
     question: str
     answers: tuple[str, ...]
-    gold_source: str | None
+    gold_sources: tuple[str, ...] = ()
+
+    @property
+    def gold_source(self) -> str | None:
+        """The first gold source, or ``None`` when none is known."""
+        return self.gold_sources[0] if self.gold_sources else None
 
 
 def gold_source(title: str | None) -> str | None:
     """The store source of a Wikipedia page title (``None`` for no title)."""
     title = (title or "").strip()
     return f"{SOURCE_PREFIX}{title}" if title else None
+
+
+def _sources(title: str | None) -> tuple[str, ...]:
+    source = gold_source(title)
+    return (source,) if source else ()
 
 
 def fanoutqa_questions(top_ids: Sequence[str], corpus_titles: set[str]) -> list[EvalQuestion]:
@@ -68,7 +79,7 @@ def fanoutqa_questions(top_ids: Sequence[str], corpus_titles: set[str]) -> list[
             continue
         seen.add(leaf.id)
         questions.append(
-            EvalQuestion(leaf.id, leaf.question, (leaf.answer,), gold_source(leaf.gold_title))
+            EvalQuestion(leaf.id, leaf.question, (leaf.answer,), _sources(leaf.gold_title))
         )
     return questions
 
@@ -186,7 +197,7 @@ def _question(path: Path, where: str, record: Any, number: int) -> EvalQuestion:
         id=qid or str(number),
         question=" ".join(question.split()),
         answers=answers,
-        gold_source=gold_source(title if isinstance(title, str) else None),
+        gold_sources=_sources(title if isinstance(title, str) else None),
     )
 
 

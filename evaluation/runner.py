@@ -120,8 +120,8 @@ def run_graph(
     documents = output.get("documents") or []
     knowledge = output.get("knowledge") or []
     gold_in: bool | None = None
-    if question.gold_source is not None and experiment != "no-retrieval":
-        gold_in = any(d.get("source") == question.gold_source for d in documents)
+    if question.gold_sources and experiment != "no-retrieval":
+        gold_in = any(d.get("source") in question.gold_sources for d in documents)
     internal = sum(1 for k in knowledge if k.get("origin") == "internal")
     return Row(
         experiment=experiment,
@@ -204,7 +204,7 @@ def run_experiments(
         bar.set_postfix_str(experiment.name, refresh=False)
         components.removed.clear()
         if experiment.gold_removed and question.gold_source is not None:
-            components.removed[question.question] = question.gold_source
+            components.removed[question.question] = question.gold_sources
         graph, run_context = graphs[experiment.graph], contexts[experiment.name]
         rows.append(run_graph(graph, question, run_context, timer, experiment.name))
     components.removed.clear()

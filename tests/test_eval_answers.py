@@ -86,9 +86,9 @@ EXPECTED = [
         "4222362",
         "What is George Rankin's occupation?",
         ("politician", "political leader"),
-        "wikipedia:George Rankin",
+        ("wikipedia:George Rankin",),
     ),
-    EvalQuestion("2", "What is the capital of France?", ("Paris",), None),
+    EvalQuestion("2", "What is the capital of France?", ("Paris",)),
 ]
 
 
@@ -198,7 +198,7 @@ def test_fanoutqa_questions_keep_leaves_with_gold_pages_in_the_corpus() -> None:
     assert len({q.id for q in questions}) == len(questions)
     first, leaf = questions[0], wanted[0]
     assert first == EvalQuestion(
-        leaf.id, leaf.question, (leaf.answer,), f"wikipedia:{leaf.gold_title}"
+        leaf.id, leaf.question, (leaf.answer,), (f"wikipedia:{leaf.gold_title}",)
     )
     assert fanoutqa_questions(ids, set()) == []
     with pytest.raises(ValueError, match="not FanOutQA dev question ids"):

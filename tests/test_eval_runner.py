@@ -64,11 +64,11 @@ def small_store(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def test_gold_removing_store_hides_only_the_removed_source(small_store: Any) -> None:
     question = "Who painted the Mona Lisa?"
-    removed: dict[str, str] = {}
+    removed: dict[str, tuple[str, ...]] = {}
     view = GoldRemovingStore(small_store, removed)
     full = [d.metadata["source"] for d in view.similarity_search(question, k=5)]
     assert full[0] == "wikipedia:Mona Lisa"
-    removed[question] = "wikipedia:Mona Lisa"
+    removed[question] = ("wikipedia:Mona Lisa",)
     hidden = [d.metadata["source"] for d in view.similarity_search(question, k=5)]
     assert "wikipedia:Mona Lisa" not in hidden
     assert len(hidden) == 5
@@ -110,11 +110,11 @@ def _row(experiment: str, qid: str, correct: bool, **extra: Any) -> Row:
 
 
 def _questions(n: int) -> list[EvalQuestion]:
-    return [EvalQuestion(f"q{i}", f"question {i}?", ("x",), f"wikipedia:T{i}") for i in range(n)]
+    return [EvalQuestion(f"q{i}", f"question {i}?", ("x",), (f"wikipedia:T{i}",)) for i in range(n)]
 
 
 def test_removal_order_is_seeded_and_covers_questions_with_gold() -> None:
-    questions = [*_questions(8), EvalQuestion("nogold", "?", ("x",), None)]
+    questions = [*_questions(8), EvalQuestion("nogold", "?", ("x",))]
     order = removal_order(questions, seed=0)
     assert sorted(order) == sorted(q.id for q in questions[:8])
     assert order == removal_order(questions, seed=0)
@@ -185,7 +185,9 @@ def test_experiments_run_every_question_and_share_generator_answers(
         return "Leonardo da Vinci." if "Leonardo" in messages[-1].text else "I do not know."
 
     fake_components.chat = ScriptedChatModel(respond=respond, prompts=[])
-    question = EvalQuestion("m", "Who painted the Mona Lisa?", ("Leonardo",), "wikipedia:Mona Lisa")
+    question = EvalQuestion(
+        "m", "Who painted the Mona Lisa?", ("Leonardo",), ("wikipedia:Mona Lisa",)
+    )
     chosen = {e.name: e for e in EXPERIMENTS}
     experiments: list[Experiment] = [
         chosen[name] for name in ("rag", "crag", "crag without incorrect", "rag, gold removed")
