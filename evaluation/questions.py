@@ -92,8 +92,10 @@ def read_popqa(path: Path) -> list[EvalQuestion]:
 
     Each record has ``question`` and ``possible_answers`` (a list of strings, or such a list
     encoded as JSON text, as in PopQA's TSV), and optionally ``id`` (default: the record's
-    1-based position) and ``s_wiki_title`` (the subject's Wikipedia title, which gives the
-    gold source).
+    1-based position), ``gold_sources`` (store sources of the gold documents, exactly as the
+    store names them: ``"wikipedia:<Title>"`` for the bundled corpus; a list or JSON text
+    like ``possible_answers``) and ``s_wiki_title`` (the subject's Wikipedia title, which
+    gives the source ``"wikipedia:<Title>"``, added after ``gold_sources``).
 
     Raises:
         QuestionFileError: the file cannot be read, has an unknown extension, holds no
@@ -193,27 +195,43 @@ def _question(path: Path, where: str, record: Any, number: int) -> EvalQuestion:
     raw_id = record.get("id")
     qid = str(raw_id).strip() if isinstance(raw_id, str | int) else ""
     title = record.get("s_wiki_title")
+    sources = _gold_sources(record.get("gold_sources"), fail)
+    sources += _sources(title if isinstance(title, str) else None)
     return EvalQuestion(
         id=qid or str(number),
         question=" ".join(question.split()),
         answers=answers,
-        gold_sources=_sources(title if isinstance(title, str) else None),
+        gold_sources=tuple(dict.fromkeys(sources)),
     )
+
+
+def _string_list(value: Any, field: str, fail: Callable[[str], QuestionFileError]) -> list[str]:
+    """A list of strings, given as such or as JSON text (a TSV or CSV cell)."""
+    if isinstance(value, str):
+        if not value.strip():
+            raise fail(f"empty {field!r}")
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise fail(f"{field!r} is not a JSON list ({exc.msg})") from exc
+    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        raise fail(f"{field!r} must be a list of strings")
+    return value
+
+
+def _gold_sources(value: Any, fail: Callable[[str], QuestionFileError]) -> tuple[str, ...]:
+    """``gold_sources`` as a tuple of distinct non-empty sources (none when absent or empty)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ()
+    sources = _string_list(value, "gold_sources", fail)
+    return tuple(dict.fromkeys(s.strip() for s in sources if s.strip()))
 
 
 def _answers(value: Any, fail: Callable[[str], QuestionFileError]) -> tuple[str, ...]:
     """``possible_answers`` as a tuple of distinct non-empty strings."""
     if value is None:
         raise fail("missing 'possible_answers'")
-    if isinstance(value, str):
-        if not value.strip():
-            raise fail("empty 'possible_answers'")
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise fail(f"'possible_answers' is not a JSON list ({exc.msg})") from exc
-    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
-        raise fail("'possible_answers' must be a list of strings")
+    value = _string_list(value, "possible_answers", fail)
     answers = tuple(dict.fromkeys(a.strip() for a in value if a.strip()))
     if not answers:
         raise fail("empty 'possible_answers'")

@@ -203,3 +203,42 @@ def test_fanoutqa_questions_keep_leaves_with_gold_pages_in_the_corpus() -> None:
     assert fanoutqa_questions(ids, set()) == []
     with pytest.raises(ValueError, match="not FanOutQA dev question ids"):
         fanoutqa_questions(["no-such-id"], titles)
+
+
+def test_read_popqa_gold_sources_come_before_the_title(tmp_path: Path) -> None:
+    records = [
+        {
+            "question": "Who painted the Mona Lisa?",
+            "possible_answers": ["Leonardo da Vinci"],
+            "gold_sources": ["wikipedia:Mona Lisa", " wikipedia:Louvre ", "wikipedia:Mona Lisa"],
+            "s_wiki_title": "Leonardo da Vinci",
+        },
+        {"question": "Q?", "possible_answers": ["a"], "gold_sources": []},
+    ]
+    questions = read_popqa(write(tmp_path / "q.json", json.dumps(records)))
+    assert questions[0].gold_sources == (
+        "wikipedia:Mona Lisa",
+        "wikipedia:Louvre",
+        "wikipedia:Leonardo da Vinci",
+    )
+    assert questions[1].gold_sources == ()
+
+
+def test_read_popqa_gold_sources_as_json_text_in_a_table(tmp_path: Path) -> None:
+    rows = 'question\tpossible_answers\tgold_sources\nQ?\t["a"]\t"[""docs/a.txt"", ""b""]"\n'
+    questions = read_popqa(write(tmp_path / "q.tsv", rows))
+    assert questions[0].gold_sources == ("docs/a.txt", "b")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("[1]", "line 1: 'gold_sources' must be a list of strings"),
+        ('"wikipedia:Paris"', "line 1: 'gold_sources' is not a JSON list"),
+        ('{"a": 1}', "'gold_sources' must be a list of strings"),
+    ],
+)
+def test_read_popqa_bad_gold_sources(tmp_path: Path, value: str, message: str) -> None:
+    line = f'{{"question": "Q?", "possible_answers": ["a"], "gold_sources": {value}}}'
+    with pytest.raises(QuestionFileError, match=re.escape(message)):
+        read_popqa(write(tmp_path / "q.jsonl", line))
