@@ -17,13 +17,15 @@ DEFAULT_OUT = ".crag/eval"
 
 def add_eval_command(sub: Any) -> None:
     """Register ``crag eval`` on the CLI's subparsers."""
+    from evaluation.datasets import dataset_names
     from evaluation.experiments import experiment_names
 
     run = sub.add_parser(
         "eval",
         help="benchmark CRAG against RAG, ablations and a peer baseline",
-        description="Run every experiment over FanOutQA leaf questions (or a PopQA-format "
-        "question file) and write results.json, rows.jsonl, report.md and PNG plots.",
+        description="Run every experiment over FanOutQA leaf questions (or a bundled "
+        "open-domain QA set, or a PopQA-format question file) and write results.json, "
+        "rows.jsonl, report.md and PNG plots.",
     )
     questions = run.add_mutually_exclusive_group()
     questions.add_argument(
@@ -37,7 +39,13 @@ def add_eval_command(sub: Any) -> None:
         type=Path,
         metavar="FILE",
         help="questions in PopQA's format (.jsonl, .json, .tsv or .csv with question and "
-        "possible_answers; optional id and s_wiki_title)",
+        "possible_answers; optional id, gold_sources and s_wiki_title)",
+    )
+    questions.add_argument(
+        "--dataset",
+        metavar="NAME",
+        help="a bundled open-domain QA set over the bundled corpus (tune on *-dev; *-test "
+        "for acceptance runs only): " + ", ".join(dataset_names()),
     )
     run.add_argument(
         "--corpus",
@@ -129,6 +137,18 @@ def _fanoutqa(ids_file: Path | None) -> tuple[list[Any], str]:
     return questions, f"{source}, gold article in the bundled corpus"
 
 
+def _dataset(name: str) -> tuple[list[Any], str]:
+    from evaluation.datasets import is_dev, load_dataset
+
+    questions = load_dataset(name)
+    if not is_dev(name):
+        logger.warning("%s is a test set: use it for acceptance runs only, tune on *-dev", name)
+    return questions, (
+        f"open-domain QA set {name} (DPR split; questions whose answer is in a few bundled "
+        "summaries, their gold documents)"
+    )
+
+
 def _open_eval_store(out: Path, collection: str, embedder: str) -> tuple[str, Any]:
     """Open (or create) the eval's own store, ``out/store``, with the run's embedder."""
     from vectorstore.embeddings import load_embeddings
@@ -178,13 +198,17 @@ def build_options(args: argparse.Namespace) -> Any:
     if args.corpus_size < 0:
         raise ValueError(f"--corpus-size must be 0 (all) or positive, not {args.corpus_size}")
     if args.corpus and not args.questions:
-        raise ValueError("--corpus needs --questions (FanOutQA runs use the bundled corpus)")
+        raise ValueError(
+            "--corpus needs --questions (FanOutQA and --dataset runs use the bundled corpus)"
+        )
     settings = _settings(args.set)
     collection = str(settings.pop("collection", Context().collection))
     embedder = str(settings.get("embedder", Context().embedder))
     if args.questions:
         questions = read_popqa(args.questions)
         source = f"questions of {args.questions}"
+    elif args.dataset:
+        questions, source = _dataset(args.dataset)
     else:
         questions, source = _fanoutqa(args.ids)
     if args.limit:
