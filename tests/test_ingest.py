@@ -430,6 +430,23 @@ def test_ctrl_c_while_replacing_keeps_the_counts_right(
     assert {m["sha256"] for m in store.get()["metadatas"]} == {"v2"}
 
 
+def test_ingestion_keeps_a_collection_made_with_index_settings(tmp_path: Path) -> None:
+    """Chroma refuses metadata naming ``hnsw:`` settings; the progress records must cope."""
+    path = tmp_path / "store"
+    cosine = Chroma(
+        client=open_store(path, "seed", HashEmbeddings(), create=True)._client,
+        collection_name="cosine",
+        embedding_function=HashEmbeddings(),
+        collection_metadata={"hnsw:space": "cosine"},
+    )
+    assert cosine._collection.metadata == {"hnsw:space": "cosine"}
+    store = open_store(path, "cosine", HashEmbeddings(), create=False)
+    doc = LoadedDocument(source="mem:a", text="Otters hold hands.", sha256="a")
+    assert ingest_documents([doc], store, progress=False).added == ["mem:a"]
+    assert store._collection.configuration["hnsw"]["space"] == "cosine"
+    assert count(store) == 1
+
+
 KILLED_WRITER = """
 import os, sys
 from tests.hash_embeddings import HashEmbeddings

@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 PENDING_PREFIX = "crag:pending:"
 """Collection metadata keys recording a run's unfinished documents."""
 
+_INDEX_PREFIX = "hnsw:"
+
 STALE_AFTER = 900.0
 """Seconds after which an unrefreshed record of a run on a Chroma server counts as abandoned."""
 
@@ -52,9 +54,15 @@ def _metadata(store: Chroma) -> dict[str, Any]:
 
 
 def _write(store: Chroma, changes: Mapping[str, str | None]) -> None:
-    """Set (or, with ``None``, delete) keys of the collection metadata, keeping the others."""
-    # Chroma replaces the whole metadata (a None value deletes its key).
-    metadata: dict[str, Any] = {**_metadata(store), **changes}
+    """Set (or, with ``None``, delete) keys of the collection metadata, keeping the others.
+
+    Chroma replaces the whole metadata (a ``None`` value deletes its key), and refuses any
+    metadata that names ``hnsw:`` index settings, even unchanged. Those keys are left out: in
+    Chroma 1.x the index settings live in the collection's configuration, which keeps them
+    (the distance function of a ``hnsw:space`` collection is unchanged).
+    """
+    current = {k: v for k, v in _metadata(store).items() if not k.startswith(_INDEX_PREFIX)}
+    metadata: dict[str, Any] = {**current, **changes}
     try:
         store._collection.modify(metadata=metadata)
     except Exception as exc:
