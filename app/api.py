@@ -8,6 +8,8 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.embeddings import Embeddings
+
 from graph.builder import build_graph, graph
 from graph.context import Context, IngestContext
 from graph.state import OutputState
@@ -140,10 +142,13 @@ def inline_document(
     )
 
 
-def open_configured_store(settings: Context | IngestContext, *, create: bool) -> Chroma:
+def open_configured_store(
+    settings: Context | IngestContext, *, create: bool, writable: bool = False
+) -> Chroma:
     """Open the store the settings name: on disk, or on a Chroma server when ``chroma_host``.
 
-    The embedder is the process-wide one, its calls serialised with every run's.
+    The embedder is the process-wide one, its calls serialised with every run's. With
+    ``writable`` a read-only store on disk is refused at once (see ``open_store``).
     """
     from app.wiring import locked_embeddings
     from vectorstore.store import open_store
@@ -156,6 +161,7 @@ def open_configured_store(settings: Context | IngestContext, *, create: bool) ->
         host=settings.chroma_host,
         port=settings.chroma_port,
         ssl=settings.chroma_ssl,
+        writable=writable,
     )
 
 
@@ -164,39 +170,52 @@ def ingest(
     context: Context | IngestContext | None = None,
     *,
     documents: Sequence[LoadedDocument] = (),
+    prune: bool = False,
+    root: str | Path | None = None,
     progress: bool = True,
     on_progress: ChunkProgress | None = None,
 ) -> IngestReport:
     """Ingest files, directories and inline documents into the configured store.
+
+    One ingestion at a time per store: a second one waits for the first, then finds its
+    documents unchanged. A read-only store is refused with an error that says so.
 
     Args:
         paths: Files and/or directories (searched recursively).
         context: Which store (``store_path`` or ``chroma_host``/``chroma_port``, and
             ``collection``) and embedder; an :class:`IngestContext` also sets the chunking.
         documents: Documents given as text (see :func:`inline_document`).
+        prune: Also remove the stored documents under ``paths`` whose files no longer exist.
+        root: Read only files whose real path lies in this directory (symbolic links
+            followed); the others are listed in ``report.failed``.
         progress: Show a progress bar on stderr.
         on_progress: Called with ``(chunks_written, chunks_to_write)`` as chunks are written
             (files first, then inline documents).
 
     Returns:
-        One report for files and documents: added, skipped, replaced, failed, chunks.
+        One report for files and documents: added, skipped, replaced, removed, failed, chunks.
 
     Raises:
-        StoreError: The store cannot be opened, read or written.
+        StoreError: The store cannot be opened, read or written, or is read-only.
         ValueError: Invalid chunking parameters.
     """
-    from vectorstore.ingest import IngestReport, ingest_documents
-    from vectorstore.ingest import ingest as ingest_paths
+    from vectorstore.ingest import IngestReport, ingest_documents, ingest_paths
 
     settings = context or Context()
     chunking: dict[str, int] = {}
     if isinstance(settings, IngestContext):
         chunking = {"chunk_size": settings.chunk_size, "chunk_overlap": settings.chunk_overlap}
-    store = open_configured_store(settings, create=True)
+    store = open_configured_store(settings, create=True, writable=True)
     report = IngestReport()
     if paths:
         report = ingest_paths(
-            list(paths), store, progress=progress, on_progress=on_progress, **chunking
+            list(paths),
+            store,
+            progress=progress,
+            on_progress=on_progress,
+            root=root,
+            prune=prune,
+            **chunking,
         )
     if documents:
         inline = ingest_documents(
@@ -209,3 +228,46 @@ def ingest(
         report.removed += inline.removed
         report.chunks_added += inline.chunks_added
     return report
+
+
+def remove_sources(
+    sources: Sequence[str], context: Context | IngestContext | None = None
+) -> IngestReport:
+    """Remove documents from the configured store (it must exist).
+
+    Args:
+        sources: Stored sources (``wikipedia:Title``, ``inline:...``, ``FILE#lineN``) or file
+            paths; a JSON Lines file removes all its lines.
+        context: Which store and collection.
+
+    Returns:
+        A report: ``removed`` lists the sources removed, ``failed`` the items not in the store.
+
+    Raises:
+        StoreError: The store is missing, cannot be read or written, or is read-only.
+    """
+    from vectorstore.ingest import remove_sources as remove_from_store
+    from vectorstore.store import open_store
+
+    settings = context or Context()
+    store = open_store(
+        settings.store_path,
+        settings.collection,
+        _NoEmbeddings(),  # removing embeds nothing: do not load the embedder
+        create=False,
+        host=settings.chroma_host,
+        port=settings.chroma_port,
+        ssl=settings.chroma_ssl,
+        writable=True,
+    )
+    return remove_from_store(store, sources)
+
+
+class _NoEmbeddings(Embeddings):
+    """The embedder of a store opened only to delete from it: any embedding is a bug."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("this store was opened for removal only; it cannot embed")
+
+    def embed_query(self, text: str) -> list[float]:
+        raise RuntimeError("this store was opened for removal only; it cannot embed")

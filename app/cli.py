@@ -1,4 +1,4 @@
-"""The ``crag`` command line: ingest, ask (streamed, optionally on a thread), graph, bench."""
+"""The ``crag`` command line: ingest, remove, ask (streamed, on a thread), graph, bench."""
 
 from __future__ import annotations
 
@@ -245,14 +245,30 @@ def cmd_bench_server(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    """Ingest files or directories into the store."""
+    """Ingest files or directories into the store (with ``--prune``, drop vanished files)."""
     from app.api import ingest
 
-    report = ingest(args.paths, _context(args))
+    report = ingest(args.paths, _context(args), prune=args.prune)
     for source, error in report.failed:
         _err(f"failed: {source}: {error}")
+    for source in report.removed:
+        _err(f"removed: {source}")
     print(report.summary())
-    return 1 if report.failed and not (report.added or report.replaced or report.skipped) else 0
+    stored = report.added or report.replaced or report.skipped or report.removed
+    return 1 if report.failed and not stored else 0
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    """Remove documents from the store by source (or file path)."""
+    from app.api import remove_sources
+
+    report = remove_sources(args.sources, _context(args))
+    for source in report.removed:
+        print(f"removed: {source}")
+    for item, _ in report.failed:
+        _err(f"not in the store: {item}")
+    print(f"{len(report.removed)} removed, {len(report.failed)} not found")
+    return 1 if report.failed else 0
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
@@ -312,8 +328,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     ingest = sub.add_parser("ingest", help="add .txt .md .html .jsonl files to the store")
     ingest.add_argument("paths", nargs="+")
+    ingest.add_argument(
+        "--prune",
+        action="store_true",
+        help="also remove the stored documents under PATHS whose files no longer exist",
+    )
     store_options(ingest)
     ingest.set_defaults(func=cmd_ingest)
+
+    remove = sub.add_parser("remove", help="remove documents from the store by source")
+    remove.add_argument(
+        "sources",
+        nargs="+",
+        metavar="SOURCE",
+        help="a stored source (file path, FILE.jsonl#lineN, wikipedia:Title, inline:...); "
+        "a .jsonl file removes all its lines",
+    )
+    store_options(remove)
+    remove.set_defaults(func=cmd_remove)
 
     graph_cmd = sub.add_parser("graph", help="print the graph as mermaid")
     graph_cmd.set_defaults(func=cmd_graph)

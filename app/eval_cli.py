@@ -177,10 +177,10 @@ def _small_store(
 
 def _user_store(out: Path, paths: list[Path], collection: str, embedder: str) -> str:
     """Ingest the user's documents into ``out/store``; unreadable files are logged."""
-    from vectorstore.ingest import ingest
+    from vectorstore.ingest import ingest_paths
 
     path, store = _open_eval_store(out, collection, embedder)
-    report = ingest(paths, store, progress=True)
+    report = ingest_paths(paths, store, progress=True)
     for source, error in report.failed:
         logger.warning("not ingested: %s: %s", source, error)
     return path

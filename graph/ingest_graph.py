@@ -8,7 +8,9 @@ Ingestion is idempotent, as with ``crag ingest``. The node reports progress on t
 stream (``{"node": "ingest", "event": "embedding", "done": 512, "total": 1800}``).
 
 ``CRAG_INGEST_ROOT``, when set in the server's environment, confines the paths a caller may
-ingest to that directory.
+ingest to that directory: a named path outside it is an input error, and a file found in a
+named directory whose real path leaves it (a symbolic link pointing outside) is refused and
+listed in ``failed``.
 """
 
 from __future__ import annotations
@@ -149,13 +151,18 @@ def _documents(value: Any, max_chars: int) -> list[dict[str, Any]]:
     return checked
 
 
-def ingest(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
-    """Validate the input, load files and inline documents, embed and store new chunks."""
+def ingest_node(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
+    """The ``ingest`` node: validate the input, load files and inline documents, store chunks.
+
+    With ``CRAG_INGEST_ROOT`` set, every file read (named or found in a named directory) must
+    have its real path, symbolic links followed, inside that directory.
+    """
     from app.api import ingest as ingest_into_store
     from app.api import inline_document
 
     context = runtime.context if runtime.context is not None else IngestContext()
-    paths = _paths(state.get("paths"), os.environ.get(INGEST_ROOT_ENV, "").strip())
+    root = os.environ.get(INGEST_ROOT_ENV, "").strip()
+    paths = _paths(state.get("paths"), root)
     docs = _documents(state.get("documents"), context.max_document_chars)
     if not paths and not docs:
         raise InvalidIngestInputError(
@@ -173,6 +180,7 @@ def ingest(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
         documents=[
             inline_document(d["text"], source=d.get("source"), title=d.get("title")) for d in docs
         ],
+        root=root or None,
         progress=False,
         on_progress=on_progress,
     )
@@ -207,7 +215,7 @@ def build_ingest_graph() -> CompiledStateGraph[
         input_schema=IngestInput,
         output_schema=IngestOutput,
     )
-    builder.add_node("ingest", ingest)
+    builder.add_node("ingest", ingest_node)
     builder.add_edge(START, "ingest")
     builder.add_edge("ingest", END)
     return builder.compile(name=GRAPH_NAME)

@@ -9,6 +9,8 @@ path, and stopped by PID at the end.
 
 from __future__ import annotations
 
+import json
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,8 +25,9 @@ from graph.context import Context, IngestContext
 from tests.server_support import ChromaServer, chroma_server
 from tests.websearch_server import WebsearchServer
 from vectorstore.embeddings import load_embeddings
-from vectorstore.ingest import ingest, ingest_documents
+from vectorstore.ingest import chunk_id, ingest_documents, ingest_paths
 from vectorstore.loaders import LoadedDocument
+from vectorstore.pending import PENDING_PREFIX
 from vectorstore.store import StoreError, count, open_store, retrieve
 
 pytestmark = pytest.mark.integration
@@ -124,10 +127,10 @@ def test_second_ingest_embeds_nothing(
     folder.mkdir()
     (folder / "a.txt").write_text(OTTERS)
     (folder / "b.md").write_text(f"# Bread\n\n{BREAD}")
-    first = ingest([folder], store, progress=False)
+    first = ingest_paths([folder], store, progress=False)
     assert len(first.added) == 2
     embedded, chunks = counting.documents, count(store)
-    second = ingest([folder], store, progress=False)
+    second = ingest_paths([folder], store, progress=False)
     assert sorted(second.skipped) == sorted(first.added)
     assert second.added == [] and second.replaced == [] and second.chunks_added == 0
     assert counting.documents == embedded, "an unchanged document was embedded again"
@@ -143,6 +146,52 @@ def test_changed_document_replaces_its_chunks(open_in: StoreOpener, collection: 
     assert count(store) == 2
     stored = store.get(include=["documents"])["documents"]
     assert BREAD not in stored and VOLCANO in stored
+
+
+class InterruptingEmbeddings(Embeddings):
+    """Delegates to ``inner``; the ``interrupt_on``-th batch raises Ctrl-C."""
+
+    def __init__(self, inner: Embeddings, interrupt_on: int) -> None:
+        self.inner = inner
+        self.interrupt_on = interrupt_on
+        self.calls = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        if self.calls == self.interrupt_on:
+            raise KeyboardInterrupt
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+
+def test_interrupted_ingestions_leave_nothing_partial(
+    open_in: StoreOpener, collection: str, counting: CountingEmbeddings, mode: str
+) -> None:
+    interrupting = InterruptingEmbeddings(counting, interrupt_on=2)
+    store = open_in(collection, create=True, embeddings=interrupting)
+    long = LoadedDocument(source="mem:long", text="\n\n".join([OTTERS] * 6), sha256="l")
+    small: dict[str, Any] = {"chunk_size": 100, "chunk_overlap": 0, "batch_size": 2}
+    with pytest.raises(KeyboardInterrupt):  # one batch of two chunks written, then Ctrl-C
+        ingest_documents([long], store, progress=False, **small)
+    assert count(store) == 0
+
+    # Runs killed outright leave their record and partial chunks: one long ago, one just now.
+    for source in ("mem:abandoned", "mem:in-flight"):
+        partial = {"source": source, "chunk": 3}
+        store.add_texts(["partial"], metadatas=[partial], ids=[chunk_id(source, 3)])
+    records = {
+        PENDING_PREFIX + "killed": json.dumps({"time": 0, "sources": ["mem:abandoned"]}),
+        PENDING_PREFIX + "running": json.dumps({"time": time.time(), "sources": ["mem:in-flight"]}),
+    }
+    store._collection.modify(metadata=records)
+    ingest_documents(docs(BREAD), store, progress=False)
+    sources = {m["source"] for m in store.get(include=["metadatas"])["metadatas"]}
+    if mode == "disk":  # the store's lock rules out another writer: both records are abandoned
+        assert sources == {"mem:0"}
+    else:  # a recent record may be another machine's ingestion, still writing
+        assert sources == {"mem:0", "mem:in-flight"}
 
 
 def test_missing_collection_is_a_clear_error(

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from langchain_huggingface import HuggingFaceEmbeddings
 
+from tests.hash_embeddings import HashEmbeddings
 from vectorstore import corpus as corpus_module
 from vectorstore.corpus import (
     CORPUS_ATTRIBUTION,
@@ -22,11 +25,12 @@ from vectorstore.embeddings import EmbedderError, load_embeddings
 from vectorstore.ingest import ingest_documents
 from vectorstore.loaders import (
     SUPPORTED_EXTENSIONS,
+    LoadedDocument,
     LoaderError,
     iter_paths,
     load_file,
 )
-from vectorstore.store import StoreError, count, open_store, retrieve
+from vectorstore.store import StoreError, close_stores, count, open_store, retrieve
 
 pytestmark = pytest.mark.integration
 
@@ -331,3 +335,99 @@ def test_mona_lisa_retrieved_first(tmp_path: Path, embeddings: HuggingFaceEmbedd
     assert passages[0]["source"] == "wikipedia:Mona Lisa"
     assert "Leonardo da Vinci" in passages[0]["text"]
     assert passages[0]["chunk"] == 0 and passages[0]["score"] is None
+
+
+# --- a read-only store --------------------------------------------------------------------
+
+READ_ONLY_USER = """
+import json, os, sys
+from tests.hash_embeddings import HashEmbeddings
+from vectorstore.ingest import ingest_documents
+from vectorstore.loaders import LoadedDocument
+from vectorstore.store import StoreError, count, open_store, retrieve
+
+path = sys.argv[1]
+out = {"may_write": os.access(path, os.W_OK)}
+store = open_store(path, "docs", HashEmbeddings(), create=False)
+out["count"] = count(store)
+out["passages"] = retrieve(store, "Which animal holds hands?", 1)
+new = LoadedDocument(source="mem:new", text="A new fact.", sha256="n")
+for name, attempt in (
+    ("ingest", lambda: ingest_documents([new], store, progress=False)),
+    ("open_for_writing", lambda: open_store(path, "docs", HashEmbeddings(), create=True,
+                                            writable=True)),
+    ("create_in", lambda: open_store(sys.argv[2], "docs", HashEmbeddings(), create=True)),
+):
+    try:
+        attempt()
+        out[name] = "succeeded"
+    except StoreError as exc:
+        out[name] = str(exc)
+print(json.dumps(out))
+"""
+
+
+def _without_write_override() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the OS enforce file permissions on the child, or ``None``.
+
+    Tests run as root, for whom ``chmod`` stops nothing: the child keeps uid 0 (so it can still
+    read the virtual environment and the checkout) but loses CAP_DAC_OVERRIDE and
+    CAP_DAC_READ_SEARCH from its capability bounding set, which its ``exec`` then applies.
+    """
+    if os.geteuid() != 0:
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_capbset_drop, cap_dac_override, cap_dac_read_search = 24, 1, 2
+
+    def drop() -> None:
+        for cap in (cap_dac_override, cap_dac_read_search):
+            if libc.prctl(pr_capbset_drop, cap, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+
+    return drop
+
+
+def test_read_only_store_answers_and_refuses_writes(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    store = open_store(path, "docs", HashEmbeddings(), create=True)
+    otters = LoadedDocument(source="mem:otters", text="Otters hold hands when asleep.", sha256="o")
+    bread = LoadedDocument(source="mem:bread", text="Bread rises with yeast.", sha256="b")
+    ingest_documents([otters, bread], store, progress=False)
+    close_stores()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    modes = {p: p.stat().st_mode for p in [empty, path, *path.rglob("*")]}
+    for item, mode in modes.items():
+        item.chmod(mode & ~0o222)
+    try:
+        try:
+            result = subprocess.run(
+                [sys.executable, "-c", READ_ONLY_USER, str(path), str(empty)],
+                cwd=Path(__file__).resolve().parents[1],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                preexec_fn=_without_write_override(),
+            )
+        except subprocess.SubprocessError as exc:  # the capability could not be dropped
+            pytest.skip(f"cannot run a process that file permissions apply to: {exc}")
+        assert result.returncode == 0, result.stderr[-3000:]
+        out = json.loads(result.stdout)
+    finally:
+        for item, mode in modes.items():
+            item.chmod(mode)
+    assert out["may_write"] is False  # the permissions really applied to the child
+    assert out["count"] == 2
+    assert out["passages"][0]["source"] == "mem:otters"
+    for refused in (out["ingest"], out["open_for_writing"]):
+        assert f"the vector store at '{path}' is read-only" in refused
+        assert "delete" not in refused and "corrupt" not in refused
+    # Creating a store in a directory that may not be written is no corruption either.
+    assert f"'{empty}'" in out["create_in"] and "read-only" in out["create_in"]
+    assert "delete" not in out["create_in"] and "corrupt" not in out["create_in"]
+    assert "answering from a copy" in result.stderr
+    # Nothing was written to the store itself.
+    reopened = open_store(path, "docs", HashEmbeddings(), create=False)
+    assert count(reopened) == 2

@@ -1,13 +1,17 @@
-"""Chunk, embed and store documents, idempotently.
+"""Chunk, embed and store documents, idempotently, one writer at a time.
 
 Each chunk's id is ``"{sha1(source)}:{index}"`` and its metadata records the document's SHA-256,
 so ingesting the same document twice embeds nothing, and a changed document replaces its old
 chunks. A file that cannot be loaded is reported and skipped; the others are still ingested.
+
+Every write holds the store's write lock (:mod:`vectorstore.locking`), so a second ingestion of
+the same files waits for the first and then finds them unchanged. The documents being written
+are recorded in the collection (:mod:`vectorstore.pending`): a run interrupted by Ctrl-C removes
+its unfinished documents on the way out, and one killed outright is repaired by the next writer.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -20,7 +24,31 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 from tqdm import tqdm
 
 from vectorstore.loaders import LoadedDocument, LoaderError, iter_paths, load_file
+from vectorstore.locking import store_write_lock
+from vectorstore.pending import (
+    abandon_run,
+    clear_pending,
+    mark_pending,
+    new_run_id,
+    repair_interrupted,
+    shorten,
+)
+from vectorstore.records import chunk_id, delete_sources, stored_hashes
+from vectorstore.removal import prune_missing, remove_sources
+from vectorstore.report import IngestReport
 from vectorstore.store import StoreError
+
+__all__ = [
+    "EMBED_BATCH_SIZE",
+    "ChunkProgress",
+    "IngestReport",
+    "chunk_id",
+    "ingest_documents",
+    "ingest_paths",
+    "prune_missing",
+    "remove_sources",
+    "split_text",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -32,54 +60,8 @@ padding, so one call of 512 chunks pads far less than eight calls of 64 (about t
 throughput measured on the bundled corpus).
 """
 
-_LOOKUP_BATCH_SIZE = 500
-
 ChunkProgress = Callable[[int, int], None]
 """Called as chunks are written: ``(chunks_written, chunks_to_write)``, first with 0."""
-
-
-@dataclass
-class IngestReport:
-    """What an ingestion did, per document source.
-
-    Attributes:
-        added: Sources stored for the first time.
-        skipped: Sources already stored with the same content (nothing embedded).
-        replaced: Sources whose content changed; their old chunks were replaced.
-        failed: ``(source, error message)`` for documents that could not be ingested.
-        chunks_added: Chunks embedded and written.
-        removed: Sources deleted because they vanished from a re-ingested JSON Lines file.
-    """
-
-    added: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    replaced: list[str] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    chunks_added: int = 0
-    removed: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """Whether every document was ingested (nothing failed)."""
-        return not self.failed
-
-    def summary(self) -> str:
-        """Return a one-line human summary, e.g. ``2 added, 1 replaced, ... (12 chunks)``."""
-        parts = [
-            f"{len(self.added)} added",
-            f"{len(self.replaced)} replaced",
-            f"{len(self.skipped)} unchanged",
-            f"{len(self.failed)} failed",
-        ]
-        if self.removed:
-            parts.append(f"{len(self.removed)} removed")
-        chunks = "chunk" if self.chunks_added == 1 else "chunks"
-        return f"{', '.join(parts)} ({self.chunks_added} {chunks} embedded)"
-
-
-def chunk_id(source: str, index: int) -> str:
-    """Return the deterministic id of chunk ``index`` of ``source``."""
-    return f"{hashlib.sha1(source.encode('utf-8')).hexdigest()}:{index}"
 
 
 def _splitter(chunk_size: int, chunk_overlap: int) -> RecursiveCharacterTextSplitter:
@@ -98,23 +80,10 @@ def split_text(text: str, chunk_size: int = 1000, chunk_overlap: int = 100) -> l
     return [c for c in _splitter(chunk_size, chunk_overlap).split_text(text) if c.strip()]
 
 
-def _stored_hashes(store: Chroma, sources: Sequence[str]) -> dict[str, str]:
-    """Return ``source -> sha256`` for the sources already in the store (via their chunk 0)."""
-    found: dict[str, str] = {}
-    for start in range(0, len(sources), _LOOKUP_BATCH_SIZE):
-        batch = sources[start : start + _LOOKUP_BATCH_SIZE]
-        try:
-            result = store.get(ids=[chunk_id(s, 0) for s in batch], include=["metadatas"])
-        except Exception as exc:
-            raise StoreError(f"cannot read the vector store: {exc}") from exc
-        for meta in result.get("metadatas") or []:
-            if meta and isinstance(meta.get("source"), str):
-                found[meta["source"]] = str(meta.get("sha256", ""))
-    return found
-
-
 @dataclass
-class _Pending:
+class _Batch:
+    """Chunks waiting to be embedded and written together."""
+
     ids: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     metadatas: list[dict[str, Any]] = field(default_factory=list)
@@ -122,41 +91,84 @@ class _Pending:
     def __len__(self) -> int:
         return len(self.ids)
 
-
-def _flush(store: Chroma, pending: _Pending, bar: tqdm[Any]) -> int:
-    if not pending:
-        return 0
-    try:
-        store.add_texts(pending.texts, metadatas=pending.metadatas, ids=pending.ids)
-    except Exception as exc:
-        raise StoreError(f"writing chunks to the vector store failed: {exc}") from exc
-    written = len(pending)
-    bar.update(written)
-    pending.ids.clear()
-    pending.texts.clear()
-    pending.metadatas.clear()
-    return written
+    def clear(self) -> None:
+        self.ids.clear()
+        self.texts.clear()
+        self.metadatas.clear()
 
 
-def _ingest_into(
+class _Writer:
+    """Writes batches of chunks, recording the unfinished documents before each batch.
+
+    A document's old chunks (an earlier version, or leftovers) are deleted just before its first
+    batch is written, so until then the store keeps the old version whole.
+    """
+
+    def __init__(self, store: Chroma) -> None:
+        self.store = store
+        self.run_id = new_run_id()
+        self.recorded = False
+        self.started: set[str] = set()
+        self.unfinished: set[str] = set()
+
+    def write(self, batch: _Batch) -> int:
+        in_batch = list(dict.fromkeys(str(m["source"]) for m in batch.metadatas))
+        starting = [source for source in in_batch if source not in self.started]
+        mark_pending(self.store, self.run_id, self.unfinished | set(in_batch))
+        self.recorded = True
+        delete_sources(self.store, starting, "the old versions of changed documents")
+        self.started.update(starting)
+        try:
+            self.store.add_texts(batch.texts, metadatas=batch.metadatas, ids=batch.ids)
+        except Exception as exc:
+            raise StoreError(f"writing chunks to the vector store failed: {exc}") from exc
+        done = {str(m["source"]) for m in batch.metadatas if m["chunk"] == 0}
+        self.unfinished = (self.unfinished | set(in_batch)) - done
+        return len(batch)
+
+    def finish(self) -> None:
+        if self.recorded:
+            clear_pending(self.store, self.run_id)
+
+    def abandon(self) -> None:
+        """Remove the unfinished documents of this run (after an interruption); best effort."""
+        if not self.recorded:
+            return
+        try:
+            removed = abandon_run(self.store, self.run_id)
+        except Exception:
+            logger.warning(
+                "could not remove the unfinished documents of the interrupted ingestion; the "
+                "next ingestion into this store will",
+                exc_info=True,
+            )
+            return
+        if removed:
+            logger.warning(
+                "ingestion interrupted: removed the partial chunks of %s", shorten(removed)
+            )
+
+
+def _write_documents(
     report: IngestReport,
     docs: Iterable[LoadedDocument],
     store: Chroma,
     *,
-    chunk_size: int,
-    chunk_overlap: int,
+    splitter: RecursiveCharacterTextSplitter,
     progress: bool,
     batch_size: int,
     on_progress: ChunkProgress | None = None,
 ) -> None:
-    splitter = _splitter(chunk_size, chunk_overlap)
+    """Plan and write the documents that are new or changed; the caller holds the lock."""
+    if batch_size <= 0:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
     unique: dict[str, LoadedDocument] = {}
     for doc in docs:
         if doc.source in unique:
             logger.warning("%s: given more than once; ingesting the first copy", doc.source)
             continue
         unique[doc.source] = doc
-    stored = _stored_hashes(store, list(unique))
+    stored = stored_hashes(store, list(unique))
 
     # Plan first so the progress bar knows how many chunks will be embedded.
     plan: list[tuple[LoadedDocument, list[str], bool]] = []
@@ -175,17 +187,21 @@ def _ingest_into(
         plan.append((doc, chunks, previous is not None))
 
     total = sum(len(chunks) for _, chunks, _ in plan)
-    pending = _Pending()
+    writer = _Writer(store)
+    batch = _Batch()
     written = 0
 
-    def flush() -> None:
+    def flush(bar: tqdm[Any]) -> None:
         nonlocal written
-        flushed = _flush(store, pending, bar)
-        if flushed:
-            written += flushed
-            report.chunks_added += flushed
-            if on_progress is not None:
-                on_progress(written, total)
+        if not batch:
+            return
+        flushed = writer.write(batch)
+        batch.clear()
+        bar.update(flushed)
+        written += flushed
+        report.chunks_added += flushed
+        if on_progress is not None:
+            on_progress(written, total)
 
     if on_progress is not None:
         on_progress(0, total)
@@ -197,32 +213,26 @@ def _ingest_into(
         disable=not progress or total == 0,
         leave=False,
     ) as bar:
-        for doc, chunks, exists in plan:
-            if exists:
-                # Delete first: Chroma's upsert would merge old and new metadata.
-                try:
-                    store.delete(where={"source": doc.source})
-                except Exception as exc:
-                    raise StoreError(
-                        f"cannot delete the old chunks of {doc.source}: {exc}"
-                    ) from exc
-                report.replaced.append(doc.source)
-            else:
-                report.added.append(doc.source)
-            base: dict[str, Any] = {"source": doc.source, "sha256": doc.sha256}
-            if doc.title:
-                base["title"] = doc.title
-            if doc.file:
-                base["file"] = doc.file
-            # Chunk 0 goes last: it marks the document as stored (see _stored_hashes), so an
-            # interrupted run never leaves a document that looks complete but is not.
-            for index in [*range(1, len(chunks)), 0]:
-                pending.ids.append(chunk_id(doc.source, index))
-                pending.texts.append(chunks[index])
-                pending.metadatas.append({**base, "chunk": index})
-                if len(pending) >= batch_size:
-                    flush()
-        flush()
+        try:
+            for doc, chunks, exists in plan:
+                (report.replaced if exists else report.added).append(doc.source)
+                base: dict[str, Any] = {"source": doc.source, "sha256": doc.sha256}
+                if doc.title:
+                    base["title"] = doc.title
+                if doc.file:
+                    base["file"] = doc.file
+                # Chunk 0 goes last: it is the document's record (see vectorstore.records).
+                for index in [*range(1, len(chunks)), 0]:
+                    batch.ids.append(chunk_id(doc.source, index))
+                    batch.texts.append(chunks[index])
+                    batch.metadatas.append({**base, "chunk": index})
+                    if len(batch) >= batch_size:
+                        flush(bar)
+            flush(bar)
+        except BaseException:
+            writer.abandon()
+            raise
+    writer.finish()
 
 
 def _prune_file(store: Chroma, file: str, keep: set[str]) -> list[str]:
@@ -239,10 +249,7 @@ def _prune_file(store: Chroma, file: str, keep: set[str]) -> list[str]:
         }
     )
     if stale:
-        try:
-            store.delete(where={"source": {"$in": stale}})
-        except Exception as exc:
-            raise StoreError(f"cannot delete stale chunks of {file}: {exc}") from exc
+        delete_sources(store, stale, f"documents no longer in {file}")
         logger.info("%s: removed %d documents no longer in the file", file, len(stale))
     return stale
 
@@ -259,6 +266,9 @@ def ingest_documents(
 ) -> IngestReport:
     """Chunk, embed and store documents; unchanged documents are skipped.
 
+    Holds the store's write lock throughout, and first repairs what interrupted ingestions
+    left behind.
+
     Args:
         docs: The documents.
         store: The vector store to write to.
@@ -272,58 +282,47 @@ def ingest_documents(
         What was added, skipped, replaced or failed.
 
     Raises:
-        StoreError: The store cannot be read or written.
+        StoreError: The store cannot be read or written (or is read-only).
         ValueError: Invalid chunking parameters.
     """
+    splitter = _splitter(chunk_size, chunk_overlap)
     report = IngestReport()
-    _ingest_into(
-        report,
-        docs,
-        store,
-        chunk_size=chunk_size,
-        chunk_overlap=chunk_overlap,
-        progress=progress,
-        batch_size=batch_size,
-        on_progress=on_progress,
-    )
+    with store_write_lock(store) as directory:
+        repair_interrupted(store, exclusive=directory is not None)
+        _write_documents(
+            report,
+            docs,
+            store,
+            splitter=splitter,
+            progress=progress,
+            batch_size=batch_size,
+            on_progress=on_progress,
+        )
     logger.info("ingestion: %s", report.summary())
     return report
 
 
-def ingest(
-    paths: Sequence[str | Path],
-    store: Chroma,
-    *,
-    chunk_size: int = 1000,
-    chunk_overlap: int = 100,
-    progress: bool = True,
-    on_progress: ChunkProgress | None = None,
-) -> IngestReport:
-    """Ingest files and directories (searched recursively) into the store.
+def _outside(path: Path, root: Path) -> bool:
+    """Whether the real path of ``path`` (symbolic links followed) leaves ``root``."""
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: its target cannot be known
+        return True
+    return real != root and root not in real.parents
 
-    A file that cannot be loaded (unreadable, not UTF-8, unsupported type, malformed JSON
-    line) is listed in ``report.failed`` and the other files are still ingested.
 
-    Args:
-        paths: Files and/or directories.
-        store: The vector store to write to.
-        chunk_size: Largest chunk, in characters.
-        chunk_overlap: Characters shared by consecutive chunks.
-        progress: Show a progress bar over chunks on stderr.
-        on_progress: Called with ``(chunks_written, chunks_to_write)`` after each batch.
-
-    Returns:
-        What was added, skipped, replaced or failed.
-
-    Raises:
-        StoreError: The store cannot be read or written.
-        ValueError: Invalid chunking parameters.
-    """
-    _splitter(chunk_size, chunk_overlap)  # fail fast on bad parameters, before loading
-    report = IngestReport()
+def _load_paths(
+    paths: Sequence[str | Path], root: Path | None, report: IngestReport
+) -> tuple[list[LoadedDocument], dict[str, set[str]]]:
+    """Load the files; return the documents and, per JSON Lines file, its sources."""
     docs: list[LoadedDocument] = []
     multi_files: dict[str, set[str]] = {}
     for path in iter_paths(paths):
+        if root is not None and _outside(path, root):
+            message = f"{path}: refused: it leads outside {root}, the only directory ingested from"
+            logger.warning("%s", message)
+            report.failed.append((str(path), message))
+            continue
         try:
             loaded = load_file(path)
         except LoaderError as exc:
@@ -337,17 +336,65 @@ def ingest(
             if doc.file:
                 multi_files.setdefault(doc.file, set()).add(doc.source)
         docs.extend(loaded)
-    _ingest_into(
-        report,
-        docs,
-        store,
-        chunk_size=chunk_size,
-        chunk_overlap=chunk_overlap,
-        progress=progress,
-        batch_size=EMBED_BATCH_SIZE,
-        on_progress=on_progress,
-    )
-    for file, keep in multi_files.items():
-        report.removed.extend(_prune_file(store, file, keep))
+    return docs, multi_files
+
+
+def ingest_paths(
+    paths: Sequence[str | Path],
+    store: Chroma,
+    *,
+    chunk_size: int = 1000,
+    chunk_overlap: int = 100,
+    progress: bool = True,
+    batch_size: int = EMBED_BATCH_SIZE,
+    on_progress: ChunkProgress | None = None,
+    root: str | Path | None = None,
+    prune: bool = False,
+) -> IngestReport:
+    """Ingest files and directories (searched recursively) into the store.
+
+    A file that cannot be loaded (unreadable, not UTF-8, unsupported type, malformed JSON
+    line, not a regular file) is listed in ``report.failed`` and the other files are still
+    ingested.
+
+    Args:
+        paths: Files and/or directories.
+        store: The vector store to write to.
+        chunk_size: Largest chunk, in characters.
+        chunk_overlap: Characters shared by consecutive chunks.
+        progress: Show a progress bar over chunks on stderr.
+        batch_size: Chunks embedded per batch.
+        on_progress: Called with ``(chunks_written, chunks_to_write)`` after each batch.
+        root: Only files whose real path (symbolic links followed) lies in this directory are
+            read; the others are refused and listed in ``report.failed``.
+        prune: Also remove the stored documents under ``paths`` whose files no longer exist
+            (see :func:`prune_missing`).
+
+    Returns:
+        What was added, skipped, replaced, removed or failed.
+
+    Raises:
+        StoreError: The store cannot be read or written (or is read-only).
+        ValueError: Invalid chunking parameters.
+    """
+    splitter = _splitter(chunk_size, chunk_overlap)  # fail fast, before loading
+    base = Path(root).expanduser().resolve() if root is not None else None
+    report = IngestReport()
+    docs, multi_files = _load_paths(paths, base, report)
+    with store_write_lock(store) as directory:
+        repair_interrupted(store, exclusive=directory is not None)
+        _write_documents(
+            report,
+            docs,
+            store,
+            splitter=splitter,
+            progress=progress,
+            batch_size=batch_size,
+            on_progress=on_progress,
+        )
+        for file, keep in multi_files.items():
+            report.removed.extend(_prune_file(store, file, keep))
+        if prune:
+            report.removed.extend(prune_missing(store, paths))
     logger.info("ingestion: %s", report.summary())
     return report

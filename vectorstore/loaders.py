@@ -1,7 +1,8 @@
 """Read documents from disk: plain text, Markdown, HTML and JSON Lines.
 
-Every failure (unreadable file, bytes that are not UTF-8, unsupported extension, malformed
-JSON line) raises :class:`LoaderError` with a message naming the file and what to do.
+Every failure (unreadable file, not a regular file, bytes that are not UTF-8, unsupported
+extension, malformed JSON line) raises :class:`LoaderError` with a message naming the file and
+what to do.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import hashlib
 import json
 import logging
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,11 +98,30 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _file_kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
 def _read_bytes(path: Path) -> bytes:
-    if not path.exists():
-        raise LoaderError(f"{path}: file does not exist")
-    if path.is_dir():
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise LoaderError(f"{path}: broken symbolic link (its target does not exist)") from None
+        raise LoaderError(f"{path}: file does not exist") from None
+    except OSError as exc:
+        raise LoaderError(f"{path}: cannot read file ({exc.strerror or exc})") from exc
+    if stat.S_ISDIR(info.st_mode):
         raise LoaderError(f"{path}: is a directory, not a file")
+    if not stat.S_ISREG(info.st_mode):
+        # Opening a FIFO waits for a writer, forever; a device may never end: never open them.
+        raise LoaderError(f"{path}: skipped: {_file_kind(info.st_mode)}, not a regular file")
     try:
         return path.read_bytes()
     except OSError as exc:
@@ -186,8 +207,9 @@ def load_file(path: Path) -> list[LoadedDocument]:
         The documents; ``source`` is the absolute path (``path#lineN`` for JSON lines).
 
     Raises:
-        LoaderError: The file is missing or unreadable, not UTF-8, of an unsupported type, or a
-            JSON line is malformed.
+        LoaderError: The file is missing or unreadable, not a regular file (a FIFO, socket or
+            device, which is never opened), not UTF-8, of an unsupported type, or a JSON line
+            is malformed.
     """
     path = Path(path)
     suffix = path.suffix.lower()
@@ -210,9 +232,11 @@ def load_file(path: Path) -> list[LoadedDocument]:
 def iter_paths(paths: Iterable[str | Path]) -> list[Path]:
     """Expand files and directories into the files to ingest.
 
-    Directories are walked recursively for supported files (hidden entries skipped), sorted
-    for a deterministic order. Paths named explicitly are kept as given, even when missing or
-    unsupported, so that :func:`load_file` reports the problem. Duplicates are dropped.
+    Directories are walked recursively for entries with a supported extension (hidden entries
+    skipped, symbolic links to directories not followed), sorted for a deterministic order.
+    Entries that are not regular files (FIFOs, sockets, devices, broken links) are kept, as are
+    paths named explicitly even when missing or unsupported, so that :func:`load_file` reports
+    the problem. Duplicates are dropped.
 
     Args:
         paths: Files and/or directories.
@@ -237,8 +261,8 @@ def iter_paths(paths: Iterable[str | Path]) -> list[Path]:
         found = sorted(
             p
             for p in path.rglob("*")
-            if p.is_file()
-            and p.suffix.lower() in SUPPORTED_EXTENSIONS
+            if p.suffix.lower() in SUPPORTED_EXTENSIONS
+            and not p.is_dir()
             and not any(part.startswith(".") for part in p.relative_to(path).parts)
         )
         if not found:

@@ -4,9 +4,12 @@ Two modes: a persistent store in a directory (``chromadb.PersistentClient``, the
 Chroma server started with ``chroma run`` (``chromadb.HttpClient``) when a host is given, so
 that several crag processes on several machines share one store.
 
-Every failure of the store (missing, not a Chroma store, corrupt, server unreachable, missing
-collection) surfaces as a :class:`StoreError` whose message names the path or server and says
-what to do, never as a raw SQLite, HTTP or Chroma traceback.
+Every failure of the store (missing, not a Chroma store, corrupt, read-only, server unreachable,
+missing collection) surfaces as a :class:`StoreError` whose message names the path or server and
+says what to do, never as a raw SQLite, HTTP or Chroma traceback.
+
+A store on disk this process may not write is opened from a private copy (Chroma cannot open it
+otherwise, see :mod:`vectorstore.readonly`): questions are answered, writes are refused.
 """
 
 from __future__ import annotations
@@ -25,11 +28,17 @@ from langchain_chroma import Chroma
 from langchain_core.embeddings import Embeddings
 
 from graph.state import RetrievedPassage
+from vectorstore.readonly import (
+    SQLITE_FILE,
+    SnapshotError,
+    is_read_only,
+    looks_read_only,
+    read_only_message,
+    remove_snapshot,
+    snapshot,
+)
 
 logger = logging.getLogger(__name__)
-
-SQLITE_FILE = "chroma.sqlite3"
-"""The file every Chroma persistent store holds at its root."""
 
 HEARTBEAT_PATH = "/api/v2/heartbeat"
 """The Chroma server's liveness endpoint (Chroma 1.x)."""
@@ -39,6 +48,13 @@ CONNECT_TIMEOUT = 5.0
 
 _clients: dict[str, ClientAPI] = {}
 _clients_lock = threading.Lock()
+_snapshots: dict[str, Path] = {}
+"""Directory of a private copy -> the read-only store it was copied from."""
+
+_WRITE_HINT = (
+    "give this user write permission on the directory and its files, or copy the store to a "
+    "writable directory and point store_path at the copy"
+)
 
 
 class StoreError(RuntimeError):
@@ -69,18 +85,26 @@ def _close_client(client: ClientAPI) -> None:
             logger.debug("closing a Chroma client failed", exc_info=True)
 
 
-def _client(path: Path, *, create: bool) -> ClientAPI:
-    """Return the process-wide client for ``path`` (one per store; Chroma dislikes several)."""
+def _client(path: Path, *, create: bool, writable: bool) -> ClientAPI:
+    """Return the process-wide client for ``path`` (one per store; Chroma dislikes several).
+
+    A store this process may not write is opened from a private copy unless ``writable``.
+    """
     key = str(path)
     with _clients_lock:
         cached = _clients.get(key)
         if cached is not None:
             if (path / SQLITE_FILE).is_file():
+                if writable and path in _snapshots.values():
+                    raise StoreError(
+                        f"{read_only_message(path)}: cannot write to it; {_WRITE_HINT}"
+                    )
                 return cached
             # The store was deleted under us: drop the stale client before reopening.
             del _clients[key]
             _close_client(cached)
             _forget_failed_system(key)
+            _drop_snapshot_of(path)
 
         if path.exists() and not path.is_dir():
             raise StoreError(f"vector store path '{path}' is a file, not a directory")
@@ -106,19 +130,77 @@ def _client(path: Path, *, create: bool) -> ClientAPI:
         if not os.access(path, os.R_OK | os.X_OK):
             raise StoreError(f"cannot read the vector store directory '{path}': permission denied")
 
+        opened = path
+        if (path / SQLITE_FILE).is_file() and is_read_only(path):
+            if writable:
+                raise StoreError(f"{read_only_message(path)}: cannot write to it; {_WRITE_HINT}")
+            try:
+                opened = snapshot(path)
+            except SnapshotError as exc:
+                raise StoreError(
+                    f"{read_only_message(path)}, and Chroma cannot open a store it may not "
+                    f"write, even to read it; {exc}. To use it, {_WRITE_HINT}"
+                ) from exc
         try:
             client = chromadb.PersistentClient(
-                path=key, settings=Settings(anonymized_telemetry=False)
+                path=str(opened), settings=Settings(anonymized_telemetry=False)
             )
         except Exception as exc:
-            _forget_failed_system(key)
+            _forget_failed_system(str(opened))
+            if opened != path:
+                remove_snapshot(opened)
+            if looks_read_only(exc) or is_read_only(path):
+                raise StoreError(
+                    f"cannot write to the vector store directory '{path}' "
+                    f"({_describe(exc)}); it is read-only for this user: {_WRITE_HINT}"
+                ) from exc
             raise StoreError(
                 f"cannot open the vector store at '{path}': {_describe(exc)}. The store may be "
                 "corrupt or written by an incompatible Chroma version; delete the directory "
                 "and run `crag ingest` again"
             ) from exc
+        if opened != path:
+            _snapshots[str(opened)] = path
         _clients[key] = client
         return client
+
+
+def _persist_directory(store: Chroma) -> Path | None:
+    settings = store._client.get_settings()
+    if not settings.is_persistent:
+        return None
+    return Path(str(settings.persist_directory))
+
+
+def store_directory(store: Chroma) -> Path | None:
+    """The directory of a store on disk (``None`` for a store on a Chroma server).
+
+    For a read-only store opened from a copy, the directory of the store itself.
+    """
+    directory = _persist_directory(store)
+    if directory is None:
+        return None
+    return _snapshots.get(str(directory), directory)
+
+
+def ensure_writable(store: Chroma) -> None:
+    """Refuse to write to a store opened read-only.
+
+    Raises:
+        StoreError: The store is read-only (opened from a copy).
+    """
+    directory = _persist_directory(store)
+    original = _snapshots.get(str(directory)) if directory is not None else None
+    if original is not None:
+        raise StoreError(f"{read_only_message(original)}: cannot write to it; {_WRITE_HINT}")
+
+
+def _drop_snapshot_of(path: Path) -> None:
+    for copy, original in list(_snapshots.items()):
+        if original == path:
+            del _snapshots[copy]
+            _forget_failed_system(copy)
+            remove_snapshot(Path(copy))
 
 
 def server_url(host: str, port: int, ssl: bool = False) -> str:
@@ -186,6 +268,7 @@ def open_store(
     host: str = "",
     port: int = 8000,
     ssl: bool = False,
+    writable: bool = False,
 ) -> Chroma:
     """Open (or create) a collection of the Chroma store at ``path`` or on a Chroma server.
 
@@ -198,13 +281,15 @@ def open_store(
         host: Host of a Chroma server (``chroma run``); empty: the store on disk at ``path``.
         port: Port of the Chroma server.
         ssl: Use HTTPS to reach the Chroma server.
+        writable: The caller will write: refuse a read-only store on disk at once, rather
+            than opening it from a copy (as for answering questions).
 
     Returns:
         The LangChain Chroma vector store.
 
     Raises:
-        StoreError: The store is missing, not a Chroma store, corrupt, unreachable, or lacks
-            the collection.
+        StoreError: The store is missing, not a Chroma store, corrupt, read-only (with
+            ``writable``), unreachable, or lacks the collection.
     """
     where: str
     if host.strip():
@@ -214,11 +299,13 @@ def open_store(
     else:
         resolved = Path(path).expanduser().resolve()
         where = f"the vector store at '{resolved}'"
-        client = _client(resolved, create=create)
+        client = _client(resolved, create=create, writable=writable)
         corrupt_hint = "The store may be corrupt; delete the directory and run `crag ingest` again"
     try:
         existing = _collection_names(client)
     except Exception as exc:
+        if looks_read_only(exc):
+            corrupt_hint = f"It looks read-only for this user: {_WRITE_HINT}"
         raise StoreError(f"cannot read {where}: {_describe(exc)}. {corrupt_hint}") from exc
     if not create and collection not in existing:
         listing = ", ".join(repr(n) for n in existing) if existing else "none"
@@ -301,3 +388,7 @@ def close_stores() -> None:
             _close_client(client)
             _forget_failed_system(key)
         _clients.clear()
+        for copy in list(_snapshots):
+            _forget_failed_system(copy)
+            remove_snapshot(Path(copy))
+        _snapshots.clear()

@@ -1,0 +1,124 @@
+"""Remove documents from the store: by source, or because their files are gone (pruning).
+
+Both hold the store's write lock and first repair what interrupted ingestions left behind,
+like ingestion itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from langchain_chroma import Chroma
+
+from vectorstore.locking import store_write_lock
+from vectorstore.pending import repair_interrupted, shorten
+from vectorstore.records import delete_sources
+from vectorstore.report import IngestReport
+from vectorstore.store import StoreError
+
+logger = logging.getLogger(__name__)
+
+_SCAN_PAGE = 5000
+
+
+def _stored_files(store: Chroma) -> dict[str, str]:
+    """``source -> file it came from`` for every source of every stored chunk."""
+    files: dict[str, str] = {}
+    offset = 0
+    while True:
+        try:
+            page = store.get(include=["metadatas"], limit=_SCAN_PAGE, offset=offset)
+        except Exception as exc:
+            raise StoreError(f"cannot read the vector store: {exc}") from exc
+        metadatas = page.get("metadatas") or []
+        for meta in metadatas:
+            if meta and isinstance(meta.get("source"), str):
+                source = meta["source"]
+                files[source] = str(meta.get("file") or source)
+        if len(metadatas) < _SCAN_PAGE:
+            return files
+        offset += _SCAN_PAGE
+
+
+def _gone(file: str) -> bool:
+    """Whether ``file`` no longer exists (a broken link counts; a permission error does not)."""
+    try:
+        os.stat(file)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _under(file: str, folder: str) -> bool:
+    return file == folder or file.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def prune_missing(store: Chroma, paths: Sequence[str | Path]) -> list[str]:
+    """Remove the stored documents under ``paths`` whose file no longer exists.
+
+    A document is under a path when its file is that path or lies in that directory (a path
+    that no longer exists itself counts too, so a deleted folder can be pruned). Documents
+    whose source is not an absolute path (the bundled corpus, inline documents) are never
+    pruned.
+
+    Returns:
+        The sources removed, sorted.
+
+    Raises:
+        StoreError: The store cannot be read or written (or is read-only).
+    """
+    folders = [str(Path(p).expanduser().absolute()) for p in paths]
+    with store_write_lock(store) as directory:
+        repair_interrupted(store, exclusive=directory is not None)
+        gone = sorted(
+            source
+            for source, file in _stored_files(store).items()
+            if os.path.isabs(file)
+            and any(_under(file, folder) for folder in folders)
+            and _gone(file)
+        )
+        delete_sources(store, gone, "documents whose files are gone")
+    if gone:
+        logger.info("pruned %d documents whose files are gone: %s", len(gone), shorten(gone))
+    return gone
+
+
+def remove_sources(store: Chroma, sources: Sequence[str]) -> IngestReport:
+    """Remove documents from the store by source.
+
+    Each item is a stored source (``wikipedia:Title``, ``inline:...``, a file's absolute
+    path, ``FILE#lineN``) or a file path (made absolute); a JSON Lines file removes all its
+    lines.
+
+    Returns:
+        A report whose ``removed`` lists the sources removed and whose ``failed`` lists the
+        items that matched nothing in the store.
+
+    Raises:
+        StoreError: The store cannot be read or written (or is read-only).
+    """
+    report = IngestReport()
+    with store_write_lock(store) as directory:
+        repair_interrupted(store, exclusive=directory is not None)
+        stored = _stored_files(store)
+        by_file: dict[str, list[str]] = {}
+        for source, file in stored.items():
+            by_file.setdefault(file, []).append(source)
+        chosen: set[str] = set()
+        for item in sources:
+            keys = {item, str(Path(item).expanduser().absolute())} if item.strip() else set()
+            matched = {key for key in keys if key in stored}
+            for key in keys:
+                matched.update(by_file.get(key, ()))
+            if not matched:
+                report.failed.append((item, f"{item}: not in the store"))
+            chosen |= matched
+        report.removed = sorted(chosen)
+        delete_sources(store, report.removed, "the documents to remove")
+    logger.info("removed %d documents", len(report.removed))
+    return report
