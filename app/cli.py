@@ -6,9 +6,13 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from graph.context import DEFAULT_COLLECTION, Context
@@ -135,6 +139,33 @@ class _AnswerPrinter:
             self.open_line = False
 
 
+@contextmanager
+def _cancel_on_interrupt() -> Iterator[None]:
+    """Ctrl-C also cancels the run's model work on worker threads, not only the main thread.
+
+    A parallel branch (Ambiguous) runs on a worker thread that ``KeyboardInterrupt`` does not
+    reach, and LangGraph waits for it before the interrupt propagates; the run's cancellation
+    token makes that thread stop at its next batch or token instead.
+    """
+    from graph.cancellation import cancellation_scope
+
+    with cancellation_scope() as token:
+        previous = signal.getsignal(signal.SIGINT)
+        if threading.current_thread() is not threading.main_thread() or not callable(previous):
+            yield  # signals go to the main thread only; an ignored SIGINT stays ignored
+            return
+
+        def interrupt(signum: int, frame: FrameType | None) -> None:
+            token.cancel()
+            previous(signum, frame)
+
+        signal.signal(signal.SIGINT, interrupt)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
 def _run_question(graph: Any, args: argparse.Namespace, config: RunnableConfig | None) -> int:
     """Stream one run: tokens to stdout, progress to stderr (or the JSON output at the end)."""
     from app.api import output_of
@@ -147,27 +178,28 @@ def _run_question(graph: Any, args: argparse.Namespace, config: RunnableConfig |
         if args.json
         else ["updates", "values", "custom", "messages"]
     )
-    stream: Any = graph.stream(
-        {"question": args.question}, config, context=context, stream_mode=modes
-    )
-    for mode, chunk in stream:
-        if mode == "messages":
-            message, metadata = chunk
-            if metadata.get("langgraph_node") == "generate":
-                printer.token(message.text)
-            continue
-        if mode == "values":
-            final = chunk
-            continue
-        if args.quiet:
-            continue
-        printer.end_line()
-        if mode == "updates":
-            for node, update in chunk.items():
-                if isinstance(update, dict):
-                    _report_update(node, update)
-        elif mode == "custom" and isinstance(chunk, dict):
-            _report_progress(chunk)
+    with _cancel_on_interrupt():
+        stream: Any = graph.stream(
+            {"question": args.question}, config, context=context, stream_mode=modes
+        )
+        for mode, chunk in stream:
+            if mode == "messages":
+                message, metadata = chunk
+                if metadata.get("langgraph_node") == "generate":
+                    printer.token(message.text)
+                continue
+            if mode == "values":
+                final = chunk
+                continue
+            if args.quiet:
+                continue
+            printer.end_line()
+            if mode == "updates":
+                for node, update in chunk.items():
+                    if isinstance(update, dict):
+                        _report_update(node, update)
+            elif mode == "custom" and isinstance(chunk, dict):
+                _report_progress(chunk)
     printer.end_line()
     output = output_of(final)
     if args.json:

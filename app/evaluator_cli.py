@@ -396,7 +396,7 @@ def _int8_option(parser: argparse.ArgumentParser) -> None:
 def _split_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--split-file",
-        help="FanOutQA split file (default: ../shared/eval/fanoutqa-split.json)",
+        help="FanOutQA split file (default: the project's, evaluation/data/fanoutqa-split.json)",
     )
 
 

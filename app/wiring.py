@@ -5,6 +5,8 @@ share one instance of every model. The generator serialises its own calls
 (:class:`generator.local.LocalChatModel` holds a lock); the evaluator and the store's embedder
 are wrapped here so that their model calls are serialised too, one lock per model: the
 ``embedding`` evaluator and the store share the sentence embedder, so they share its lock.
+A cancelled run stops waiting for a lock (:func:`graph.cancellation.holding`), and its model
+work stops at the next batch or token, which releases the lock within about a second.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
 
+from graph.cancellation import holding
 from graph.context import Context
 
 if TYPE_CHECKING:
@@ -40,12 +43,12 @@ class LockedEmbeddings(Embeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed documents, one call at a time."""
-        with self.lock:
+        with holding(self.lock):
             return self.inner.embed_documents(texts)
 
     def embed_query(self, text: str) -> list[float]:
         """Embed a query, one call at a time."""
-        with self.lock:
+        with holding(self.lock):
             return self.inner.embed_query(text)
 
 
@@ -60,7 +63,7 @@ class LockedEvaluator:
 
     def score(self, question: str, passages: Sequence[str]) -> list[float]:
         """Score the passages, one call at a time."""
-        with self.lock:
+        with holding(self.lock):
             return self.inner.score(question, passages)
 
     def __getattr__(self, name: str) -> Any:

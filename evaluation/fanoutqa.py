@@ -2,7 +2,8 @@
 
 Only leaf sub-questions carry a single answer and one gold Wikipedia title, so they are the
 unit of evaluation. The split file names which top-level questions may be used to fit things
-(``train``) and to tune and report (``dev``); every other id is held out.
+(``train``) and to tune and report (``dev``); every other id is held out. The split ships in
+the package (``evaluation/data/fanoutqa-split.json``; see the README beside it).
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DEFAULT_SPLIT = (
-    Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "fanoutqa-split.json"
-)
+DEFAULT_SPLIT = Path(__file__).resolve().parent / "data" / "fanoutqa-split.json"
+"""The project's split, shipped inside the package (``evaluation/data``, in the wheel too)."""
 
 
 @dataclass(frozen=True)

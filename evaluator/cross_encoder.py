@@ -46,6 +46,7 @@ from typing import Any, Literal, cast, get_args
 import torch
 
 from evaluator.base import EvaluatorError, scorable_indices
+from graph.cancellation import raise_if_cancelled
 
 logger = logging.getLogger(__name__)
 
@@ -465,10 +466,11 @@ class CrossEncoderEvaluator:
     def score(self, question: str, passages: Sequence[str]) -> list[float]:
         """Score each passage as evidence for the question.
 
-        ``CrossEncoder.predict`` sorts the pairs by character length (longest first), scores them in
-        batches of ``batch_size`` under ``torch.inference_mode`` and restores the order given;
-        this method maps each raw output with :func:`output_to_score`. Empty or
-        whitespace-only passages score -1.0 without running the model.
+        The pairs are sorted by character length (longest first, as ``CrossEncoder.predict``
+        sorts them) and scored one batch of ``batch_size`` per ``predict`` call under
+        ``torch.inference_mode``, so that a cancelled run stops before the next batch; scores
+        come back in the order given, each raw output mapped with :func:`output_to_score`.
+        Empty or whitespace-only passages score -1.0 without running the model.
 
         Args:
             question: The user question.
@@ -479,6 +481,7 @@ class CrossEncoderEvaluator:
 
         Raises:
             EvaluatorError: ``passages`` is a single string instead of a sequence of them.
+            RunCancelledError: The run was cancelled (see :mod:`graph.cancellation`).
         """
         todo = scorable_indices(passages)
         scores = [-1.0] * len(passages)
@@ -486,16 +489,22 @@ class CrossEncoderEvaluator:
             return scores
         if logger.isEnabledFor(logging.DEBUG):
             self._log_truncation(question, passages, todo)
+        order = sorted(todo, key=lambda i: len(passages[i]), reverse=True)
+        raw: dict[int, float] = {}
         with torch.inference_mode():
-            raw = self._model.predict(
-                [(question, passages[i]) for i in todo],
-                batch_size=self.batch_size,
-                activation_fn=self._identity,
-                show_progress_bar=False,
-                convert_to_numpy=True,
-            )
-        values: list[float] = [float(v) for v in raw.reshape(-1).tolist()]
-        for i, value in zip(todo, values, strict=True):
+            for start in range(0, len(order), self.batch_size):
+                raise_if_cancelled()
+                chunk = order[start : start + self.batch_size]
+                values = self._model.predict(
+                    [(question, passages[i]) for i in chunk],
+                    batch_size=self.batch_size,
+                    activation_fn=self._identity,
+                    show_progress_bar=False,
+                    convert_to_numpy=True,
+                )
+                raw.update(zip(chunk, (float(v) for v in values.reshape(-1).tolist()), strict=True))
+        for i in todo:
+            value = raw[i]
             if math.isnan(value):
                 logger.warning("cross-encoder: NaN score for passage %d; using -1", i)
             scores[i] = output_to_score(value, self.output)

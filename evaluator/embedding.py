@@ -25,6 +25,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from evaluator.base import EvaluatorError, scorable_indices
+from graph.cancellation import raise_if_cancelled
 from knowledge.lexical import heading_named
 
 logger = logging.getLogger(__name__)
@@ -37,6 +38,10 @@ DEFAULT_HEADING_WEIGHT: float = 4.2272
 
 DEFAULT_INTERCEPT: float = -10.7814
 """Logistic intercept, fitted by ``scripts/fit_embedding_calibration.py``."""
+
+CHUNK_SIZE = 16
+"""Passages embedded per call: a cancelled run stops after the chunk in progress (well under a
+second of MiniLM work on a CPU)."""
 
 
 def cosine_to_score(
@@ -79,6 +84,7 @@ class EmbeddingEvaluator:
         intercept: float = DEFAULT_INTERCEPT,
         heading_weight: float = DEFAULT_HEADING_WEIGHT,
         name: str = "embedding",
+        chunk_size: int = CHUNK_SIZE,
     ) -> None:
         """Wrap an embedder.
 
@@ -88,10 +94,15 @@ class EmbeddingEvaluator:
             intercept: Logistic intercept; must be finite.
             heading_weight: Logistic weight of the heading feature; must be finite.
             name: Backend name for logs and reports.
+            chunk_size: Passages embedded per embedder call; the run's cancellation is checked
+                between calls.
 
         Raises:
-            EvaluatorError: The slope is not positive or a parameter is not finite.
+            EvaluatorError: The slope is not positive, a parameter is not finite, or
+                ``chunk_size`` is below 1.
         """
+        if chunk_size < 1:
+            raise EvaluatorError(f"chunk_size must be at least 1, got {chunk_size}")
         if not math.isfinite(heading_weight):
             raise EvaluatorError(f"heading_weight must be finite, got {heading_weight}")
         if not (math.isfinite(slope) and math.isfinite(intercept)):
@@ -105,6 +116,7 @@ class EmbeddingEvaluator:
         self.intercept = float(intercept)
         self.heading_weight = float(heading_weight)
         self.name: str = name
+        self.chunk_size = chunk_size
 
     def __repr__(self) -> str:
         return (
@@ -115,8 +127,9 @@ class EmbeddingEvaluator:
     def score(self, question: str, passages: Sequence[str]) -> list[float]:
         """Score each passage by its calibrated cosine similarity to the question.
 
-        The question is embedded once and all non-empty passages in one batched call; empty
-        or whitespace-only passages score -1.0 and are not embedded.
+        The question is embedded once and the non-empty passages in calls of ``chunk_size``,
+        longest first (so each call pads little), checking between calls whether the run was
+        cancelled; empty or whitespace-only passages score -1.0 and are not embedded.
 
         Args:
             question: The user question.
@@ -128,15 +141,15 @@ class EmbeddingEvaluator:
         Raises:
             EvaluatorError: ``passages`` is one string, or the embedder returned the wrong
                 number or shape of vectors.
+            RunCancelledError: The run was cancelled (see :mod:`graph.cancellation`).
         """
         todo = scorable_indices(passages)
         scores = [-1.0] * len(passages)
         if not todo:
             return scores
+        raise_if_cancelled()
         query = np.asarray(self.embeddings.embed_query(question), dtype=np.float64)
-        docs = np.asarray(
-            self.embeddings.embed_documents([passages[i] for i in todo]), dtype=np.float64
-        )
+        docs = self._embed([passages[i] for i in todo])
         if query.ndim != 1 or docs.shape != (len(todo), query.shape[0]):
             raise EvaluatorError(
                 f"embedder returned vectors of shape {docs.shape} for {len(todo)} passages and "
@@ -149,3 +162,19 @@ class EmbeddingEvaluator:
         for i, value in zip(todo, values.tolist(), strict=True):
             scores[i] = float(value)
         return scores
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """Embed ``texts`` in chunks, longest first; rows come back in the order given."""
+        order = sorted(range(len(texts)), key=lambda k: len(texts[k]), reverse=True)
+        rows: list[list[float]] = [[] for _ in texts]
+        for start in range(0, len(order), self.chunk_size):
+            raise_if_cancelled()
+            chunk = order[start : start + self.chunk_size]
+            vectors = self.embeddings.embed_documents([texts[k] for k in chunk])
+            if len(vectors) != len(chunk):
+                raise EvaluatorError(
+                    f"embedder returned {len(vectors)} vectors for {len(chunk)} passages"
+                )
+            for k, vector in zip(chunk, vectors, strict=True):
+                rows[k] = list(vector)
+        return np.asarray(rows, dtype=np.float64)

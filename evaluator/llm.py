@@ -26,6 +26,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from evaluator.base import EvaluatorError, scorable_indices
+from graph.cancellation import raise_if_cancelled
 from prompts.evaluator import EVALUATOR_ANSWERS, evaluator_prompt
 
 logger = logging.getLogger(__name__)
@@ -194,7 +195,8 @@ class LLMEvaluator:
         """Score each passage by the model's yes/no answer to the paper's prompt.
 
         Each non-empty passage is one prompt (chat models have no batch scoring here); the
-        same model is reused. Empty or whitespace-only passages score -1.0 without a call.
+        same model is reused, and a cancelled run stops before the next prompt. Empty or
+        whitespace-only passages score -1.0 without a call.
 
         Args:
             question: The user question.
@@ -205,6 +207,14 @@ class LLMEvaluator:
 
         Raises:
             EvaluatorError: ``passages`` is one string, or the chat model failed.
+            RunCancelledError: The run was cancelled (see :mod:`graph.cancellation`).
         """
         todo = set(scorable_indices(passages))
-        return [self.score_one(question, p) if i in todo else -1.0 for i, p in enumerate(passages)]
+        scores: list[float] = []
+        for i, passage in enumerate(passages):
+            if i in todo:
+                raise_if_cancelled()
+                scores.append(self.score_one(question, passage))
+            else:
+                scores.append(-1.0)
+        return scores

@@ -29,6 +29,7 @@ from transformers import AutoConfig, AutoTokenizer, T5ForSequenceClassification
 
 from evaluator.base import EvaluatorError, scorable_indices
 from evaluator.cross_encoder import check_int8_device, quantize_int8
+from graph.cancellation import raise_if_cancelled
 
 logger = logging.getLogger(__name__)
 
@@ -342,8 +343,9 @@ class T5Evaluator:
         """Score each passage as evidence for the question.
 
         Pairs are sorted by token count and scored in batches of ``batch_size`` to cut padding;
-        scores come back in the order given. The score is the regression logit clamped to
-        [-1, 1]. Empty or whitespace-only passages score -1.0 without running the model.
+        scores come back in the order given, and a cancelled run stops before the next batch.
+        The score is the regression logit clamped to [-1, 1]. Empty or whitespace-only
+        passages score -1.0 without running the model.
 
         Args:
             question: The user question.
@@ -354,6 +356,7 @@ class T5Evaluator:
 
         Raises:
             EvaluatorError: ``passages`` is a single string instead of a sequence of them.
+            RunCancelledError: The run was cancelled (see :mod:`graph.cancellation`).
         """
         todo = scorable_indices(passages)
         scores = [-1.0] * len(passages)
@@ -363,6 +366,7 @@ class T5Evaluator:
         order = sorted(range(len(pairs)), key=lambda k: len(pairs[k]), reverse=True)
         with torch.inference_mode():
             for start in range(0, len(order), self.batch_size):
+                raise_if_cancelled()
                 chunk = order[start : start + self.batch_size]
                 for k, value in zip(chunk, self._forward([pairs[k] for k in chunk]), strict=True):
                     if math.isnan(value):

@@ -5,7 +5,9 @@ pipeline it ignores the ``pipeline_kwargs`` given at construction (answers come 
 prompt prepended and no token limit) and its async path raises ``NotImplementedError``. This
 class is a small, complete ``BaseChatModel``: chat template, greedy decoding, a token limit,
 token streaming (so LangGraph's ``"messages"`` stream mode works) and a lock so that one model
-instance is shared safely by concurrent runs.
+instance is shared safely by concurrent runs. When the run it works for is cancelled
+(:mod:`graph.cancellation`), generation stops at the next token and raises
+``RunCancelledError``, so the model and its lock are free again at once.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
+from graph.cancellation import CancelToken, current_token, holding
+
 logger = logging.getLogger(__name__)
 
 _ROLES = {"system": "system", "human": "user", "ai": "assistant"}
@@ -37,6 +41,27 @@ def _first_token_ids(tokenizer: Any, candidate: str) -> set[int]:
         if tokens and tokenizer.decode(tokens[:1]).strip():
             ids.add(int(tokens[0]))
     return ids
+
+
+def _cancel_criteria(token: CancelToken | None) -> dict[str, Any]:
+    """``generate`` arguments that stop decoding at the next token once ``token`` is cancelled.
+
+    The token is read in the caller's thread and passed on, because ``_stream`` decodes on a
+    thread of its own, which does not see the caller's context variables.
+    """
+    if token is None:
+        return {}
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    cancel_token: CancelToken = token
+
+    class StopWhenCancelled(StoppingCriteria):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            rows = input_ids.shape[0]
+            return torch.full((rows,), cancel_token.cancelled, device=input_ids.device)
+
+    return {"stopping_criteria": StoppingCriteriaList([StopWhenCancelled()])}
 
 
 def cpu_has_native_bfloat16() -> bool:
@@ -145,7 +170,7 @@ class LocalChatModel(BaseChatModel):
         """
         import torch
 
-        with self._lock, torch.inference_mode():
+        with holding(self._lock), torch.inference_mode():
             inputs = self._encode(messages)
             logits = self._model(**inputs).logits[0, -1].float()
             probabilities = torch.softmax(logits, dim=-1).cpu()
@@ -165,9 +190,14 @@ class LocalChatModel(BaseChatModel):
     ) -> ChatResult:
         import torch
 
-        with self._lock, torch.inference_mode():
+        token = current_token()
+        with holding(self._lock), torch.inference_mode():
             inputs = self._encode(messages)
-            output = self._model.generate(**inputs, **self._generation_kwargs(stop, **kwargs))
+            output = self._model.generate(
+                **inputs, **self._generation_kwargs(stop, **kwargs), **_cancel_criteria(token)
+            )
+        if token is not None:
+            token.raise_if_cancelled()
         new_tokens = output[0, inputs["input_ids"].shape[1] :]
         text = self._tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
         message = AIMessage(
@@ -190,7 +220,8 @@ class LocalChatModel(BaseChatModel):
         import torch
         from transformers import TextIteratorStreamer
 
-        with self._lock:
+        token = current_token()
+        with holding(self._lock):
             inputs = self._encode(messages)
             streamer = TextIteratorStreamer(
                 self._tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=300.0
@@ -201,7 +232,10 @@ class LocalChatModel(BaseChatModel):
                 try:
                     with torch.inference_mode():
                         self._model.generate(
-                            **inputs, streamer=streamer, **self._generation_kwargs(stop, **kwargs)
+                            **inputs,
+                            streamer=streamer,
+                            **self._generation_kwargs(stop, **kwargs),
+                            **_cancel_criteria(token),
                         )
                 except BaseException as exc:  # re-raised in the caller's thread below
                     errors.append(exc)
@@ -223,3 +257,5 @@ class LocalChatModel(BaseChatModel):
             worker.join()
             if errors:
                 raise errors[0]
+            if token is not None:
+                token.raise_if_cancelled()

@@ -6,6 +6,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from graph.cancellation import cancellable_node
 from graph.context import Context
 from graph.routers import route_action
 from graph.state import InputState, OutputState, State
@@ -32,13 +33,14 @@ def build_graph(
     builder = StateGraph(
         State, context_schema=Context, input_schema=InputState, output_schema=OutputState
     )
-    builder.add_node("retrieve", retrieve)
-    builder.add_node("grade", grade)
+    # Nodes that call models stop early when an async run is cancelled (graph/cancellation.py).
+    builder.add_node("retrieve", cancellable_node(retrieve))
+    builder.add_node("grade", cancellable_node(grade))
     builder.add_node("decide_action", decide_action)
-    builder.add_node("refine", refine)
-    builder.add_node("rewrite_query", rewrite_query)
-    builder.add_node("web_search", web_search)
-    builder.add_node("generate", generate, defer=True)
+    builder.add_node("refine", cancellable_node(refine))
+    builder.add_node("rewrite_query", cancellable_node(rewrite_query))
+    builder.add_node("web_search", cancellable_node(web_search))
+    builder.add_node("generate", cancellable_node(generate), defer=True)
 
     builder.add_edge(START, "retrieve")
     builder.add_edge("retrieve", "grade")

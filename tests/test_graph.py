@@ -8,6 +8,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from graph.builder import build_graph, graph
 from graph.context import Context
+from graph.validation import InvalidQuestionError
 from tests.fakes import FakeComponents, FixedScoreEvaluator, StaticSearch
 from websearch.base import SearchResult
 
@@ -131,3 +132,14 @@ def test_async_invoke(fake_components: FakeComponents) -> None:
 def test_bad_question_raises_clear_error(fake_components: FakeComponents, question: str) -> None:
     with pytest.raises(ValueError, match="question"):
         run(question)
+
+
+def test_question_with_lone_surrogates_is_rejected_before_any_component(
+    fake_components: FakeComponents,
+) -> None:
+    question = "Who painted \udcff?"
+    with pytest.raises(InvalidQuestionError, match=r"not valid UTF-8 text.*unpaired surrogate"):
+        graph.invoke({"question": question})
+    with pytest.raises(InvalidQuestionError, match="character 13"):
+        asyncio.run(graph.ainvoke({"question": question}))
+    assert fake_components.store.queries == []

@@ -48,6 +48,8 @@ def test_retrieve_resets_run_fields_and_returns_top_k(fake_components: FakeCompo
         (None, "no question"),
         (42, "must be a string"),
         ("x" * 100_000, "100,000 characters"),
+        ("Who painted \udcff\udcfe?", "not valid UTF-8 text: it contains 2 unpaired surrogates"),
+        ("\ud83d\ude00 smile?", "not valid UTF-8 text"),
     ],
 )
 def test_retrieve_rejects_bad_questions(
