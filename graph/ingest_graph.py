@@ -7,14 +7,13 @@ skipped (unchanged), replaced (changed), removed and failed, and how many chunks
 Ingestion is idempotent, as with ``crag ingest``. The node reports progress on the ``custom``
 stream (``{"node": "ingest", "event": "embedding", "done": 512, "total": 1800}``).
 
-``CRAG_INGEST_ROOT``, when set in the server's environment, confines the paths a caller may
-ingest to that directory.
+The deployment setting ``ingest_root`` (``CRAG_INGEST_ROOT`` in the server's environment), when
+set, confines the paths a caller may ingest to that directory.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +22,13 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graph.context import IngestContext
+from graph.context import IngestContext, resolve_ingest_context
 from graph.progress import emit
+from graph.run_context import RunIngestContext
 
 logger = logging.getLogger(__name__)
 
 GRAPH_NAME = "ingest"
-
-INGEST_ROOT_ENV = "CRAG_INGEST_ROOT"
-"""Environment variable: the only directory whose files may be ingested by path (if set)."""
 
 DOCUMENT_FIELDS = ("text", "source", "title")
 """The fields an inline document may have (``text`` is required)."""
@@ -108,7 +105,7 @@ def _paths(value: Any, root: str) -> list[str]:
             if resolved != base and base not in resolved.parents:
                 raise InvalidIngestInputError(
                     f"path {path!r} is outside {base}, the only directory this server ingests "
-                    f"from ({INGEST_ROOT_ENV})"
+                    "from (setting ingest_root)"
                 )
     return paths
 
@@ -154,8 +151,8 @@ def ingest(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     from app.api import ingest as ingest_into_store
     from app.api import inline_document
 
-    context = runtime.context if runtime.context is not None else IngestContext()
-    paths = _paths(state.get("paths"), os.environ.get(INGEST_ROOT_ENV, "").strip())
+    context = resolve_ingest_context(runtime.context)
+    paths = _paths(state.get("paths"), context.ingest_root.strip())
     docs = _documents(state.get("documents"), context.max_document_chars)
     if not paths and not docs:
         raise InvalidIngestInputError(
@@ -203,7 +200,7 @@ def build_ingest_graph() -> CompiledStateGraph[
     """Return the compiled ingestion graph (one node: ``ingest``)."""
     builder = StateGraph(
         IngestState,
-        context_schema=IngestContext,
+        context_schema=RunIngestContext,
         input_schema=IngestInput,
         output_schema=IngestOutput,
     )
