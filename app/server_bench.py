@@ -8,8 +8,10 @@ questions cycled, each on its own thread, and reports failures, throughput, p50/
 and whether every concurrent answer equals the sequential answer to the same question. It
 stops by itself: every phase has a deadline, and unfinished runs count as failures.
 
-Web search is pointed at a closed port on 127.0.0.1 (SearxNG provider), so the unanswerable
-question exercises the web branch without leaving the machine.
+The started server's web search is pointed at a closed port on 127.0.0.1 (SearxNG provider,
+set in its environment like any deployment setting), so the unanswerable question exercises the
+web branch without leaving the machine. A server given with ``--url`` keeps its own deployment
+settings; only per-run settings are sent with the runs.
 """
 
 from __future__ import annotations
@@ -140,17 +142,37 @@ def check_runs(runs: int) -> None:
         raise BenchError(f"runs must be between 1 and {MAX_RUNS}, not {runs}")
 
 
-def bench_context(search_port: int) -> dict[str, Any]:
-    """Run settings that keep web search on 127.0.0.1 (a closed port: it fails fast).
+def bench_environment(store_path: Path, search_port: int) -> dict[str, str]:
+    """The started server's deployment settings: the bench store, web search on 127.0.0.1.
 
-    The store is never filled with the whole bundled corpus behind the benchmark's back.
+    Web search goes to a closed port (it fails fast), and the store is never filled with the
+    whole bundled corpus behind the benchmark's back.
     """
     return {
-        "search_provider": "searxng",
-        "search_url": f"http://127.0.0.1:{search_port}",
-        "search_timeout": 5.0,
-        "default_corpus": False,
+        "CRAG_STORE_PATH": str(store_path.resolve()),
+        "CRAG_COLLECTION": "crag",
+        "CRAG_GENERATOR": "smollm2",
+        "CRAG_SEARCH_PROVIDER": "searxng",
+        "CRAG_SEARCH_URL": f"http://127.0.0.1:{search_port}",
+        "CRAG_ALLOWED_HOSTS": "127.0.0.1",
+        "CRAG_SEARCH_TIMEOUT": "5",
+        "CRAG_DEFAULT_CORPUS": "false",
     }
+
+
+def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Split settings into the runs' context and the started server's environment variables."""
+    from graph.context import Context
+    from graph.setting_checks import env_name
+
+    deployment = Context.deployment_names()
+    context = {k: v for k, v in settings.items() if k not in deployment}
+    env = {
+        env_name(k): str(v).lower() if isinstance(v, bool) else str(v)
+        for k, v in settings.items()
+        if k in deployment
+    }
+    return context, env
 
 
 def build_bench_store(path: Path, documents: int = 50) -> Path:
@@ -295,7 +317,9 @@ def run_bench(
             directory. Ignored with ``url``.
         documents: Summaries in the store built when ``store`` is not given.
         jobs_per_worker: ``--n-jobs-per-worker`` of the started server.
-        extra_context: Run settings on top of :func:`bench_context`.
+        extra_context: Settings for the runs: per-run ones are sent with every run; deployment
+            ones go into the started server's environment (refused with ``url``: that
+            server's operator has set them).
         allow_remote: Allow a ``url`` that is not on 127.0.0.1.
 
     Raises:
@@ -306,20 +330,21 @@ def run_bench(
     check_runs(runs)
     if timeout <= 0:
         raise BenchError(f"timeout must be positive, not {timeout}")
-    search_port = free_port()  # nothing listens there: searches are refused at once
-    context = {**bench_context(search_port), **(extra_context or {})}
+    context, extra_env = split_settings(dict(extra_context or {}))
     if url:
         if not allow_remote:
             check_loopback(url)
+        if extra_env:
+            from graph.run_context import deployment_error
+
+            given = sorted(set(extra_context or {}) - set(context))
+            raise BenchError(f"--url {url}: {deployment_error(given)}")
         return asyncio.run(abench(url, runs=runs, context=context, timeout=timeout))
     with tempfile.TemporaryDirectory(prefix="crag-bench-") as tmp:
         root = Path(tmp)
         store_path = Path(store) if store else build_bench_store(root / "chroma", documents)
-        env = {
-            "CRAG_STORE_PATH": str(store_path.resolve()),
-            "CRAG_COLLECTION": "crag",
-            "CRAG_GENERATOR": "smollm2",
-        }
+        search_port = free_port()  # nothing listens there: searches are refused at once
+        env = {**bench_environment(store_path, search_port), **extra_env}
         try:
             with dev_server(root / "server", env, jobs_per_worker=jobs_per_worker) as server:
                 return asyncio.run(abench(server.url, runs=runs, context=context, timeout=timeout))

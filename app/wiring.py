@@ -200,4 +200,5 @@ class DefaultComponents:
             safesearch=context.search_safesearch,
             backend=context.search_backend,
             only_wikipedia=context.only_wikipedia,
+            allowed_hosts=context.allowed_hosts,
         )

@@ -14,14 +14,16 @@ vector store does not (for instance when the store was built from part of the co
 when dense retrieval misses it): web search can correct what retrieval got wrong, which is
 the point of CRAG. Search quality is that of BM25 over short summaries, nothing more.
 
-Page URLs are on 127.0.0.1, which the page reader refuses unless it is allowed: pass
-:attr:`SimulatedWeb.allowed_hosts` as the run's ``allowed_hosts``. They are not
-``wikipedia.org`` URLs, so ``only_wikipedia`` would drop every result.
+The search endpoint and the page URLs are on 127.0.0.1, which the SearxNG provider and the page
+reader refuse unless it is allowed: pass :attr:`SimulatedWeb.allowed_hosts` as the run's
+``allowed_hosts``. They are not ``wikipedia.org`` URLs, so ``only_wikipedia`` would drop every
+result.
 
 Example::
 
     with SimulatedWeb() as web:
-        provider = SearxngSearch(web.base_url)
+        policy = AddressPolicy.from_setting(web.allowed_hosts)
+        provider = SearxngSearch(web.base_url, policy=policy)
         results = provider.search("who painted the Mona Lisa", 5)
 """
 

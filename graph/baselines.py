@@ -23,6 +23,7 @@ from langgraph.graph.state import CompiledStateGraph
 from graph.cancellation import cancellable_node
 from graph.context import Context
 from graph.routers import route_tutorial
+from graph.run_context import RunContext
 from graph.state import InputState, OutputState, State
 from nodes.closed_book import answer_closed_book
 from nodes.generate import generate
@@ -36,7 +37,7 @@ Graph = CompiledStateGraph[State, Context, InputState, OutputState]
 
 def _builder() -> StateGraph[State, Context, InputState, OutputState]:
     return StateGraph(
-        State, context_schema=Context, input_schema=InputState, output_schema=OutputState
+        State, context_schema=RunContext, input_schema=InputState, output_schema=OutputState
     )
 
 

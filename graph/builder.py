@@ -9,6 +9,7 @@ from langgraph.graph.state import CompiledStateGraph
 from graph.cancellation import cancellable_node
 from graph.context import Context
 from graph.routers import route_action
+from graph.run_context import RunContext
 from graph.state import InputState, OutputState, State
 from nodes.decide_action import decide_action
 from nodes.generate import generate
@@ -29,9 +30,12 @@ def build_graph(
     retrieve → grade → decide_action, then by action: Correct → refine → generate;
     Incorrect → rewrite_query → web_search → generate; Ambiguous → both branches in parallel,
     joined at generate (a deferred node, so it runs once after every active branch is done).
+
+    The context schema is :data:`~graph.run_context.RunContext`: a dict context (a server run's,
+    or one given in Python) carries per-run settings only; ``Context(...)`` sets anything.
     """
     builder = StateGraph(
-        State, context_schema=Context, input_schema=InputState, output_schema=OutputState
+        State, context_schema=RunContext, input_schema=InputState, output_schema=OutputState
     )
     # Nodes that call models stop early when an async run is cancelled (graph/cancellation.py).
     builder.add_node("retrieve", cancellable_node(retrieve))

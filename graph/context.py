@@ -1,20 +1,42 @@
-"""Run-time settings: one context schema with the paper's defaults.
+"""Run-time settings: the paper's defaults, in two kinds.
 
-LangGraph shows these fields (with their descriptions) in Studio and builds them from their
-defaults on the server. In plain Python pass ``context=Context(...)`` to ``invoke``; nodes fall
-back to ``Context()`` when no context is given.
+**Deployment settings** say where things are and what may be reached or loaded (the store, the
+models, the search endpoint, the address allow-list, the corpus, the reading limits). Only the
+operator sets them: ``CRAG_<NAME>`` environment variables (``.env`` for the server), which are
+their defaults here, or ``Context(...)`` from Python and ``--set`` from the CLI. **Per-run
+settings** (top_k, thresholds, strips, web results, ablations, ...) may also come from a served
+run's ``context``; the served graphs are compiled with the schemas of
+:mod:`graph.run_context`, which refuse deployment settings.
+
+In plain Python pass ``context=Context(...)`` to ``invoke``; nodes fall back to ``Context()``
+when no context is given.
 """
 
 from __future__ import annotations
 
-import math
-import os
-from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Literal, get_args, get_origin, get_type_hints
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from graph.setting_checks import InvalidSettingError, Settings, env_default, env_name
+from websearch.safety import AddressPolicy
+
+__all__ = [
+    "CHROMA_HOST_DESCRIPTION",
+    "DEFAULT_CHROMA_PORT",
+    "DEFAULT_COLLECTION",
+    "DEFAULT_STORE_PATH",
+    "Context",
+    "IngestContext",
+    "InvalidSettingError",
+    "resolve_context",
+    "resolve_ingest_context",
+]
 
 DEFAULT_STORE_PATH = ".crag/chroma"
 DEFAULT_COLLECTION = "crag"
 DEFAULT_CHROMA_PORT = 8000
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 
 CHROMA_HOST_DESCRIPTION = (
     "Host name or IP of a Chroma server (`chroma run`) holding the store; empty: the on-disk "
@@ -22,141 +44,55 @@ CHROMA_HOST_DESCRIPTION = (
 )
 
 
-class InvalidSettingError(ValueError):
-    """A setting has the wrong type or a value out of range (the message names it)."""
-
-
-def _env(name: str, default: str) -> str:
-    return os.environ.get(name, default)
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise InvalidSettingError(
-            f"environment variable {name} must be an integer, not {raw!r}"
-        ) from None
-
-
-def _env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw in {"1", "true", "yes", "on"}:
-        return True
-    if raw in {"0", "false", "no", "off"}:
-        return False
-    raise InvalidSettingError(f"environment variable {name} must be true or false, not {raw!r}")
-
-
-_TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
-
-
-def _check_value(name: str, value: Any, annotation: Any) -> Any:
-    """Return ``value`` (an int given for a float becomes a float) or raise naming the problem."""
-    if get_origin(annotation) is Literal:
-        choices = get_args(annotation)
-        if value not in choices:
-            listed = ", ".join(repr(c) for c in choices)
-            raise InvalidSettingError(f"setting {name} must be one of {listed}, not {value!r}")
-        return value
-    if annotation is bool:
-        ok = isinstance(value, bool)
-    elif annotation is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif annotation is float:
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if ok and not math.isfinite(value):
-            raise InvalidSettingError(f"setting {name} must be a finite number, not {value!r}")
-    elif annotation is str:
-        ok = isinstance(value, str)
-    else:  # pragma: no cover - every setting has one of the types above
-        return value
-    if not ok:
-        raise InvalidSettingError(
-            f"setting {name} must be {_TYPE_WORDS[annotation]}, not {value!r} "
-            f"({type(value).__name__})"
-        )
-    return float(value) if annotation is float else value
+def _deployment(setting: str, default: Any, description: str) -> Any:
+    """A deployment setting: its default is ``CRAG_<SETTING>`` if set, else ``default``."""
+    return field(
+        default_factory=lambda: env_default(setting, default),
+        metadata={"description": description, "deployment": True, "env": env_name(setting)},
+    )
 
 
 # Where the store lives: the same settings, read from the same environment variables, in the
 # question graph's Context and the ingestion graph's IngestContext.
 def _store_path_field(description: str) -> Any:
-    return field(
-        default_factory=lambda: _env("CRAG_STORE_PATH", DEFAULT_STORE_PATH),
-        metadata={"description": f"{description} (unused when chroma_host is set)."},
+    return _deployment(
+        "store_path", DEFAULT_STORE_PATH, f"{description} (unused when chroma_host is set)."
     )
 
 
 def _collection_field(description: str) -> Any:
-    return field(
-        default_factory=lambda: _env("CRAG_COLLECTION", DEFAULT_COLLECTION),
-        metadata={"description": description},
-    )
+    return _deployment("collection", DEFAULT_COLLECTION, description)
 
 
 def _chroma_host_field() -> Any:
-    return field(
-        default_factory=lambda: _env("CRAG_CHROMA_HOST", ""),
-        metadata={"description": CHROMA_HOST_DESCRIPTION},
-    )
+    return _deployment("chroma_host", "", CHROMA_HOST_DESCRIPTION)
 
 
 def _chroma_port_field() -> Any:
-    return field(
-        default_factory=lambda: _env_int("CRAG_CHROMA_PORT", DEFAULT_CHROMA_PORT),
-        metadata={"description": "Port of the Chroma server (with chroma_host)."},
+    return _deployment(
+        "chroma_port", DEFAULT_CHROMA_PORT, "Port of the Chroma server (with chroma_host)."
     )
 
 
 def _chroma_ssl_field() -> Any:
-    return field(
-        default_factory=lambda: _env_bool("CRAG_CHROMA_SSL", False),
-        metadata={"description": "Talk to the Chroma server over HTTPS (with chroma_host)."},
+    return _deployment(
+        "chroma_ssl", False, "Talk to the Chroma server over HTTPS (with chroma_host)."
     )
 
 
-class _Settings:
-    """Type and range checks shared by the settings dataclasses (run in ``__post_init__``).
-
-    LangGraph builds a context from the JSON a caller sends without checking types, so a wrong
-    type (``top_k: "ten"``) would otherwise fail deep inside a node with an unrelated error.
-    """
-
-    _MINIMUMS: ClassVar[dict[str, float]] = {}
-    """Smallest allowed value per numeric setting."""
-    _MAXIMUMS: ClassVar[dict[str, float]] = {}
-    """Largest allowed value per numeric setting."""
-
-    def __post_init__(self) -> None:
-        hints = get_type_hints(type(self))
-        for f in fields(self):  # type: ignore[arg-type]
-            value = _check_value(f.name, getattr(self, f.name), hints[f.name])
-            setattr(self, f.name, value)
-            low = self._MINIMUMS.get(f.name)
-            if low is not None and value < low:
-                raise InvalidSettingError(f"setting {f.name} must be at least {low:g}, not {value}")
-            high = self._MAXIMUMS.get(f.name)
-            if high is not None and value > high:
-                raise InvalidSettingError(f"setting {f.name} must be at most {high:g}, not {value}")
-
-    @classmethod
-    def setting_names(cls) -> set[str]:
-        """The names of every setting."""
-        return {f.name for f in fields(cls)}  # type: ignore[arg-type]
+def _embedder_field(description: str) -> Any:
+    return _deployment("embedder", DEFAULT_EMBEDDER, description)
 
 
 @dataclass(kw_only=True)
-class Context(_Settings):
+class Context(Settings):
     """Every setting of a CRAG run."""
 
-    _MINIMUMS: ClassVar[dict[str, float]] = {
+    MINIMUMS: ClassVar[dict[str, float]] = {
         "top_k": 1,
+        "upper_threshold": -1,
+        "lower_threshold": -1,
+        "strip_threshold": -1,
         "strip_size": 1,
         "strips_kept": 1,
         "web_results": 1,
@@ -172,7 +108,20 @@ class Context(_Settings):
         "max_question_chars": 1,
         "chroma_port": 1,
     }
-    _MAXIMUMS: ClassVar[dict[str, float]] = {"chroma_port": 65535}
+    MAXIMUMS: ClassVar[dict[str, float]] = {
+        # What one run may cost: bounds on the per-run settings a caller of the server sets.
+        "top_k": 100,
+        "upper_threshold": 1,
+        "lower_threshold": 1,
+        "strip_threshold": 1,
+        "strip_size": 1000,
+        "strips_kept": 100,
+        "web_results": 50,
+        "pages_to_read": 20,
+        "evaluator_batch_size": 512,
+        "max_new_tokens": 1024,
+        "chroma_port": 65535,
+    }
 
     # Retrieval
     top_k: int = field(
@@ -214,17 +163,18 @@ class Context(_Settings):
         metadata={"description": "Strips scoring at or below this are dropped (paper: -0.5)."},
     )
     # External knowledge
-    search_provider: Literal["duckduckgo", "searxng", "tavily"] = field(
-        default="duckduckgo",
-        metadata={
-            "description": "Web search provider: 'duckduckgo' (ddgs), 'searxng' (a self-hosted "
-            "SearxNG JSON API at search_url) or 'tavily' (hosted API; needs the optional "
-            "tavily-python package and TAVILY_API_KEY in the environment)."
-        },
+    search_provider: Literal["duckduckgo", "searxng", "tavily"] = _deployment(
+        "search_provider",
+        "duckduckgo",
+        "Web search provider: 'duckduckgo' (ddgs), 'searxng' (a self-hosted SearxNG JSON API "
+        "at search_url) or 'tavily' (hosted API; needs the optional tavily-python package and "
+        "TAVILY_API_KEY in the environment).",
     )
-    search_url: str = field(
-        default_factory=lambda: _env("CRAG_SEARCH_URL", "http://127.0.0.1:8888"),
-        metadata={"description": "Base URL of the SearxNG instance (searxng provider only)."},
+    search_url: str = _deployment(
+        "search_url",
+        "http://127.0.0.1:8888",
+        "Base URL of the SearxNG instance (searxng provider only); a non-public address must "
+        "be listed in allowed_hosts.",
     )
     web_results: int = field(
         default=5,
@@ -237,9 +187,8 @@ class Context(_Settings):
             "(as the paper does)."
         },
     )
-    search_timeout: float = field(
-        default=10.0,
-        metadata={"description": "Seconds before a web search is abandoned."},
+    search_timeout: float = _deployment(
+        "search_timeout", 10.0, "Seconds before a web search is abandoned."
     )
     search_region: str = field(
         default="us-en",
@@ -277,38 +226,32 @@ class Context(_Settings):
             "other results give their search snippets."
         },
     )
-    page_timeout: float = field(
-        default=5.0,
-        metadata={
-            "description": "Seconds to read one page, redirects included; pages are read "
-            "concurrently (up to 8 at once), so this also bounds the whole reading step."
-        },
+    page_timeout: float = _deployment(
+        "page_timeout",
+        5.0,
+        "Seconds to read one page, redirects included; pages are read concurrently (up to 8 "
+        "at once), so this also bounds the whole reading step.",
     )
-    max_page_bytes: int = field(
-        default=2_000_000,
-        metadata={
-            "description": "Largest page read, in bytes; a larger page falls back to its "
-            "search snippet."
-        },
+    max_page_bytes: int = _deployment(
+        "max_page_bytes",
+        2_000_000,
+        "Largest page read, in bytes; a larger page falls back to its search snippet.",
     )
-    max_redirects: int = field(
-        default=5,
-        metadata={"description": "Most redirects followed when reading a page."},
+    max_redirects: int = _deployment(
+        "max_redirects", 5, "Most redirects followed when reading a page."
     )
-    allowed_hosts: str = field(
-        default_factory=lambda: _env("CRAG_ALLOWED_HOSTS", ""),
-        metadata={
-            "description": "Comma-separated host names, IP addresses and CIDR networks that "
-            "pages may be read from although they are not public (e.g. '127.0.0.1, "
-            "intranet.example, 10.1.0.0/16'). Empty: public addresses only."
-        },
+    allowed_hosts: str = _deployment(
+        "allowed_hosts",
+        "",
+        "Comma-separated host names, IP addresses and CIDR networks that pages and the search "
+        "endpoint (search_url) may be on although they are not public (e.g. '127.0.0.1, "
+        "intranet.example, 10.1.0.0/16'). Empty: public addresses only.",
     )
-    web_cache_ttl: float = field(
-        default=3600.0,
-        metadata={
-            "description": "Seconds a web search or page stays cached in this process, so it "
-            "is not fetched twice (0: no cache)."
-        },
+    web_cache_ttl: float = _deployment(
+        "web_cache_ttl",
+        3600.0,
+        "Seconds a web search or page stays cached in this process, so it is not fetched "
+        "twice (0: no cache).",
     )
     # Ablations (the paper's Tables 2 and 3); the defaults run the full method
     force_action: Literal["", "correct", "incorrect", "ambiguous"] = field(
@@ -348,109 +291,95 @@ class Context(_Settings):
         },
     )
     # Components
-    evaluator: str = field(
-        default_factory=lambda: _env("CRAG_EVALUATOR", "embedding"),
-        metadata={
-            "description": "Retrieval evaluator backend: 'embedding' (shipped MiniLM, offline "
-            "default), 't5' (the paper's T5 regression evaluator), 'cross-encoder' "
-            "(sentence-transformers CrossEncoder) or 'llm' (the paper's yes/no prompt)."
-        },
+    evaluator: str = _deployment(
+        "evaluator",
+        "embedding",
+        "Retrieval evaluator backend: 'embedding' (shipped MiniLM, offline default), 't5' (the "
+        "paper's T5 regression evaluator), 'cross-encoder' (sentence-transformers "
+        "CrossEncoder) or 'llm' (the paper's yes/no prompt).",
     )
-    evaluator_model: str = field(
-        default_factory=lambda: _env("CRAG_EVALUATOR_MODEL", ""),
-        metadata={
-            "description": "Checkpoint path or hub id for 't5' and 'cross-encoder'; a generator "
-            "spec for 'llm' (empty: smollm2); ignored by 'embedding'."
-        },
+    evaluator_model: str = _deployment(
+        "evaluator_model",
+        "",
+        "Checkpoint path or hub id for 't5' and 'cross-encoder'; a generator spec for 'llm' "
+        "(empty: smollm2); ignored by 'embedding'.",
     )
-    evaluator_int8: bool = field(
-        default=False,
-        metadata={
-            "description": "Run the 't5' or 'cross-encoder' evaluator with int8 dynamically "
-            "quantised linear layers (CPU only): about 2x faster, scores drift by up to ~0.1, "
-            "so calibrate thresholds on int8 scores (`crag evaluator calibrate --int8`)."
-        },
+    evaluator_int8: bool = _deployment(
+        "evaluator_int8",
+        False,
+        "Run the 't5' or 'cross-encoder' evaluator with int8 dynamically quantised linear "
+        "layers (CPU only): about 2x faster, scores drift by up to ~0.1, so calibrate "
+        "thresholds on int8 scores (`crag evaluator calibrate --int8`).",
     )
     evaluator_batch_size: int = field(
         default=32,
         metadata={"description": "Pairs scored per forward pass by the evaluator."},
     )
-    generator: str = field(
-        default_factory=lambda: _env("CRAG_GENERATOR", "smollm2"),
-        metadata={
-            "description": "'smollm2' (shipped SmolLM2-135M-Instruct), 'local:/path/to/hf-model', "
-            "or any LangChain chat model as 'provider:model' (e.g. 'openai:gpt-4o-mini')."
-        },
+    generator: str = _deployment(
+        "generator",
+        "smollm2",
+        "'smollm2' (shipped SmolLM2-135M-Instruct), 'local:/path/to/hf-model', or any "
+        "LangChain chat model as 'provider:model' (e.g. 'openai:gpt-4o-mini').",
     )
     max_new_tokens: int = field(
         default=128,
         metadata={"description": "Longest answer the generator may write, in tokens."},
     )
-    embedder: str = field(
-        default="all-MiniLM-L6-v2",
-        metadata={
-            "description": "Sentence-transformers embedder: 'all-MiniLM-L6-v2' (shipped) or a "
-            "local model path."
-        },
+    embedder: str = _embedder_field(
+        "Sentence-transformers embedder: 'all-MiniLM-L6-v2' (shipped) or a local model path."
     )
     store_path: str = _store_path_field("Directory of the Chroma store on disk")
     collection: str = _collection_field("Chroma collection name.")
     chroma_host: str = _chroma_host_field()
     chroma_port: int = _chroma_port_field()
     chroma_ssl: bool = _chroma_ssl_field()
-    default_corpus: bool = field(
-        default=True,
-        metadata={
-            "description": "When the collection is empty or missing, ingest the bundled "
-            "Wikipedia vital-article summaries first (CC BY-SA)."
-        },
+    default_corpus: bool = _deployment(
+        "default_corpus",
+        True,
+        "When the collection is empty or missing, ingest the bundled Wikipedia vital-article "
+        "summaries first (CC BY-SA).",
     )
-    default_corpus_limit: int = field(
-        default=0,
-        metadata={"description": "Ingest only the first N bundled summaries (0: all 10,033)."},
+    default_corpus_limit: int = _deployment(
+        "default_corpus_limit", 0, "Ingest only the first N bundled summaries (0: all 10,033)."
     )
-    max_question_chars: int = field(
-        default=2000,
-        metadata={"description": "Longer questions are rejected with a clear error."},
+    max_question_chars: int = _deployment(
+        "max_question_chars", 2000, "Longer questions are rejected with a clear error."
     )
 
-    @classmethod
-    def from_mapping(cls, values: dict[str, Any] | None) -> Context:
-        """Build a context from a plain mapping, ignoring unknown keys' absence, rejecting typos."""
-        values = dict(values or {})
-        known = cls.setting_names()
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(
-                f"unknown setting(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+    def check_together(self) -> None:
+        """Thresholds in order, no contradictory ablations, a readable allow-list.
+
+        Checked when the context is built, so that a bad combination fails before retrieval and
+        grading rather than at ``decide_action``. Equal thresholds are allowed (no Ambiguous
+        band); with ``disable_action='ambiguous'`` the one cut is halfway between them.
+        """
+        if self.lower_threshold > self.upper_threshold:
+            raise InvalidSettingError(
+                f"setting lower_threshold ({self.lower_threshold:g}) must not be above "
+                f"upper_threshold ({self.upper_threshold:g})"
             )
-        return cls(**values)
-
-
-def resolve_context(context: Context | dict[str, Any] | None) -> Context:
-    """Return the run's settings: the given context, a mapping of settings, or the defaults.
-
-    In plain Python ``runtime.context`` is ``None`` unless ``context=`` was passed to ``invoke``;
-    the server builds it from the schema's defaults.
-    """
-    if context is None:
-        return Context()
-    if isinstance(context, Context):
-        return context
-    return Context.from_mapping(dict(context))
+        if self.force_action and self.force_action == self.disable_action:
+            raise InvalidSettingError(
+                f"settings force_action and disable_action both name {self.force_action!r}: "
+                "an action cannot be forced and removed at once"
+            )
+        try:
+            AddressPolicy.from_setting(self.allowed_hosts)
+        except ValueError as exc:
+            raise InvalidSettingError(f"setting {exc}") from None
 
 
 @dataclass(kw_only=True)
-class IngestContext(_Settings):
+class IngestContext(Settings):
     """The settings of the ingestion graph: which store, how documents are chunked."""
 
-    _MINIMUMS: ClassVar[dict[str, float]] = {
+    MINIMUMS: ClassVar[dict[str, float]] = {
         "chunk_size": 1,
         "chunk_overlap": 0,
         "chroma_port": 1,
         "max_document_chars": 1,
     }
-    _MAXIMUMS: ClassVar[dict[str, float]] = {"chroma_port": 65535}
+    MAXIMUMS: ClassVar[dict[str, float]] = {"chunk_size": 100_000, "chroma_port": 65535}
 
     store_path: str = _store_path_field(
         "Directory of the Chroma store on disk, created when missing"
@@ -461,12 +390,9 @@ class IngestContext(_Settings):
     chroma_host: str = _chroma_host_field()
     chroma_port: int = _chroma_port_field()
     chroma_ssl: bool = _chroma_ssl_field()
-    embedder: str = field(
-        default="all-MiniLM-L6-v2",
-        metadata={
-            "description": "Sentence-transformers embedder: 'all-MiniLM-L6-v2' (shipped) or a "
-            "local model path; use the one the questions are asked with."
-        },
+    embedder: str = _embedder_field(
+        "Sentence-transformers embedder: 'all-MiniLM-L6-v2' (shipped) or a local model path; "
+        "use the one the questions are asked with."
     )
     chunk_size: int = field(
         default=1000,
@@ -476,7 +402,60 @@ class IngestContext(_Settings):
         default=100,
         metadata={"description": "Characters shared by consecutive chunks (below chunk_size)."},
     )
-    max_document_chars: int = field(
-        default=5_000_000,
-        metadata={"description": "Longest inline document accepted, in characters."},
+    max_document_chars: int = _deployment(
+        "max_document_chars", 5_000_000, "Longest inline document accepted, in characters."
     )
+    ingest_root: str = _deployment(
+        "ingest_root",
+        "",
+        "The only directory whose files the ingest graph reads by path (empty: any path the "
+        "server can read).",
+    )
+
+    def check_together(self) -> None:
+        """Chunks overlap by less than their size."""
+        if self.chunk_overlap >= self.chunk_size:
+            raise InvalidSettingError(
+                f"setting chunk_overlap ({self.chunk_overlap}) must be below chunk_size "
+                f"({self.chunk_size})"
+            )
+
+
+def _not_settings(value: object, kind: str) -> InvalidSettingError:
+    shown = " ".join(repr(value).split())
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return InvalidSettingError(
+        f"context must be {kind}(...) or a mapping of setting names to values, not "
+        f"{type(value).__name__} ({shown})"
+    )
+
+
+def resolve_context(context: object) -> Context:
+    """Return the run's settings: the given context, a mapping of settings, or the defaults.
+
+    In plain Python ``runtime.context`` is ``None`` unless ``context=`` was passed to
+    ``invoke``; LangGraph turns a dict into the graph's context schema and passes anything else
+    through unchanged, so a wrong value (``context=42``) arrives here.
+
+    Raises:
+        InvalidSettingError: not a context or mapping, an unknown setting, a bad value.
+    """
+    if context is None:
+        return Context()
+    if isinstance(context, Context):
+        return context
+    if isinstance(context, Mapping):
+        return Context.from_mapping(context)
+    raise _not_settings(context, "Context")
+
+
+def resolve_ingest_context(context: object) -> IngestContext:
+    """Like :func:`resolve_context`, for the ingestion graph's settings."""
+    if context is None:
+        return IngestContext()
+    if isinstance(context, IngestContext):
+        return context
+    if isinstance(context, Mapping):
+        return IngestContext.from_mapping(context)
+    raise _not_settings(context, "IngestContext")

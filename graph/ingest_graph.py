@@ -7,16 +7,15 @@ skipped (unchanged), replaced (changed), removed and failed, and how many chunks
 Ingestion is idempotent, as with ``crag ingest``. The node reports progress on the ``custom``
 stream (``{"node": "ingest", "event": "embedding", "done": 512, "total": 1800}``).
 
-``CRAG_INGEST_ROOT``, when set in the server's environment, confines the paths a caller may
-ingest to that directory: a named path outside it is an input error, and a file found in a
-named directory whose real path leaves it (a symbolic link pointing outside) is refused and
-listed in ``failed``.
+The deployment setting ``ingest_root`` (``CRAG_INGEST_ROOT`` in the server's environment), when
+set, confines the paths a caller may ingest to that directory: a named path outside it is an
+input error, and a file found in a named directory whose real path leaves it (a symbolic link
+pointing outside) is refused and listed in ``failed``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +24,13 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graph.context import IngestContext
+from graph.context import IngestContext, resolve_ingest_context
 from graph.progress import emit
+from graph.run_context import RunIngestContext
 
 logger = logging.getLogger(__name__)
 
 GRAPH_NAME = "ingest"
-
-INGEST_ROOT_ENV = "CRAG_INGEST_ROOT"
-"""Environment variable: the only directory whose files may be ingested by path (if set)."""
 
 DOCUMENT_FIELDS = ("text", "source", "title")
 """The fields an inline document may have (``text`` is required)."""
@@ -110,7 +107,7 @@ def _paths(value: Any, root: str) -> list[str]:
             if resolved != base and base not in resolved.parents:
                 raise InvalidIngestInputError(
                     f"path {path!r} is outside {base}, the only directory this server ingests "
-                    f"from ({INGEST_ROOT_ENV})"
+                    "from (setting ingest_root)"
                 )
     return paths
 
@@ -160,8 +157,8 @@ def ingest_node(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str
     from app.api import ingest as ingest_into_store
     from app.api import inline_document
 
-    context = runtime.context if runtime.context is not None else IngestContext()
-    root = os.environ.get(INGEST_ROOT_ENV, "").strip()
+    context = resolve_ingest_context(runtime.context)
+    root = context.ingest_root.strip()
     paths = _paths(state.get("paths"), root)
     docs = _documents(state.get("documents"), context.max_document_chars)
     if not paths and not docs:
@@ -211,7 +208,7 @@ def build_ingest_graph() -> CompiledStateGraph[
     """Return the compiled ingestion graph (one node: ``ingest``)."""
     builder = StateGraph(
         IngestState,
-        context_schema=IngestContext,
+        context_schema=RunIngestContext,
         input_schema=IngestInput,
         output_schema=IngestOutput,
     )

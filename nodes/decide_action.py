@@ -28,9 +28,10 @@ def trigger_action(
     The paper's ablations: ``force`` takes one action whatever the scores (CRAG with only that
     action); ``disable`` removes one (its Table 2): without Correct or Incorrect that case
     becomes Ambiguous; without Ambiguous one threshold halfway between the two decides.
+
+    The thresholds are expected in order (``lower <= upper``): :class:`~graph.context.Context`
+    refuses reversed ones when it is built, before anything is retrieved or graded.
     """
-    if lower > upper:
-        raise ValueError(f"lower threshold {lower} is above upper threshold {upper}")
     best_or_none = max(scores) if scores else None
     if force:
         return {"action": force, "max_score": best_or_none, "reason": f"action forced to {force}"}

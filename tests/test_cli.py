@@ -34,6 +34,8 @@ def ask_args(store: Path, down: WebsearchServer, *extra: str) -> list[str]:
         "search_provider=searxng",
         "--set",
         f"search_url={down.url}",
+        "--set",
+        "allowed_hosts=127.0.0.1",
         *extra,
     ]
 

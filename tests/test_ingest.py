@@ -20,7 +20,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_huggingface import HuggingFaceEmbeddings
 
 from graph.context import IngestContext
-from graph.ingest_graph import INGEST_ROOT_ENV, InvalidIngestInputError
+from graph.ingest_graph import InvalidIngestInputError
 from graph.ingest_graph import graph as ingest_graph
 from tests.hash_embeddings import HashEmbeddings
 from vectorstore.embeddings import load_embeddings
@@ -337,7 +337,7 @@ def test_symlink_out_of_the_ingest_root_is_refused(
     (root / "notes.md").write_text("Otters hold hands while they sleep.")
     (root / "leak.txt").symlink_to(Path("../outside/secret.txt"))
     (root / "alias.md").symlink_to(root / "notes.md")  # a link that stays inside is fine
-    monkeypatch.setenv(INGEST_ROOT_ENV, str(root))
+    monkeypatch.setenv("CRAG_INGEST_ROOT", str(root))
     context = IngestContext(store_path=str(tmp_path / "store"), collection="confined")
 
     report = ingest_graph.invoke({"paths": [str(root)]}, context=context)

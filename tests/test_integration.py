@@ -43,6 +43,7 @@ def context(store: Path, web: WebsearchServer, **extra: object) -> Context:
         default_corpus=False,
         search_provider="searxng",
         search_url=web.url,
+        allowed_hosts="127.0.0.1",
         **extra,  # type: ignore[arg-type]
     )
 

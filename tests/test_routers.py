@@ -2,6 +2,7 @@ from typing import Any
 
 import pytest
 
+from graph.context import Context
 from graph.routers import route_action
 from nodes.decide_action import trigger_action
 
@@ -40,6 +41,7 @@ def test_action_trigger_table(scores: list[float], action: str) -> None:
     assert trigger_action(scores, upper=0.59, lower=-0.99)["action"] == action
 
 
-def test_action_trigger_rejects_crossed_thresholds() -> None:
-    with pytest.raises(ValueError, match="above upper"):
-        trigger_action([0.0], upper=-0.5, lower=0.5)
+def test_crossed_thresholds_are_refused_when_the_context_is_built() -> None:
+    # Checked in Context, before anything is retrieved or graded, not in the action trigger.
+    with pytest.raises(ValueError, match=r"lower_threshold .* must not be above upper"):
+        Context(upper_threshold=-0.5, lower_threshold=0.5)

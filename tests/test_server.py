@@ -5,10 +5,12 @@ A small Chroma store is built in a temporary directory with the real embedder (t
 on a free port with a temporary config that serves the graphs declared in the repository's
 ``langgraph.json`` (``crag`` and ``ingest``), and the LangGraph SDK talks to it: assistants,
 the drawn graph, the context schema, runs (answerable, unanswerable with web search down,
-invalid input of every kind), node-by-node streaming (updates, generator tokens, progress
+invalid input of every kind), the trust boundary (every deployment setting refused in a run's
+context, per-run settings honoured), node-by-node streaming (updates, generator tokens, progress
 events), a follow-up question on the same thread, the ingestion graph, and a small load test.
 The real SmolLM2 generator answers; web search goes to a local SearxNG stand-in that answers
-HTTP 500, so it fails fast.
+HTTP 500, so it fails fast. The server's deployment settings (store, generator, search
+endpoint, allow-list, ingest root) are its environment, as an operator would set them.
 
 The dev server runs with blockbuster on (``langgraph dev`` without ``--allow-blocking``): a
 blocking call on the server's event loop would fail the run, so every successful run here also
@@ -80,7 +82,10 @@ def server_url(
         "CRAG_STORE_PATH": str(store_path),
         "CRAG_COLLECTION": "crag",
         "CRAG_GENERATOR": "smollm2",
+        "CRAG_SEARCH_PROVIDER": "searxng",
         "CRAG_SEARCH_URL": search_server.url,
+        # The SearxNG stand-in is on 127.0.0.1, which the operator must allow.
+        "CRAG_ALLOWED_HOSTS": "127.0.0.1",
         "CRAG_INGEST_ROOT": str(ingest_root),
     }
     with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as server:
@@ -98,10 +103,6 @@ def assistant_id(client: Any) -> str:
     assistants = client.assistants.search(graph_id=GRAPH_ID)
     assert assistants, f"no assistant for graph {GRAPH_ID!r}"
     return str(assistants[0]["assistant_id"])
-
-
-def _web_context(search_server: WebsearchServer, **settings: Any) -> dict[str, Any]:
-    return {"search_provider": "searxng", "search_url": search_server.url, **settings}
 
 
 def _run(client: Any, question: str, context: dict[str, Any], **kwargs: Any) -> Any:
@@ -140,16 +141,19 @@ def test_context_schema_shows_the_paper_defaults(client: Any, assistant_id: str)
     assert "Passages retrieved" in properties["top_k"]["description"]
     assert "Correct if" in properties["upper_threshold"]["description"]
     assert "Incorrect if" in properties["lower_threshold"]["description"]
-    assert properties["search_provider"]["enum"] == ["duckduckgo", "searxng", "tavily"]
+    assert properties["strip_mode"]["enum"] == ["sentences", "words", "passage"]
+    # A deployment setting is shown read-only (null: not given), with its choices.
+    assert properties["search_provider"]["readOnly"] is True
+    assert properties["search_provider"]["anyOf"][0]["enum"] == ["duckduckgo", "searxng", "tavily"]
     assert set(schemas["input_schema"]["properties"]) == {"question"}
 
 
 def test_answerable_question_is_answered_from_the_store(
     client: Any, search_server: WebsearchServer
 ) -> None:
-    # The paper's default thresholds; the run's context (search settings) reaches the server.
+    # The paper's default thresholds; the search settings are the server's (its environment).
     searches_before = len(search_server.search_queries())
-    context = _web_context(search_server)
+    context: dict[str, Any] = {}
     out = _run(client, "Who painted the Mona Lisa?", context)
     assert out["action"] == "correct", out
     assert "Leonardo" in out["answer"], out["answer"]
@@ -171,13 +175,13 @@ def test_unanswerable_question_reports_that_web_search_is_down(
 ) -> None:
     searches_before = len(search_server.search_queries())
     question = "What is the boiling point of liquid nitrogen in kelvin?"
-    out = _run(client, question, _web_context(search_server))
+    out = _run(client, question, {})
     assert out["action"] in {"incorrect", "ambiguous"}, out
     assert any("web search unavailable" in note for note in out["notes"]), out["notes"]
     assert any("HTTP 500" in note for note in out["notes"]), out["notes"]
     assert not [k for k in out["knowledge"] if k["origin"] == "external"]
     assert isinstance(out["answer"], str)
-    # The run's context reached the server's graph: the stand-in SearxNG was asked.
+    # The server's search settings reached the graph: the stand-in SearxNG was asked.
     assert len(search_server.search_queries()) > searches_before
 
 
@@ -189,7 +193,7 @@ def test_empty_question_fails_and_the_server_carries_on(
         thread["thread_id"],
         GRAPH_ID,
         input={"question": "   "},
-        context=_web_context(search_server),
+        context={},
         raise_error=False,
     )
     assert "__error__" in out, out
@@ -204,7 +208,7 @@ def test_empty_question_fails_and_the_server_carries_on(
         thread["thread_id"],
         GRAPH_ID,
         input={"question": "Who painted the Mona Lisa?"},
-        context=_web_context(search_server),
+        context={},
     )
     assert again["answer"].strip()
     assert again["documents"]
@@ -267,7 +271,7 @@ def test_run_streams_node_updates_tokens_and_progress(
             thread["thread_id"],
             GRAPH_ID,
             input={"question": MONA_QUESTION},
-            context=_web_context(search_server),
+            context={},
             stream_mode=["updates", "custom", "messages-tuple"],
         )
     )
@@ -309,7 +313,7 @@ def test_follow_up_on_a_thread_resets_the_run_fields(
     client: Any, search_server: WebsearchServer
 ) -> None:
     thread_id = client.threads.create()["thread_id"]
-    context = _web_context(search_server)
+    context: dict[str, Any] = {}
     first = client.runs.wait(
         thread_id, GRAPH_ID, input={"question": NITROGEN_QUESTION}, context=context
     )
@@ -384,7 +388,7 @@ def test_bad_input_is_a_clear_run_error(
         thread_id,
         GRAPH_ID,
         input=payload,
-        context=_web_context(search_server, **settings),
+        context=settings,
         raise_error=False,
     )
     assert out.get("__error__", {}).get("error") == error, out
@@ -395,7 +399,7 @@ def test_bad_input_is_a_clear_run_error(
 
 def test_server_keeps_serving_after_bad_input(client: Any, search_server: WebsearchServer) -> None:
     thread_id = client.threads.create()["thread_id"]
-    context = _web_context(search_server)
+    context: dict[str, Any] = {}
     bad = client.runs.wait(
         thread_id, GRAPH_ID, input={"question": 42}, context=context, raise_error=False
     )
@@ -403,6 +407,128 @@ def test_server_keeps_serving_after_bad_input(client: Any, search_server: Websea
     good = client.runs.wait(thread_id, GRAPH_ID, input={"question": MONA_QUESTION}, context=context)
     assert "Leonardo" in good["answer"]
     assert [r["status"] for r in client.runs.list(thread_id)] == ["success", "error"]
+
+
+# -- the trust boundary -------------------------------------------------------------------------
+
+# What a caller might try: read internal pages, query an internal URL, write a store elsewhere,
+# load other models. Every deployment setting is refused, whatever its value.
+ATTEMPTS: dict[str, Any] = {
+    "store_path": "/tmp/crag-run-store",
+    "collection": "elsewhere",
+    "chroma_host": "127.0.0.1",
+    "chroma_port": 8001,
+    "chroma_ssl": True,
+    "embedder": "/tmp/some-embedder",
+    "evaluator": "t5",
+    "evaluator_model": "/tmp/some-checkpoint",
+    "evaluator_int8": True,
+    "generator": "local:/tmp/some-model",
+    "search_provider": "duckduckgo",
+    "search_url": "http://127.0.0.1:1/internal",
+    "search_timeout": 600.0,
+    "allowed_hosts": "127.0.0.0/8",
+    "default_corpus": True,
+    "default_corpus_limit": 5,
+    "max_question_chars": 1_000_000,
+    "page_timeout": 600.0,
+    "max_page_bytes": 10**9,
+    "max_redirects": 50,
+    "web_cache_ttl": 0.0,
+}
+INGEST_ATTEMPTS: dict[str, Any] = {
+    "store_path": "/tmp/crag-run-store",
+    "collection": "elsewhere",
+    "chroma_host": "127.0.0.1",
+    "chroma_port": 8001,
+    "chroma_ssl": True,
+    "embedder": "/tmp/some-embedder",
+    "max_document_chars": 10**9,
+    "ingest_root": "/",
+}
+
+
+def _refused(out: Any, name: str) -> None:
+    assert out.get("__error__", {}).get("error") == "InvalidSettingError", out
+    assert out["__error__"]["message"] == (
+        f"setting {name} is a deployment setting: the server's operator sets it (environment "
+        f"variable CRAG_{name.upper()}); a run may not"
+    )
+
+
+def test_the_attempts_cover_every_deployment_setting() -> None:
+    from graph.context import Context, IngestContext
+
+    assert set(ATTEMPTS) == Context.deployment_names()
+    assert set(INGEST_ATTEMPTS) == IngestContext.deployment_names()
+
+
+@pytest.mark.parametrize("name", sorted(ATTEMPTS))
+def test_a_run_may_not_set_a_deployment_setting(client: Any, name: str) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    out = client.runs.wait(
+        thread_id,
+        GRAPH_ID,
+        input={"question": MONA_QUESTION},
+        context={"top_k": 3, name: ATTEMPTS[name]},
+        raise_error=False,
+    )
+    _refused(out, name)
+    assert [r["status"] for r in client.runs.list(thread_id)] == ["error"]
+    assert not Path(ATTEMPTS["store_path"]).exists()
+
+
+def test_deployment_settings_are_refused_in_configurable_and_in_every_graph(client: Any) -> None:
+    # The server copies config.configurable into the context when no context is sent.
+    out = client.runs.wait(
+        client.threads.create()["thread_id"],
+        GRAPH_ID,
+        input={"question": MONA_QUESTION},
+        config={"configurable": {"allowed_hosts": "127.0.0.0/8"}},
+        raise_error=False,
+    )
+    _refused(out, "allowed_hosts")
+    for graph_id in ("rag", "crag-tutorial"):
+        out = client.runs.wait(
+            client.threads.create()["thread_id"],
+            graph_id,
+            input={"question": MONA_QUESTION},
+            context={"search_url": "http://127.0.0.1:1/internal"},
+            raise_error=False,
+        )
+        _refused(out, "search_url")
+
+
+@pytest.mark.parametrize("name", sorted(INGEST_ATTEMPTS))
+def test_an_ingestion_run_may_not_set_a_deployment_setting(client: Any, name: str) -> None:
+    out = client.runs.wait(
+        client.threads.create()["thread_id"],
+        INGEST_ID,
+        input={"documents": [{"text": "Otters hold hands.", "source": "notes:otters"}]},
+        context={"chunk_size": 500, name: INGEST_ATTEMPTS[name]},
+        raise_error=False,
+    )
+    _refused(out, name)
+    assert not Path(INGEST_ATTEMPTS["store_path"]).exists()
+
+
+def test_per_run_settings_reach_the_graph_within_bounds(client: Any) -> None:
+    out = _run(client, MONA_QUESTION, {"top_k": 3, "strips_kept": 2})
+    assert len(out["documents"]) == 3
+    assert len(out["knowledge"]) <= 2
+    assert "Leonardo" in out["answer"]
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"top_k": 101}, "setting top_k must be at most 100, not 101"),
+        ({"upper_threshold": 2.0}, "setting upper_threshold must be at most 1, not 2.0"),
+        (
+            {"upper_threshold": 0.1, "lower_threshold": 0.2},
+            "setting lower_threshold (0.2) must not be above upper_threshold (0.1)",
+        ),
+    ]
+    for settings, message in cases:
+        out = _run(client, MONA_QUESTION, settings, raise_error=False)
+        assert out.get("__error__", {}).get("error") == "InvalidSettingError", out
+        assert out["__error__"]["message"] == message
 
 
 # -- ingestion graph ----------------------------------------------------------------------------
@@ -428,7 +554,6 @@ def test_ingestion_graph_fills_the_store_the_questions_use(
             thread_id,
             INGEST_ID,
             input=payload,
-            context={"collection": "ingested"},
             stream_mode=["custom", "values"],
         )
     )
@@ -446,7 +571,6 @@ def test_ingestion_graph_fills_the_store_the_questions_use(
         client.threads.create()["thread_id"],
         INGEST_ID,
         input=payload,
-        context={"collection": "ingested"},
     )
     assert sorted(again["skipped"]) == sorted(report["added"])
     assert again["added"] == [] and again["chunks"] == 0
@@ -454,7 +578,7 @@ def test_ingestion_graph_fills_the_store_the_questions_use(
     out = _run(
         client,
         "When is the Zorblax lantern festival held?",
-        _web_context(search_server, collection="ingested", default_corpus=False),
+        {},
     )
     assert out["documents"][0]["source"] == "notes:zorblax"
     assert out["action"] == "correct"
@@ -478,7 +602,6 @@ def test_bad_ingestion_input_is_a_clear_run_error(
         client.threads.create()["thread_id"],
         INGEST_ID,
         input=payload,
-        context={"collection": "ingested"},
         raise_error=False,
     )
     assert out.get("__error__", {}).get("error") == "InvalidIngestInputError", out
@@ -500,7 +623,7 @@ def test_concurrent_runs_answer_like_sequential_ones(
             server_url,
             runs=3,
             questions=[MONA_QUESTION],
-            context=_web_context(search_server),
+            context={},
             timeout=240,
         )
     )

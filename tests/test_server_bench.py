@@ -7,7 +7,14 @@ import math
 import pytest
 
 from app.cli import main
-from app.server_bench import BenchError, BenchReport, RunResult, check_loopback, run_bench
+from app.server_bench import (
+    BenchError,
+    BenchReport,
+    RunResult,
+    check_loopback,
+    run_bench,
+    split_settings,
+)
 
 
 def report(latencies: list[float], errors: int = 0) -> BenchReport:
@@ -55,3 +62,25 @@ def test_bad_arguments_stop_before_anything_starts(capsys: pytest.CaptureFixture
     assert "--allow-remote" in capsys.readouterr().err
     assert main(["bench-server", "--runs", "501"]) == 2
     assert "runs must be between" in capsys.readouterr().err
+
+
+def test_deployment_settings_go_to_the_started_server_not_to_the_runs() -> None:
+    context, env = split_settings(
+        {"top_k": 5, "generator": "smollm2", "default_corpus": False, "search_timeout": 2.5}
+    )
+    assert context == {"top_k": 5}
+    assert env == {
+        "CRAG_GENERATOR": "smollm2",
+        "CRAG_DEFAULT_CORPUS": "false",
+        "CRAG_SEARCH_TIMEOUT": "2.5",
+    }
+
+
+def test_a_running_server_keeps_its_deployment_settings(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Refused before any request: the port is never contacted.
+    with pytest.raises(BenchError, match="setting store_path is a deployment setting"):
+        run_bench(url="http://127.0.0.1:9", extra_context={"top_k": 3, "store_path": "/x"})
+    assert main(["bench-server", "--url", "http://127.0.0.1:9", "--set", "allowed_hosts=x"]) == 2
+    assert "setting allowed_hosts is a deployment setting" in capsys.readouterr().err

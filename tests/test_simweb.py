@@ -62,7 +62,9 @@ def web() -> Iterator[SimulatedWeb]:
 
 
 def provider(web: SimulatedWeb) -> SearxngSearch:
-    made = create_search_provider("searxng", url=web.base_url, timeout=5.0)
+    made = create_search_provider(
+        "searxng", url=web.base_url, timeout=5.0, allowed_hosts=web.allowed_hosts
+    )
     assert isinstance(made, SearxngSearch)
     return made
 

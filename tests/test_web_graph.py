@@ -197,6 +197,7 @@ def test_snippets_only_and_only_wikipedia(server: WebsearchServer) -> None:
     context = Context(
         search_provider="searxng",
         search_url=server.url,
+        allowed_hosts="127.0.0.1",
         fetch_pages=False,
         web_cache_ttl=0,
     )
@@ -207,7 +208,12 @@ def test_snippets_only_and_only_wikipedia(server: WebsearchServer) -> None:
             "Mona Lisa\nSNIPPET of the article.",
         ]
         # Only Wikipedia: local pages are not on wikipedia.org, so nothing is left.
-        only = Context(search_provider="searxng", search_url=server.url, only_wikipedia=True)
+        only = Context(
+            search_provider="searxng",
+            search_url=server.url,
+            allowed_hosts="127.0.0.1",
+            only_wikipedia=True,
+        )
         out = graph.invoke({"question": QUESTION}, context=only)
     assert out["knowledge"] == []
     assert out["notes"][0] == (
@@ -225,3 +231,21 @@ def test_sync_invoke_inside_a_running_event_loop(server: WebsearchServer) -> Non
     with use_components(fakes):
         out = asyncio.run(caller())
     assert out["knowledge"][0]["text"] == f"Mona Lisa\n{P1}"
+
+
+def test_a_search_endpoint_on_a_non_public_address_needs_allowed_hosts(
+    server: WebsearchServer,
+) -> None:
+    # The endpoint gets the same address rules as pages: 127.0.0.1 is refused until the
+    # operator's allowed_hosts lists it, and the run goes on without web knowledge.
+    fakes = components({"of the article": 0.8}, default=-1.0)
+    context = Context(search_provider="searxng", search_url=server.url, fetch_pages=False)
+    with use_components(fakes):
+        out = graph.invoke({"question": QUESTION}, context=context)
+    assert out["notes"] == [
+        f"web search unavailable: SearxNG at {server.url} was not queried: 127.0.0.1 is a "
+        "loopback address; list it in allowed_hosts (CRAG_ALLOWED_HOSTS) if it is a trusted "
+        "instance; answered without web knowledge",
+        "no knowledge reached the generator; the answer is unsupported",
+    ]
+    assert server.requests_to("/search") == []

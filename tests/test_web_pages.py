@@ -19,7 +19,7 @@ from graph.context import Context
 from nodes.web_search import web_search
 from tests import websearch_server as _shared
 from tests.fakes import FakeComponents, FixedScoreEvaluator, StaticStore, scripted_chat
-from tests.websearch_server import WebsearchServer
+from tests.websearch_server import LOOPBACK, WebsearchServer
 from websearch import fetch as fetch_module
 from websearch import retry as retry_module
 from websearch.base import SearchResult, SearchUnavailableError
@@ -522,7 +522,7 @@ def test_ttl_cache() -> None:
 def test_search_and_pages_are_cached_within_the_ttl(server: WebsearchServer) -> None:
     page = server.add_page("/cached", "Cached", P1)
     server.results = [server.result("Cached", "/cached", "snippet")]
-    provider = SearxngSearch(server.url, timeout=5)
+    provider = SearxngSearch(server.url, policy=LOOPBACK, timeout=5)
     for _ in range(2):
         results = cached_search(provider, "mona lisa", 5, ttl=60)
         read_results(results, pages=5, options=options(cache_ttl=60))
@@ -542,7 +542,7 @@ def test_search_and_pages_are_cached_within_the_ttl(server: WebsearchServer) -> 
 def test_cache_expires_after_the_ttl(server: WebsearchServer) -> None:
     server.add_page("/expiring", "Expiring", P1)
     server.results = [server.result("Expiring", "/expiring", "snippet")]
-    provider = SearxngSearch(server.url, timeout=5)
+    provider = SearxngSearch(server.url, policy=LOOPBACK, timeout=5)
     for _ in range(2):
         results = cached_search(provider, "q", 5, ttl=0.2)
         read_results(results, pages=5, options=options(cache_ttl=0.2))
@@ -553,7 +553,7 @@ def test_cache_expires_after_the_ttl(server: WebsearchServer) -> None:
 
 def test_failures_are_not_cached(server: WebsearchServer) -> None:
     server.search_status = 404
-    provider = SearxngSearch(server.url, timeout=5)
+    provider = SearxngSearch(server.url, policy=LOOPBACK, timeout=5)
     for _ in range(2):
         with pytest.raises(SearchUnavailableError):
             cached_search(provider, "q", 5, ttl=60)
@@ -570,7 +570,7 @@ def test_rate_limit_is_retried_once_then_noted(server: WebsearchServer) -> None:
         store=StaticStore([]),
         scorer=FixedScoreEvaluator({}),
         chat=scripted_chat(),
-        web=SearxngSearch(server.url, timeout=5),
+        web=SearxngSearch(server.url, policy=LOOPBACK, timeout=5),
     )
     with use_components(components):
         runtime: Any = FakeRuntime(Context(search_provider="searxng", search_url=server.url))
@@ -613,7 +613,7 @@ def test_only_transient_failures_are_retried(
 ) -> None:
     server.search_status = status
     with pytest.raises(SearchUnavailableError, match=f"HTTP {status}"):
-        search_with_retry(SearxngSearch(server.url, timeout=5), "q", 5)
+        search_with_retry(SearxngSearch(server.url, policy=LOOPBACK, timeout=5), "q", 5)
     assert len(server.requests_to("/search")) == attempts
 
 

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpcore
 import httpx
 import pytest
 from ddgs.ddgs import DDGS
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
 from tests import websearch_server as _shared
-from tests.websearch_server import WebsearchServer
+from tests.websearch_server import LOOPBACK, LOOPBACK_HOSTS, WebsearchServer
+from websearch import guarded_client
 from websearch.base import SearchProvider, SearchResult, SearchUnavailableError
 from websearch.duckduckgo import DuckDuckGoSearch
 from websearch.ranking import is_wikipedia, normalize_url, rank_results, wikipedia_query
@@ -24,6 +27,7 @@ from websearch.registry import (
     create_search_provider,
     get_search_provider,
 )
+from websearch.safety import AddressPolicy
 from websearch.searxng import SearxngSearch
 
 # The shared fixture, registered here under a shorter name (pytest uses the attribute name).
@@ -51,7 +55,7 @@ def test_searxng_maps_results_and_sends_query(server: WebsearchServer) -> None:
         {"title": "No URL", "content": "dropped"},
         {"title": "Third", "url": "http://example.com/3", "content": "c"},
     ]
-    provider = SearxngSearch(server.url + "/", timeout=5)
+    provider = SearxngSearch(server.url + "/", policy=LOOPBACK, timeout=5)
 
     results = provider.search("  capital of France ", max_results=2)
 
@@ -69,14 +73,14 @@ def test_searxng_maps_results_and_sends_query(server: WebsearchServer) -> None:
 
 
 def test_searxng_all_results_and_empty(server: WebsearchServer) -> None:
-    provider = SearxngSearch(server.url, timeout=5)
+    provider = SearxngSearch(server.url, policy=LOOPBACK, timeout=5)
     assert provider.search("nothing here", max_results=5) == []
     server.results = lambda q: [server.result(f"hit for {q}", "/a", "x")]
     assert provider.search("dynamic", max_results=5)[0].title == "hit for dynamic"
 
 
 def test_searxng_skips_blank_query_without_request(server: WebsearchServer) -> None:
-    provider = SearxngSearch(server.url)
+    provider = SearxngSearch(server.url, policy=LOOPBACK)
     assert provider.search("   ", max_results=5) == []
     assert provider.search("q", max_results=0) == []
     assert server.requests == []
@@ -95,14 +99,14 @@ def test_searxng_skips_blank_query_without_request(server: WebsearchServer) -> N
 def test_searxng_http_errors(server: WebsearchServer, status: int, expected: str) -> None:
     server.search_status = status
     with pytest.raises(SearchUnavailableError, match=expected) as info:
-        SearxngSearch(server.url, timeout=5).search("q", max_results=5)
+        SearxngSearch(server.url, policy=LOOPBACK, timeout=5).search("q", max_results=5)
     assert server.url in str(info.value)
 
 
 def test_searxng_redirect_is_not_followed(server: WebsearchServer) -> None:
     server.add_route("/search", status=302, headers={"Location": "http://127.0.0.1:1/elsewhere"})
     with pytest.raises(SearchUnavailableError, match="redirect"):
-        SearxngSearch(server.url, timeout=5).search("q", max_results=5)
+        SearxngSearch(server.url, policy=LOOPBACK, timeout=5).search("q", max_results=5)
     assert len(server.requests) == 1
 
 
@@ -121,7 +125,7 @@ def test_searxng_not_json(server: WebsearchServer, body: str | bytes, content_ty
     server.search_body = body
     server.search_content_type = content_type
     with pytest.raises(SearchUnavailableError, match="not SearxNG JSON"):
-        SearxngSearch(server.url, timeout=5).search("q", max_results=5)
+        SearxngSearch(server.url, policy=LOOPBACK, timeout=5).search("q", max_results=5)
 
 
 def test_searxng_refuses_huge_answer(
@@ -130,23 +134,24 @@ def test_searxng_refuses_huge_answer(
     monkeypatch.setattr("websearch.searxng.MAX_RESPONSE_BYTES", 1000)
     server.results = [server.result(f"t{i}", f"/p{i}", "x" * 100) for i in range(50)]
     with pytest.raises(SearchUnavailableError, match="more than 1000 bytes"):
-        SearxngSearch(server.url, timeout=5).search("q", max_results=5)
+        SearxngSearch(server.url, policy=LOOPBACK, timeout=5).search("q", max_results=5)
 
 
 def test_searxng_unresponsive_engines_without_results(server: WebsearchServer) -> None:
     server.unresponsive_engines = [["google", "CAPTCHA"], ["bing", "timeout"]]
     with pytest.raises(SearchUnavailableError, match="google: CAPTCHA"):
-        SearxngSearch(server.url, timeout=5).search("q", max_results=5)
+        SearxngSearch(server.url, policy=LOOPBACK, timeout=5).search("q", max_results=5)
     # With some results, unresponsive engines do not matter.
     server.results = [server.result("t", "/t", "c")]
-    assert len(SearxngSearch(server.url, timeout=5).search("q", max_results=5)) == 1
+    provider = SearxngSearch(server.url, policy=LOOPBACK, timeout=5)
+    assert len(provider.search("q", max_results=5)) == 1
 
 
 def test_searxng_connection_refused() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     started = time.monotonic()
     with pytest.raises(SearchUnavailableError, match="could not be reached") as info:
-        SearxngSearch(url, timeout=3).search("q", max_results=5)
+        SearxngSearch(url, policy=LOOPBACK, timeout=3).search("q", max_results=5)
     assert url in str(info.value)
     assert time.monotonic() - started < 3
 
@@ -155,7 +160,7 @@ def test_searxng_slow_server_times_out(server: WebsearchServer) -> None:
     server.search_delay = 5.0
     started = time.monotonic()
     with pytest.raises(SearchUnavailableError, match=r"within 0\.5 s"):
-        SearxngSearch(server.url, timeout=0.5).search("q", max_results=5)
+        SearxngSearch(server.url, policy=LOOPBACK, timeout=0.5).search("q", max_results=5)
     assert time.monotonic() - started < 2.0
 
 
@@ -167,7 +172,7 @@ def test_searxng_keeps_no_cookies(server: WebsearchServer) -> None:
         content_type="application/json",
         headers={"Set-Cookie": "session=abc; Path=/"},
     )
-    provider = SearxngSearch(server.url, timeout=5)
+    provider = SearxngSearch(server.url, policy=LOOPBACK, timeout=5)
     provider.search("one", max_results=5)
     provider.search("two", max_results=5)
     assert [r.headers.get("cookie") for r in server.requests_to("/search")] == [None, None]
@@ -182,6 +187,116 @@ def test_searxng_rejects_bad_base_url(url: str) -> None:
 def test_searxng_rejects_bad_timeout() -> None:
     with pytest.raises(ValueError, match="timeout"):
         SearxngSearch("http://127.0.0.1:8888", timeout=0)
+
+
+# --------------------------------------------------------------------------------------------
+# The SearxNG endpoint's address: the same rules as pages
+
+
+def _resolving(monkeypatch: pytest.MonkeyPatch, answers: dict[str, str]) -> list[str]:
+    """Stub the SearxNG client's resolver: host name -> one address; returns the names asked."""
+    asked: list[str] = []
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: str, port: int, *args: Any, **kwargs: Any) -> list[Any]:
+        if host not in answers:  # a literal address, when connecting
+            return real(host, port, *args, **kwargs)
+        asked.append(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answers[host], port))]
+
+    monkeypatch.setattr(guarded_client.socket, "getaddrinfo", getaddrinfo)
+    return asked
+
+
+def _no_connections(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record (and refuse) every TCP connection the SearxNG client would open."""
+    attempts: list[str] = []
+
+    def connect_tcp(self: Any, host: str, port: int, **kwargs: Any) -> Any:
+        attempts.append(f"{host}:{port}")
+        raise httpcore.ConnectError("no connections in this test")
+
+    monkeypatch.setattr(httpcore.SyncBackend, "connect_tcp", connect_tcp)
+    return attempts
+
+
+def test_searxng_on_a_loopback_address_is_refused_unless_allowed(server: WebsearchServer) -> None:
+    server.results = [server.result("t", "/t", "c")]
+    with pytest.raises(SearchUnavailableError) as info:
+        SearxngSearch(server.url, timeout=5).search("q", max_results=5)
+    assert str(info.value) == (
+        f"SearxNG at {server.url} was not queried: 127.0.0.1 is a loopback address; list it "
+        "in allowed_hosts (CRAG_ALLOWED_HOSTS) if it is a trusted instance"
+    )
+    assert server.requests_to("/search") == []
+    allowed = SearxngSearch(server.url, timeout=5, policy=LOOPBACK)
+    assert len(allowed.search("q", max_results=5)) == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://10.1.2.3:8888", "10.1.2.3 is a private address"),
+        ("http://169.254.169.254/", "169.254.169.254 is a link-local address"),
+        ("http://[::1]:8888", "::1 is a loopback address"),
+        ("http://0.0.0.0:8888", "0.0.0.0 is an unspecified address"),
+    ],
+)
+def test_searxng_on_a_literal_non_public_address_is_refused_without_connecting(
+    monkeypatch: pytest.MonkeyPatch, url: str, reason: str
+) -> None:
+    attempts = _no_connections(monkeypatch)
+    with pytest.raises(SearchUnavailableError, match=re.escape(f"was not queried: {reason}")):
+        SearxngSearch(url, timeout=2).search("q", max_results=5)
+    assert attempts == []
+
+
+def test_searxng_name_resolving_to_a_private_address_is_refused_before_connecting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked = _resolving(monkeypatch, {"searx.internal": "10.0.0.7"})
+    attempts = _no_connections(monkeypatch)
+    with pytest.raises(SearchUnavailableError) as info:
+        SearxngSearch("http://searx.internal:8080", timeout=2).search("q", max_results=5)
+    assert "searx.internal resolves to 10.0.0.7, a private address" in str(info.value)
+    assert asked == ["searx.internal"]
+    assert attempts == []
+    # The operator's allow-list lets it through (here to the refused connection stub).
+    policy = AddressPolicy.from_setting("10.0.0.0/8")
+    with pytest.raises(SearchUnavailableError, match="could not be reached"):
+        SearxngSearch("http://searx.internal:8080", timeout=2, policy=policy).search("q", 5)
+    assert attempts == ["10.0.0.7:8080"]
+
+
+def test_searxng_connects_to_the_address_it_checked(
+    server: WebsearchServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An allowed host name is resolved once and the connection goes to that very address, with
+    # the name still sent as Host.
+    port = server.url.rsplit(":", 1)[1]
+    asked = _resolving(monkeypatch, {"searx.test": "127.0.0.1"})
+    server.results = [server.result("t", "/t", "c")]
+    provider = SearxngSearch(
+        f"http://searx.test:{port}", timeout=5, policy=AddressPolicy.from_setting("searx.test")
+    )
+    assert len(provider.search("q", max_results=5)) == 1
+    assert asked == ["searx.test"]
+    (request,) = server.requests_to("/search")
+    assert request.headers.get("host") == f"searx.test:{port}"
+
+
+def test_registry_passes_allowed_hosts_to_searxng(server: WebsearchServer) -> None:
+    clear_search_provider_cache()
+    refused = get_search_provider("searxng", url=server.url, timeout=5)
+    allowed = get_search_provider("searxng", url=server.url, timeout=5, allowed_hosts="127.0.0.1")
+    assert refused is not allowed
+    with pytest.raises(SearchUnavailableError, match="loopback"):
+        refused.search("q", max_results=5)
+    assert allowed.search("q", max_results=5) == []
+    # Other providers ignore the setting (and are not made twice for it).
+    ddg = get_search_provider("duckduckgo", url="", timeout=5)
+    assert get_search_provider("duckduckgo", url="", timeout=5, allowed_hosts="10.0.0.0/8") is ddg
+    clear_search_provider_cache()
 
 
 # --------------------------------------------------------------------------------------------
@@ -464,7 +579,9 @@ def test_registry_searxng_end_to_end(server: WebsearchServer) -> None:
         server.result("Other", "https://example.org/paris", "o"),
         server.result("Paris - Wikipedia", "https://en.wikipedia.org/wiki/Paris", "w"),
     ]
-    provider = create_search_provider("searxng", url=server.url, timeout=5)
+    provider = create_search_provider(
+        "searxng", url=server.url, timeout=5, allowed_hosts=LOOPBACK_HOSTS
+    )
     hits = provider.search(wikipedia_query("Paris"), max_results=5)
     ranked = rank_results(hits, prefer_wikipedia=True)
     assert [h.title for h in ranked] == ["Paris - Wikipedia", "Other"]

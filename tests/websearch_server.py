@@ -5,7 +5,7 @@ It listens on 127.0.0.1 on an ephemeral port, in a background thread::
     with WebsearchServer() as server:
         page = server.add_page("/wiki/Paris", "Paris", "Paris is the capital of France.")
         server.results = [server.result("Paris", page, "Capital of France")]
-        provider = SearxngSearch(server.url)
+        provider = SearxngSearch(server.url, policy=LOOPBACK)
         ...
         assert server.search_queries() == ["capital of france"]
 
@@ -42,7 +42,14 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 
 import pytest
 
+from websearch.safety import AddressPolicy
+
 logger = logging.getLogger(__name__)
+
+LOOPBACK_HOSTS = "127.0.0.1"
+"""The ``allowed_hosts`` setting that lets crag reach these servers (they listen on 127.0.0.1)."""
+LOOPBACK = AddressPolicy.from_setting(LOOPBACK_HOSTS)
+"""The same, as the address policy the SearxNG provider takes."""
 
 ResultDict = dict[str, str]
 ResultsSource = list[ResultDict] | Callable[[str], list[ResultDict]]

@@ -145,6 +145,11 @@ async def resolve_host(host: str, port: int) -> list[IPAddress]:
     except (socket.gaierror, UnicodeError) as exc:
         logger.info("DNS lookup of %s failed: %s", host, exc)
         raise PageError("could not be reached (DNS lookup failed)") from exc
+    return addresses_of(infos)
+
+
+def addresses_of(infos: Iterable[tuple[Any, ...]]) -> list[IPAddress]:
+    """The distinct addresses of ``socket.getaddrinfo`` results, in order."""
     addresses: list[IPAddress] = []
     for info in infos:
         address = ipaddress.ip_address(str(info[4][0]))
@@ -211,7 +216,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
 
 
 @functools.lru_cache(maxsize=1)
-def _ssl_context() -> ssl.SSLContext:
+def verifying_ssl_context() -> ssl.SSLContext:
     """The default verifying TLS context (certifi's CA bundle), built once per process."""
     return httpx.create_ssl_context(trust_env=False)
 
@@ -220,7 +225,7 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
     """httpx's own transport over a connection pool whose backend is :class:`GuardedBackend`."""
 
     def __init__(self, policy: AddressPolicy, max_connections: int = 10) -> None:
-        context = _ssl_context()
+        context = verifying_ssl_context()
         super().__init__(verify=context, trust_env=False)
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=context,

@@ -6,6 +6,7 @@ import functools
 
 from websearch.base import SearchProvider
 from websearch.duckduckgo import DuckDuckGoSearch
+from websearch.safety import AddressPolicy
 from websearch.searxng import SearxngSearch
 from websearch.tavily import TavilySearch
 
@@ -22,6 +23,7 @@ def create_search_provider(
     safesearch: str = "moderate",
     backend: str = "auto",
     only_wikipedia: bool = False,
+    allowed_hosts: str = "",
 ) -> SearchProvider:
     """Create a new provider.
 
@@ -34,9 +36,12 @@ def create_search_provider(
         backend: ddgs backend(s), e.g. ``"auto"`` (``duckduckgo`` only).
         only_wikipedia: Ask the engine for Wikipedia pages only, where it can (``tavily``);
             the graph filters the results of every provider anyway.
+        allowed_hosts: The ``allowed_hosts`` setting: non-public hosts and networks the SearxNG
+            ``url`` may be on (``searxng`` only).
 
     Raises:
-        ValueError: unknown ``name``, a bad SearxNG ``url`` or a non-positive ``timeout``.
+        ValueError: unknown ``name``, a bad SearxNG ``url`` or ``allowed_hosts``, or a
+            non-positive ``timeout``.
     """
     key = name.strip().lower()
     if key == "duckduckgo":
@@ -44,7 +49,7 @@ def create_search_provider(
             timeout=timeout, region=region, safesearch=safesearch, backend=backend
         )
     if key == "searxng":
-        return SearxngSearch(url, timeout=timeout)
+        return SearxngSearch(url, timeout=timeout, policy=AddressPolicy.from_setting(allowed_hosts))
     if key == "tavily":
         domains = (WIKIPEDIA_DOMAIN,) if only_wikipedia else ()
         return TavilySearch(timeout=timeout, include_domains=domains)
@@ -60,6 +65,7 @@ def _cached_provider(
     safesearch: str,
     backend: str,
     only_wikipedia: bool,
+    allowed_hosts: str,
 ) -> SearchProvider:
     return create_search_provider(
         key,
@@ -69,6 +75,7 @@ def _cached_provider(
         safesearch=safesearch,
         backend=backend,
         only_wikipedia=only_wikipedia,
+        allowed_hosts=allowed_hosts,
     )
 
 
@@ -81,6 +88,7 @@ def get_search_provider(
     safesearch: str = "moderate",
     backend: str = "auto",
     only_wikipedia: bool = False,
+    allowed_hosts: str = "",
 ) -> SearchProvider:
     """Return the provider for these settings, creating it once per process.
 
@@ -89,14 +97,16 @@ def get_search_provider(
     """
     key = name.strip().lower()
     ddg = key == "duckduckgo"
+    searxng = key == "searxng"
     return _cached_provider(
         key,
-        url.strip() if key == "searxng" else "",
+        url.strip() if searxng else "",
         float(timeout),
         region if ddg else "",
         safesearch if ddg else "",
         backend if ddg else "",
         only_wikipedia if key == "tavily" else False,
+        allowed_hosts if searxng else "",
     )
 
 

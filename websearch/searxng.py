@@ -1,7 +1,9 @@
 """Web search through a self-hosted SearxNG instance's JSON API.
 
 The instance must allow the JSON format (``search.formats`` in its ``settings.yml`` must list
-``json``); otherwise SearxNG answers ``403 Forbidden``.
+``json``); otherwise SearxNG answers ``403 Forbidden``. Its address follows the rules pages do
+(:mod:`websearch.safety`): an instance on a loopback or private address (the usual self-hosted
+case) must be listed in ``allowed_hosts``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from websearch.base import SearchResult, SearchUnavailableError
+from websearch.guarded_client import guarded_client
 from websearch.retry import TransientSearchError
+from websearch.safety import AddressPolicy, UnsafeURLError, check_url
 
 logger = logging.getLogger(__name__)
 
@@ -60,18 +64,29 @@ class SearxngSearch:
     """Web search with a SearxNG instance (``GET {base_url}/search?q=...&format=json``).
 
     Each search uses a fresh HTTP client, so no cookies are kept between searches, and
-    redirects are not followed (a redirect usually means a wrong ``base_url``).
+    redirects are not followed (a redirect usually means a wrong ``base_url``). The client
+    connects only to addresses ``policy`` allows (see :mod:`websearch.guarded_client`); a
+    refused address makes the search unavailable, saying why.
 
     Args:
         base_url: Root URL of the instance, e.g. ``http://127.0.0.1:8888``.
         timeout: Seconds before a search is abandoned (connecting and reading together).
         name: Provider name reported to the graph.
+        policy: Which non-public addresses the instance may be on (default: none, i.e. the
+            ``allowed_hosts`` setting left empty).
 
     Raises:
         ValueError: ``base_url`` is not an http(s) URL or ``timeout`` is not positive.
     """
 
-    def __init__(self, base_url: str, timeout: float = 10.0, name: str = "searxng") -> None:
+    def __init__(
+        self,
+        base_url: str,
+        timeout: float = 10.0,
+        name: str = "searxng",
+        *,
+        policy: AddressPolicy | None = None,
+    ) -> None:
         base_url = base_url.strip()
         try:
             parts = urlsplit(base_url)
@@ -86,14 +101,15 @@ class SearxngSearch:
         self.name = name
         self.base_url = base_url.rstrip("/")
         self.timeout = float(timeout)
+        self.policy = policy if policy is not None else AddressPolicy()
 
     def __repr__(self) -> str:
         return f"SearxngSearch({self.base_url!r}, timeout={self.timeout!r})"
 
     @property
-    def cache_key(self) -> tuple[str, ...]:
+    def cache_key(self) -> tuple[object, ...]:
         """What decides this provider's results, for the search cache."""
-        return ("searxng", self.base_url)
+        return ("searxng", self.base_url, self.policy.key)
 
     @property
     def search_url(self) -> str:
@@ -125,8 +141,9 @@ class SearxngSearch:
         """GET the JSON answer; enforce the overall deadline while reading the body."""
         where = f"SearxNG at {self.base_url}"
         try:
+            check_url(self.search_url, self.policy)
             with (
-                httpx.Client(timeout=self.timeout, follow_redirects=False) as client,
+                guarded_client(self.policy, self.timeout) as client,
                 client.stream(
                     "GET",
                     self.search_url,
@@ -148,6 +165,12 @@ class SearxngSearch:
                         raise TransientSearchError(self._timed_out())
                     chunks.append(chunk)
                 return b"".join(chunks)
+        except UnsafeURLError as exc:
+            logger.info("SearxNG address refused: %s", exc)
+            raise SearchUnavailableError(
+                f"{where} was not queried: {exc.reason}; list it in allowed_hosts "
+                "(CRAG_ALLOWED_HOSTS) if it is a trusted instance"
+            ) from exc
         except httpx.TimeoutException as exc:
             logger.info("SearxNG search timed out: %r", exc)
             raise TransientSearchError(self._timed_out()) from exc

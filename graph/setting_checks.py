@@ -1,0 +1,188 @@
+"""Checks shared by the settings dataclasses: types, ranges, names, environment variables.
+
+LangGraph builds a run's context from the JSON a caller sends without checking types, so every
+settings dataclass checks its own values when it is built (``__post_init__``): a wrong type
+(``top_k: "ten"``) or a value out of range is an :class:`InvalidSettingError` naming the
+setting, never an unrelated error deep inside a node.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
+from typing import Any, ClassVar, Literal, Self, get_args, get_origin, get_type_hints
+
+ENV_PREFIX = "CRAG_"
+"""Every deployment setting is read from ``CRAG_<NAME>`` (``store_path``: ``CRAG_STORE_PATH``)."""
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+_TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+class InvalidSettingError(ValueError):
+    """A setting is unknown, has the wrong type, a value out of range, or may not be set here."""
+
+
+def env_name(setting: str) -> str:
+    """The environment variable of a deployment setting: ``CRAG_`` and its name in capitals."""
+    return ENV_PREFIX + setting.upper()
+
+
+def parse_bool(raw: str, what: str) -> bool:
+    """``true/false``, ``yes/no``, ``on/off`` or ``1/0`` (any case) as a bool.
+
+    Raises:
+        InvalidSettingError: anything else; the message starts with ``what``.
+    """
+    lowered = raw.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise InvalidSettingError(f"{what} must be true or false, not {raw!r}")
+
+
+def parse_text(raw: str, kind: type, what: str) -> Any:
+    """Text (a command-line value or an environment variable) as a value of ``kind``.
+
+    ``kind`` is ``bool``, ``int``, ``float`` or ``str`` (anything else is returned as text).
+
+    Raises:
+        InvalidSettingError: the text is not a value of that kind; the message starts with
+            ``what``.
+    """
+    if kind is bool:
+        return parse_bool(raw, what)
+    try:
+        if kind is int:
+            return int(raw.strip())
+        if kind is float:
+            return float(raw.strip())
+    except ValueError:
+        raise InvalidSettingError(f"{what} must be {_TYPE_WORDS[kind]}, not {raw!r}") from None
+    return raw
+
+
+def env_default(setting: str, default: Any) -> Any:
+    """The value of ``CRAG_<SETTING>`` in the type of ``default``, or ``default`` if unset/empty.
+
+    Raises:
+        InvalidSettingError: the variable is set to something that is not of that type.
+    """
+    name = env_name(setting)
+    raw = os.environ.get(name, "")
+    if not raw.strip():
+        return default
+    return parse_text(raw.strip(), type(default), f"environment variable {name}")
+
+
+def check_known(given: Iterable[str], known: Iterable[str]) -> None:
+    """Raise :class:`InvalidSettingError` if a name in ``given`` is not in ``known``.
+
+    The message lists the unknown names and every valid one, e.g. ``unknown setting 'bogus';
+    valid: collection, top_k``.
+    """
+    valid = set(known)
+    unknown = sorted(set(given) - valid, key=str)
+    if unknown:
+        names = ", ".join(repr(name) for name in unknown)
+        plural = "s" if len(unknown) > 1 else ""
+        raise InvalidSettingError(
+            f"unknown setting{plural} {names}; valid: {', '.join(sorted(valid))}"
+        )
+
+
+def check_value(name: str, value: Any, annotation: Any) -> Any:
+    """Return ``value`` (an int given for a float becomes a float) or raise naming the problem."""
+    if get_origin(annotation) is Literal:
+        choices = get_args(annotation)
+        if value not in choices:
+            listed = ", ".join(repr(c) for c in choices)
+            raise InvalidSettingError(f"setting {name} must be one of {listed}, not {value!r}")
+        return value
+    if annotation is bool:
+        ok = isinstance(value, bool)
+    elif annotation is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif annotation is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if ok and not math.isfinite(value):
+            raise InvalidSettingError(f"setting {name} must be a finite number, not {value!r}")
+    elif annotation is str:
+        ok = isinstance(value, str)
+    else:  # pragma: no cover - every setting has one of the types above
+        return value
+    if not ok:
+        raise InvalidSettingError(
+            f"setting {name} must be {_TYPE_WORDS[annotation]}, not {value!r} "
+            f"({type(value).__name__})"
+        )
+    return float(value) if annotation is float else value
+
+
+class Settings:
+    """Base of the settings dataclasses: checks every value when an instance is built.
+
+    Subclasses list their bounds as class variables, mark their deployment settings (the ones
+    only the operator sets: see :mod:`graph.run_context`) with ``metadata={"deployment":
+    True}``, and may add cross-field checks in :meth:`check_together`.
+    """
+
+    MINIMUMS: ClassVar[dict[str, float]] = {}
+    """Smallest allowed value per numeric setting."""
+    MAXIMUMS: ClassVar[dict[str, float]] = {}
+    """Largest allowed value per numeric setting."""
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Check (and normalise) every value, then the settings that depend on each other."""
+        hints = self.declared_types()
+        for f in fields(self):  # type: ignore[arg-type]
+            value = check_value(f.name, getattr(self, f.name), hints[f.name])
+            setattr(self, f.name, value)
+            low = self.MINIMUMS.get(f.name)
+            if low is not None and value < low:
+                raise InvalidSettingError(f"setting {f.name} must be at least {low:g}, not {value}")
+            high = self.MAXIMUMS.get(f.name)
+            if high is not None and value > high:
+                raise InvalidSettingError(f"setting {f.name} must be at most {high:g}, not {value}")
+        self.check_together()
+
+    def check_together(self) -> None:
+        """Checks across settings (e.g. threshold order); none by default."""
+
+    @classmethod
+    def declared_types(cls) -> dict[str, Any]:
+        """The type every setting is checked against (its annotation)."""
+        return get_type_hints(cls)
+
+    @classmethod
+    def setting_names(cls) -> set[str]:
+        """The names of every setting."""
+        return {f.name for f in fields(cls)}  # type: ignore[arg-type]
+
+    @classmethod
+    def deployment_names(cls) -> frozenset[str]:
+        """Settings only the operator sets (environment, ``.env``, Python, CLI), never a run."""
+        return frozenset(
+            f.name
+            for f in fields(cls)  # type: ignore[arg-type]
+            if f.metadata.get("deployment")
+        )
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any] | None) -> Self:
+        """Build the settings from a plain mapping (every setting allowed), rejecting typos.
+
+        Raises:
+            InvalidSettingError: an unknown name (the message lists the valid ones), a wrong
+                type or a value out of range.
+        """
+        given = dict(values or {})
+        check_known(given, cls.setting_names())
+        return cls(**given)
