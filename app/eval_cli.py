@@ -18,7 +18,7 @@ DEFAULT_OUT = ".crag/eval"
 def add_eval_command(sub: Any) -> None:
     """Register ``crag eval`` on the CLI's subparsers."""
     from evaluation.datasets import dataset_names
-    from evaluation.experiments import experiment_names
+    from evaluation.experiments import DEFAULT_GOLD_REMOVED_SHARE, PRESETS, experiment_names
 
     run = sub.add_parser(
         "eval",
@@ -76,7 +76,18 @@ def add_eval_command(sub: Any) -> None:
     run.add_argument(
         "--experiments",
         metavar="NAMES",
-        help="comma-separated experiments to run (default: all): " + ", ".join(experiment_names()),
+        help="comma-separated experiments or presets to run (default: all): "
+        + ", ".join(experiment_names())
+        + "; presets: "
+        + ", ".join(f"{name} ({', '.join(names)})" for name, names in PRESETS.items()),
+    )
+    run.add_argument(
+        "--gold-removed-share",
+        type=int,
+        default=DEFAULT_GOLD_REMOVED_SHARE,
+        metavar="PERCENT",
+        help="share of the questions (seeded) whose gold documents rag-gold-removed and "
+        f"crag-gold-removed remove from the store (default: {DEFAULT_GOLD_REMOVED_SHARE})",
     )
     run.add_argument("--seed", type=int, default=0, help="seed of every random choice")
     run.add_argument(
@@ -98,19 +109,6 @@ def add_eval_command(sub: Any) -> None:
     )
     run.add_argument("--json", action="store_true", help="print every figure as JSON")
     run.set_defaults(func=cmd_eval)
-
-
-def _experiments(names: str | None) -> list[Any]:
-    from evaluation.experiments import EXPERIMENTS
-
-    if not names:
-        return list(EXPERIMENTS)
-    wanted = [n.strip() for n in names.split(",") if n.strip()]
-    known = {e.name: e for e in EXPERIMENTS}
-    unknown = [n for n in wanted if n not in known]
-    if unknown:
-        raise ValueError(f"unknown experiment(s) {', '.join(unknown)}; valid: {', '.join(known)}")
-    return [e for e in EXPERIMENTS if e.name in wanted]
 
 
 def _settings(pairs: list[str] | None) -> dict[str, Any]:
@@ -188,6 +186,7 @@ def _user_store(out: Path, paths: list[Path], collection: str, embedder: str) ->
 
 def build_options(args: argparse.Namespace) -> Any:
     """The eval's options from the command line (loads the questions, builds a store)."""
+    from evaluation.experiments import select_experiments
     from evaluation.questions import read_popqa
     from evaluation.runner import EvalOptions
     from graph.context import Context
@@ -197,6 +196,11 @@ def build_options(args: argparse.Namespace) -> Any:
         raise ValueError(f"--limit must be 0 (all) or positive, not {args.limit}")
     if args.corpus_size < 0:
         raise ValueError(f"--corpus-size must be 0 (all) or positive, not {args.corpus_size}")
+    if not 0 <= args.gold_removed_share <= 100:
+        raise ValueError(
+            f"--gold-removed-share must be a percent from 0 to 100, not {args.gold_removed_share}"
+        )
+    experiments = select_experiments(args.experiments)
     if args.corpus and not args.questions:
         raise ValueError(
             "--corpus needs --questions (FanOutQA and --dataset runs use the bundled corpus)"
@@ -244,10 +248,11 @@ def build_options(args: argparse.Namespace) -> Any:
         default_corpus=default_corpus,
         store_description=description,
         gold_texts=gold_texts,
-        experiments=_experiments(args.experiments),
+        experiments=experiments,
         settings=settings,
         max_new_tokens=args.max_new_tokens,
         seed=args.seed,
+        gold_removed_share=args.gold_removed_share,
         performance=not args.no_performance,
     )
 

@@ -1,7 +1,8 @@
 """The components ``crag eval`` runs the graphs with: the real ones, plus two measuring hooks.
 
-* The store can hide a question's gold document, exactly as if it had been removed from the
-  store (a metadata filter on the same search), for the worse-retriever experiment.
+* The store can hide a question's gold documents, exactly as if they had been removed from the
+  store (a metadata filter on the same search), for the worse-retriever experiments; or show
+  only them, for the oracle.
 * Evaluator scores are cached per (question, passage) so that experiments sharing a step do
   not pay for it twice; scores are deterministic, so results do not change.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.documents import Document
@@ -21,28 +23,51 @@ from graph.context import Context
 from websearch.base import SearchProvider
 
 
-class GoldRemovingStore:
-    """A vector store view that leaves out chosen sources for chosen queries.
+@dataclass(frozen=True)
+class SourceFilter:
+    """Which sources one question's searches see: all but ``sources``, or ``sources`` only."""
 
-    ``similarity_search(query, k)`` for a query in ``removed`` searches the store with the
-    filter ``source not in removed[query]``: the top-k of the store without those documents.
+    sources: tuple[str, ...]
+    only: bool = False
+    """Search ``sources`` only (else: everything but them)."""
+
+    @classmethod
+    def hide(cls, sources: Sequence[str]) -> SourceFilter:
+        """Everything but ``sources``."""
+        return cls(tuple(sources))
+
+    @classmethod
+    def restrict(cls, sources: Sequence[str]) -> SourceFilter:
+        """Only ``sources``."""
+        return cls(tuple(sources), only=True)
+
+    def where(self) -> dict[str, Any]:
+        """The Chroma metadata filter."""
+        if self.only:
+            return {"source": {"$in": list(self.sources)}}
+        if len(self.sources) == 1:
+            return {"source": {"$ne": self.sources[0]}}
+        return {"source": {"$nin": list(self.sources)}}
+
+
+class SourceFilteringStore:
+    """A vector store view that hides chosen sources, or shows only them, for chosen queries.
+
+    ``similarity_search(query, k)`` for a query in ``filters`` searches the store with that
+    filter: the top-k of the store as if it held only the documents the filter lets through.
     Everything else is delegated to the wrapped store.
     """
 
-    def __init__(self, inner: Any, removed: dict[str, tuple[str, ...]]) -> None:
-        """Wrap ``inner``; ``removed`` maps a question to the sources to hide (read live)."""
+    def __init__(self, inner: Any, filters: dict[str, SourceFilter]) -> None:
+        """Wrap ``inner``; ``filters`` maps a question to its filter (read live)."""
         self._inner = inner
-        self._removed = removed
+        self._filters = filters
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
-        """The top ``k`` passages, without the query's removed source if it has one."""
-        sources = self._removed.get(query)
-        if sources:
-            kwargs["filter"] = (
-                {"source": {"$ne": sources[0]}}
-                if len(sources) == 1
-                else {"source": {"$nin": list(sources)}}
-            )
+        """The top ``k`` passages the query's filter lets through (all when it has none)."""
+        source_filter = self._filters.get(query)
+        if source_filter is not None and source_filter.sources:
+            kwargs["filter"] = source_filter.where()
         result: list[Document] = self._inner.similarity_search(query, k=k, **kwargs)
         return result
 
@@ -77,19 +102,19 @@ class CachingEvaluator:
 
 
 class EvalComponents:
-    """The real components with a gold-removing store view and a score cache."""
+    """The real components with a source-filtering store view and a score cache."""
 
     def __init__(self, inner: Components) -> None:
         """Wrap the components the graphs would use otherwise."""
         self.inner = inner
-        self.removed: dict[str, tuple[str, ...]] = {}
-        """Question → sources hidden from retrieval (set by the runner per run)."""
+        self.filters: dict[str, SourceFilter] = {}
+        """Question → the sources its retrieval sees (set by the runner per run)."""
         self._evaluators: dict[int, CachingEvaluator] = {}
         self._lock = threading.Lock()
 
     def vectorstore(self, context: Context) -> Any:
-        """The store, seen without the current removals."""
-        return GoldRemovingStore(self.inner.vectorstore(context), self.removed)
+        """The store, seen through the current filters."""
+        return SourceFilteringStore(self.inner.vectorstore(context), self.filters)
 
     def evaluator(self, context: Context) -> RetrievalEvaluator:
         """The evaluator, its scores cached."""

@@ -157,6 +157,45 @@ def _by_name(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {e["name"]: e for e in _experiments(results)}
 
 
+def _comparisons(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The paired comparisons (an empty list when absent)."""
+    return list(_section(results, "statistics").get("comparisons") or [])
+
+
+def _against_crag(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """CRAG's comparison with each other experiment over every question both ran, by name."""
+    return {
+        str(c.get("b")): c
+        for c in _comparisons(results)
+        if c.get("a") == "crag" and c.get("scope") == "all"
+    }
+
+
+def _interval(figures: dict[str, Any]) -> str:
+    """``+0.014 [-0.041, +0.068]``: a difference and its interval, or a dash."""
+    difference = figures.get("difference")
+    if difference is None:
+        return NONE
+    return f"{_signed(difference)} [{_signed(figures.get('low'))}, {_signed(figures.get('high'))}]"
+
+
+def _p(value: Any) -> str:
+    """A p-value with 3 decimals (``< 0.001`` below that), or a dash."""
+    if value is None:
+        return NONE
+    return "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _verdict(figures: dict[str, Any], a: Any) -> str:
+    """``not significant``, or ``A better`` / ``A worse`` when significant."""
+    verdict = figures.get("verdict")
+    if verdict is None:
+        return NONE
+    if verdict == "not significant":
+        return "not significant"
+    return f"{a} {verdict}"
+
+
 def _question_count(results: dict[str, Any]) -> int | None:
     """How many questions were asked."""
     count = _section(results, "meta").get("questions")
@@ -169,28 +208,46 @@ def _question_count(results: dict[str, Any]) -> int | None:
 
 
 def main_table(results: dict[str, Any]) -> str:
-    """The experiments as a Markdown table: accuracy, actions, web searches, errors."""
+    """The experiments as a Markdown table.
+
+    Accuracy and knowledge recall, CRAG's paired accuracy difference to each (95% interval),
+    McNemar's p and whether it is significant, then actions, web searches and errors.
+    """
     header = [
         "experiment",
         "group",
-        "accuracy",
         "correct / questions",
-        "answer reached generator",
+        "accuracy",
+        "knowledge recall",
+        "crag - this: accuracy [95% CI]",
+        "McNemar p",
+        "crag vs this",
         "actions c / a / i",
         "web searches",
         "errors",
     ]
+    against = _against_crag(results)
     rows = []
     for e in _experiments(results):
         actions = e.get("actions") or {}
         counts = " / ".join(str(actions.get(a, 0)) for a in ACTIONS)
+        name = e.get("name")
+        accuracy = (against.get(str(name)) or {}).get("accuracy") or {}
+        if name == "crag":
+            difference, p_value, verdict = "reference", NONE, NONE
+        else:
+            difference, p_value = _interval(accuracy), _p(accuracy.get("p_value"))
+            verdict = _verdict(accuracy, "crag")
         rows.append(
             [
-                _text(e.get("name")),
+                _text(name),
                 _text(e.get("group")),
-                _fig(e.get("accuracy")),
                 f"{_text(e.get('correct'))} / {_text(e.get('questions'))}",
+                _fig(e.get("accuracy")),
                 _fig(e.get("answer_reached_generator")),
+                difference,
+                p_value,
+                verdict,
                 counts if any(actions.values()) else NONE,
                 _text(e.get("searched_web")),
                 _text(e.get("errors")),
@@ -222,7 +279,9 @@ def overview_section(results: dict[str, Any]) -> str:
         f"{_text(machine.get('platform'))}, Python {_text(machine.get('python'))}, "
         f"torch {_text(machine.get('torch'))})."
     )
-    parts = ["# CRAG evaluation", "", paragraph]
+    source = meta.get("question_source")
+    title = f"# CRAG evaluation: {source}" if source else "# CRAG evaluation"
+    parts = [title, "", paragraph]
     if meta.get("web"):
         parts += ["", f"> **Note: the web was simulated.** {meta['web']}"]
     if meta.get("match"):
@@ -251,9 +310,12 @@ def results_section(results: dict[str, Any]) -> str:
     if not _experiments(results):
         return "## Results\n\nNo experiments were run."
     note = (
-        "Accuracy: share of questions answered correctly. *Answer reached generator*: share "
-        "whose gold answer was in the knowledge handed to the generator. Actions: how often "
-        "the evaluator chose Correct / Ambiguous / Incorrect."
+        "Accuracy: share of questions answered correctly. *Knowledge recall*: share whose gold "
+        "answer was in the knowledge handed to the generator. *crag - this*: CRAG's accuracy "
+        "minus the experiment's over the questions both ran, with its paired-bootstrap 95% "
+        "interval and McNemar's exact p (see *Is CRAG better?* below). Actions: how often "
+        "the evaluator chose Correct / Ambiguous / Incorrect. `oracle` (only the gold "
+        "documents' passages) and `no-retrieval` (closed book) bound what retrieval can add."
     )
     return f"## Results\n\n{note}\n\n{main_table(results)}"
 
@@ -265,16 +327,24 @@ def ablation_table(results: dict[str, Any], group: str) -> str | None:
         return None
     crag = _by_name(results).get("crag")
     reference = crag.get("accuracy") if crag else None
+    against = _against_crag(results)
     rows = []
     if crag:
-        rows.append(["crag (reference)", "Corrective RAG", _fig(reference), NONE])
+        rows.append(["crag (reference)", "Corrective RAG", _fig(reference), NONE, NONE])
     for e in members:
         accuracy = e.get("accuracy")
         delta = accuracy - reference if accuracy is not None and reference is not None else None
+        paired = (against.get(str(e.get("name"))) or {}).get("accuracy") or {}
         rows.append(
-            [_text(e.get("name")), _text(e.get("description")), _fig(accuracy), _signed(delta)]
+            [
+                _text(e.get("name")),
+                _text(e.get("description")),
+                _fig(accuracy),
+                _signed(delta),
+                _verdict(paired, "crag"),
+            ]
         )
-    return _table(["experiment", "what changes", "accuracy", "Δ vs crag"], rows)
+    return _table(["experiment", "what changes", "accuracy", "this - crag", "crag vs this"], rows)
 
 
 def ablations_section(results: dict[str, Any]) -> str:
@@ -289,16 +359,52 @@ def ablations_section(results: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
+def share_table(results: dict[str, Any]) -> str | None:
+    """The gold-removed experiments over all, removed and kept questions; ``None`` if none."""
+    members = [e for e in _experiments(results) if isinstance(e.get("removed"), dict)]
+    if not members:
+        return None
+    rows = []
+    for e in members:
+        cells = [_text(e.get("name"))]
+        for part in (e, e.get("removed") or {}, e.get("kept") or {}):
+            cells += [
+                f"{_fig(part.get('accuracy'))} ({_text(part.get('questions'))})",
+                _fig(part.get("answer_reached_generator")),
+            ]
+        rows.append(cells)
+    header = [
+        "experiment",
+        "accuracy, all (n)",
+        "recall, all",
+        "accuracy, removed (n)",
+        "recall, removed",
+        "accuracy, kept (n)",
+        "recall, kept",
+    ]
+    return _table(header, rows)
+
+
 def gold_removal_section(results: dict[str, Any], plotted: bool) -> str:
-    """Figure 3's analogue as a table of levels by curves."""
+    """The gold-removed experiments (removed share and the rest), and Figure 3's curve."""
     removal = _section(results, "gold_removal")
     levels = list(removal.get("levels") or [])
     curves: dict[str, list[Any]] = dict(removal.get("curves") or {})
-    parts = [
-        "## Worse retriever (the paper's Figure 3 analogue)",
-        "Accuracy when the gold document is removed from the store for a share of the "
-        f"questions ({_text(removal.get('questions'))} questions with a known gold document).",
-    ]
+    parts = ["## Worse retriever (the paper's Figure 3 analogue)"]
+    shares = share_table(results)
+    if shares is not None:
+        parts += [
+            f"`rag-gold-removed` and `crag-gold-removed` remove the gold documents from the "
+            f"store for a seeded {_text(removal.get('share'))}% of the questions with one "
+            f"({_text(removal.get('removed_questions'))} of {_text(removal.get('questions'))}) "
+            "and keep them for the rest. Over all of them, over the removed ones only and over "
+            "the kept ones (recall: knowledge recall):",
+            shares,
+        ]
+    parts.append(
+        "Accuracy when the gold documents are removed from the store for a share of the "
+        f"questions ({_text(removal.get('questions'))} questions with a known gold document)."
+    )
     if not levels or not curves:
         parts.append("Not measured in this run.")
         return "\n\n".join(parts)
@@ -309,6 +415,85 @@ def gold_removal_section(results: dict[str, Any], plotted: bool) -> str:
     parts.append(_table(["gold removed", *curves], rows))
     if plotted:
         parts.append("![Accuracy as gold documents are removed](gold_removal.png)")
+    return "\n\n".join(parts)
+
+
+SCOPES: dict[str, str] = {
+    "all": "every question both ran",
+    "removed": "the questions whose gold was removed",
+}
+"""How each comparison scope is written."""
+
+
+def _headline(comparison: dict[str, Any]) -> str:
+    """One sentence per measure of one comparison, with its verdict in bold."""
+    a, b = comparison.get("a"), comparison.get("b")
+    sentences = []
+    for key, label in (("accuracy", "accuracy"), ("knowledge_recall", "knowledge recall")):
+        figures = comparison.get(key) or {}
+        sentences.append(
+            f"{label} {_fig(figures.get('a'))} vs {_fig(figures.get('b'))}, difference "
+            f"{_interval(figures)} (95% CI), McNemar p {_p(figures.get('p_value'))}: "
+            f"**{_verdict(figures, a)}**"
+        )
+    return (
+        f"**{_text(a)} vs {_text(b)}** ({_text(comparison.get('questions'))} questions): "
+        + "; ".join(sentences)
+        + "."
+    )
+
+
+def statistics_section(results: dict[str, Any]) -> str:
+    """Paired differences with bootstrap intervals and McNemar p-values, with verdicts."""
+    statistics = _section(results, "statistics")
+    comparisons = _comparisons(results)
+    parts = ["## Is CRAG better? Paired statistics"]
+    if not comparisons:
+        parts.append("Not measured in this run (CRAG and another experiment are needed).")
+        return "\n\n".join(parts)
+    parts.append(
+        f"Each comparison A - B is {statistics.get('method') or 'paired.'} Bootstrap: "
+        f"{_text(statistics.get('resamples'))} resamples, seed {_text(statistics.get('seed'))}."
+    )
+    headlines = [
+        c
+        for c in comparisons
+        if (c.get("a"), c.get("b"), c.get("scope"))
+        in {("crag", "rag", "all"), ("crag-gold-removed", "rag-gold-removed", "removed")}
+    ]
+    parts += [_headline(c) for c in headlines]
+    rows = []
+    for c in comparisons:
+        a = c.get("a")
+        accuracy = c.get("accuracy") or {}
+        recall = c.get("knowledge_recall") or {}
+        rows.append(
+            [
+                f"{_text(a)} - {_text(c.get('b'))}",
+                SCOPES.get(str(c.get("scope")), _text(c.get("scope"))),
+                _text(c.get("questions")),
+                _interval(accuracy),
+                f"{_text(accuracy.get('a_only'))} / {_text(accuracy.get('b_only'))}",
+                _p(accuracy.get("p_value")),
+                _verdict(accuracy, a),
+                _interval(recall),
+                _p(recall.get("p_value")),
+                _verdict(recall, a),
+            ]
+        )
+    header = [
+        "A - B",
+        "over",
+        "questions",
+        "Δ accuracy [95% CI]",
+        "only A / only B right",
+        "McNemar p",
+        "accuracy",
+        "Δ knowledge recall [95% CI]",
+        "McNemar p",
+        "knowledge recall",
+    ]
+    parts.append(_table(header, rows))
     return "\n\n".join(parts)
 
 
@@ -460,7 +645,8 @@ def reproduce_section() -> str:
         "## How to reproduce\n\n"
         "`crag eval` (see README); add `--limit N` for the first N questions, `--ids FILE` "
         "for other FanOutQA question ids (a JSON list), `--experiments NAME,NAME` for a subset "
-        "of the experiments."
+        "of the experiments (or a preset such as `main`), `--gold-removed-share PERCENT` for "
+        "the share of questions whose gold documents the gold-removed experiments remove."
     )
 
 
@@ -473,6 +659,7 @@ def render_report(
         overview_section(results),
         data_section(results),
         results_section(results),
+        statistics_section(results),
         ablations_section(results),
         gold_removal_section(results, "gold_removal.png" in plotted),
         agreement_section(results),

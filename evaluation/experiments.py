@@ -4,7 +4,11 @@ Every experiment is a graph (CRAG or a baseline from :mod:`graph.baselines`) and
 that differ from the run's base context. The paper's tables are reproduced where the method
 allows: Table 2 (each action removed, or one action only), Table 3 (refinement, rewriting
 and selection removed), Table 5 (RAG with web results always added) and Figure 3 (a worse
-retriever: the gold document removed from the store for a share of the questions).
+retriever: the gold documents removed from the store for a share of the questions). The
+``oracle`` bounds it from above (only the gold documents' passages), ``no-retrieval`` from below.
+
+Names hold no commas or spaces, so ``--experiments`` takes a comma-separated list; the names of
+earlier versions are accepted as aliases, and a few presets name groups of experiments.
 """
 
 from __future__ import annotations
@@ -15,7 +19,10 @@ from typing import Any, Literal
 GraphName = Literal["crag", "no-retrieval", "rag", "rag-web", "tutorial"]
 
 GOLD_REMOVAL_LEVELS: tuple[int, ...] = (0, 25, 50, 75, 100)
-"""Shares of the questions (percent) whose gold document is removed from the store."""
+"""Shares of the questions (percent) whose gold documents are removed (Figure 3's curve)."""
+
+DEFAULT_GOLD_REMOVED_SHARE = 50
+"""Share of the questions (percent) whose gold documents the gold-removed experiments remove."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +39,9 @@ class Experiment:
     timed: bool = False
     """Its latencies are reported (it runs before any experiment could share its work)."""
     gold_removed: bool = False
-    """Run with the gold document hidden from retrieval (Figure 3's analogue)."""
+    """Hide the gold documents from retrieval for a seeded share of the questions (Figure 3)."""
+    gold_only: bool = False
+    """Retrieve from the question's gold documents only (the upper bound)."""
 
 
 EXPERIMENTS: tuple[Experiment, ...] = (
@@ -42,99 +51,189 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     ),
     Experiment("crag", "crag", "main", "Corrective RAG (this project)", timed=True),
     Experiment(
-        "crag without correct",
+        "oracle",
+        "rag",
+        "main",
+        "standard RAG over the gold documents' passages only (upper bound)",
+        gold_only=True,
+    ),
+    Experiment(
+        "crag-without-correct",
         "crag",
         "actions",
         "Correct becomes Ambiguous (Table 2)",
         {"disable_action": "correct"},
     ),
     Experiment(
-        "crag without incorrect",
+        "crag-without-incorrect",
         "crag",
         "actions",
         "Incorrect becomes Ambiguous (Table 2)",
         {"disable_action": "incorrect"},
     ),
     Experiment(
-        "crag without ambiguous",
+        "crag-without-ambiguous",
         "crag",
         "actions",
         "one threshold halfway between the two (Table 2)",
         {"disable_action": "ambiguous"},
     ),
     Experiment(
-        "crag only correct",
+        "crag-only-correct",
         "crag",
         "actions",
         "always refine the retrieved passages",
         {"force_action": "correct"},
     ),
     Experiment(
-        "crag only incorrect",
+        "crag-only-incorrect",
         "crag",
         "actions",
         "always search the web instead",
         {"force_action": "incorrect"},
     ),
     Experiment(
-        "crag only ambiguous",
+        "crag-only-ambiguous",
         "crag",
         "actions",
         "always both",
         {"force_action": "ambiguous"},
     ),
     Experiment(
-        "crag without refinement",
+        "crag-without-refinement",
         "crag",
         "knowledge",
         "relevant passages passed whole (Table 3)",
         {"refine_knowledge": False},
     ),
     Experiment(
-        "crag without rewriting",
+        "crag-without-rewriting",
         "crag",
         "knowledge",
         "the question itself searched (Table 3)",
         {"rewrite_for_search": False},
     ),
     Experiment(
-        "crag without selection",
+        "crag-without-selection",
         "crag",
         "knowledge",
         "first web paragraphs kept unscored (Table 3)",
         {"select_web_knowledge": False},
     ),
     Experiment(
-        "rag + web",
+        "rag-web",
         "rag-web",
         "web",
         "top-k passages plus the first web paragraphs for the question (Table 5)",
         {"select_web_knowledge": False},
     ),
     Experiment(
-        "langgraph tutorial",
+        "tutorial",
         "tutorial",
         "peer",
-        "LLM yes/no grade per passage, web search if any is irrelevant, no refinement",
+        "the LangGraph tutorial's design: LLM yes/no grade per passage, web search if any is "
+        "irrelevant, no refinement",
     ),
     Experiment(
-        "rag, gold removed",
+        "rag-gold-removed",
         "rag",
         "retriever",
-        "standard RAG with the gold document removed from the store",
+        "standard RAG with the gold documents removed from the store for a share of the questions",
         gold_removed=True,
     ),
     Experiment(
-        "crag, gold removed",
+        "crag-gold-removed",
         "crag",
         "retriever",
-        "CRAG with the gold document removed from the store",
+        "CRAG with the gold documents removed from the store for a share of the questions",
         gold_removed=True,
     ),
 )
 """Every experiment, in the order they run (the timed ones first)."""
 
+ALIASES: dict[str, str] = {
+    "crag without correct": "crag-without-correct",
+    "crag without incorrect": "crag-without-incorrect",
+    "crag without ambiguous": "crag-without-ambiguous",
+    "crag only correct": "crag-only-correct",
+    "crag only incorrect": "crag-only-incorrect",
+    "crag only ambiguous": "crag-only-ambiguous",
+    "crag without refinement": "crag-without-refinement",
+    "crag without rewriting": "crag-without-rewriting",
+    "crag without selection": "crag-without-selection",
+    "rag + web": "rag-web",
+    "langgraph tutorial": "tutorial",
+    "rag, gold removed": "rag-gold-removed",
+    "crag, gold removed": "crag-gold-removed",
+}
+"""Earlier experiment names, still accepted by ``--experiments``."""
+
+
+def _group(*groups: str) -> tuple[str, ...]:
+    """CRAG (the reference of every comparison) and the experiments of ``groups``."""
+    return ("crag", *(e.name for e in EXPERIMENTS if e.group in groups))
+
+
+PRESETS: dict[str, tuple[str, ...]] = {
+    "main": ("no-retrieval", "rag", "crag", "oracle", "rag-gold-removed", "crag-gold-removed"),
+    "bounds": ("no-retrieval", "crag", "oracle"),
+    "actions": _group("actions"),
+    "knowledge": _group("knowledge"),
+    "ablations": _group("actions", "knowledge", "web", "peer"),
+    "all": tuple(e.name for e in EXPERIMENTS),
+}
+"""Names for groups of experiments in ``--experiments``; each holds CRAG."""
+
 
 def experiment_names() -> list[str]:
     """The names of every experiment."""
     return [e.name for e in EXPERIMENTS]
+
+
+def _split(spec: str) -> list[str]:
+    """The comma-separated names of ``spec``, keeping the old names that hold a comma whole."""
+    parts = [p.strip() for p in spec.split(",")]
+    names: list[str] = []
+    index = 0
+    while index < len(parts):
+        joined = ", ".join(parts[index : index + 2]).lower()
+        if index + 1 < len(parts) and joined in ALIASES:
+            names.append(joined)
+            index += 2
+            continue
+        if parts[index]:
+            names.append(parts[index])
+        index += 1
+    return names
+
+
+def select_experiments(spec: str | None) -> list[Experiment]:
+    """The experiments a ``--experiments`` value names, in run order (all when empty).
+
+    ``spec`` is a comma-separated list of experiment names, earlier names (:data:`ALIASES`)
+    and presets (:data:`PRESETS`), matched without regard to case.
+
+    Raises:
+        ValueError: A name is none of these (the message lists the valid ones).
+    """
+    if not spec or not spec.strip():
+        return list(EXPERIMENTS)
+    known = set(experiment_names())
+    wanted: set[str] = set()
+    unknown: list[str] = []
+    for name in _split(spec):
+        key = name.lower()
+        if key in known:
+            wanted.add(key)
+        elif key in ALIASES:
+            wanted.add(ALIASES[key])
+        elif key in PRESETS:
+            wanted.update(PRESETS[key])
+        else:
+            unknown.append(name)
+    if unknown:
+        raise ValueError(
+            f"unknown experiment(s) {', '.join(unknown)}; valid: {', '.join(experiment_names())}"
+            f", or a preset: {', '.join(PRESETS)}"
+        )
+    return [e for e in EXPERIMENTS if e.name in wanted]

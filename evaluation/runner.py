@@ -6,10 +6,11 @@ graphs and components, timing every node. It returns one JSON-ready dict of ever
 the per-question rows; :mod:`evaluation.eval_report` writes them out.
 
 Determinism: greedy decoding, a fixed question order, seeded choices (which questions lose
-their gold document, which summaries a smaller store holds). Generator answers are cached by
-prompt (LangChain's LLM cache) and evaluator scores by pair while the eval runs, so experiments
-that share a step do not pay for it twice; latencies are reported only for the experiments
-that run first (no retrieval, RAG, CRAG), before anything could be shared.
+their gold documents, which summaries a smaller store holds, the bootstrap resamples).
+Generator answers are cached by prompt (LangChain's LLM cache) and evaluator scores by pair
+while the eval runs, so experiments that share a step do not pay for it twice; latencies are
+reported only for the experiments that run first (no retrieval, RAG, CRAG), before anything
+could be shared.
 """
 
 from __future__ import annotations
@@ -32,9 +33,15 @@ from typing import Any
 from tqdm import tqdm
 
 from evaluation.answers import answer_in_text
-from evaluation.eval_components import EvalComponents
-from evaluation.experiments import EXPERIMENTS, GOLD_REMOVAL_LEVELS, Experiment
+from evaluation.eval_components import EvalComponents, SourceFilter
+from evaluation.experiments import (
+    DEFAULT_GOLD_REMOVED_SHARE,
+    EXPERIMENTS,
+    GOLD_REMOVAL_LEVELS,
+    Experiment,
+)
 from evaluation.questions import EvalQuestion
+from evaluation.significance import CONFIDENCE, RESAMPLES, compare_outcomes
 from evaluation.timing import STAGE_ORDER, StageTimer
 from graph.components import current_components, use_components
 from graph.context import Context
@@ -68,6 +75,10 @@ class EvalOptions:
     """Context settings for every experiment (``--set``)."""
     max_new_tokens: int = 48
     seed: int = 0
+    gold_removed_share: int = DEFAULT_GOLD_REMOVED_SHARE
+    """Percent of the questions whose gold documents the gold-removed experiments remove."""
+    resamples: int = RESAMPLES
+    """Bootstrap resamples of each paired comparison."""
     performance: bool = True
     """Measure cold start and ingestion (skipped in quick tests)."""
     ingestion_docs: int = 200
@@ -94,6 +105,11 @@ class Row:
     stages: dict[str, float]
     notes: list[str]
     error: str | None = None
+    gold_removed: bool = False
+    """The question's gold documents were hidden from retrieval."""
+    counted: bool = True
+    """Counts in its experiment's figures (False: a gold-removed run outside the removed share,
+    kept for Figure 3's curve only)."""
 
 
 def run_graph(
@@ -167,47 +183,100 @@ def llm_cache() -> Iterator[None]:
 def removal_order(questions: Sequence[EvalQuestion], seed: int) -> list[str]:
     """Ids of the questions with a gold source, in the seeded order their gold is removed.
 
-    The first p% of this order lose their gold document at level p, so the levels are nested.
+    The first p% of this order lose their gold documents at level p, so the levels are nested.
     """
     ids = [q.id for q in questions if q.gold_source is not None]
     random.Random(seed).shuffle(ids)
     return ids
 
 
-def run_experiments(
-    options: EvalOptions, context: Context, components: EvalComponents
-) -> list[Row]:
-    """Every experiment over every question (gold-removal ones over questions with a gold).
+def removed_count(total: int, percent: int) -> int:
+    """How many of ``total`` questions make ``percent``% (halves rounded up)."""
+    return (total * percent + 50) // 100
 
-    The timed experiments run first and question by question (no retrieval, RAG, CRAG for one
-    question, then the next), so that a change in the machine's load during the run weighs on
-    them alike; the others follow, experiment by experiment.
+
+def removed_share(questions: Sequence[EvalQuestion], percent: int, seed: int) -> list[str]:
+    """Ids of the questions whose gold documents are removed at ``percent``%, in removal order.
+
+    The first ``percent``% of :func:`removal_order`: seeded, and nested (a larger share holds
+    every question of a smaller one).
+
+    Raises:
+        ValueError: ``percent`` is not between 0 and 100.
     """
-    builders = _graph_builders()
-    timer = StageTimer()
-    graphs = {e.graph: builders[e.graph]() for e in options.experiments}
-    contexts = {e.name: dataclasses.replace(context, **e.settings) for e in options.experiments}
-    timed = [e for e in options.experiments if e.timed]
-    plan: list[tuple[Experiment, EvalQuestion]] = [
-        (experiment, question) for question in options.questions for experiment in timed
+    if not 0 <= percent <= 100:
+        raise ValueError(f"the gold-removed share must be 0 to 100 (percent), not {percent}")
+    order = removal_order(questions, seed)
+    return order[: removed_count(len(order), percent)]
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One question through one experiment, with the store view it sees."""
+
+    experiment: Experiment
+    question: EvalQuestion
+    view: SourceFilter | None = None
+    counted: bool = True
+
+
+def plan_runs(options: EvalOptions) -> list[PlannedRun]:
+    """Every run of the eval, in order.
+
+    The timed experiments come first, question by question (no retrieval, RAG, CRAG for one
+    question, then the next), so that a change in the machine's load during the run weighs on
+    them alike; the others follow, experiment by experiment. The oracle and the gold-removed
+    experiments skip questions without a gold source. A gold-removed experiment runs every such
+    question with its gold hidden (Figure 3's curve needs them all) and counts those runs for
+    the questions in the removed share; for the others it counts a run with the full store.
+    """
+    removed = set(removed_share(options.questions, options.gold_removed_share, options.seed))
+    plan = [
+        PlannedRun(experiment, question)
+        for question in options.questions
+        for experiment in options.experiments
+        if experiment.timed
     ]
     for experiment in options.experiments:
         if experiment.timed:
             continue
         for question in options.questions:
-            if experiment.gold_removed and question.gold_source is None:
-                continue
-            plan.append((experiment, question))
+            gold = question.gold_sources
+            if experiment.gold_removed and gold:
+                hidden = question.id in removed
+                plan.append(PlannedRun(experiment, question, SourceFilter.hide(gold), hidden))
+                if not hidden:
+                    plan.append(PlannedRun(experiment, question))
+            elif experiment.gold_only and gold:
+                plan.append(PlannedRun(experiment, question, SourceFilter.restrict(gold)))
+            elif not (experiment.gold_removed or experiment.gold_only):
+                plan.append(PlannedRun(experiment, question))
+    return plan
+
+
+def run_experiments(
+    options: EvalOptions, context: Context, components: EvalComponents
+) -> list[Row]:
+    """Every run of :func:`plan_runs`, as rows sorted by experiment (question order kept)."""
+    builders = _graph_builders()
+    timer = StageTimer()
+    graphs = {e.graph: builders[e.graph]() for e in options.experiments}
+    contexts = {e.name: dataclasses.replace(context, **e.settings) for e in options.experiments}
+    plan = plan_runs(options)
     rows: list[Row] = []
     bar = tqdm(plan, desc="crag eval", unit="run", disable=not options.progress, file=sys.stderr)
-    for experiment, question in bar:
+    for run in bar:
+        experiment, question = run.experiment, run.question
         bar.set_postfix_str(experiment.name, refresh=False)
-        components.removed.clear()
-        if experiment.gold_removed and question.gold_source is not None:
-            components.removed[question.question] = question.gold_sources
+        components.filters.clear()
+        if run.view is not None:
+            components.filters[question.question] = run.view
         graph, run_context = graphs[experiment.graph], contexts[experiment.name]
-        rows.append(run_graph(graph, question, run_context, timer, experiment.name))
-    components.removed.clear()
+        row = run_graph(graph, question, run_context, timer, experiment.name)
+        row.gold_removed = run.view is not None and not run.view.only
+        row.counted = run.counted
+        rows.append(row)
+    components.filters.clear()
     order = {e.name: i for i, e in enumerate(options.experiments)}
     rows.sort(key=lambda r: order[r.experiment])  # stable: question order kept within each
     return rows
@@ -231,26 +300,41 @@ def _spread(values: Sequence[float]) -> dict[str, float | None]:
     }
 
 
-def experiment_figures(experiment: Experiment, rows: Sequence[Row]) -> dict[str, Any]:
-    """Accuracy and what happened, for one experiment's rows."""
+def _rates(rows: Sequence[Row]) -> dict[str, Any]:
+    """Questions, correct answers, accuracy and knowledge recall of some rows."""
     n = len(rows)
     correct = sum(r.correct for r in rows)
-    actions = Counter(r.action for r in rows if r.action)
     return {
+        "questions": n,
+        "correct": correct,
+        "accuracy": correct / n if n else None,
+        "answer_reached_generator": (sum(r.answer_in_knowledge for r in rows) / n) if n else None,
+    }
+
+
+def experiment_figures(experiment: Experiment, rows: Sequence[Row]) -> dict[str, Any]:
+    """Accuracy, knowledge recall and what happened, over one experiment's counted rows.
+
+    A gold-removed experiment also reports its removed and kept questions apart.
+    """
+    counted = [r for r in rows if r.counted]
+    actions = Counter(r.action for r in counted if r.action)
+    figures: dict[str, Any] = {
         "name": experiment.name,
         "group": experiment.group,
         "graph": experiment.graph,
         "description": experiment.description,
         "settings": experiment.settings,
-        "questions": n,
-        "correct": correct,
-        "accuracy": correct / n if n else None,
-        "answer_reached_generator": (sum(r.answer_in_knowledge for r in rows) / n) if n else None,
+        **_rates(counted),
         "actions": {a: actions.get(a, 0) for a in ("correct", "ambiguous", "incorrect")},
-        "searched_web": sum(1 for r in rows if "search" in r.stages),
-        "errors": sum(1 for r in rows if r.error),
-        "notes": sum(1 for r in rows if r.notes),
+        "searched_web": sum(1 for r in counted if "search" in r.stages),
+        "errors": sum(1 for r in counted if r.error),
+        "notes": sum(1 for r in counted if r.notes),
     }
+    if experiment.gold_removed:
+        figures["removed"] = _rates([r for r in counted if r.gold_removed])
+        figures["kept"] = _rates([r for r in counted if not r.gold_removed])
+    return figures
 
 
 def latency_figures(rows: Sequence[Row]) -> dict[str, Any]:
@@ -276,25 +360,30 @@ def gold_removal_figures(
 ) -> dict[str, Any]:
     """Figure 3's analogue: accuracy when p% of the questions lose their gold document.
 
-    Each question runs once with and once without its gold document; level p takes the
-    removed run for the first p% of the seeded removal order and the full run for the rest.
+    Each question runs once with and once without its gold documents; level p takes the
+    removed run (of the gold-removed experiment) for the first p% of the seeded removal order
+    and the full run (of RAG or CRAG) for the rest.
     """
     order = removal_order(questions, seed)
     if not order:
         return {"levels": list(GOLD_REMOVAL_LEVELS), "questions": 0, "curves": {}}
-    by_key = {(r.experiment, r.id): r for r in rows}
+    full_runs = {(r.experiment, r.id): r for r in rows if not r.gold_removed and r.counted}
+    removed_runs = {(r.experiment, r.id): r for r in rows if r.gold_removed}
     curves: dict[str, list[float | None]] = {}
     for pipeline, full, removed in (
-        ("rag", "rag", "rag, gold removed"),
-        ("crag", "crag", "crag, gold removed"),
+        ("rag", "rag", "rag-gold-removed"),
+        ("crag", "crag", "crag-gold-removed"),
     ):
         points: list[float | None] = []
         for level in GOLD_REMOVAL_LEVELS:
-            cut = round(len(order) * level / 100)
+            cut = removed_count(len(order), level)
             hits = 0
             seen = 0
             for index, qid in enumerate(order):
-                row = by_key.get((removed if index < cut else full, qid))
+                if index < cut:
+                    row = removed_runs.get((removed, qid))
+                else:
+                    row = full_runs.get((full, qid))
                 if row is None:
                     break
                 seen += 1
@@ -302,6 +391,66 @@ def gold_removal_figures(
             points.append(hits / seen if seen == len(order) else None)
         curves[pipeline] = points
     return {"levels": list(GOLD_REMOVAL_LEVELS), "questions": len(order), "curves": curves}
+
+
+STATISTICS_METHOD = (
+    "paired over the questions both experiments ran: the difference is A's rate minus B's, "
+    "its interval the percentile interval of a seeded paired bootstrap over the questions; "
+    "p is McNemar's exact test (a two-sided binomial test with p = 1/2 on the questions where "
+    "only one of the two is right). Significant only when the interval leaves out 0 and "
+    "p < 0.05."
+)
+
+
+def _outcomes(rows: Sequence[Row]) -> dict[str, dict[str, bool]]:
+    """Question id → accuracy and knowledge-recall outcome."""
+    return {r.id: {"accuracy": r.correct, "knowledge_recall": r.answer_in_knowledge} for r in rows}
+
+
+def statistics_figures(
+    experiments: Sequence[Experiment], rows: Sequence[Row], seed: int, resamples: int
+) -> dict[str, Any]:
+    """CRAG against every other experiment, and gold-removed CRAG against gold-removed RAG.
+
+    Each comparison is over the questions both ran (counted rows); the gold-removed pair is
+    also compared over the removed share only.
+    """
+    counted: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.counted:
+            counted.setdefault(row.experiment, []).append(row)
+    pairs: list[tuple[str, str, str]] = [
+        ("crag", e.name, "all") for e in experiments if e.name != "crag" and e.name in counted
+    ]
+    if "crag" not in counted:
+        pairs = []
+    if "crag-gold-removed" in counted and "rag-gold-removed" in counted:
+        pairs += [
+            ("crag-gold-removed", "rag-gold-removed", "all"),
+            ("crag-gold-removed", "rag-gold-removed", "removed"),
+        ]
+    comparisons = []
+    for a, b, scope in pairs:
+        a_rows, b_rows = counted[a], counted[b]
+        if scope == "removed":
+            a_rows = [r for r in a_rows if r.gold_removed]
+            b_rows = [r for r in b_rows if r.gold_removed]
+        figures = compare_outcomes(
+            _outcomes(a_rows),
+            _outcomes(b_rows),
+            ("accuracy", "knowledge_recall"),
+            resamples=resamples,
+            seed=seed,
+        )
+        if figures is not None:
+            comparisons.append({"a": a, "b": b, "scope": scope, **figures})
+    return {
+        "method": STATISTICS_METHOD,
+        "resamples": resamples,
+        "confidence": CONFIDENCE,
+        "seed": seed,
+        "comparisons": comparisons,
+    }
 
 
 def agreement_figures(rows: Sequence[Row]) -> dict[str, Any]:
@@ -389,6 +538,7 @@ def summarise(
             "lower_threshold": context.lower_threshold,
             "top_k": context.top_k,
             "seed": options.seed,
+            "gold_removed_share": options.gold_removed_share,
             "seconds": seconds,
             "machine": machine_info(),
             "match": "a gold answer appears, as whole tokens, in the normalised generated "
@@ -401,7 +551,16 @@ def summarise(
             "gold_documents_known": len(gold_known),
         },
         "experiments": experiments,
-        "gold_removal": gold_removal_figures(rows, options.questions, options.seed),
+        "gold_removal": {
+            **gold_removal_figures(rows, options.questions, options.seed),
+            "share": options.gold_removed_share,
+            "removed_questions": len(
+                removed_share(options.questions, options.gold_removed_share, options.seed)
+            ),
+        },
+        "statistics": statistics_figures(
+            options.experiments, rows, options.seed, options.resamples
+        ),
         "agreement": agreement_figures(by_experiment.get("crag", [])),
         "latency": {"experiments": latency, "crag_over_rag": ratio},
         "rows": [dataclasses.asdict(r) for r in rows],

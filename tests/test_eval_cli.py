@@ -45,9 +45,27 @@ def test_limit_5_run_writes_every_figure(quick_run: Path) -> None:
         assert experiment["errors"] == 0, experiment["name"]
     crag = next(e for e in results["experiments"] if e["name"] == "crag")
     assert sum(crag["actions"].values()) == 5
-    only = next(e for e in results["experiments"] if e["name"] == "crag only incorrect")
+    only = next(e for e in results["experiments"] if e["name"] == "crag-only-incorrect")
     assert only["actions"]["incorrect"] == 5 and only["searched_web"] == 5
     assert results["gold_removal"]["questions"] == 5
+    assert results["gold_removal"]["share"] == 50
+    assert results["gold_removal"]["removed_questions"] == 3
+    removed = next(e for e in results["experiments"] if e["name"] == "rag-gold-removed")
+    assert (removed["removed"]["questions"], removed["kept"]["questions"]) == (3, 2)
+    comparisons = results["statistics"]["comparisons"]
+    assert {(c["a"], c["b"], c["scope"]) for c in comparisons} >= {
+        ("crag", "rag", "all"),
+        ("crag", "oracle", "all"),
+        ("crag", "no-retrieval", "all"),
+        ("crag-gold-removed", "rag-gold-removed", "all"),
+        ("crag-gold-removed", "rag-gold-removed", "removed"),
+    }
+    assert len(comparisons) == len(EXPERIMENTS) - 1 + 2
+    for comparison in comparisons:
+        for measure in ("accuracy", "knowledge_recall"):
+            figures = comparison[measure]
+            assert figures["low"] <= figures["difference"] <= figures["high"], comparison
+            assert 0 <= figures["p_value"] <= 1
     assert all(v is not None for curve in results["gold_removal"]["curves"].values() for v in curve)
     latency = results["latency"]["experiments"]
     assert set(latency) == {"no-retrieval", "rag", "crag"}
@@ -64,9 +82,14 @@ def test_limit_5_run_writes_every_figure(quick_run: Path) -> None:
 
 def test_limit_5_rows_show_what_each_run_did(quick_run: Path) -> None:
     rows = _rows(quick_run)
-    assert len(rows) == 5 * len(EXPERIMENTS)
-    removed = [r for r in rows if r["experiment"] == "rag, gold removed"]
-    assert removed and all(r["gold_in_top_k"] is False for r in removed)
+    counted = [r for r in rows if r["counted"]]
+    assert len(counted) == 5 * len(EXPERIMENTS)
+    # The 2 questions outside the removed share run once more per gold-removed experiment.
+    assert len(rows) == len(counted) + 2 * 2
+    removed = [r for r in rows if r["experiment"] == "rag-gold-removed" and r["gold_removed"]]
+    assert len(removed) == 5 and all(r["gold_in_top_k"] is False for r in removed)
+    oracle = [r for r in rows if r["experiment"] == "oracle"]
+    assert all(r["gold_in_top_k"] is True and 0 < r["passages"] <= 10 for r in oracle)
     no_retrieval = [r for r in rows if r["experiment"] == "no-retrieval"]
     assert all(r["passages"] == 0 and r["gold_in_top_k"] is None for r in no_retrieval)
     rag = [r for r in rows if r["experiment"] == "rag"]
@@ -78,6 +101,8 @@ def test_limit_5_report_and_plots(quick_run: Path) -> None:
     report = (quick_run / "report.md").read_text(encoding="utf-8")
     assert "simulated" in report
     assert "| crag |" in report
+    assert "## Is CRAG better? Paired statistics" in report
+    assert "**crag vs rag** (5 questions)" in report
     for plot in EXPECTED_PLOTS:
         data = (quick_run / plot).read_bytes()
         assert data.startswith(b"\x89PNG"), plot
@@ -87,9 +112,9 @@ def test_limit_5_report_and_plots(quick_run: Path) -> None:
 def test_same_questions_give_the_same_answers(quick_run: Path, tmp_path: Path) -> None:
     again = tmp_path / "again"
     args = ["eval", "--limit", "5", "--corpus-size", "40", "--out", str(again)]
-    assert main([*args, "--experiments", "rag,crag", "--no-performance"]) == 0
-    first = {(r["experiment"], r["id"]): r["answer"] for r in _rows(quick_run)}
-    second = {(r["experiment"], r["id"]): r["answer"] for r in _rows(again)}
+    assert main([*args, "--experiments", "rag,crag,rag, gold removed", "--no-performance"]) == 0
+    first = {(r["experiment"], r["id"], r["gold_removed"]): r["answer"] for r in _rows(quick_run)}
+    second = {(r["experiment"], r["id"], r["gold_removed"]): r["answer"] for r in _rows(again)}
     assert second == {key: first[key] for key in second}
 
 
@@ -131,6 +156,7 @@ def test_popqa_questions_over_a_users_corpus(
     ("extra", "message"),
     [
         (["--experiments", "crag,teleport"], "unknown experiment(s) teleport"),
+        (["--gold-removed-share", "120"], "--gold-removed-share must be a percent"),
         (["--corpus", "docs"], "--corpus needs --questions"),
         (["--limit", "-1"], "--limit must be"),
         (["--corpus-size", "-3"], "--corpus-size must be"),

@@ -41,6 +41,96 @@ def _experiment(
     }
 
 
+def _rate(
+    a: float, b: float, low: float, high: float, counts: tuple[int, int], p: float, verdict: str
+) -> dict[str, Any]:
+    return {
+        "a": a,
+        "b": b,
+        "difference": a - b,
+        "low": low,
+        "high": high,
+        "a_only": counts[0],
+        "b_only": counts[1],
+        "p_value": p,
+        "significant": verdict != "not significant",
+        "verdict": verdict,
+    }
+
+
+def _comparison(
+    a: str, b: str, accuracy: dict[str, Any], recall: dict[str, Any], scope: str = "all"
+) -> dict[str, Any]:
+    return {
+        "a": a,
+        "b": b,
+        "scope": scope,
+        "questions": 4,
+        "accuracy": accuracy,
+        "knowledge_recall": recall,
+    }
+
+
+def _statistics() -> dict[str, Any]:
+    same = _rate(0.5, 0.5, 0.0, 0.0, (0, 0), 1.0, "not significant")
+    return {
+        "method": "paired over the questions both ran.",
+        "resamples": 10000,
+        "confidence": 0.95,
+        "seed": 7,
+        "comparisons": [
+            _comparison(
+                "crag",
+                "no-retrieval",
+                _rate(0.75, 0.25, 0.25, 0.75, (2, 0), 0.0004, "better"),
+                same,
+            ),
+            _comparison(
+                "crag",
+                "rag",
+                _rate(0.75, 0.5, -0.25, 0.75, (1, 0), 1.0, "not significant"),
+                same,
+            ),
+            _comparison(
+                "crag",
+                "crag-without-correct",
+                _rate(0.75, 0.5, -0.25, 0.75, (1, 0), 1.0, "not significant"),
+                same,
+            ),
+            _comparison(
+                "crag-gold-removed",
+                "rag-gold-removed",
+                _rate(0.5, 0.25, 0.0, 0.5, (1, 0), 1.0, "not significant"),
+                same,
+            ),
+            _comparison(
+                "crag-gold-removed",
+                "rag-gold-removed",
+                _rate(1.0, 0.0, 1.0, 1.0, (2, 0), 0.5, "not significant"),
+                _rate(1.0, 0.5, 0.5, 0.5, (1, 0), 0.01, "better"),
+                scope="removed",
+            ),
+        ],
+    }
+
+
+def _gold_removed(name: str, correct: int, removed_correct: int) -> dict[str, Any]:
+    figures = _experiment(name, "retriever", correct)
+    figures["removed"] = {
+        "questions": 2,
+        "correct": removed_correct,
+        "accuracy": removed_correct / 2,
+        "answer_reached_generator": 0.25,
+    }
+    figures["kept"] = {
+        "questions": 2,
+        "correct": correct - removed_correct,
+        "accuracy": (correct - removed_correct) / 2,
+        "answer_reached_generator": 0.75,
+    }
+    return figures
+
+
 def _spread(median: float | None, p95: float | None, n: int) -> dict[str, Any]:
     return {"median": median, "p95": p95, "n": n}
 
@@ -92,12 +182,17 @@ def make_results() -> dict[str, Any]:
             _experiment("no-retrieval", "main", 1),
             _experiment("rag", "main", 2),
             _experiment("crag", "main", 3, (2, 1, 1)),
-            _experiment("crag without correct", "actions", 2, (0, 3, 1)),
-            _experiment("rag + web", "web", 2),
+            _experiment("crag-without-correct", "actions", 2, (0, 3, 1)),
+            _experiment("rag-web", "web", 2),
+            _gold_removed("rag-gold-removed", 1, 0),
+            _gold_removed("crag-gold-removed", 2, 2),
         ],
+        "statistics": _statistics(),
         "gold_removal": {
             "levels": [0, 25, 50, 75, 100],
             "questions": 4,
+            "share": 50,
+            "removed_questions": 2,
             "curves": {
                 "rag": [0.5, 0.5, 0.25, None, 0.0],
                 "crag": [0.75, 0.75, 0.5, 0.5, 0.5],
@@ -185,17 +280,19 @@ def test_report_contents(tmp_path: Path) -> None:
     write_report(make_results(), tmp_path)
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
 
-    assert report.startswith("# CRAG evaluation")
+    assert report.startswith("# CRAG evaluation: synthetic test questions\n")
     assert main_table(make_results()).splitlines()[0] in report
-    assert "| crag | main | 0.750 | 3 / 4 | 0.500 | 2 / 1 / 1 | 2 | 0 |" in report
+    assert (
+        "| crag | main | 3 / 4 | 0.750 | 0.500 | reference | — | — | 2 / 1 / 1 | 2 | 0 |" in report
+    )
     assert "the web was simulated" in report
     assert "The web is simulated: a BM25 test service." in report
     assert "a gold answer appears as whole tokens" in report
     assert "3 of 4" in report  # answer in the gold document
     assert "123.46 s" in report
-    # Ablations: the difference to crag, signed.
-    assert "| crag without correct |" in report
-    assert "-0.250" in report
+    # Ablations: the difference to crag, signed, and whether it is significant.
+    assert "| crag-without-correct |" in report
+    assert "-0.250 | not significant |" in report
     # Gold removal: levels by curves, None as a dash.
     assert "| 75% | — | 0.500 |" in report
     # Agreement table and figures.
@@ -256,7 +353,7 @@ def test_crag_absent_and_none_figures(tmp_path: Path) -> None:
     assert "accuracy.png" in names
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert "| crag (reference) |" not in report
-    assert "| crag without correct | crag without correct description | 0.500 | — |" in report
+    assert "| crag-without-correct | crag-without-correct description | 0.500 | — |" in report
 
 
 def test_minimal_results(tmp_path: Path) -> None:
@@ -279,3 +376,66 @@ def test_without_matplotlib(
     assert "crag[eval]" in report
     assert "![" not in report
     assert "matplotlib" in caplog.text
+
+
+def test_main_table_says_whether_crag_is_significantly_better() -> None:
+    table = main_table(make_results())
+    assert "| knowledge recall | crag - this: accuracy [95% CI] | McNemar p | crag vs this |" in (
+        table
+    )
+    assert (
+        "| no-retrieval | main | 1 / 4 | 0.250 | 0.500 | +0.500 [+0.250, +0.750] | < 0.001 "
+        "| crag better |" in table
+    )
+    assert (
+        "| rag | main | 2 / 4 | 0.500 | 0.500 | +0.250 [-0.250, +0.750] | 1.000 "
+        "| not significant |" in table
+    )
+    # An experiment without a comparison gets dashes, not a verdict.
+    assert "| rag-web | web | 2 / 4 | 0.500 | 0.500 | — | — | — |" in table
+
+
+def test_statistics_section_states_every_verdict(tmp_path: Path) -> None:
+    write_report(make_results(), tmp_path)
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    section = report.split("## Is CRAG better? Paired statistics", 1)[1].split("\n## ", 1)[0]
+    assert "paired over the questions both ran. Bootstrap: 10000 resamples, seed 7." in section
+    assert (
+        "**crag vs rag** (4 questions): accuracy 0.750 vs 0.500, difference "
+        "+0.250 [-0.250, +0.750] (95% CI), McNemar p 1.000: **not significant**; "
+        "knowledge recall 0.500 vs 0.500" in section
+    )
+    assert (
+        "knowledge recall 1.000 vs 0.500, difference +0.500 [+0.500, +0.500] (95% CI), "
+        "McNemar p 0.010: **crag-gold-removed better**." in section
+    )
+    assert (
+        "| crag - no-retrieval | every question both ran | 4 | +0.500 [+0.250, +0.750] "
+        "| 2 / 0 | < 0.001 | crag better |" in section
+    )
+    assert (
+        "| crag-gold-removed - rag-gold-removed | the questions whose gold was removed | 4 "
+        "| +1.000 [+1.000, +1.000] | 2 / 0 | 0.500 | not significant |" in section
+    )
+
+
+def test_gold_removed_experiments_over_all_removed_and_kept(tmp_path: Path) -> None:
+    write_report(make_results(), tmp_path)
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "for a seeded 50% of the questions with one (2 of 4)" in report
+    assert (
+        "| rag-gold-removed | 0.250 (4) | 0.500 | 0.000 (2) | 0.250 | 0.500 (2) | 0.750 |" in report
+    )
+    assert (
+        "| crag-gold-removed | 0.500 (4) | 0.500 | 1.000 (2) | 0.250 | 0.000 (2) | 0.750 |"
+        in report
+    )
+
+
+def test_no_comparisons_is_said_plainly(tmp_path: Path) -> None:
+    results = make_results()
+    del results["statistics"]
+    write_report(results, tmp_path)
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "Not measured in this run (CRAG and another experiment are needed)." in report
+    assert "| rag | main | 2 / 4 | 0.500 | 0.500 | — | — | — |" in report

@@ -1,4 +1,4 @@
-"""crag eval's machinery: node timing, gold removal, caches, figures, the experiment loop."""
+"""crag eval's machinery: node timing, store views, caches, figures, the experiment loop."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,17 +9,27 @@ from langchain_core.messages import BaseMessage
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from evaluation.eval_components import CachingEvaluator, EvalComponents, GoldRemovingStore
+from evaluation.eval_components import (
+    CachingEvaluator,
+    EvalComponents,
+    SourceFilter,
+    SourceFilteringStore,
+)
 from evaluation.experiments import EXPERIMENTS, Experiment
 from evaluation.questions import EvalQuestion
 from evaluation.runner import (
     EvalOptions,
     Row,
     agreement_figures,
+    experiment_figures,
     gold_removal_figures,
     llm_cache,
+    plan_runs,
     removal_order,
+    removed_count,
+    removed_share,
     run_experiments,
+    statistics_figures,
     summarise,
 )
 from evaluation.timing import StageTimer
@@ -64,17 +74,48 @@ def small_store(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def test_gold_removing_store_hides_only_the_removed_source(small_store: Any) -> None:
     question = "Who painted the Mona Lisa?"
-    removed: dict[str, tuple[str, ...]] = {}
-    view = GoldRemovingStore(small_store, removed)
+    removed: dict[str, SourceFilter] = {}
+    view = SourceFilteringStore(small_store, removed)
     full = [d.metadata["source"] for d in view.similarity_search(question, k=5)]
     assert full[0] == "wikipedia:Mona Lisa"
-    removed[question] = ("wikipedia:Mona Lisa",)
+    removed[question] = SourceFilter.hide(("wikipedia:Mona Lisa",))
     hidden = [d.metadata["source"] for d in view.similarity_search(question, k=5)]
     assert "wikipedia:Mona Lisa" not in hidden
     assert len(hidden) == 5
     assert hidden[:4] == [s for s in full if s != "wikipedia:Mona Lisa"][:4]
     other = [d.metadata["source"] for d in view.similarity_search("Where is the Louvre?", k=3)]
     assert "wikipedia:Louvre" in other, "another question lost its gold"
+
+
+def test_source_filtering_store_hides_several_sources(small_store: Any) -> None:
+    question = "Who painted the Mona Lisa?"
+    gold = ("wikipedia:Mona Lisa", "wikipedia:Leonardo da Vinci")
+    view = SourceFilteringStore(small_store, {question: SourceFilter.hide(gold)})
+    hidden = [d.metadata["source"] for d in view.similarity_search(question, k=8)]
+    assert len(hidden) == 8
+    assert not set(gold) & set(hidden)
+
+
+def test_oracle_view_searches_only_the_gold_sources(small_store: Any) -> None:
+    question = "Where is the Louvre?"
+    gold = ("wikipedia:Mona Lisa", "wikipedia:Raphael")
+    filters = {question: SourceFilter.restrict(gold)}
+    view = SourceFilteringStore(small_store, filters)
+    only = view.similarity_search(question, k=10)
+    assert only, "the gold documents' passages were not found"
+    assert {d.metadata["source"] for d in only} == set(gold)
+    # Exactly the gold documents' passages of the full store, in the same order.
+    everything = small_store.similarity_search(question, k=200)
+    expected = [d.page_content for d in everything if d.metadata["source"] in gold][:10]
+    assert [d.page_content for d in only] == expected
+    single = SourceFilteringStore(
+        small_store, {question: SourceFilter.restrict(("wikipedia:Paris",))}
+    )
+    assert {d.metadata["source"] for d in single.similarity_search(question, k=3)} == {
+        "wikipedia:Paris"
+    }
+    unfiltered = [d.metadata["source"] for d in view.similarity_search("Who was Raphael?", k=4)]
+    assert len(set(unfiltered)) > 1, "another question was restricted"
 
 
 def test_caching_evaluator_scores_each_pair_once() -> None:
@@ -121,12 +162,135 @@ def test_removal_order_is_seeded_and_covers_questions_with_gold() -> None:
     assert order != removal_order(questions, seed=1)
 
 
+def test_removed_share_is_seeded_and_nested() -> None:
+    questions = [*_questions(10), EvalQuestion("nogold", "?", ("x",))]
+    half = removed_share(questions, 50, seed=0)
+    assert len(half) == 5
+    assert half == removed_share(questions, 50, seed=0)
+    assert half != removed_share(questions, 50, seed=1)
+    assert "nogold" not in half
+    quarter = removed_share(questions, 25, seed=0)
+    assert len(quarter) == 3  # 2.5 questions: halves round up
+    assert half[:3] == quarter
+    assert set(half) <= set(removed_share(questions, 75, seed=0))
+    assert removed_share(questions, 0, seed=0) == []
+    assert sorted(removed_share(questions, 100, seed=0)) == sorted(q.id for q in questions[:10])
+    with pytest.raises(ValueError, match="0 to 100"):
+        removed_share(questions, 101, seed=0)
+
+
+def test_removed_count_rounds_halves_up() -> None:
+    assert [removed_count(5, p) for p in (0, 25, 50, 75, 100)] == [0, 1, 3, 4, 5]
+    assert [removed_count(4, p) for p in (0, 25, 50, 75, 100)] == [0, 1, 2, 3, 4]
+
+
+def test_plan_hides_gold_for_the_share_and_restricts_the_oracle() -> None:
+    questions = [*_questions(4), EvalQuestion("nogold", "no gold?", ("x",))]
+    chosen = {e.name: e for e in EXPERIMENTS}
+    options = EvalOptions(
+        questions=questions,
+        question_source="test",
+        store_path="unused",
+        experiments=[chosen[n] for n in ("rag", "oracle", "rag-gold-removed")],
+        gold_removed_share=50,
+    )
+    plan = plan_runs(options)
+    removed = set(removed_share(questions, 50, seed=0))
+    assert len(removed) == 2
+    rag = [r for r in plan if r.experiment.name == "rag"]
+    assert [r.question.id for r in rag] == [q.id for q in questions]
+    assert all(r.view is None and r.counted for r in rag)
+    oracle = [r for r in plan if r.experiment.name == "oracle"]
+    assert [r.question.id for r in oracle] == [q.id for q in questions[:4]]
+    assert all(r.view == SourceFilter.restrict(r.question.gold_sources) for r in oracle)
+    gold_removed = [r for r in plan if r.experiment.name == "rag-gold-removed"]
+    hidden = [r for r in gold_removed if r.view is not None]
+    assert [r.question.id for r in hidden] == [q.id for q in questions[:4]]
+    assert all(r.view == SourceFilter.hide(r.question.gold_sources) for r in hidden)
+    assert {r.question.id for r in hidden if r.counted} == removed
+    kept = [r for r in gold_removed if r.view is None]
+    assert {r.question.id for r in kept} == {q.id for q in questions[:4]} - removed
+    assert all(r.counted for r in kept)
+    counted = [r.question.id for r in gold_removed if r.counted]
+    assert sorted(counted) == sorted(q.id for q in questions[:4]), "one counted run each"
+
+
+def test_gold_removed_figures_cover_all_removed_and_kept() -> None:
+    experiment = next(e for e in EXPERIMENTS if e.name == "crag-gold-removed")
+    rows = [
+        _row("crag-gold-removed", "q0", False, gold_removed=True),
+        _row("crag-gold-removed", "q1", True, gold_removed=True, answer_in_knowledge=True),
+        _row("crag-gold-removed", "q2", False, gold_removed=True, counted=False),
+        _row("crag-gold-removed", "q2", True),
+        _row("crag-gold-removed", "q3", True, gold_removed=True, counted=False),
+        _row("crag-gold-removed", "q3", True, answer_in_knowledge=True),
+    ]
+    figures = experiment_figures(experiment, rows)
+    assert (figures["questions"], figures["correct"]) == (4, 3)
+    assert figures["answer_reached_generator"] == 0.5
+    assert figures["removed"] == {
+        "questions": 2,
+        "correct": 1,
+        "accuracy": 0.5,
+        "answer_reached_generator": 0.5,
+    }
+    assert (figures["kept"]["questions"], figures["kept"]["accuracy"]) == (2, 1.0)
+
+
+def test_statistics_compare_crag_with_every_experiment_and_gold_removed_pairs() -> None:
+    chosen = {e.name: e for e in EXPERIMENTS}
+    experiments = [
+        chosen[n] for n in ("rag", "crag", "oracle", "rag-gold-removed", "crag-gold-removed")
+    ]
+    ids = [f"q{i}" for i in range(20)]
+    rows = [_row("crag", q, i < 12, answer_in_knowledge=i < 15) for i, q in enumerate(ids)]
+    rows += [_row("rag", q, i < 10, answer_in_knowledge=i < 15) for i, q in enumerate(ids)]
+    rows += [_row("oracle", q, i < 16) for i, q in enumerate(ids[:10])]
+    for name, right in (("crag-gold-removed", 8), ("rag-gold-removed", 2)):
+        for i, q in enumerate(ids):
+            removed = i < 10
+            rows.append(_row(name, q, i < right or i >= 18, gold_removed=removed))
+            if not removed:
+                rows.append(_row(name, q, False, gold_removed=True, counted=False))
+    figures = statistics_figures(experiments, rows, seed=0, resamples=2000)
+    pairs = [(c["a"], c["b"], c["scope"]) for c in figures["comparisons"]]
+    assert pairs == [
+        ("crag", "rag", "all"),
+        ("crag", "oracle", "all"),
+        ("crag", "rag-gold-removed", "all"),
+        ("crag", "crag-gold-removed", "all"),
+        ("crag-gold-removed", "rag-gold-removed", "all"),
+        ("crag-gold-removed", "rag-gold-removed", "removed"),
+    ]
+    by_pair = {(c["a"], c["b"], c["scope"]): c for c in figures["comparisons"]}
+    crag_rag = by_pair[("crag", "rag", "all")]
+    assert crag_rag["questions"] == 20
+    assert crag_rag["accuracy"]["difference"] == pytest.approx(0.1)
+    assert (crag_rag["accuracy"]["a_only"], crag_rag["accuracy"]["b_only"]) == (2, 0)
+    assert crag_rag["accuracy"]["p_value"] == pytest.approx(0.5)
+    assert crag_rag["accuracy"]["verdict"] == "not significant"
+    assert crag_rag["knowledge_recall"]["difference"] == 0.0
+    oracle = by_pair[("crag", "oracle", "all")]
+    assert oracle["questions"] == 10  # only the questions both ran
+    assert oracle["accuracy"]["difference"] == 0.0
+    removed_only = by_pair[("crag-gold-removed", "rag-gold-removed", "removed")]
+    assert removed_only["questions"] == 10
+    assert removed_only["accuracy"]["difference"] == pytest.approx(0.6)
+    assert removed_only["accuracy"]["p_value"] == pytest.approx(2 / 2**6)
+    assert removed_only["accuracy"]["verdict"] == "better"
+    assert by_pair[("crag-gold-removed", "rag-gold-removed", "all")]["questions"] == 20
+    assert figures["resamples"] == 2000 and figures["seed"] == 0
+    assert statistics_figures(experiments, rows, seed=0, resamples=2000) == figures
+    rag_rows = [r for r in rows if r.experiment == "rag"]
+    assert statistics_figures(experiments[:1], rag_rows, 0, 10)["comparisons"] == []
+
+
 def test_gold_removal_curve_mixes_removed_and_full_runs() -> None:
     questions = _questions(4)
     rows = [_row("rag", q.id, True) for q in questions]
-    rows += [_row("rag, gold removed", q.id, False) for q in questions]
+    rows += [_row("rag-gold-removed", q.id, False, gold_removed=True) for q in questions]
     rows += [_row("crag", q.id, True) for q in questions]
-    rows += [_row("crag, gold removed", q.id, True) for q in questions]
+    rows += [_row("crag-gold-removed", q.id, True, gold_removed=True) for q in questions]
     figures = gold_removal_figures(rows, questions, seed=0)
     assert figures["levels"] == [0, 25, 50, 75, 100]
     assert figures["curves"]["rag"] == [1.0, 0.75, 0.5, 0.25, 0.0]
@@ -170,7 +334,13 @@ class _FilteringStore(StaticStore):
         where = kwargs.get("filter")
         docs = self.documents
         if where:
-            docs = [d for d in docs if d.metadata["source"] != where["source"]["$ne"]]
+            condition = where["source"]
+            if "$ne" in condition:
+                docs = [d for d in docs if d.metadata["source"] != condition["$ne"]]
+            if "$nin" in condition:
+                docs = [d for d in docs if d.metadata["source"] not in condition["$nin"]]
+            if "$in" in condition:
+                docs = [d for d in docs if d.metadata["source"] in condition["$in"]]
         return docs[:k]
 
 
@@ -190,7 +360,7 @@ def test_experiments_run_every_question_and_share_generator_answers(
     )
     chosen = {e.name: e for e in EXPERIMENTS}
     experiments: list[Experiment] = [
-        chosen[name] for name in ("rag", "crag", "crag without incorrect", "rag, gold removed")
+        chosen[name] for name in ("rag", "crag", "crag-without-incorrect", "rag-gold-removed")
     ]
     options = EvalOptions(
         questions=[question],
@@ -208,13 +378,13 @@ def test_experiments_run_every_question_and_share_generator_answers(
     assert by_name["rag"].correct and by_name["crag"].correct
     assert by_name["crag"].action == "correct"
     assert by_name["crag"].gold_in_top_k is True
-    assert by_name["rag, gold removed"].gold_in_top_k is False
-    assert not by_name["rag, gold removed"].correct
+    assert by_name["rag-gold-removed"].gold_in_top_k is False
+    assert not by_name["rag-gold-removed"].correct
     assert "generate" in by_name["crag"].stages and "grade" in by_name["crag"].stages
-    # "crag without incorrect" asks the very prompt "crag" asked: answered from the cache.
-    assert by_name["crag without incorrect"].answer == by_name["crag"].answer
+    # "crag-without-incorrect" asks the very prompt "crag" asked: answered from the cache.
+    assert by_name["crag-without-incorrect"].answer == by_name["crag"].answer
     assert len(calls) == 3
-    assert eval_components.removed == {}
+    assert eval_components.filters == {}
 
     results = summarise(options, context, rows, seconds=1.0)
     assert [e["name"] for e in results["experiments"]] == [e.name for e in experiments]
@@ -223,6 +393,36 @@ def test_experiments_run_every_question_and_share_generator_answers(
     assert results["latency"]["crag_over_rag"]["median_total"] is not None
     assert results["agreement"]["table"]["correct"]["gold_in_top_k"] == 1
     assert len(results["rows"]) == 4
+
+
+def test_oracle_answers_from_the_gold_passages_only(
+    eval_components: EvalComponents, fake_components: FakeComponents
+) -> None:
+    store = _FilteringStore(list(reversed(fake_corpus())))  # the gold passage ranks second
+    fake_components.store = store
+    fake_components.chat = ScriptedChatModel(
+        respond=lambda m: "Leonardo." if "Leonardo" in m[-1].text else "I do not know.",
+        prompts=[],
+    )
+    questions = [
+        EvalQuestion("m", "Who painted the Mona Lisa?", ("Leonardo",), ("wikipedia:Mona Lisa",)),
+        EvalQuestion("x", "Who knows?", ("nobody",)),
+    ]
+    chosen = {e.name: e for e in EXPERIMENTS}
+    options = EvalOptions(
+        questions=questions,
+        question_source="test",
+        store_path="unused",
+        experiments=[chosen["oracle"]],
+        progress=False,
+        performance=False,
+    )
+    rows = run_experiments(options, Context(top_k=1), eval_components)
+    assert [(r.experiment, r.id) for r in rows] == [("oracle", "m")], "no gold: skipped"
+    assert rows[0].passages == 1 and rows[0].gold_in_top_k is True
+    assert rows[0].correct and rows[0].answer_in_knowledge
+    assert not rows[0].gold_removed and rows[0].counted
+    assert eval_components.filters == {}
 
 
 def test_a_failing_run_becomes_a_row_with_its_error(
