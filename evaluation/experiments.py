@@ -107,6 +107,20 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         {"refine_knowledge": False},
     ),
     Experiment(
+        "crag-strips-lenient",
+        "crag",
+        "knowledge",
+        "strips kept down to -0.99 (the lower threshold) instead of -0.5, top 5",
+        {"strip_threshold": -0.99, "strips_kept": 5},
+    ),
+    Experiment(
+        "crag-strips-lenient-10",
+        "crag",
+        "knowledge",
+        "strips kept down to -0.99 instead of -0.5, top 10",
+        {"strip_threshold": -0.99, "strips_kept": 10},
+    ),
+    Experiment(
         "crag-without-rewriting",
         "crag",
         "knowledge",
