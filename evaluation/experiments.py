@@ -114,7 +114,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         {"strip_threshold": -0.99, "strips_kept": 5},
     ),
     Experiment(
-        "crag-strips-lenient-10",
+        "crag-strips-lenient-wide",
         "crag",
         "knowledge",
         "strips kept down to -0.99 instead of -0.5, top 10",
