@@ -13,6 +13,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from graph.components import use_components
+from tests import network_guard
 from tests.fakes import (
     FakeComponents,
     FixedScoreEvaluator,
@@ -21,6 +22,8 @@ from tests.fakes import (
     corpus_documents,
     scripted_chat,
 )
+
+network_guard.install()
 
 
 @pytest.fixture
