@@ -79,7 +79,8 @@ def add_eval_command(sub: Any) -> None:
         help="comma-separated experiments or presets to run (default: all): "
         + ", ".join(experiment_names())
         + "; presets: "
-        + ", ".join(f"{name} ({', '.join(names)})" for name, names in PRESETS.items()),
+        + ", ".join(PRESETS)
+        + f" (main: {', '.join(PRESETS['main'])}; each holds crag)",
     )
     run.add_argument(
         "--gold-removed-share",
