@@ -159,8 +159,12 @@ class Context(Settings):
         metadata={"description": "Strips kept after filtering, best first (paper: top 5)."},
     )
     strip_threshold: float = field(
-        default=-0.5,
-        metadata={"description": "Strips scoring at or below this are dropped (paper: -0.5)."},
+        default=-0.99,
+        metadata={
+            "description": "Strips scoring at or below this are dropped (paper: -0.5 on its "
+            "T5's scale; -0.99 here, the lower threshold: the embedding evaluator scores single "
+            "sentences lower than passages, and at -0.5 it dropped most answer-bearing strips)."
+        },
     )
     # External knowledge
     search_provider: Literal["duckduckgo", "searxng", "tavily"] = _deployment(

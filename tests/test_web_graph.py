@@ -149,7 +149,7 @@ def test_incorrect_answers_from_page_paragraphs(server: WebsearchServer, mode: s
 
 @pytest.mark.parametrize("mode", MODES)
 def test_ambiguous_combines_store_and_pages(server: WebsearchServer, mode: str) -> None:
-    fakes = components({"1503": 0.8, "permanent display": 0.4, "Leonardo": 0.3}, default=-0.9)
+    fakes = components({"1503": 0.8, "permanent display": 0.4, "Leonardo": 0.3}, default=-1.0)
     with use_components(fakes):
         out = run(mode, server)
     assert out["action"] == "ambiguous"
