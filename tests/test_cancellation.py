@@ -325,9 +325,15 @@ def test_ctrl_c_in_crag_ask_stops_the_parallel_branch(capsys: pytest.CaptureFixt
             os.kill(os.getpid(), signal.SIGINT)
 
     embeddings.on_call = interrupt_once
-    with use_components(components):
-        code = main(["ask", "-q", QUESTION])
-        returned_at = time.monotonic()
+    # As in a terminal: a shell starts background jobs with SIGINT ignored, which `crag ask`
+    # then leaves alone (it only wraps a callable handler).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with use_components(components):
+            code = main(["ask", "-q", QUESTION])
+            returned_at = time.monotonic()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert interrupted_at, "refine never scored its strips"
     elapsed = returned_at - interrupted_at[0]
     assert code == 130
