@@ -20,8 +20,8 @@ from nodes.web_search import web_search
 from tests import websearch_server as _shared
 from tests.fakes import FakeComponents, FixedScoreEvaluator, StaticStore, scripted_chat
 from tests.websearch_server import LOOPBACK, WebsearchServer
-from websearch import fetch as fetch_module
 from websearch import retry as retry_module
+from websearch import safety as safety_module
 from websearch.base import SearchResult, SearchUnavailableError
 from websearch.cache import PAGE_CACHE, SEARCH_CACHE, TTLCache, clear_web_caches
 from websearch.duckduckgo import DuckDuckGoSearch
@@ -30,7 +30,14 @@ from websearch.pages import MAX_PARAGRAPH_WORDS, html_text, page_title, pdf_supp
 from websearch.reader import ReaderOptions, WebReading, cached_search, read_results, run_sync
 from websearch.registry import create_search_provider, get_search_provider
 from websearch.retry import TransientSearchError, search_with_retry
-from websearch.safety import AddressPolicy, UnsafeURLError, check_url, strip_userinfo
+from websearch.safety import (
+    AddressPolicy,
+    HostLookupError,
+    UnsafeURLError,
+    check_url,
+    resolve_checked,
+    strip_userinfo,
+)
 from websearch.searxng import SearxngSearch
 from websearch.tavily import TavilySearch
 
@@ -176,6 +183,19 @@ def test_allow_list() -> None:
     for bad in ("10.0.0.0/33", "http://x", "a b"):
         with pytest.raises(ValueError, match="allowed_hosts"):
             AddressPolicy.from_setting(bad)
+
+
+def test_resolve_checked_resolves_once_and_checks_every_address() -> None:
+    loopback = ipaddress.ip_address(LOCAL)
+    assert resolve_checked(AddressPolicy.from_setting(LOCAL), LOCAL, 80) == [loopback]
+    with pytest.raises(UnsafeURLError, match=r"^127\.0\.0\.1: 127\.0\.0\.1 is a loopback address$"):
+        resolve_checked(AddressPolicy(), LOCAL, 80)
+    with pytest.raises(UnsafeURLError, match=r"^localhost: localhost resolves to .*loopback"):
+        resolve_checked(AddressPolicy(), "localhost", 80)
+    allowed = resolve_checked(AddressPolicy.from_setting("localhost"), "localhost", 80)
+    assert allowed and all(address.is_loopback for address in allowed)
+    with pytest.raises(HostLookupError, match=r"^DNS lookup of no-such-host\.invalid failed: "):
+        resolve_checked(AddressPolicy(), "no-such-host.invalid", 80)
 
 
 def test_userinfo_and_fragment_are_stripped() -> None:
@@ -402,13 +422,13 @@ def test_redirect_to_a_refused_address_is_not_followed(
     server: WebsearchServer, monkeypatch: pytest.MonkeyPatch, target: str, reason: str
 ) -> None:
     looked_up: list[str] = []
-    real_resolve = fetch_module.resolve_host
+    real_resolve = safety_module.lookup_host
 
-    async def spy(host: str, port: int) -> list[Any]:
+    def spy(host: str, port: int) -> list[Any]:
         looked_up.append(host)
-        return await real_resolve(host, port)
+        return real_resolve(host, port)
 
-    monkeypatch.setattr(fetch_module, "resolve_host", spy)
+    monkeypatch.setattr(safety_module, "lookup_host", spy)
     url = server.add_route("/go", status=302, headers={"Location": target})
     reading = read([hit(url, snippet="Redirect snippet.")])
     assert reading.notes == [
@@ -425,11 +445,11 @@ def test_host_names_are_checked_after_resolution(
     answers = {"pinned.test": "127.0.0.1", "evil.test": "10.0.0.1"}
     calls: list[str] = []
 
-    async def resolve(host: str, port: int) -> list[Any]:
+    def resolve(host: str, port: int) -> list[Any]:
         calls.append(host)
         return [ipaddress.ip_address(answers.get(host, host))]
 
-    monkeypatch.setattr(fetch_module, "resolve_host", resolve)
+    monkeypatch.setattr(safety_module, "lookup_host", resolve)
     server.add_page("/pinned", "Pinned", P1)
     pinned = f"http://pinned.test:{server.port}/pinned"
     evil = f"http://evil.test:{server.port}/pinned"

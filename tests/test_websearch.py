@@ -17,7 +17,6 @@ from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
 from tests import websearch_server as _shared
 from tests.websearch_server import LOOPBACK, LOOPBACK_HOSTS, WebsearchServer
-from websearch import guarded_client
 from websearch.base import SearchProvider, SearchResult, SearchUnavailableError
 from websearch.duckduckgo import DuckDuckGoSearch
 from websearch.ranking import is_wikipedia, normalize_url, rank_results, wikipedia_query
@@ -204,7 +203,7 @@ def _resolving(monkeypatch: pytest.MonkeyPatch, answers: dict[str, str]) -> list
         asked.append(host)
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answers[host], port))]
 
-    monkeypatch.setattr(guarded_client.socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     return asked
 
 

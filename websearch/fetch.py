@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import ipaddress
 import logging
-import socket
 import ssl
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +43,13 @@ from urllib.request import Request
 import httpcore
 import httpx
 
-from websearch.safety import AddressPolicy, IPAddress, UnsafeURLError, check_url, parse_ip
+from websearch.safety import (
+    AddressPolicy,
+    HostLookupError,
+    UnsafeURLError,
+    check_url,
+    resolve_checked,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -127,43 +131,12 @@ class FetchedPage:
         return self.media_type in PDF_TYPES
 
 
-async def resolve_host(host: str, port: int) -> list[IPAddress]:
-    """Every address ``host`` resolves to (a literal IP address resolves to itself).
-
-    Raises:
-        PageError: the name could not be resolved.
-    """
-    literal = parse_ip(host)
-    if literal is not None:
-        return [literal]
-    loop = asyncio.get_running_loop()
-    lookup = functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
-    try:
-        # Not the loop's default executor: ``asyncio.run`` waits for that one on exit, so a
-        # resolver that hangs would outlast the page timeout.
-        infos = await loop.run_in_executor(_DNS_POOL, lookup)
-    except (socket.gaierror, UnicodeError) as exc:
-        logger.info("DNS lookup of %s failed: %s", host, exc)
-        raise PageError("could not be reached (DNS lookup failed)") from exc
-    return addresses_of(infos)
-
-
-def addresses_of(infos: Iterable[tuple[Any, ...]]) -> list[IPAddress]:
-    """The distinct addresses of ``socket.getaddrinfo`` results, in order."""
-    addresses: list[IPAddress] = []
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]))
-        if address not in addresses:
-            addresses.append(address)
-    return addresses
-
-
 class GuardedBackend(httpcore.AsyncNetworkBackend):
     """An httpcore network backend that connects only to checked addresses.
 
-    ``connect_tcp`` resolves the host name once with :func:`resolve_host`, checks every
-    address with :meth:`AddressPolicy.check_resolved` and connects to the checked addresses
-    (in order), never resolving the name again.
+    ``connect_tcp`` resolves the host name once and checks every address with
+    :func:`~websearch.safety.resolve_checked`, then connects to the checked addresses (in
+    order), never resolving the name again.
     """
 
     def __init__(self, policy: AddressPolicy) -> None:
@@ -185,7 +158,15 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
             PageError: DNS lookup failed.
             httpcore.ConnectError: no checked address accepted the connection.
         """
-        addresses = self._policy.check_resolved(host, await resolve_host(host, port))
+        loop = asyncio.get_running_loop()
+        lookup = functools.partial(resolve_checked, self._policy, host, port)
+        try:
+            # Not the loop's default executor: ``asyncio.run`` waits for that one on exit, so a
+            # resolver that hangs would outlast the page timeout.
+            addresses = await loop.run_in_executor(_DNS_POOL, lookup)
+        except HostLookupError as exc:
+            logger.info("%s", exc)
+            raise PageError("could not be reached (DNS lookup failed)") from exc
         error: Exception | None = None
         for address in addresses:
             try:

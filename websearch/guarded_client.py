@@ -10,31 +10,14 @@ check cannot point it elsewhere. No proxies or ``.netrc`` from the environment a
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterable
 from typing import Any
 
 import httpcore
 import httpx
 
-from websearch.fetch import addresses_of, verifying_ssl_context
-from websearch.safety import AddressPolicy, IPAddress, UnsafeURLError, parse_ip
-
-
-def resolve_host_sync(host: str, port: int) -> list[IPAddress]:
-    """Every address ``host`` resolves to (a literal IP address resolves to itself).
-
-    Raises:
-        httpcore.ConnectError: the name could not be resolved (httpx reports a connect error).
-    """
-    literal = parse_ip(host)
-    if literal is not None:
-        return [literal]
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise httpcore.ConnectError(f"DNS lookup of {host} failed: {exc}") from exc
-    return addresses_of(infos)
+from websearch.fetch import verifying_ssl_context
+from websearch.safety import AddressPolicy, HostLookupError, UnsafeURLError, resolve_checked
 
 
 class GuardedSyncBackend(httpcore.NetworkBackend):
@@ -57,7 +40,10 @@ class GuardedSyncBackend(httpcore.NetworkBackend):
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.NetworkStream:
         """Resolve, check every address, then connect to the checked addresses in turn."""
-        addresses = self._policy.check_resolved(host, resolve_host_sync(host, port))
+        try:
+            addresses = resolve_checked(self._policy, host, port)
+        except HostLookupError as exc:
+            raise httpcore.ConnectError(str(exc)) from exc  # httpx reports a connect error
         error: Exception | None = None
         for address in addresses:
             try:

@@ -11,17 +11,20 @@ must not make crag read the cloud metadata service or the local network. The rul
   allow-list (setting ``allowed_hosts``).
 
 :func:`check_url` applies the rules that need no DNS (scheme, literal IP addresses);
-:meth:`AddressPolicy.check_resolved` applies them to the addresses a name resolves to. The page
-fetcher (:mod:`websearch.fetch`) resolves each host once and connects to the very address it
-checked, so a DNS answer that changes between the check and the connection (DNS rebinding)
-cannot slip a private address through.
+:meth:`AddressPolicy.check_resolved` applies them to the addresses a name resolves to, and
+:func:`resolve_checked` resolves a host once and checks every address. The page fetcher
+(:mod:`websearch.fetch`) and the endpoint client (:mod:`websearch.guarded_client`) connect to
+the very addresses :func:`resolve_checked` returned, so a DNS answer that changes between the
+check and the connection (DNS rebinding) cannot slip a private address through.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -37,6 +40,14 @@ class UnsafeURLError(ValueError):
         super().__init__(f"{url}: {reason}")
         self.url = url
         self.reason = reason
+
+
+class HostLookupError(OSError):
+    """A host name that could not be resolved (``DNS lookup of HOST failed: ...``)."""
+
+    def __init__(self, host: str, detail: Exception) -> None:
+        super().__init__(f"DNS lookup of {host} failed: {detail}")
+        self.host = host
 
 
 def address_kind(address: IPAddress) -> str | None:
@@ -144,6 +155,46 @@ class AddressPolicy:
                     raise UnsafeURLError(host, f"{address} is {kind}")
                 raise UnsafeURLError(host, f"{host} resolves to {address}, {kind}")
         return found
+
+
+def addresses_of(infos: Iterable[tuple[Any, ...]]) -> list[IPAddress]:
+    """The distinct addresses of ``socket.getaddrinfo`` results, in order."""
+    addresses: list[IPAddress] = []
+    for info in infos:
+        address = ipaddress.ip_address(str(info[4][0]))
+        if address not in addresses:
+            addresses.append(address)
+    return addresses
+
+
+def lookup_host(host: str, port: int) -> list[IPAddress]:
+    """Every address ``host`` resolves to (a literal IP address resolves to itself).
+
+    Raises:
+        HostLookupError: the name could not be resolved.
+    """
+    literal = parse_ip(host)
+    if literal is not None:
+        return [literal]
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise HostLookupError(host, exc) from exc
+    return addresses_of(infos)
+
+
+def resolve_checked(policy: AddressPolicy, host: str, port: int) -> list[IPAddress]:
+    """Resolve ``host`` once and check every address it resolves to against ``policy``.
+
+    Connect to the returned addresses (in order) and never resolve the name again: that way
+    the addresses connected to are the addresses checked. Blocking (DNS); async callers run it
+    in a thread.
+
+    Raises:
+        HostLookupError: the name could not be resolved.
+        UnsafeURLError: an address is not public and not allowed, or there is none.
+    """
+    return policy.check_resolved(host, lookup_host(host, port))
 
 
 def strip_userinfo(url: str) -> str:
