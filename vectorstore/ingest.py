@@ -149,17 +149,24 @@ class _Writer:
             )
 
 
+@dataclass(frozen=True)
+class _WriteOptions:
+    """How documents are chunked and written (see :func:`ingest_documents` for each field)."""
+
+    splitter: RecursiveCharacterTextSplitter
+    progress: bool
+    batch_size: int
+    on_progress: ChunkProgress | None
+
+
 def _write_documents(
     report: IngestReport,
     docs: Iterable[LoadedDocument],
     store: Chroma,
-    *,
-    splitter: RecursiveCharacterTextSplitter,
-    progress: bool,
-    batch_size: int,
-    on_progress: ChunkProgress | None = None,
+    options: _WriteOptions,
 ) -> None:
     """Plan and write the documents that are new or changed; the caller holds the lock."""
+    splitter, batch_size, on_progress = options.splitter, options.batch_size, options.on_progress
     if batch_size <= 0:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
     unique: dict[str, LoadedDocument] = {}
@@ -210,7 +217,7 @@ def _write_documents(
         desc="embedding",
         unit="chunk",
         file=sys.stderr,
-        disable=not progress or total == 0,
+        disable=not options.progress or total == 0,
         leave=False,
     ) as bar:
         try:
@@ -233,6 +240,26 @@ def _write_documents(
             writer.abandon()
             raise
     writer.finish()
+
+
+def _ingest(
+    report: IngestReport,
+    docs: Iterable[LoadedDocument],
+    store: Chroma,
+    options: _WriteOptions,
+    then: Callable[[], None] | None = None,
+) -> IngestReport:
+    """Write ``docs`` under the store's write lock; ``then`` runs before it is released.
+
+    What interrupted ingestions left behind is repaired first.
+    """
+    with store_write_lock(store) as directory:
+        repair_interrupted(store, exclusive=directory is not None)
+        _write_documents(report, docs, store, options)
+        if then is not None:
+            then()
+    logger.info("ingestion: %s", report.summary())
+    return report
 
 
 def _prune_file(store: Chroma, file: str, keep: set[str]) -> list[str]:
@@ -285,21 +312,8 @@ def ingest_documents(
         StoreError: The store cannot be read or written (or is read-only).
         ValueError: Invalid chunking parameters.
     """
-    splitter = _splitter(chunk_size, chunk_overlap)
-    report = IngestReport()
-    with store_write_lock(store) as directory:
-        repair_interrupted(store, exclusive=directory is not None)
-        _write_documents(
-            report,
-            docs,
-            store,
-            splitter=splitter,
-            progress=progress,
-            batch_size=batch_size,
-            on_progress=on_progress,
-        )
-    logger.info("ingestion: %s", report.summary())
-    return report
+    options = _WriteOptions(_splitter(chunk_size, chunk_overlap), progress, batch_size, on_progress)
+    return _ingest(IngestReport(), docs, store, options)
 
 
 def _outside(path: Path, root: Path) -> bool:
@@ -377,24 +391,16 @@ def ingest_paths(
         StoreError: The store cannot be read or written (or is read-only).
         ValueError: Invalid chunking parameters.
     """
-    splitter = _splitter(chunk_size, chunk_overlap)  # fail fast, before loading
+    # The splitter first: bad chunking parameters fail fast, before loading.
+    options = _WriteOptions(_splitter(chunk_size, chunk_overlap), progress, batch_size, on_progress)
     base = Path(root).expanduser().resolve() if root is not None else None
     report = IngestReport()
     docs, multi_files = _load_paths(paths, base, report)
-    with store_write_lock(store) as directory:
-        repair_interrupted(store, exclusive=directory is not None)
-        _write_documents(
-            report,
-            docs,
-            store,
-            splitter=splitter,
-            progress=progress,
-            batch_size=batch_size,
-            on_progress=on_progress,
-        )
+
+    def remove_stale() -> None:
         for file, keep in multi_files.items():
             report.removed.extend(_prune_file(store, file, keep))
         if prune:
             report.removed.extend(prune_missing(store, paths))
-    logger.info("ingestion: %s", report.summary())
-    return report
+
+    return _ingest(report, docs, store, options, then=remove_stale)
