@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 import numpy as np
 
@@ -32,6 +32,14 @@ ALPHA = 0.05
 """A p-value below this (with an interval that leaves out 0) is significant."""
 
 Verdict = Literal["better", "worse", "not significant"]
+
+
+class BootstrapSettings(TypedDict, total=False):
+    """Keywords passed through to :func:`paired_bootstrap`, which holds their defaults."""
+
+    resamples: int
+    confidence: float
+    seed: int
 
 
 def mcnemar_exact(a_only: int, b_only: int) -> float:
@@ -136,20 +144,14 @@ class PairedRate:
 
 
 def paired_rate(
-    a: Sequence[bool],
-    b: Sequence[bool],
-    *,
-    resamples: int = RESAMPLES,
-    confidence: float = CONFIDENCE,
-    seed: int = 0,
+    a: Sequence[bool], b: Sequence[bool], **settings: Unpack[BootstrapSettings]
 ) -> PairedRate:
-    """Compare two paired 0/1 outcomes: rates, bootstrap interval of A - B, McNemar p."""
+    """Compare two paired 0/1 outcomes: rates, bootstrap interval of A - B, McNemar p.
+
+    ``settings`` (``resamples``, ``confidence``, ``seed``) go to :func:`paired_bootstrap`.
+    """
     difference, low, high = paired_bootstrap(
-        [float(x) for x in a],
-        [float(x) for x in b],
-        resamples=resamples,
-        confidence=confidence,
-        seed=seed,
+        [float(x) for x in a], [float(x) for x in b], **settings
     )
     a_only = sum(1 for x, y in zip(a, b, strict=True) if x and not y)
     b_only = sum(1 for x, y in zip(a, b, strict=True) if y and not x)
@@ -169,10 +171,7 @@ def compare_outcomes(
     a: Mapping[str, Mapping[str, bool]],
     b: Mapping[str, Mapping[str, bool]],
     measures: Sequence[str],
-    *,
-    resamples: int = RESAMPLES,
-    confidence: float = CONFIDENCE,
-    seed: int = 0,
+    **settings: Unpack[BootstrapSettings],
 ) -> dict[str, Any] | None:
     """Every measure of A against B over the questions both have; ``None`` when none.
 
@@ -180,9 +179,8 @@ def compare_outcomes(
         a: Question id → measure → outcome, for A.
         b: The same for B.
         measures: The outcomes to compare (e.g. ``"accuracy"``).
-        resamples: Bootstrap resamples per interval.
-        confidence: Coverage of the intervals.
-        seed: Seed of the bootstrap (the same for every measure).
+        **settings: ``resamples``, ``confidence`` and ``seed`` of the bootstrap, as for
+            :func:`paired_bootstrap` (the same seed for every measure).
 
     Returns:
         ``{"questions": n, measure: PairedRate.as_dict(), ...}``; questions in the order of A.
@@ -193,11 +191,7 @@ def compare_outcomes(
     figures: dict[str, Any] = {"questions": len(shared)}
     for measure in measures:
         rate = paired_rate(
-            [a[q][measure] for q in shared],
-            [b[q][measure] for q in shared],
-            resamples=resamples,
-            confidence=confidence,
-            seed=seed,
+            [a[q][measure] for q in shared], [b[q][measure] for q in shared], **settings
         )
         figures[measure] = rate.as_dict()
     return figures
