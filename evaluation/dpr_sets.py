@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import ast
 import csv
+import functools
 import io
-import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from evaluation.answer_lists import distinct_nonblank, json_lines, string_list
 
 PYSERINI_DISTRIBUTION = "pyserini==0.17.0"
 JAR_IN_WHEEL = "pyserini/resources/jars/anserini-0.14.3-fatjar.jar"
@@ -158,7 +160,7 @@ def parse_set(spec: DprSet, text: str) -> list[SourceQuestion]:
             if literal is None:
                 continue
             answers = literal
-        kept = tuple(dict.fromkeys(a.strip() for a in answers if a.strip()))
+        kept = distinct_nonblank(answers)
         if not question.strip():
             raise DprSetError(f"{spec.member} {where}: empty question")
         if kept:
@@ -182,34 +184,27 @@ def _tsv_rows(spec: DprSet, text: str) -> list[tuple[str, str, list[str]]]:
     return rows
 
 
+def _error(spec: DprSet, where: str, problem: str) -> DprSetError:
+    return DprSetError(f"{spec.member} {where}: {problem}")
+
+
 def _answer_list(spec: DprSet, where: str, cell: str) -> list[str]:
+    fail = functools.partial(_error, spec, where)
     try:
         value: Any = ast.literal_eval(cell)
     except (ValueError, SyntaxError) as exc:
-        raise DprSetError(f"{spec.member} {where}: answers are not a Python list") from exc
-    return _strings(spec, where, value)
+        raise fail("answers are not a Python list") from exc
+    return string_list(value, "answers", fail)
 
 
 def _jsonl_rows(spec: DprSet, text: str) -> list[tuple[str, str, list[str]]]:
     rows: list[tuple[str, str, list[str]]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        where = f"line {number}"
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DprSetError(f"{spec.member} {where}: invalid JSON ({exc.msg})") from exc
+    for where, record in json_lines(text, functools.partial(_error, spec)):
+        fail = functools.partial(_error, spec, where)
         if not isinstance(record, dict) or not isinstance(record.get("question"), str):
-            raise DprSetError(f"{spec.member} {where}: no 'question' text")
-        rows.append((where, record["question"], _strings(spec, where, record.get("answer"))))
+            raise fail("no 'question' text")
+        rows.append((where, record["question"], string_list(record.get("answer"), "answers", fail)))
     return rows
-
-
-def _strings(spec: DprSet, where: str, value: Any) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
-        raise DprSetError(f"{spec.member} {where}: answers must be a list of strings")
-    return value
 
 
 def _unquote(question: str) -> str:

@@ -7,13 +7,15 @@ article (``"wikipedia:<Title>"``, as :mod:`vectorstore.corpus` names sources).
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evaluation.answer_lists import Fail, distinct_nonblank, json_lines, string_list
 from evaluation.fanoutqa import leaf_questions
 from vectorstore.corpus import SOURCE_PREFIX
 
@@ -134,20 +136,10 @@ def _read_text(path: Path) -> str:
 def _records(path: Path, suffix: str, text: str) -> Iterator[tuple[str, Any]]:
     """``(place, record)`` pairs: ``"line N"``, ``"item N"`` or ``"row N"`` and the raw record."""
     if suffix == ".jsonl":
-        return _jsonl_records(path, text)
+        return json_lines(text, functools.partial(_error, path))
     if suffix == ".json":
         return _json_records(path, text)
     return _table_records(path, text, "\t" if suffix == ".tsv" else ",")
-
-
-def _jsonl_records(path: Path, text: str) -> Iterator[tuple[str, Any]]:
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            yield f"line {number}", json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise QuestionFileError(f"{path} line {number}: invalid JSON ({exc.msg})") from exc
 
 
 def _json_records(path: Path, text: str) -> Iterator[tuple[str, Any]]:
@@ -176,12 +168,13 @@ def _table_records(path: Path, text: str, delimiter: str) -> Iterator[tuple[str,
         ) from exc
 
 
+def _error(path: Path, where: str, problem: str) -> QuestionFileError:
+    return QuestionFileError(f"{path} {where}: {problem}")
+
+
 def _question(path: Path, where: str, record: Any, number: int) -> EvalQuestion:
     """Check one record and turn it into a question."""
-
-    def fail(problem: str) -> QuestionFileError:
-        return QuestionFileError(f"{path} {where}: {problem}")
-
+    fail = functools.partial(_error, path, where)
     if not isinstance(record, dict):
         raise fail("not an object with 'question' and 'possible_answers'")
     question = record.get("question")
@@ -205,7 +198,7 @@ def _question(path: Path, where: str, record: Any, number: int) -> EvalQuestion:
     )
 
 
-def _string_list(value: Any, field: str, fail: Callable[[str], QuestionFileError]) -> list[str]:
+def _string_list(value: Any, field: str, fail: Fail) -> list[str]:
     """A list of strings, given as such or as JSON text (a TSV or CSV cell)."""
     if isinstance(value, str):
         if not value.strip():
@@ -214,25 +207,23 @@ def _string_list(value: Any, field: str, fail: Callable[[str], QuestionFileError
             value = json.loads(value)
         except json.JSONDecodeError as exc:
             raise fail(f"{field!r} is not a JSON list ({exc.msg})") from exc
-    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
-        raise fail(f"{field!r} must be a list of strings")
-    return value
+    return string_list(value, repr(field), fail)
 
 
-def _gold_sources(value: Any, fail: Callable[[str], QuestionFileError]) -> tuple[str, ...]:
+def _gold_sources(value: Any, fail: Fail) -> tuple[str, ...]:
     """``gold_sources`` as a tuple of distinct non-empty sources (none when absent or empty)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return ()
     sources = _string_list(value, "gold_sources", fail)
-    return tuple(dict.fromkeys(s.strip() for s in sources if s.strip()))
+    return distinct_nonblank(sources)
 
 
-def _answers(value: Any, fail: Callable[[str], QuestionFileError]) -> tuple[str, ...]:
+def _answers(value: Any, fail: Fail) -> tuple[str, ...]:
     """``possible_answers`` as a tuple of distinct non-empty strings."""
     if value is None:
         raise fail("missing 'possible_answers'")
     value = _string_list(value, "possible_answers", fail)
-    answers = tuple(dict.fromkeys(a.strip() for a in value if a.strip()))
+    answers = distinct_nonblank(value)
     if not answers:
         raise fail("empty 'possible_answers'")
     return answers
