@@ -14,7 +14,6 @@ from graph.progress import emit
 from graph.state import KnowledgeStrip, State
 from knowledge.selection import select_top
 from websearch.base import SearchUnavailableError
-from websearch.pages import page_title as clean_title
 from websearch.ranking import rank_results, wikipedia_query
 from websearch.reader import ReaderOptions, WebPassage, WebReading, cached_search, read_results
 
@@ -22,11 +21,6 @@ logger = logging.getLogger(__name__)
 
 ONLY_WIKIPEDIA_RESULTS = 10
 """Results asked for when only Wikipedia pages are kept (many others are dropped)."""
-
-
-def page_title(title: str) -> str:
-    """A result's title without the site suffix ("Mona Lisa - Wikipedia" -> "Mona Lisa")."""
-    return clean_title(title) or "Untitled"
 
 
 def reader_options(context: Context) -> ReaderOptions:

@@ -17,8 +17,6 @@ GRADER_SYSTEM = (
     "to the question."
 )
 GRADER_HUMAN = "Retrieved document: \n\n {document} \n\n User question: {question}"
-GRADER_ANSWERS: tuple[str, str] = ("yes", "no")
-"""The grader's two answers, relevant first."""
 
 REWRITER_SYSTEM = (
     "You a question re-writer that converts an input question to a better version that is "

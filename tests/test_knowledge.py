@@ -4,7 +4,6 @@ from knowledge.lexical import content_tokens, heading_named, heading_of
 from knowledge.selection import select_top
 from knowledge.strips import decompose, split_sentences
 from nodes.generate import render_strip
-from nodes.web_search import page_title
 from prompts.rewrite import rewrite_prompt, rewrite_turns
 from websearch.keywords import clean_query, fallback_keywords
 
@@ -124,19 +123,6 @@ def test_heading_named(question: str, passage: str, named: float) -> None:
 
 def test_content_tokens_stem_and_drop_stopwords() -> None:
     assert content_tokens("Who painted the paintings?") == {"paint"}
-
-
-@pytest.mark.parametrize(
-    ("title", "expected"),
-    [
-        ("Mona Lisa - Wikipedia", "Mona Lisa"),
-        ("Liquid nitrogen \u2014 Wikipedia, the free", "Liquid nitrogen"),
-        ("Plain title", "Plain title"),
-        ("  ", "Untitled"),
-    ],
-)
-def test_page_title(title: str, expected: str) -> None:
-    assert page_title(title) == expected
 
 
 @pytest.mark.parametrize(

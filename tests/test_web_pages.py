@@ -294,7 +294,13 @@ def test_malformed_page_through_the_reader(server: WebsearchServer) -> None:
 
 @pytest.mark.parametrize(
     ("title", "expected"),
-    [("Mona Lisa - Wikipedia", "Mona Lisa"), ("What is it?", "What is it"), ("", "")],
+    [
+        ("Mona Lisa - Wikipedia", "Mona Lisa"),
+        ("What is it?", "What is it"),
+        ("", ""),
+        ("Liquid nitrogen \u2014 Wikipedia, the free", "Liquid nitrogen"),
+        ("Plain title", "Plain title"),
+    ],
 )
 def test_page_title(title: str, expected: str) -> None:
     assert page_title(title) == expected
