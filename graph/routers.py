@@ -9,6 +9,10 @@ from graph.state import State
 ActionRoute = Literal["refine", "rewrite_query"]
 
 
+def _unexpected(action: object) -> ValueError:
+    return ValueError(f"unexpected action {action!r}: expected correct, incorrect or ambiguous")
+
+
 def route_action(state: State) -> list[ActionRoute]:
     """Send Correct to refine, Incorrect to rewrite_query, Ambiguous to both in parallel.
 
@@ -22,7 +26,7 @@ def route_action(state: State) -> list[ActionRoute]:
         return ["rewrite_query"]
     if action == "ambiguous":
         return ["refine", "rewrite_query"]
-    raise ValueError(f"unexpected action {action!r}: expected correct, incorrect or ambiguous")
+    raise _unexpected(action)
 
 
 TutorialRoute = Literal["transform_query", "generate"]
@@ -31,6 +35,15 @@ TutorialRoute = Literal["transform_query", "generate"]
 def route_tutorial(state: State) -> TutorialRoute:
     """The tutorial's rule: search the web as soon as any passage was graded irrelevant.
 
-    ``grade_binary`` records ``correct`` when every passage was relevant.
+    ``grade_binary`` records ``correct`` when every passage was relevant, ``ambiguous`` or
+    ``incorrect`` otherwise.
+
+    Raises:
+        ValueError: the state holds no action or one this router does not know.
     """
-    return "generate" if state.get("action") == "correct" else "transform_query"
+    action = state.get("action")
+    if action == "correct":
+        return "generate"
+    if action in ("incorrect", "ambiguous"):
+        return "transform_query"
+    raise _unexpected(action)

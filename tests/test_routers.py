@@ -3,7 +3,7 @@ from typing import Any
 import pytest
 
 from graph.context import Context
-from graph.routers import route_action
+from graph.routers import route_action, route_tutorial
 from nodes.decide_action import trigger_action
 
 
@@ -23,6 +23,12 @@ def test_route_action_table(state: dict[str, Any], expected: list[str]) -> None:
 def test_route_action_rejects_unknown(state: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="unexpected action"):
         route_action(state)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("state", [{}, {"action": "maybe"}, {"action": None}])
+def test_route_tutorial_rejects_unknown(state: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="unexpected action"):
+        route_tutorial(state)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
