@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from evaluator.registry import clear_evaluator_cache
 from graph.components import use_components
 from tests import network_guard
 from tests.fakes import (
@@ -22,6 +24,8 @@ from tests.fakes import (
     corpus_documents,
     scripted_chat,
 )
+from tests.tiny_cross_encoder import build_tiny_cross_encoder
+from tests.tiny_t5 import build_tiny_t5
 
 network_guard.install()
 
@@ -37,3 +41,23 @@ def fake_components() -> Iterator[FakeComponents]:
     )
     with use_components(components):
         yield components
+
+
+@pytest.fixture
+def fresh_registry() -> Iterator[None]:
+    """An empty evaluator cache before and after the test."""
+    clear_evaluator_cache()
+    yield
+    clear_evaluator_cache()
+
+
+@pytest.fixture(scope="session")
+def tiny_t5(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random T5 evaluator checkpoint (see :mod:`tests.tiny_t5`)."""
+    return build_tiny_t5(tmp_path_factory.mktemp("tiny_t5"))
+
+
+@pytest.fixture(scope="session")
+def tiny_ce(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random cross-encoder checkpoint with regression output."""
+    return build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny_ce"), output="regression")

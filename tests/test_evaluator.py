@@ -1,12 +1,13 @@
-"""Retrieval evaluators: the paper's T5 (on a tiny offline checkpoint), embeddings, registry."""
+"""Retrieval evaluators: the paper's T5 (on a tiny offline checkpoint), embeddings, registry.
+
+What the T5 evaluator shares with the cross-encoder is tested in test_evaluator_checkpoints.py.
+"""
 
 from __future__ import annotations
 
 import itertools
-import logging
 import math
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,8 @@ from evaluator.embedding import (
     EmbeddingEvaluator,
     cosine_to_score,
 )
-from evaluator.registry import BACKENDS, clear_evaluator_cache, load_evaluator
+from evaluator.registry import BACKENDS, load_evaluator
 from evaluator.t5 import T5Evaluator
-from tests.tiny_t5 import build_tiny_t5
 
 QUESTION = "Who painted the Mona Lisa?"
 MONA_LISA = (
@@ -50,86 +50,9 @@ PASSAGES = [
 # --------------------------------------------------------------------------- T5
 
 
-@pytest.fixture(scope="session")
-def tiny_t5(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_t5(tmp_path_factory.mktemp("tiny_t5"))
-
-
 @pytest.fixture(scope="module")
 def t5(tiny_t5: Path) -> T5Evaluator:
     return T5Evaluator(str(tiny_t5), batch_size=8, device="cpu")
-
-
-@pytest.fixture
-def fresh_registry() -> Iterator[None]:
-    clear_evaluator_cache()
-    yield
-    clear_evaluator_cache()
-
-
-def test_t5_is_a_retrieval_evaluator(t5: T5Evaluator) -> None:
-    assert isinstance(t5, RetrievalEvaluator)
-    assert t5.name == "t5"
-    assert t5.device.type == "cpu"
-    assert t5.dtype == torch.float32
-    assert not t5._model.training
-
-
-def test_t5_scores_are_floats_in_range_one_per_passage(t5: T5Evaluator) -> None:
-    scores = t5.score(QUESTION, PASSAGES)
-    assert len(scores) == len(PASSAGES)
-    assert all(type(s) is float and -1.0 <= s <= 1.0 for s in scores)
-    # The tiny model is random, but its scores must differ, or the order checks prove nothing.
-    assert len({round(s, 4) for s in scores}) == len(scores)
-    assert sum(-1.0 < s < 1.0 for s in scores) >= len(scores) - 1
-
-
-def test_t5_batched_scores_keep_the_original_order(t5: T5Evaluator) -> None:
-    batched = t5.score(QUESTION, PASSAGES)
-    single = [t5.score(QUESTION, [p])[0] for p in PASSAGES]
-    assert batched == pytest.approx(single, abs=1e-5)
-    reversed_scores = t5.score(QUESTION, PASSAGES[::-1])
-    assert reversed_scores[::-1] == pytest.approx(batched, abs=1e-5)
-
-
-def test_t5_batch_size_does_not_change_scores(tiny_t5: Path, t5: T5Evaluator) -> None:
-    one = T5Evaluator(str(tiny_t5), batch_size=1, device="cpu")
-    assert one.score(QUESTION, PASSAGES) == pytest.approx(t5.score(QUESTION, PASSAGES), abs=1e-5)
-
-
-def test_t5_empty_passages(t5: T5Evaluator, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert t5.score(QUESTION, []) == []
-    expected = t5.score(QUESTION, [MONA_LISA])[0]
-    assert t5.score(QUESTION, ["", MONA_LISA, "  \n\t"]) == pytest.approx(
-        [-1.0, expected, -1.0], abs=1e-5
-    )
-
-    def no_model(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the model must not run for empty passages")
-
-    monkeypatch.setattr(t5, "_forward", no_model)
-    assert t5.score(QUESTION, ["", " "]) == [-1.0, -1.0]
-
-
-def test_t5_rejects_a_single_string(t5: T5Evaluator) -> None:
-    with pytest.raises(EvaluatorError, match="sequence"):
-        t5.score(QUESTION, MONA_LISA)
-
-
-def test_t5_long_passage_is_truncated_and_scored(
-    tiny_t5: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    ev = T5Evaluator(str(tiny_t5), max_length=32, device="cpu")
-    head = MONA_LISA  # already longer than 32 tokens with the tiny vocabulary
-    long_a = head + " apple" * 3000
-    long_b = head + " zebra" * 3000
-    with caplog.at_level(logging.DEBUG, logger="evaluator.t5"):
-        scores = ev.score(QUESTION, ["Paris.", long_a, long_b])
-    assert all(-1.0 <= s <= 1.0 for s in scores)
-    assert scores[1] == pytest.approx(scores[2], abs=1e-6)  # only the kept prefix counts
-    assert "passage 1 truncated" in caplog.text
-    assert "passage 2 truncated" in caplog.text
-    assert "passage 0 truncated" not in caplog.text
 
 
 def test_t5_literal_eos_in_text_is_harmless(t5: T5Evaluator) -> None:
@@ -145,16 +68,6 @@ def test_t5_custom_template(tiny_t5: Path, t5: T5Evaluator) -> None:
     assert other.score(QUESTION, [MONA_LISA]) != pytest.approx(t5.score(QUESTION, [MONA_LISA]))
     with pytest.raises(EvaluatorError, match="template"):
         T5Evaluator(str(tiny_t5), device="cpu", template="{query} {passage}")
-
-
-def test_t5_missing_directory(tmp_path: Path) -> None:
-    with pytest.raises(EvaluatorError, match="does not exist"):
-        T5Evaluator(str(tmp_path / "no" / "such" / "checkpoint"))
-
-
-def test_t5_directory_without_config(tmp_path: Path) -> None:
-    with pytest.raises(EvaluatorError, match="not a model checkpoint"):
-        T5Evaluator(str(tmp_path))
 
 
 def test_t5_wrong_architecture(tmp_path: Path) -> None:
@@ -174,12 +87,6 @@ def test_t5_wrong_architecture(tmp_path: Path) -> None:
     assert "'bert'" in str(info.value)
 
 
-def test_t5_with_two_labels_is_rejected(tmp_path: Path) -> None:
-    build_tiny_t5(tmp_path, num_labels=2)
-    with pytest.raises(EvaluatorError, match="num_labels=2"):
-        T5Evaluator(str(tmp_path))
-
-
 def test_t5_without_tokenizer_files(tiny_t5: Path, tmp_path: Path) -> None:
     for name in ("config.json", "model.safetensors"):
         shutil.copy(tiny_t5 / name, tmp_path / name)
@@ -196,13 +103,6 @@ def test_t5_unreachable_hub(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(t5_module.AutoConfig, "from_pretrained", offline)
     with pytest.raises(EvaluatorError, match=r"from the hub \(offline\?\)"):
         T5Evaluator("someone/crag-t5-evaluator")
-
-
-def test_t5_bad_arguments(tiny_t5: Path) -> None:
-    with pytest.raises(EvaluatorError, match="batch_size"):
-        T5Evaluator(str(tiny_t5), batch_size=0)
-    with pytest.raises(EvaluatorError, match="device"):
-        T5Evaluator(str(tiny_t5), device="not-a-device")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -307,27 +207,6 @@ def test_registry_unknown_name_lists_the_valid_ones() -> None:
         load_evaluator("bm25")
     for name in BACKENDS:
         assert name in str(info.value)
-
-
-def test_registry_t5_needs_a_model() -> None:
-    with pytest.raises(EvaluatorError, match="needs evaluator_model"):
-        load_evaluator("t5")
-
-
-def test_registry_loads_and_caches_t5(tiny_t5: Path, fresh_registry: None) -> None:
-    ev = load_evaluator("t5", model=str(tiny_t5), batch_size=4)
-    assert isinstance(ev, T5Evaluator)
-    assert ev.batch_size == 4
-    assert load_evaluator("T5", model=str(tiny_t5), batch_size=4) is ev
-    assert load_evaluator("t5", model=str(tiny_t5), batch_size=2) is not ev
-    scores = ev.score(QUESTION, PASSAGES)
-    assert len(scores) == len(PASSAGES)
-    assert all(-1.0 <= s <= 1.0 for s in scores)
-
-
-def test_registry_t5_load_errors_are_evaluator_errors(tmp_path: Path) -> None:
-    with pytest.raises(EvaluatorError, match="does not exist"):
-        load_evaluator("t5", model=str(tmp_path / "missing"))
 
 
 def test_registry_embedding_shares_the_store_embedder(fresh_registry: None) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +14,10 @@ from langchain_core.language_models import BaseChatModel
 from evaluator.base import EvaluatorError
 from evaluator.bench import LocalT5Scorer, int8_copy, time_modes
 from evaluator.cross_encoder import CrossEncoderEvaluator, check_int8_device, quantize_int8
-from evaluator.registry import clear_evaluator_cache, load_evaluator
+from evaluator.registry import load_evaluator
 from evaluator.t5 import T5Evaluator
 from tests.fakes import scripted_chat
 from tests.test_evaluator import PASSAGES, QUESTION
-from tests.tiny_cross_encoder import build_tiny_cross_encoder
-from tests.tiny_t5 import build_tiny_t5
 
 DynamicLinear = torch.ao.nn.quantized.dynamic.Linear
 
@@ -29,23 +26,6 @@ DynamicLinear = torch.ao.nn.quantized.dynamic.Linear
 # and 0.010 for the tiny T5 (0.009-0.022); the bounds leave room for other CPUs' int8 kernels.
 CE_TOLERANCE = 0.15
 T5_TOLERANCE = 0.05
-
-
-@pytest.fixture
-def fresh_registry() -> Iterator[None]:
-    clear_evaluator_cache()
-    yield
-    clear_evaluator_cache()
-
-
-@pytest.fixture(scope="module")
-def tiny_ce(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny_ce"), output="regression")
-
-
-@pytest.fixture(scope="module")
-def tiny_t5(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_t5(tmp_path_factory.mktemp("tiny_t5"))
 
 
 @pytest.fixture(scope="module")
