@@ -565,14 +565,40 @@ def test_search_and_pages_are_cached_within_the_ttl(server: WebsearchServer) -> 
     assert page == results[0].url
 
 
-def test_cache_expires_after_the_ttl(server: WebsearchServer) -> None:
+class SteppedClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_ttl_cache_entries_expire_on_its_clock() -> None:
+    clock = SteppedClock()
+    cache: TTLCache[str, int] = TTLCache(clock=clock)
+    cache.put("a", 1)
+    clock.now += 9.99
+    assert cache.get("a", ttl=10) == 1
+    clock.now += 0.01
+    assert cache.get("a", ttl=10) is None  # exactly ttl seconds old: expired
+    assert cache.get("a", ttl=10.5) == 1  # a longer ttl of another run still finds it
+
+
+def test_cache_expires_after_the_ttl(
+    server: WebsearchServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = SteppedClock()
+    monkeypatch.setattr(SEARCH_CACHE, "clock", clock)
+    monkeypatch.setattr(PAGE_CACHE, "clock", clock)
     server.add_page("/expiring", "Expiring", P1)
     server.results = [server.result("Expiring", "/expiring", "snippet")]
     provider = SearxngSearch(server.url, policy=LOOPBACK, timeout=5)
     for _ in range(2):
         results = cached_search(provider, "q", 5, ttl=0.2)
         read_results(results, pages=5, options=options(cache_ttl=0.2))
-        time.sleep(0.3)
+        clock.now += 0.3
     assert len(server.requests_to("/search")) == 2
     assert len(server.requests_to("/expiring")) == 2
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 from websearch.base import SearchResult
@@ -34,12 +34,15 @@ class TTLCache(Generic[K, V]):
 
     Args:
         maxsize: Most entries kept; the least recently used go first.
+        clock: Seconds from a fixed start that never go back; ``clock`` may also be set on a
+            built cache (tests replace it on the process-wide caches to step through time).
     """
 
-    def __init__(self, maxsize: int = 256) -> None:
+    def __init__(self, maxsize: int = 256, clock: Callable[[], float] = time.monotonic) -> None:
         if maxsize <= 0:
             raise ValueError(f"maxsize must be positive, got {maxsize!r}")
         self.maxsize = maxsize
+        self.clock = clock
         self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -52,7 +55,7 @@ class TTLCache(Generic[K, V]):
             if entry is None:
                 return None
             stored_at, value = entry
-            if time.monotonic() - stored_at >= ttl:
+            if self.clock() - stored_at >= ttl:
                 return None
             self._entries.move_to_end(key)
             return value
@@ -60,7 +63,7 @@ class TTLCache(Generic[K, V]):
     def put(self, key: K, value: V) -> None:
         """Store ``value`` under ``key`` (now), evicting the oldest entries past ``maxsize``."""
         with self._lock:
-            self._entries[key] = (time.monotonic(), value)
+            self._entries[key] = (self.clock(), value)
             self._entries.move_to_end(key)
             while len(self._entries) > self.maxsize:
                 self._entries.popitem(last=False)
