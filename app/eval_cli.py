@@ -13,6 +13,8 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 DEFAULT_OUT = ".crag/eval"
+DEFAULT_WORKERS = 8
+"""Questions ``crag eval`` runs at once: the generator's default batch size."""
 
 
 def add_eval_command(sub: Any) -> None:
@@ -108,6 +110,30 @@ def add_eval_command(sub: Any) -> None:
         action="store_true",
         help="skip the cold-start and ingestion measurements",
     )
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=DEFAULT_WORKERS,
+        metavar="N",
+        help="questions run at once; their generator prompts are decoded in batches "
+        f"(default {DEFAULT_WORKERS}; 1 runs one at a time and reproduces answers exactly)",
+    )
+    run.add_argument(
+        "--latency-questions",
+        type=int,
+        default=50,
+        metavar="N",
+        help="with more than one worker: the first N questions run no retrieval, RAG and CRAG "
+        "one at a time for the latency figures (default 50)",
+    )
+    run.add_argument(
+        "--gold-removal-curve",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run every question with its gold removed, for the curve over every removal "
+        "level (--no-gold-removal-curve: only the removed share, about half the work of the "
+        "gold-removed experiments)",
+    )
     run.add_argument("--json", action="store_true", help="print every figure as JSON")
     run.set_defaults(func=cmd_eval)
 
@@ -197,6 +223,10 @@ def build_options(args: argparse.Namespace) -> Any:
         raise ValueError(f"--limit must be 0 (all) or positive, not {args.limit}")
     if args.corpus_size < 0:
         raise ValueError(f"--corpus-size must be 0 (all) or positive, not {args.corpus_size}")
+    if not 1 <= args.workers <= 64:
+        raise ValueError(f"--workers must be from 1 to 64, not {args.workers}")
+    if args.latency_questions < 1:
+        raise ValueError(f"--latency-questions must be positive, not {args.latency_questions}")
     if not 0 <= args.gold_removed_share <= 100:
         raise ValueError(
             f"--gold-removed-share must be a percent from 0 to 100, not {args.gold_removed_share}"
@@ -255,6 +285,9 @@ def build_options(args: argparse.Namespace) -> Any:
         seed=args.seed,
         gold_removed_share=args.gold_removed_share,
         performance=not args.no_performance,
+        workers=args.workers,
+        latency_questions=args.latency_questions,
+        gold_removal_curve=args.gold_removal_curve,
     )
 
 

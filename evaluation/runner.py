@@ -15,6 +15,7 @@ could be shared.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import logging
 import os
@@ -26,6 +27,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,6 +85,15 @@ class EvalOptions:
     """Measure cold start and ingestion (skipped in quick tests)."""
     ingestion_docs: int = 200
     progress: bool = True
+    workers: int = 1
+    """Questions run at once (threads); the generator decodes their prompts in batches."""
+    latency_questions: int = 50
+    """With ``workers`` above 1: the first N questions run the timed experiments one at a time
+    first, and only those runs give the latency figures (overlapping runs wait for each other,
+    so their times are not latencies). With one worker every timed run counts."""
+    gold_removal_curve: bool = True
+    """Run every question with its gold removed (Figure 3's curve at every level); off: only
+    the removed share, which is all the gold-removed figures and comparisons need."""
 
 
 @dataclass
@@ -110,6 +121,8 @@ class Row:
     counted: bool = True
     """Counts in its experiment's figures (False: a gold-removed run outside the removed share,
     kept for Figure 3's curve only)."""
+    timed: bool = True
+    """Ran alone, so its seconds are a latency (False: it overlapped other runs)."""
 
 
 def run_graph(
@@ -244,7 +257,8 @@ def plan_runs(options: EvalOptions) -> list[PlannedRun]:
             gold = question.gold_sources
             if experiment.gold_removed and gold:
                 hidden = question.id in removed
-                plan.append(PlannedRun(experiment, question, SourceFilter.hide(gold), hidden))
+                if hidden or options.gold_removal_curve:
+                    plan.append(PlannedRun(experiment, question, SourceFilter.hide(gold), hidden))
                 if not hidden:
                     plan.append(PlannedRun(experiment, question))
             elif experiment.gold_only and gold:
@@ -254,29 +268,81 @@ def plan_runs(options: EvalOptions) -> list[PlannedRun]:
     return plan
 
 
+def _alone_and_together(
+    plan: Sequence[PlannedRun], options: EvalOptions
+) -> tuple[list[PlannedRun], list[list[PlannedRun]]]:
+    """Split the plan into runs made one at a time and units that may run side by side.
+
+    With one worker everything runs alone, in plan order. Otherwise the timed experiments of
+    the first ``latency_questions`` questions run alone first (the latency sample), and the
+    rest is grouped by question text: one unit's runs follow each other in one worker, so the
+    runs of one question never overlap (its store view is keyed by the question) and later
+    experiments find the earlier ones' cached steps.
+    """
+    if options.workers <= 1:
+        return list(plan), []
+    sample = {q.id for q in options.questions[: max(0, options.latency_questions)]}
+    alone = [r for r in plan if r.experiment.timed and r.question.id in sample]
+    units: dict[str, list[PlannedRun]] = {}
+    for run in plan:
+        if not (run.experiment.timed and run.question.id in sample):
+            units.setdefault(run.question.question, []).append(run)
+    return alone, list(units.values())
+
+
 def run_experiments(
     options: EvalOptions, context: Context, components: EvalComponents
 ) -> list[Row]:
-    """Every run of :func:`plan_runs`, as rows sorted by experiment (question order kept)."""
+    """Every run of :func:`plan_runs`, as rows sorted by experiment (question order kept).
+
+    With ``workers`` above 1, questions run in threads and their generator prompts are decoded
+    in batches; see :func:`_alone_and_together` for which runs are timed.
+    """
     builders = _graph_builders()
-    timer = StageTimer()
     graphs = {e.graph: builders[e.graph]() for e in options.experiments}
     contexts = {e.name: dataclasses.replace(context, **e.settings) for e in options.experiments}
     plan = plan_runs(options)
-    rows: list[Row] = []
-    bar = tqdm(plan, desc="crag eval", unit="run", disable=not options.progress, file=sys.stderr)
-    for run in bar:
+    position = {id(run): index for index, run in enumerate(plan)}
+    alone, units = _alone_and_together(plan, options)
+    bar = tqdm(
+        total=len(plan), desc="crag eval", unit="run", disable=not options.progress, file=sys.stderr
+    )
+    results: list[tuple[int, Row]] = []
+
+    def execute(run: PlannedRun, timer: StageTimer, timed: bool) -> None:
         experiment, question = run.experiment, run.question
-        bar.set_postfix_str(experiment.name, refresh=False)
-        components.filters.clear()
         if run.view is not None:
             components.filters[question.question] = run.view
-        graph, run_context = graphs[experiment.graph], contexts[experiment.name]
-        row = run_graph(graph, question, run_context, timer, experiment.name)
+        else:
+            components.filters.pop(question.question, None)
+        try:
+            graph, run_context = graphs[experiment.graph], contexts[experiment.name]
+            row = run_graph(graph, question, run_context, timer, experiment.name)
+        finally:
+            components.filters.pop(question.question, None)
         row.gold_removed = run.view is not None and not run.view.only
         row.counted = run.counted
-        rows.append(row)
-    components.filters.clear()
+        row.timed = timed and experiment.timed
+        results.append((position[id(run)], row))
+        bar.set_postfix_str(experiment.name, refresh=False)
+        bar.update()
+
+    def execute_unit(unit: Sequence[PlannedRun]) -> None:
+        timer = StageTimer()
+        for run in unit:
+            execute(run, timer, timed=False)
+
+    timer = StageTimer()
+    for run in alone:
+        execute(run, timer, timed=True)
+    if units:
+        current = contextvars.copy_context()
+        with ThreadPoolExecutor(max_workers=options.workers) as pool:
+            for future in [pool.submit(current.copy().run, execute_unit, u) for u in units]:
+                future.result()
+    bar.close()
+    results.sort(key=lambda item: item[0])
+    rows = [row for _, row in results]
     order = {e.name: i for i, e in enumerate(options.experiments)}
     rows.sort(key=lambda r: order[r.experiment])  # stable: question order kept within each
     return rows
@@ -501,10 +567,14 @@ def summarise(
     experiments = [
         experiment_figures(e, by_experiment.get(e.name, [])) for e in options.experiments
     ]
+    timed_rows = {
+        name: [r for r in experiment_rows if r.timed]
+        for name, experiment_rows in by_experiment.items()
+    }
     latency = {
-        e.name: latency_figures(by_experiment[e.name])
+        e.name: latency_figures(timed_rows[e.name])
         for e in options.experiments
-        if e.timed and e.name in by_experiment
+        if e.timed and timed_rows.get(e.name)
     }
     ratio: dict[str, float | None] = {}
     if "crag" in latency and "rag" in latency:
@@ -539,6 +609,13 @@ def summarise(
             "top_k": context.top_k,
             "seed": options.seed,
             "gold_removed_share": options.gold_removed_share,
+            "gold_removal_curve": options.gold_removal_curve,
+            "workers": options.workers,
+            "latency_questions": (
+                len(options.questions)
+                if options.workers <= 1
+                else min(len(options.questions), options.latency_questions)
+            ),
             "seconds": seconds,
             "machine": machine_info(),
             "match": "a gold answer appears, as whole tokens, in the normalised generated "

@@ -24,6 +24,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
+from generator.batching import GenerationBatcher, GenerationRequest
 from graph.cancellation import CancelToken, current_token, holding
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,23 @@ def _cancel_criteria(token: CancelToken | None) -> dict[str, Any]:
     return {"stopping_criteria": StoppingCriteriaList([StopWhenCancelled()])}
 
 
+def _cancel_criteria_rows(tokens: Sequence[CancelToken | None]) -> dict[str, Any]:
+    """``generate`` arguments that stop each row at the next token once its run is cancelled."""
+    if all(token is None for token in tokens):
+        return {}
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    row_tokens = list(tokens)
+
+    class StopCancelledRows(StoppingCriteria):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            flags = [token is not None and token.cancelled for token in row_tokens]
+            return torch.tensor(flags, device=input_ids.device)
+
+    return {"stopping_criteria": StoppingCriteriaList([StopCancelledRows()])}
+
+
 def cpu_has_native_bfloat16() -> bool:
     """Whether this CPU computes in bfloat16 natively (oneDNN's AVX512-BF16 / AMX check)."""
     import torch
@@ -102,9 +120,14 @@ class LocalChatModel(BaseChatModel):
     arithmetic (AVX512-BF16 or AMX: about 1.4x faster prefill and decoding on 2 cores, answers
     nearly always identical), else float32."""
 
+    max_batch_size: int = 8
+    """Most requests decoded together when runs overlap (:mod:`generator.batching`); 1 turns
+    batching off. A lone request always runs on its own, at once."""
+
     _model: Any = PrivateAttr(default=None)
     _tokenizer: Any = PrivateAttr(default=None)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _batcher: GenerationBatcher | None = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any, /) -> None:
         """Load the model and tokenizer once."""
@@ -120,6 +143,7 @@ class LocalChatModel(BaseChatModel):
         model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         self._model = model.to(device).eval()
         self.device = device
+        self._batcher = GenerationBatcher(self._generate_batch, self.max_batch_size)
         logger.info("generator %s loaded on %s in %s", path.name, device, dtype)
 
     @property
@@ -188,27 +212,66 @@ class LocalChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        import torch
 
         token = current_token()
-        with holding(self._lock), torch.inference_mode():
-            inputs = self._encode(messages)
-            output = self._model.generate(
-                **inputs, **self._generation_kwargs(stop, **kwargs), **_cancel_criteria(token)
-            )
+        prompt = self._encode(messages)["input_ids"][0].tolist()
+        request = GenerationRequest(
+            input_ids=prompt,
+            max_new_tokens=int(kwargs.get("max_new_tokens", self.max_new_tokens)),
+            stop=tuple(stop or ()),
+            token=token,
+        )
+        if self._batcher is None:
+            raise RuntimeError("the generator was not loaded")
+        new_tokens = self._batcher.generate(request)
         if token is not None:
             token.raise_if_cancelled()
-        new_tokens = output[0, inputs["input_ids"].shape[1] :]
         text = self._tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
         message = AIMessage(
             content=text,
             usage_metadata={
-                "input_tokens": int(inputs["input_ids"].shape[1]),
+                "input_tokens": len(prompt),
                 "output_tokens": len(new_tokens),
-                "total_tokens": int(inputs["input_ids"].shape[1]) + len(new_tokens),
+                "total_tokens": len(prompt) + len(new_tokens),
             },
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _generate_batch(self, requests: Sequence[GenerationRequest]) -> list[list[int]]:
+        """Greedy-decode prompts of equal settings together, left-padded to one length.
+
+        The attention mask hides the padding and the model derives positions from it, so each
+        row is continued as if alone (up to floating-point rounding in the padded matrix
+        products). A row stops at its own end-of-sequence token, stop string or cancellation;
+        its new tokens are returned without the padding that follows.
+        """
+        import torch
+
+        pad_id = self._tokenizer.pad_token_id or self._tokenizer.eos_token_id
+        longest = max(len(r.input_ids) for r in requests)
+        filler = 0 if pad_id is None else pad_id  # hidden by the attention mask
+        input_ids = torch.full((len(requests), longest), filler, dtype=torch.long)
+        attention_mask = torch.zeros((len(requests), longest), dtype=torch.long)
+        for row, request in enumerate(requests):
+            input_ids[row, longest - len(request.input_ids) :] = torch.tensor(request.input_ids)
+            attention_mask[row, longest - len(request.input_ids) :] = 1
+        first = requests[0]
+        kwargs = self._generation_kwargs(list(first.stop), max_new_tokens=first.max_new_tokens)
+        tokens = [r.token for r in requests]
+        with holding(self._lock), torch.inference_mode():
+            output = self._model.generate(
+                input_ids=input_ids.to(self._model.device),
+                attention_mask=attention_mask.to(self._model.device),
+                **kwargs,
+                **_cancel_criteria_rows(tokens),
+            )
+        special = {pad_id, self._tokenizer.eos_token_id} - {None}
+        results: list[list[int]] = []
+        for row in output[:, longest:].tolist():
+            while row and row[-1] in special:
+                row.pop()
+            results.append(row)
+        return results
 
     def _stream(
         self,

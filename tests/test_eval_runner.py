@@ -1,5 +1,6 @@
 """crag eval's machinery: node timing, store views, caches, figures, the experiment loop."""
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from evaluation.questions import EvalQuestion
 from evaluation.runner import (
     EvalOptions,
     Row,
+    _alone_and_together,
     agreement_figures,
     experiment_figures,
     gold_removal_figures,
@@ -215,6 +217,48 @@ def test_plan_hides_gold_for_the_share_and_restricts_the_oracle() -> None:
     assert sorted(counted) == sorted(q.id for q in questions[:4]), "one counted run each"
 
 
+def test_without_the_curve_only_the_removed_share_runs_without_its_gold() -> None:
+    questions = _questions(4)
+    chosen = {e.name: e for e in EXPERIMENTS}
+    options = EvalOptions(
+        questions=questions,
+        question_source="test",
+        store_path="unused",
+        experiments=[chosen["rag-gold-removed"]],
+        gold_removed_share=50,
+        gold_removal_curve=False,
+    )
+    plan = plan_runs(options)
+    removed = set(removed_share(questions, 50, seed=0))
+    assert {r.question.id for r in plan if r.view is not None} == removed
+    assert all(r.counted for r in plan)
+    assert sorted(r.question.id for r in plan) == sorted(q.id for q in questions)
+
+
+def test_workers_run_the_latency_sample_alone_and_each_question_in_one_unit() -> None:
+    questions = _questions(4)
+    chosen = {e.name: e for e in EXPERIMENTS}
+    options = EvalOptions(
+        questions=questions,
+        question_source="test",
+        store_path="unused",
+        experiments=[chosen[n] for n in ("rag", "crag", "oracle", "rag-gold-removed")],
+        workers=4,
+        latency_questions=2,
+    )
+    plan = plan_runs(options)
+    alone, units = _alone_and_together(plan, options)
+    assert [(r.question.id, r.experiment.name) for r in alone] == [
+        (q.id, name) for q in questions[:2] for name in ("rag", "crag")
+    ]
+    assert len(units) == 4
+    for unit in units:
+        assert len({r.question.question for r in unit}) == 1
+    assert sorted(map(id, alone + [r for u in units for r in u])) == sorted(map(id, plan))
+    sequential = dataclasses.replace(options, workers=1)
+    assert _alone_and_together(plan, sequential) == (plan, [])
+
+
 def test_gold_removed_figures_cover_all_removed_and_kept() -> None:
     experiment = next(e for e in EXPERIMENTS if e.name == "crag-gold-removed")
     rows = [
@@ -393,6 +437,51 @@ def test_experiments_run_every_question_and_share_generator_answers(
     assert results["latency"]["crag_over_rag"]["median_total"] is not None
     assert results["agreement"]["table"]["correct"]["gold_in_top_k"] == 1
     assert len(results["rows"]) == 4
+
+
+def test_questions_run_in_threads_give_the_rows_of_a_sequential_run(
+    eval_components: EvalComponents, fake_components: FakeComponents
+) -> None:
+    fake_components.store = _FilteringStore(fake_corpus())
+    fake_components.chat = ScriptedChatModel(
+        respond=lambda m: "Leonardo da Vinci." if "Leonardo" in m[-1].text else "No idea.",
+        prompts=[],
+    )
+    questions = [
+        EvalQuestion(
+            f"q{i}", f"Who painted the Mona Lisa, {i}?", ("Leonardo",), ("wikipedia:Mona Lisa",)
+        )
+        for i in range(6)
+    ]
+    chosen = {e.name: e for e in EXPERIMENTS}
+    options = EvalOptions(
+        questions=questions,
+        question_source="test",
+        store_path="unused",
+        experiments=[chosen[n] for n in ("rag", "crag", "oracle", "rag-gold-removed")],
+        progress=False,
+        performance=False,
+        latency_questions=2,
+    )
+    context = Context(fetch_pages=False)
+
+    def outcome(rows: list[Any]) -> list[tuple[Any, ...]]:
+        return [(r.experiment, r.id, r.answer, r.correct, r.gold_removed, r.counted) for r in rows]
+
+    with llm_cache():
+        sequential = run_experiments(options, context, eval_components)
+    with llm_cache():
+        threaded = run_experiments(
+            dataclasses.replace(options, workers=4), context, eval_components
+        )
+    assert outcome(threaded) == outcome(sequential)
+    assert any(not r.gold_in_top_k for r in threaded if r.gold_removed)
+    assert all(r.timed for r in sequential if r.experiment in ("rag", "crag"))
+    timed = {(r.experiment, r.id) for r in threaded if r.timed}
+    assert timed == {(e, q.id) for e in ("rag", "crag") for q in questions[:2]}
+    assert eval_components.filters == {}
+    results = summarise(options, context, threaded, seconds=1.0)
+    assert results["latency"]["experiments"]["rag"]["total"]["n"] == 2
 
 
 def test_oracle_answers_from_the_gold_passages_only(
