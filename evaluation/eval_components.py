@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 
-from evaluator.base import RetrievalEvaluator
+from evaluator.base import RetrievalEvaluator, score_strips
 from graph.components import Components
 from graph.context import Context
 from websearch.base import SearchProvider
@@ -83,19 +83,29 @@ class CachingEvaluator:
         self.inner = inner
         self.name = getattr(inner, "name", "evaluator")
         self._lock = threading.Lock()
-        self._scores: dict[tuple[str, str], float] = {}
+        self._scores: dict[tuple[str, str, str], float] = {}
 
     def score(self, question: str, passages: Sequence[str]) -> list[float]:
         """Scores of the passages, computing only those not seen before (in one call)."""
+        return self._cached("passage", question, passages)
+
+    def score_strips(self, question: str, strips: Sequence[str]) -> list[float]:
+        """Strip scores (:func:`evaluator.base.score_strips`), cached apart from passages."""
+        return self._cached("strip", question, strips)
+
+    def _cached(self, kind: str, question: str, texts: Sequence[str]) -> list[float]:
         with self._lock:
-            missing = [p for p in dict.fromkeys(passages) if (question, p) not in self._scores]
+            missing = [t for t in dict.fromkeys(texts) if (kind, question, t) not in self._scores]
         if missing:
-            scores = self.inner.score(question, missing)
+            if kind == "strip":
+                scores = score_strips(self.inner, question, missing)
+            else:
+                scores = self.inner.score(question, missing)
             with self._lock:
-                for passage, score in zip(missing, scores, strict=True):
-                    self._scores[(question, passage)] = float(score)
+                for text, score in zip(missing, scores, strict=True):
+                    self._scores[(kind, question, text)] = float(score)
         with self._lock:
-            return [self._scores[(question, p)] for p in passages]
+            return [self._scores[(kind, question, t)] for t in texts]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

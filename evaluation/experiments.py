@@ -114,6 +114,13 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         {"strip_threshold": -0.5, "strips_kept": 5},
     ),
     Experiment(
+        "crag-strips-passage-map",
+        "crag",
+        "knowledge",
+        "strips scored with the passage map instead of the strip calibration",
+        {"strip_scoring": "passages"},
+    ),
+    Experiment(
         "crag-strips-wide",
         "crag",
         "knowledge",

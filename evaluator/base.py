@@ -28,6 +28,22 @@ class RetrievalEvaluator(Protocol):
         ...
 
 
+def score_strips(
+    evaluator: RetrievalEvaluator, question: str, strips: Sequence[str]
+) -> list[float]:
+    """Score knowledge strips (sentences of a passage, web paragraphs) with ``evaluator``.
+
+    A backend may calibrate strips apart from whole passages by defining
+    ``score_strips(question, strips)`` (the embedding evaluator does); the others score strips
+    with ``score``, as the paper's T5 does.
+    """
+    method = getattr(evaluator, "score_strips", None)
+    if callable(method):
+        scores: list[float] = method(question, strips)
+        return scores
+    return evaluator.score(question, strips)
+
+
 def scorable_indices(passages: Sequence[str]) -> list[int]:
     """Positions of the passages a backend must score; the others score -1.0 unscored.
 

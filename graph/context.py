@@ -147,6 +147,15 @@ class Context(Settings):
             "fixed-size word windows, or whole passages (no decomposition)."
         },
     )
+    strip_scoring: Literal["strips", "passages"] = field(
+        default="strips",
+        metadata={
+            "description": "How strips are scored: 'strips', with the evaluator's strip "
+            "calibration where it has one (the embedding evaluator: cosine, heading and the "
+            "question's words, fitted on strips that state the answer); 'passages', with the "
+            "map used to grade whole passages."
+        },
+    )
     strip_size: int = field(
         default=1,
         metadata={

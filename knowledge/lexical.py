@@ -55,3 +55,14 @@ def heading_named(question: str, passage: str) -> float:
         return 0.0
     words = content_tokens(heading)
     return 1.0 if words and words <= content_tokens(question) else 0.0
+
+
+def question_overlap(question: str, text: str) -> float:
+    """Share of the question's content words (see :func:`content_tokens`) found in ``text``.
+
+    0.0 when the question has none. A sentence that repeats the question's rarer words
+    ("painted", "Mona", "Lisa") is likelier to state its answer than one that only shares its
+    topic, which sentence embeddings alone blur.
+    """
+    words = content_tokens(question)
+    return len(words & content_tokens(text)) / len(words) if words else 0.0

@@ -7,6 +7,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from evaluator.base import score_strips
 from graph.components import current_components
 from graph.context import Context, resolve_context
 from graph.progress import emit
@@ -23,7 +24,8 @@ def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
     Decompose: each passage the evaluator did not judge irrelevant (score at or above the
     lower threshold) is split into strips. Filter: every strip is scored by the same evaluator
-    in one batch; the top ``strips_kept`` above ``strip_threshold`` survive. Recompose: the
+    in one batch (with its strip calibration where it has one, :func:`score_strips`); the top
+    ``strips_kept`` above ``strip_threshold`` survive. Recompose: the
     survivors are put back in their original order (passage rank, then position). With
     ``refine_knowledge`` off (an ablation) the relevant passages are kept whole.
     """
@@ -45,7 +47,11 @@ def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         return {"internal_knowledge": [], "notes": ["no retrieved passage was kept for refinement"]}
     evaluator = current_components().evaluator(context)
     emit(runtime, "refine", "scoring", passages=len(relevant), strips=len(candidates))
-    scores = evaluator.score(state["question"], [c[0] for c in candidates])
+    texts = [c[0] for c in candidates]
+    if context.strip_scoring == "strips":
+        scores = score_strips(evaluator, state["question"], texts)
+    else:
+        scores = evaluator.score(state["question"], texts)
     strips: list[KnowledgeStrip] = [
         {"text": text, "source": source, "chunk": chunk, "origin": "internal", "score": score}
         for (text, source, chunk), score in zip(candidates, scores, strict=True)

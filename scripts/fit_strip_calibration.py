@@ -1,0 +1,130 @@
+"""Fit the embedding evaluator's strip calibration on the open-domain ``dev`` questions.
+
+For each question of the dev sets (``nq-dev``, ``trivia-dev``; never a test set) the top-k
+passages are retrieved from the bundled store and decomposed into strips exactly as refinement
+does (one sentence each, under the passage heading). A strip is positive when it states a gold
+answer (the benchmark's whole-token match on the strip's text without its heading) and negative
+otherwise. A logistic regression P(positive | features) is fitted by Newton's method on three
+per-strip features: cosine similarity to the question, "the question names the heading", and
+the share of the question's content words in the strip. The script prints the constants for
+``evaluator/embedding.py`` and, per set, how often one of the five best strips states the answer
+under the passage map and under the fitted strip map (fitted on the other set, so that figure
+is not measured on the questions it was fitted on).
+
+Usage: .venv/bin/python scripts/fit_strip_calibration.py [--store .crag/chroma] [--limit 150]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+import numpy as np
+
+from evaluation.answers import answer_in_text
+from evaluation.datasets import load_dataset
+from evaluator.embedding import DEFAULT_HEADING_WEIGHT, DEFAULT_SLOPE, _unit_rows
+from knowledge.lexical import heading_named, heading_of, question_overlap
+from knowledge.strips import decompose
+from vectorstore.embeddings import load_embeddings
+from vectorstore.store import open_store, retrieve
+
+logger = logging.getLogger("fit_strip_calibration")
+
+DEV_SETS = ("nq-dev", "trivia-dev")
+KEPT = 5
+
+
+def strips_of(name: str, limit: int, store: Any, embeddings: Any, k: int) -> list[np.ndarray]:
+    """Per question: rows of (cosine, heading named, overlap, label) for its strips."""
+    questions = load_dataset(name)[:limit]
+    cases: list[np.ndarray] = []
+    for index, question in enumerate(questions):
+        if index % 50 == 0:
+            logger.info("%s: %d of %d questions", name, index, len(questions))
+        documents = retrieve(store, question.question, k)
+        strips = [strip for doc in documents for strip in decompose(doc["text"])]
+        if not strips:
+            continue
+        query = np.asarray(embeddings.embed_query(question.question), dtype=np.float64)
+        vectors = np.asarray(embeddings.embed_documents(strips), dtype=np.float64)
+        cosines = _unit_rows(vectors) @ _unit_rows(query)
+        rows = []
+        for strip, cosine in zip(strips, cosines, strict=True):
+            body = strip.partition("\n")[2] if heading_of(strip) else strip
+            rows.append(
+                [
+                    float(cosine),
+                    heading_named(question.question, strip),
+                    question_overlap(question.question, strip),
+                    float(answer_in_text(question.answers, body)),
+                ]
+            )
+        cases.append(np.asarray(rows))
+    return cases
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, iterations: int = 100) -> np.ndarray:
+    """Weights (features..., intercept) of P(y=1 | x) = sigmoid(w x + b), lightly regularised."""
+    design = np.hstack([x, np.ones((len(x), 1))])
+    w = np.zeros(design.shape[1])
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(design @ w)))
+        grad = design.T @ (p - y) + 1e-2 * w
+        hess = design.T @ (design * (p * (1 - p))[:, None]) + 1e-2 * np.eye(len(w))
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-10:
+            break
+    return w
+
+
+def kept_recall(cases: list[np.ndarray], logit: Any) -> float:
+    """Share of questions where one of the ``KEPT`` best-scored strips states the answer."""
+    hits = 0
+    for rows in cases:
+        order = np.argsort(-logit(rows[:, :3]), kind="stable")[:KEPT]
+        hits += bool(rows[order, 3].any())
+    return hits / len(cases) if cases else 0.0
+
+
+def main() -> None:
+    """Fit on both dev sets; report each set under the passage map and a cross-fitted map."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--store", default=".crag/chroma")
+    parser.add_argument("--collection", default="crag")
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--limit", type=int, default=150, help="questions per dev set")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    embeddings = load_embeddings()
+    store = open_store(args.store, args.collection, embeddings, create=False)
+    sets = {name: strips_of(name, args.limit, store, embeddings, args.k) for name in DEV_SETS}
+
+    def passage_map(x: np.ndarray) -> np.ndarray:
+        return np.asarray(DEFAULT_SLOPE * x[:, 0] + DEFAULT_HEADING_WEIGHT * x[:, 1])
+
+    for name, cases in sets.items():
+        others = np.vstack([rows for other, c in sets.items() if other != name for rows in c])
+        w = fit_logistic(others[:, :3], others[:, 3])
+        logger.info(
+            "%s: %d questions; answer among the %d best strips: passage map %.3f, strip map "
+            "fitted on the other set %.3f",
+            name,
+            len(cases),
+            KEPT,
+            kept_recall(cases, passage_map),
+            kept_recall(cases, lambda x, w=w: x @ w[:3] + w[3]),
+        )
+    every = np.vstack([rows for cases in sets.values() for rows in cases])
+    w = fit_logistic(every[:, :3], every[:, 3])
+    logger.info("strips: %d, stating an answer: %d", len(every), int(every[:, 3].sum()))
+    print(f"DEFAULT_STRIP_SLOPE: float = {w[0]:.4f}")
+    print(f"DEFAULT_STRIP_HEADING_WEIGHT: float = {w[1]:.4f}")
+    print(f"DEFAULT_STRIP_OVERLAP_WEIGHT: float = {w[2]:.4f}")
+    print(f"DEFAULT_STRIP_INTERCEPT: float = {w[3]:.4f}")
+
+
+if __name__ == "__main__":
+    main()
