@@ -130,6 +130,21 @@ def test_caching_evaluator_scores_each_pair_once() -> None:
     assert len(inner.calls) == 3
 
 
+def test_caching_evaluator_keeps_strip_scores_apart_from_passage_scores() -> None:
+    class StripScorer(FixedScoreEvaluator):
+        def score_strips(self, question: str, strips: Any) -> list[float]:
+            self.calls.append(("strips:" + question, list(strips)))
+            return [0.25 for _ in strips]
+
+    inner = StripScorer({"a": 0.5})
+    cached = CachingEvaluator(inner)
+    assert cached.score("q", ["a"]) == [0.5]
+    assert cached.score_strips("q", ["a", "a"]) == [0.25, 0.25]
+    assert cached.score_strips("q", ["a"]) == [0.25]
+    assert cached.score("q", ["a"]) == [0.5]
+    assert inner.calls == [("q", ["a"]), ("strips:q", ["a"])]
+
+
 def _row(experiment: str, qid: str, correct: bool, **extra: Any) -> Row:
     values: dict[str, Any] = {
         "experiment": experiment,

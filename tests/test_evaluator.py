@@ -9,20 +9,23 @@ import itertools
 import math
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from langchain_core.embeddings import Embeddings
 
-from evaluator.base import EvaluatorError, RetrievalEvaluator
+from evaluator.base import EvaluatorError, RetrievalEvaluator, score_strips
 from evaluator.embedding import (
     DEFAULT_INTERCEPT,
     DEFAULT_SLOPE,
     EmbeddingEvaluator,
+    StripCalibration,
     cosine_to_score,
 )
 from evaluator.registry import BACKENDS, load_evaluator
 from evaluator.t5 import T5Evaluator
+from knowledge.lexical import question_overlap
 
 QUESTION = "Who painted the Mona Lisa?"
 MONA_LISA = (
@@ -219,3 +222,57 @@ def test_registry_embedding_shares_the_store_embedder(fresh_registry: None) -> N
     assert load_evaluator("embedding", model="ignored", batch_size=7) is ev
     scores = ev.score(QUESTION, [MONA_LISA, PHOTOSYNTHESIS])
     assert scores[0] > scores[1]
+
+
+class WordEmbeddings(Embeddings):
+    """Every text points the same way, so cosine similarity cannot tell strips apart."""
+
+    def embed_query(self, text: str) -> list[float]:
+        return [1.0, 0.0]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0, 0.0] for _ in texts]
+
+
+def test_strip_calibration_weighs_the_questions_words() -> None:
+    calibration = StripCalibration(
+        slope=2.0, heading_weight=0.0, overlap_weight=4.0, intercept=-3.0
+    )
+    ev = EmbeddingEvaluator(WordEmbeddings(), slope=4.0, intercept=-1.0, strips=calibration)
+    question = "Who painted the Mona Lisa?"
+    strips = ["Leonardo painted the Mona Lisa.", "It is a portrait.", ""]
+    passages = ev.score(question, strips)
+    assert passages[0] == passages[1] == pytest.approx(cosine_to_score(1.0, 4.0, -1.0))
+    scored = ev.score_strips(question, strips)
+    overlap = question_overlap(question, strips[0])
+    assert overlap == 1.0 and question_overlap(question, strips[1]) == 0.0
+    assert scored[0] == pytest.approx(math.tanh((2.0 + 4.0 * overlap - 3.0) / 2))
+    assert scored[1] == pytest.approx(math.tanh((2.0 - 3.0) / 2))
+    assert scored[2] == -1.0
+    assert score_strips(ev, question, strips) == scored
+
+
+def test_score_strips_falls_back_to_score_for_other_backends() -> None:
+    fake = CountingEmbeddings()
+    ev = EmbeddingEvaluator(fake, slope=4.0, intercept=-1.0)
+
+    class PassagesOnly:
+        name = "passages-only"
+
+        def score(self, question: str, passages: Any) -> list[float]:
+            return ev.score(question, passages)
+
+    assert score_strips(PassagesOnly(), "q", ["same", "opposite"]) == ev.score(
+        "q", ["same", "opposite"]
+    )
+
+
+def test_strip_calibration_must_be_finite() -> None:
+    with pytest.raises(EvaluatorError, match="finite"):
+        StripCalibration(overlap_weight=math.inf)
+
+
+def test_question_overlap_counts_content_words() -> None:
+    assert question_overlap("Who painted the Mona Lisa?", "Mona Lisa, painting") == 1.0
+    assert question_overlap("Who painted the Mona Lisa?", "the Louvre") == 0.0
+    assert question_overlap("Who is it?", "anything") == 0.0

@@ -233,3 +233,43 @@ def test_generate_without_knowledge_notes_it(fake_components: FakeComponents) ->
     assert update["knowledge"] == []
     assert "no knowledge" in update["notes"][0]
     assert "(no knowledge was found)" in fake_components.chat.prompts[-1][1].text
+
+
+class StripAwareEvaluator:
+    """Passages score 0.5; strips, through ``score_strips``, by whether they name the Louvre."""
+
+    name = "strip-aware"
+
+    def __init__(self) -> None:
+        self.methods: list[str] = []
+
+    def score(self, question: str, passages: Any) -> list[float]:
+        self.methods.append("score")
+        return [0.5 for _ in passages]
+
+    def score_strips(self, question: str, strips: Any) -> list[float]:
+        self.methods.append("score_strips")
+        return [0.9 if "Louvre" in s else -0.995 for s in strips]
+
+
+@pytest.mark.parametrize(
+    ("scoring", "method", "kept"),
+    [
+        ("strips", "score_strips", ["The painting is held at the Louvre in Paris."]),
+        ("passages", "score", None),
+    ],
+)
+def test_refine_scores_strips_with_the_strip_calibration_unless_told_otherwise(
+    fake_components: FakeComponents, scoring: str, method: str, kept: list[str] | None
+) -> None:
+    evaluator = StripAwareEvaluator()
+    fake_components.scorer = evaluator  # type: ignore[assignment]
+    docs = [passage(MONA_LISA, 0.9, "wikipedia:Mona Lisa")]
+    runtime = FakeRuntime(Context(strip_scoring=scoring))  # type: ignore[arg-type]
+    update = refine({"question": "q", "documents": docs}, runtime)  # type: ignore[typeddict-item]
+    assert evaluator.methods == [method]
+    texts = [s["text"] for s in update["internal_knowledge"]]
+    if kept is not None:
+        assert texts == kept
+    else:  # every strip scores 0.5 with the passage map: all three kept, in order
+        assert len(texts) == 3 and "Louvre" in texts[-1]
