@@ -121,6 +121,13 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         {"strip_scoring": "passages"},
     ),
     Experiment(
+        "crag-web-paragraphs",
+        "crag",
+        "knowledge",
+        "whole web paragraphs scored and kept instead of their strips",
+        {"refine_web_knowledge": False},
+    ),
+    Experiment(
         "crag-strips-wide",
         "crag",
         "knowledge",

@@ -303,6 +303,14 @@ class Context(Settings):
             "strips_kept paragraphs in result order, unscored (ablation)."
         },
     )
+    refine_web_knowledge: bool = field(
+        default=True,
+        metadata={
+            "description": "Refine web knowledge as retrieved knowledge is refined (the "
+            "paper): web paragraphs are decomposed into strips, scored, and the best "
+            "strips_kept above strip_threshold kept; off: whole paragraphs are scored and kept."
+        },
+    )
     # Components
     evaluator: str = _deployment(
         "evaluator",

@@ -8,11 +8,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from evaluator.base import score_strips
 from graph.components import current_components
 from graph.context import Context, resolve_context
 from graph.progress import emit
 from graph.state import KnowledgeStrip, State
 from knowledge.selection import select_top
+from knowledge.strips import decompose
 from websearch.base import SearchUnavailableError
 from websearch.ranking import rank_results, wikipedia_query
 from websearch.reader import ReaderOptions, WebPassage, WebReading, cached_search, read_results
@@ -40,9 +42,10 @@ def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     Wikipedia is preferred as in the paper (query bias and ranking; ``only_wikipedia`` keeps
     nothing else). The pages of the top ``pages_to_read`` results are read concurrently and
     split into title-prefixed paragraphs; a page that cannot be read gives its search snippet
-    instead. Every paragraph and snippet is scored by the evaluator in one batch and the best
-    ``strips_kept`` above ``strip_threshold`` become the external knowledge, each with its
-    URL. A search engine or page that is down, slow, refused or rate-limited does not stop the
+    instead. The paragraphs and snippets are refined as retrieved passages are (decomposed into
+    strips, ``refine_web_knowledge``), every strip is scored by the evaluator in one batch and
+    the best ``strips_kept`` above ``strip_threshold`` become the external knowledge, each with
+    its URL. A search engine or page that is down, slow, refused or rate-limited does not stop the
     run: the graph goes on with the knowledge it has and ``notes`` says what happened.
     """
     context = resolve_context(runtime.context)
@@ -121,18 +124,34 @@ def _select(question: str, reading: WebReading, context: Context, query: str) ->
 def _best(
     question: str, passages: Sequence[WebPassage], context: Context, notes: list[str]
 ) -> list[KnowledgeStrip]:
-    """Score every passage in one evaluator call; keep the best, noting when none passed."""
+    """Score every passage or strip in one evaluator call; keep the best, noting when none passed.
+
+    With ``refine_web_knowledge`` on, each paragraph is first decomposed into strips (under its
+    page title) exactly as retrieved passages are, and the strips are scored as refinement
+    scores them; the kept strips stay in page, paragraph and sentence order.
+    """
     evaluator = current_components().evaluator(context)
-    scores = evaluator.score(question, [p.text for p in passages])
+    candidates: list[tuple[str, str]] = [(p.text, p.source) for p in passages]
+    if context.refine_web_knowledge:
+        candidates = [
+            (strip, p.source)
+            for p in passages
+            for strip in decompose(p.text, context.strip_mode, context.strip_size)
+        ]
+    texts = [text for text, _ in candidates]
+    if context.refine_web_knowledge and context.strip_scoring == "strips":
+        scores = score_strips(evaluator, question, texts)
+    else:
+        scores = evaluator.score(question, texts)
     strips: list[KnowledgeStrip] = [
         {
-            "text": p.text,
-            "source": p.source,
+            "text": text,
+            "source": source,
             "chunk": None,
             "origin": "external",
             "score": score,
         }
-        for p, score in zip(passages, scores, strict=True)
+        for (text, source), score in zip(candidates, scores, strict=True)
     ]
     kept = select_top(strips, scores, context.strips_kept, context.strip_threshold)
     if not kept:

@@ -273,3 +273,32 @@ def test_refine_scores_strips_with_the_strip_calibration_unless_told_otherwise(
         assert texts == kept
     else:  # every strip scores 0.5 with the passage map: all three kept, in order
         assert len(texts) == 3 and "Louvre" in texts[-1]
+
+
+@pytest.mark.parametrize("refine_web", [True, False])
+def test_web_paragraphs_are_refined_into_strips_like_retrieved_passages(
+    fake_components: FakeComponents, refine_web: bool
+) -> None:
+    evaluator = StripAwareEvaluator()
+    fake_components.scorer = evaluator  # type: ignore[assignment]
+    paragraph = (
+        "The Mona Lisa is a portrait. It was painted by Leonardo da Vinci. "
+        "The painting is held at the Louvre in Paris."
+    )
+    fake_components.web = StaticSearch(
+        [
+            SearchResult(
+                "Mona Lisa - Wikipedia", "https://en.wikipedia.org/wiki/Mona_Lisa", paragraph
+            )
+        ]
+    )
+    runtime = FakeRuntime(Context(fetch_pages=False, refine_web_knowledge=refine_web))
+    update = web_search({"question": "q", "search_query": "Mona Lisa"}, runtime)  # type: ignore[typeddict-item]
+    texts = [s["text"] for s in update["external_knowledge"]]
+    if refine_web:
+        assert evaluator.methods == ["score_strips"]
+        assert len(texts) == 1 and texts[0].endswith("The painting is held at the Louvre in Paris.")
+        assert "portrait" not in texts[0]
+    else:
+        assert evaluator.methods == ["score"]
+        assert len(texts) == 1 and "portrait" in texts[0] and "Louvre" in texts[0]
