@@ -193,6 +193,18 @@ def llm_cache() -> Iterator[None]:
         set_llm_cache(previous)
 
 
+def batch_generation(model: Any, max_batch_size: int) -> None:
+    """Let a local generator decode up to ``max_batch_size`` overlapping prompts together.
+
+    Off by default (answers then never depend on what else runs); ``crag eval --workers`` turns
+    it on for the eval's own process. Other chat models are left as they are.
+    """
+    enable = getattr(model, "enable_batching", None)
+    if callable(enable):
+        enable(max_batch_size)
+        logger.info("generator: batches of up to %d prompts", max_batch_size)
+
+
 def removal_order(questions: Sequence[EvalQuestion], seed: int) -> list[str]:
     """Ids of the questions with a gold source, in the seeded order their gold is removed.
 
@@ -687,6 +699,8 @@ def run_eval(options: EvalOptions) -> dict[str, Any]:
         if options.performance:
             performance["cold_start"] = measure_cold_start(context, options.questions[0].question)
         with use_components(components), llm_cache():
+            if options.workers > 1:
+                batch_generation(components.chat_model(context), options.workers)
             rows = run_experiments(options, context, components)
         if options.performance:
             performance["ingestion"] = measure_ingestion(

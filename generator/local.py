@@ -120,9 +120,11 @@ class LocalChatModel(BaseChatModel):
     arithmetic (AVX512-BF16 or AMX: about 1.4x faster prefill and decoding on 2 cores, answers
     nearly always identical), else float32."""
 
-    max_batch_size: int = 8
-    """Most requests decoded together when runs overlap (:mod:`generator.batching`); 1 turns
-    batching off. A lone request always runs on its own, at once."""
+    max_batch_size: int = 1
+    """Most requests decoded together when runs overlap (:mod:`generator.batching`); 1 (the
+    default) turns batching off. Off by default because in bfloat16 an answer decoded in a
+    batch can differ from the same prompt decoded alone, and a served graph's answers should
+    not depend on what else it is running; ``crag eval --workers`` turns it on."""
 
     _model: Any = PrivateAttr(default=None)
     _tokenizer: Any = PrivateAttr(default=None)
@@ -236,6 +238,19 @@ class LocalChatModel(BaseChatModel):
             },
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def enable_batching(self, max_batch_size: int) -> None:
+        """Decode up to ``max_batch_size`` overlapping requests together (1: off).
+
+        Raises:
+            ValueError: ``max_batch_size`` is below 1.
+        """
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
+        if self._batcher is None:
+            raise RuntimeError("the generator was not loaded")
+        self._batcher.max_batch_size = max_batch_size
+        self.max_batch_size = max_batch_size
 
     def _generate_batch(self, requests: Sequence[GenerationRequest]) -> list[list[int]]:
         """Greedy-decode prompts of equal settings together, left-padded to one length.

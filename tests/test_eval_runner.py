@@ -23,6 +23,7 @@ from evaluation.runner import (
     Row,
     _alone_and_together,
     agreement_figures,
+    batch_generation,
     experiment_figures,
     gold_removal_figures,
     llm_cache,
@@ -555,3 +556,17 @@ def test_eval_options_have_no_questions_error(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="no questions"):
         run_eval(EvalOptions(questions=[], question_source="t", store_path=str(tmp_path)))
+
+
+def test_batch_generation_turns_batching_on_where_the_model_has_it() -> None:
+    class Batchable:
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+
+        def enable_batching(self, size: int) -> None:
+            self.sizes.append(size)
+
+    model = Batchable()
+    batch_generation(model, 8)
+    assert model.sizes == [8]
+    batch_generation(object(), 8)  # a model without batching is left alone

@@ -153,9 +153,14 @@ def test_prompts_decoded_together_get_the_answers_they_get_alone(tiny_lm: Path) 
 
 def test_concurrent_invokes_are_batched_and_each_gets_its_own_answer(tiny_lm: Path) -> None:
     model = LocalChatModel(model_path=str(tiny_lm), max_new_tokens=6, dtype="float32")
+    assert model.max_batch_size == 1, "batching is off unless asked for"
     prompts = [[HumanMessage(f"who painted the {w}")] for w in ("mona lisa", "louvre", "it")] * 4
     alone = [model.invoke(p).text for p in prompts]
     assert model._batcher is not None
+    model.enable_batching(8)
+    assert model._batcher.max_batch_size == 8
+    with pytest.raises(ValueError, match="at least 1"):
+        model.enable_batching(0)
     before = len(model._batcher.batch_sizes)
     with ThreadPoolExecutor(len(prompts)) as pool:
         together = list(pool.map(lambda p: model.invoke(p).text, prompts))
