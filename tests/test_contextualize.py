@@ -19,6 +19,7 @@ from app.cli import main
 from graph.builder import build_graph, graph
 from graph.components import use_components
 from graph.conversation import Turn, earlier_turns, question_from_messages
+from graph.routers import route_start
 from graph.validation import InvalidQuestionError
 from nodes.contextualize import fallback_question, needs_context, usable_rewrite
 from prompts.contextualize import CONTEXTUALIZE_INSTRUCTION
@@ -151,6 +152,12 @@ def test_earlier_turns_pair_questions_and_answers() -> None:
     ]
     assert earlier_turns(messages) == [Turn("q1", "a1"), Turn("q2", "a2")]
     assert earlier_turns(messages, limit=1) == [Turn("q2", "a2")]
+
+
+def test_route_start_sends_only_chat_runs_to_contextualize() -> None:
+    assert route_start({"question": MONA}) == "retrieve"
+    assert route_start({"question": MONA, "messages": []}) == "retrieve"
+    assert route_start({"question": MONA, "messages": [AIMessage(ANSWER)]}) == "contextualize"
 
 
 # -- the graph ----------------------------------------------------------------------------------
