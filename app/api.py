@@ -12,20 +12,22 @@ from langchain_core.embeddings import Embeddings
 
 from graph.builder import build_graph, graph
 from graph.context import Context, IngestContext
-from graph.state import OutputState
+from graph.state import ChatOutputState
 
 if TYPE_CHECKING:
     from langchain_chroma import Chroma
     from langchain_core.runnables import RunnableConfig
     from langgraph.graph.state import CompiledStateGraph
 
-    from graph.state import InputState, State
+    from graph.state import ChatInputState, State
     from vectorstore.ingest import ChunkProgress, IngestReport
     from vectorstore.loaders import LoadedDocument
 
-    CragGraph = CompiledStateGraph[State, Context, InputState, OutputState]
+    CragGraph = CompiledStateGraph[State, Context, ChatInputState, ChatOutputState]
 
-OUTPUT_KEYS = ("answer", "action", "documents", "knowledge", "notes")
+OUTPUT_KEYS = ("answer", "action", "documents", "knowledge", "notes", "standalone_question")
+"""What :func:`output_of` keeps; ``standalone_question`` is there only for contextualised runs
+(a thread's follow-ups), and the chat ``messages`` are left to chat front-ends."""
 
 DEFAULT_THREADS_PATH = ".crag/threads.sqlite"
 """Where :func:`persistent_graph` and ``crag ask --thread`` keep conversations."""
@@ -34,17 +36,17 @@ INLINE_SOURCE_PREFIX = "inline:"
 """Source of an inline document given without one: ``inline:`` and a hash of its text."""
 
 
-def output_of(state: Mapping[str, Any]) -> OutputState:
+def output_of(state: Mapping[str, Any]) -> ChatOutputState:
     """The output fields of a run's final state (what ``crag ask --json`` prints)."""
     return {key: state[key] for key in OUTPUT_KEYS if key in state}  # type: ignore[return-value]
 
 
-def ask(question: str, context: Context | None = None) -> OutputState:
+def ask(question: str, context: Context | None = None) -> ChatOutputState:
     """Run the CRAG graph on one question and return its output state."""
     return output_of(graph.invoke({"question": question}, context=context or Context()))
 
 
-async def aask(question: str, context: Context | None = None) -> OutputState:
+async def aask(question: str, context: Context | None = None) -> ChatOutputState:
     """Async :func:`ask`: the models run on worker threads, never on the event loop."""
     result = await graph.ainvoke({"question": question}, context=context or Context())
     return output_of(result)

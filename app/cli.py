@@ -69,7 +69,9 @@ def _score(value: float | None) -> str:
 
 def _report_update(node: str, update: dict[str, Any]) -> None:
     """Print one line (or a few) per finished node."""
-    if node == "retrieve":
+    if node == "contextualize":
+        _err(f"[contextualize] {update.get('standalone_question', '')!r}")
+    elif node == "retrieve":
         docs = update.get("documents", [])
         _err(f"[retrieve] {len(docs)} passages")
     elif node == "grade":
@@ -110,6 +112,8 @@ def _report_progress(event: dict[str, Any]) -> None:
         _err(f"[grade] scoring {event.get('passages')} passages ({event.get('evaluator')})")
     elif node == "refine" and kind == "scoring":
         _err(f"[refine] scoring {event.get('strips')} strips from {event.get('passages')} passages")
+    elif node == "contextualize" and kind == "rewriting":
+        _err(f"[contextualize] rewriting the follow-up from {event.get('turns')} earlier turns")
     elif node == "generate" and kind == "generating":
         _err(
             f"[generate] answering from {event.get('internal', 0)} internal and "

@@ -8,9 +8,10 @@ from langgraph.graph.state import CompiledStateGraph
 
 from graph.cancellation import cancellable_node
 from graph.context import Context
-from graph.routers import route_action
+from graph.routers import route_action, route_start
 from graph.run_context import RunContext
-from graph.state import InputState, OutputState, State
+from graph.state import ChatInputState, ChatOutputState, State
+from nodes.contextualize import contextualize
 from nodes.decide_action import decide_action
 from nodes.generate import generate
 from nodes.grade import grade
@@ -24,20 +25,27 @@ GRAPH_NAME = "crag"
 
 def build_graph(
     checkpointer: BaseCheckpointSaver[str] | None = None,
-) -> CompiledStateGraph[State, Context, InputState, OutputState]:
+) -> CompiledStateGraph[State, Context, ChatInputState, ChatOutputState]:
     """Return the compiled Corrective RAG graph.
 
-    retrieve → grade → decide_action, then by action: Correct → refine → generate;
+    [contextualize →] retrieve → grade → decide_action, then by action: Correct → refine → generate;
     Incorrect → rewrite_query → web_search → generate; Ambiguous → both branches in parallel,
     joined at generate (a deferred node, so it runs once after every active branch is done).
+    A run with chat messages (``messages`` input, or a thread with earlier turns) starts at
+    contextualize, which picks the question and makes a follow-up standalone; a single
+    ``question`` starts at retrieve. generate appends the answer to ``messages``.
 
     The context schema is :data:`~graph.run_context.RunContext`: a dict context (a server run's,
     or one given in Python) carries per-run settings only; ``Context(...)`` sets anything.
     """
     builder = StateGraph(
-        State, context_schema=RunContext, input_schema=InputState, output_schema=OutputState
+        State,
+        context_schema=RunContext,
+        input_schema=ChatInputState,
+        output_schema=ChatOutputState,
     )
     # Nodes that call models stop early when an async run is cancelled (graph/cancellation.py).
+    builder.add_node("contextualize", cancellable_node(contextualize))
     builder.add_node("retrieve", cancellable_node(retrieve))
     builder.add_node("grade", cancellable_node(grade))
     builder.add_node("decide_action", decide_action)
@@ -46,7 +54,8 @@ def build_graph(
     builder.add_node("web_search", cancellable_node(web_search))
     builder.add_node("generate", cancellable_node(generate), defer=True)
 
-    builder.add_edge(START, "retrieve")
+    builder.add_conditional_edges(START, route_start, ["contextualize", "retrieve"])
+    builder.add_edge("contextualize", "retrieve")
     builder.add_edge("retrieve", "grade")
     builder.add_edge("grade", "decide_action")
     builder.add_conditional_edges("decide_action", route_action, ["refine", "rewrite_query"])

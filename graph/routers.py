@@ -7,6 +7,16 @@ from typing import Literal
 from graph.state import State
 
 ActionRoute = Literal["refine", "rewrite_query"]
+StartRoute = Literal["contextualize", "retrieve"]
+
+
+def route_start(state: State) -> StartRoute:
+    """Start at ``contextualize`` when there are chat messages, else at ``retrieve``.
+
+    Chat messages are a thread's earlier turns or ``messages`` input; a single ``question``
+    goes straight to ``retrieve``, as it always has.
+    """
+    return "contextualize" if state.get("messages") else "retrieve"
 
 
 def _unexpected(action: object) -> ValueError:

@@ -1,13 +1,16 @@
 """The graph's state: what callers send, what nodes share, and what a run returns.
 
-Every field is JSON-serialisable (plain ``TypedDict`` values) so that the same state travels
-through ``invoke``, the LangGraph server and ``crag ask --json`` unchanged.
+Every field is JSON-serialisable (plain ``TypedDict`` values, and LangChain messages, which the
+server and the checkpointers serialise) so that the same state travels through ``invoke``, the
+LangGraph server and ``crag ask --json`` unchanged.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 Action = Literal["correct", "incorrect", "ambiguous"]
@@ -89,7 +92,31 @@ class OutputState(TypedDict, total=False):
     """What was degraded or skipped during the run (e.g. web search unreachable)."""
 
 
-class State(InputState, OutputState, total=False):
+class ChatInputState(TypedDict, total=False):
+    """What a caller of the ``crag`` graph sends: a question, or chat messages, or both.
+
+    Chat front-ends send ``messages`` (the new user turn; the thread keeps the rest). When only
+    ``messages`` is given, the question is the last human message's text.
+    """
+
+    question: str
+    """The user's question."""
+    messages: Annotated[list[AnyMessage], add_messages]
+    """Chat turns (LangChain messages or their JSON dicts), appended to the thread's."""
+
+
+class ChatOutputState(OutputState, total=False):
+    """What a ``crag`` run returns: the output state, the standalone question and the chat."""
+
+    standalone_question: str
+    """The question as answered: a follow-up rewritten from the thread's earlier turns. Set
+    when the run was contextualised (a thread with earlier turns, or ``messages`` input)."""
+    messages: Annotated[list[AnyMessage], add_messages]
+    """The thread's chat: each run appends its answer as an AI message whose
+    ``additional_kwargs`` carry ``sources``, ``action`` and the ``question`` it answered."""
+
+
+class State(InputState, ChatOutputState, total=False):
     """Everything the nodes share during a run."""
 
     decision: ActionDecision

@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 
 from graph.components import current_components
 from graph.context import Context, resolve_context
+from graph.conversation import answer_message
 from graph.progress import emit
 from graph.state import KnowledgeStrip, State
 from knowledge.lexical import heading_of
@@ -32,7 +33,9 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Combine internal and external knowledge (per the action) and ask the generator.
 
     Correct runs give only internal knowledge, Incorrect only external, Ambiguous both: each
-    branch fills only its own list and ``retrieve`` clears both at the start of a run.
+    branch fills only its own list and ``retrieve`` clears both at the start of a run. The
+    answer is also appended to ``messages`` as an AI message carrying the sources and action
+    (what chat front-ends show).
     """
     context = resolve_context(runtime.context)
     knowledge = [*state.get("internal_knowledge", []), *state.get("external_knowledge", [])]
@@ -54,7 +57,14 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     reply = model.invoke(messages)
     answer = reply.text.strip()
     emit(runtime, "generate", "generated", chars=len(answer))
-    update: dict[str, Any] = {"answer": answer, "knowledge": knowledge}
+    message = answer_message(
+        answer,
+        question=state["question"],
+        knowledge=knowledge,
+        action=state.get("action"),
+        message_id=reply.id,
+    )
+    update: dict[str, Any] = {"answer": answer, "knowledge": knowledge, "messages": [message]}
     if not knowledge:
         update["notes"] = ["no knowledge reached the generator; the answer is unsupported"]
     return update

@@ -55,6 +55,8 @@ def test_output_schema_is_the_documented_one() -> None:
         "documents",
         "knowledge",
         "notes",
+        "standalone_question",
+        "messages",
     }
 
 

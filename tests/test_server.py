@@ -5,9 +5,10 @@ A small Chroma store is built in a temporary directory with the real embedder (t
 on a free port with a temporary config that serves the graphs declared in the repository's
 ``langgraph.json`` (``crag`` and ``ingest``), and the LangGraph SDK talks to it: assistants,
 the drawn graph, the context schema, runs (answerable, unanswerable with web search down,
-invalid input of every kind), the trust boundary (every deployment setting refused in a run's
-context, per-run settings honoured), node-by-node streaming (updates, generator tokens, progress
-events), a follow-up question on the same thread, the ingestion graph, and a small load test.
+invalid input of every kind, chat ``messages`` input and a follow-up made standalone), the
+trust boundary (every deployment setting refused in a run's context, per-run settings
+honoured), node-by-node streaming (updates, generator tokens, progress events), a follow-up
+question on the same thread, the ingestion graph, and a small load test.
 The real SmolLM2 generator answers; web search goes to a local SearxNG stand-in that answers
 HTTP 500, so it fails fast. The server's deployment settings (store, generator, search
 endpoint, allow-list, ingest root) are its environment, as an operator would set them.
@@ -40,7 +41,16 @@ pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
 GRAPH_ID = "crag"
 INGEST_ID = "ingest"
-NODES = {"retrieve", "grade", "decide_action", "refine", "rewrite_query", "web_search", "generate"}
+NODES = {
+    "contextualize",
+    "retrieve",
+    "grade",
+    "decide_action",
+    "refine",
+    "rewrite_query",
+    "web_search",
+    "generate",
+}
 RUN_TIMEOUT = 180.0
 MONA_QUESTION = "Who painted the Mona Lisa?"
 NITROGEN_QUESTION = "What is the boiling point of liquid nitrogen in kelvin?"
@@ -145,7 +155,7 @@ def test_context_schema_shows_the_paper_defaults(client: Any, assistant_id: str)
     # A deployment setting is shown read-only (null: not given), with its choices.
     assert properties["search_provider"]["readOnly"] is True
     assert properties["search_provider"]["anyOf"][0]["enum"] == ["duckduckgo", "searxng", "tavily"]
-    assert set(schemas["input_schema"]["properties"]) == {"question"}
+    assert set(schemas["input_schema"]["properties"]) == {"question", "messages"}
 
 
 def test_answerable_question_is_answered_from_the_store(
@@ -245,10 +255,15 @@ def test_drawn_graph_has_the_three_branches(client: Any, assistant_id: str) -> N
     edges = {(e["source"], e["target"]): bool(e.get("conditional")) for e in drawn["edges"]}
     # Correct -> refine, Incorrect -> rewrite_query, Ambiguous -> both: two conditional edges
     # out of decide_action, and both paths join at generate.
-    conditional = sorted(target for (src, target), cond in edges.items() if cond)
+    conditional = sorted(
+        target for (src, target), cond in edges.items() if cond and src != "__start__"
+    )
     assert conditional == ["refine", "rewrite_query"]
+    # Chat runs start at contextualize, single questions at retrieve.
+    assert edges.get(("__start__", "contextualize")) is True
+    assert edges.get(("__start__", "retrieve")) is True
     for edge in [
-        ("__start__", "retrieve"),
+        ("contextualize", "retrieve"),
         ("retrieve", "grade"),
         ("grade", "decide_action"),
         ("refine", "generate"),
@@ -343,6 +358,63 @@ def test_follow_up_on_a_thread_resets_the_run_fields(
         if not s["next"] and s["values"].get("answer")
     ]
     assert finished == [MONA_QUESTION, NITROGEN_QUESTION]
+
+
+def test_messages_input_is_answered_with_an_ai_message_and_its_sources(client: Any) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    out = client.runs.wait(
+        thread_id,
+        GRAPH_ID,
+        input={"messages": [{"role": "user", "content": MONA_QUESTION}]},
+        context={},
+    )
+    assert out["standalone_question"] == MONA_QUESTION
+    human, ai = out["messages"]
+    assert human["type"] == "human" and human["content"] == MONA_QUESTION
+    assert ai["type"] == "ai" and ai["content"] == out["answer"]
+    assert "Leonardo" in ai["content"]
+    assert ai["additional_kwargs"]["action"] == "correct"
+    assert MONA_LISA in ai["additional_kwargs"]["sources"]
+    assert ai["additional_kwargs"]["question"] == MONA_QUESTION
+    # The thread keeps the chat, as Studio's chat view reads it.
+    state = client.threads.get_state(thread_id)["values"]
+    assert [m["type"] for m in state["messages"]] == ["human", "ai"]
+
+
+def test_follow_up_message_becomes_a_standalone_question(client: Any) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    first = client.runs.wait(
+        thread_id,
+        GRAPH_ID,
+        input={"messages": [{"role": "user", "content": MONA_QUESTION}]},
+        context={},
+    )
+    assert first["action"] == "correct"
+    out = client.runs.wait(
+        thread_id,
+        GRAPH_ID,
+        input={"messages": [{"role": "user", "content": "Where is it displayed?"}]},
+        context={},
+    )
+    # The follow-up names the first turn's subject, and retrieval found it with that question.
+    assert "Mona Lisa" in out["standalone_question"], out["standalone_question"]
+    best = max(out["documents"], key=lambda d: d["score"])
+    assert best["source"] == MONA_LISA
+    assert [m["type"] for m in out["messages"]] == ["human", "ai", "human", "ai"]
+    assert out["messages"][2]["content"] == "Where is it displayed?"
+    assert out["messages"][3]["additional_kwargs"]["question"] == out["standalone_question"]
+
+
+def test_empty_message_is_the_empty_question_error(client: Any) -> None:
+    out = client.runs.wait(
+        client.threads.create()["thread_id"],
+        GRAPH_ID,
+        input={"messages": [{"type": "human", "content": "  "}]},
+        context={},
+        raise_error=False,
+    )
+    assert out.get("__error__", {}).get("error") == "InvalidQuestionError", out
+    assert "the question is empty" in out["__error__"]["message"]
 
 
 # -- bad input ----------------------------------------------------------------------------------

@@ -1,0 +1,112 @@
+"""The thread's chat: which question a run answers, the earlier turns, the answer message.
+
+A thread's ``messages`` hold what chat front-ends sent (human messages) and one AI message per
+finished run. Each AI message records the question it answered in ``additional_kwargs``, so
+the earlier turns are known whether the questions came as ``question`` or as ``messages``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from graph.state import KnowledgeStrip
+
+MAX_TURNS = 3
+"""Earlier turns given to the contextualiser: the most recent ones."""
+
+
+class Turn(NamedTuple):
+    """One finished exchange on a thread."""
+
+    question: str
+    answer: str
+
+
+def _is_human(message: BaseMessage) -> bool:
+    return isinstance(message, HumanMessage) or message.type == "human"
+
+
+def _is_ai(message: BaseMessage) -> bool:
+    return isinstance(message, AIMessage) or message.type == "ai"
+
+
+def _last_ai_index(messages: Sequence[BaseMessage]) -> int:
+    return max((i for i, m in enumerate(messages) if _is_ai(m)), default=-1)
+
+
+def answered_question(messages: Sequence[BaseMessage]) -> str | None:
+    """The question the thread's last AI message answered, if it says."""
+    index = _last_ai_index(messages)
+    if index < 0:
+        return None
+    question = messages[index].additional_kwargs.get("question")
+    return question if isinstance(question, str) else None
+
+
+def pending_human(messages: Sequence[BaseMessage]) -> BaseMessage | None:
+    """The last human message sent after the thread's last AI message (not answered yet)."""
+    pending = [m for m in messages[_last_ai_index(messages) + 1 :] if _is_human(m)]
+    return pending[-1] if pending else None
+
+
+def question_from_messages(state_question: Any, messages: Sequence[BaseMessage]) -> Any:
+    """The question this run answers: the caller's ``question`` or the new human message.
+
+    ``question`` stays in a thread's state after a run, so a ``question`` equal to the one the
+    last AI message answered is that earlier run's, not this one's: a new human message wins
+    over it. A ``question`` the caller changed wins over messages (both sent at once).
+    Returns the raw value (validated by the caller), ``None`` when there is none.
+    """
+    human = pending_human(messages)
+    stale = state_question is None or state_question == answered_question(messages)
+    if human is not None and stale:
+        return human.text
+    return state_question
+
+
+def earlier_turns(messages: Sequence[BaseMessage], limit: int = MAX_TURNS) -> list[Turn]:
+    """The thread's finished exchanges, oldest first, at most the last ``limit``.
+
+    An AI message's question is the one it recorded, else the human message before it (a
+    history a client sent itself).
+    """
+    turns: list[Turn] = []
+    last_human = ""
+    for message in messages:
+        if _is_human(message):
+            last_human = message.text.strip()
+        elif _is_ai(message):
+            recorded = message.additional_kwargs.get("question")
+            question = recorded.strip() if isinstance(recorded, str) else last_human
+            answer = message.text.strip()
+            if question and answer:
+                turns.append(Turn(question, answer))
+            last_human = ""
+    return turns[-limit:] if limit > 0 else []
+
+
+def sources_of(knowledge: Sequence[KnowledgeStrip]) -> list[str]:
+    """The distinct sources (documents and URLs) of the knowledge, in order."""
+    return list(dict.fromkeys(k["source"] for k in knowledge if k["source"]))
+
+
+def answer_message(
+    answer: str,
+    *,
+    question: str,
+    knowledge: Sequence[KnowledgeStrip],
+    action: str | None,
+    message_id: str | None,
+) -> AIMessage:
+    """The AI message a run appends to the thread's chat.
+
+    ``message_id`` is the generator reply's id, so chat front-ends merge the streamed tokens
+    and the stored message into one.
+    """
+    extra: dict[str, Any] = {"sources": sources_of(knowledge), "question": question}
+    if action is not None:
+        extra["action"] = action
+    return AIMessage(content=answer, id=message_id, additional_kwargs=extra)

@@ -1,0 +1,164 @@
+"""Contextualize: turn a follow-up on a thread into a standalone question before retrieval.
+
+"Who painted it?" retrieves nothing useful on its own; "Who painted the Mona Lisa?" does. The
+generator rewrites the follow-up from the thread's earlier turns. Its rewrite is kept only when
+it resolved the references and kept the follow-up's intent; otherwise the follow-up gets the
+previous turn's key words appended, deterministically.
+
+A question with no earlier turns, or one that refers to nothing before it, passes through
+unchanged without a generator call: single questions (benchmarks) are answered exactly as
+without this node, and a small model never gets to spoil a question that needs no rewriting.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from langgraph.constants import TAG_NOSTREAM
+from langgraph.runtime import Runtime
+
+from graph.components import current_components
+from graph.context import Context, resolve_context
+from graph.conversation import Turn, earlier_turns, question_from_messages
+from graph.progress import emit
+from graph.state import State
+from graph.validation import validate_question
+from knowledge.lexical import STOPWORDS, content_tokens
+from prompts.contextualize import contextualize_turns
+from prompts.generate import NO_ANSWER
+
+logger = logging.getLogger(__name__)
+
+REWRITE_TOKENS = 48
+"""Longest rewrite, in tokens (a question, not an answer)."""
+
+FALLBACK_WORDS = 8
+"""Most key words the fallback appends."""
+
+SHORT_ANSWER_WORDS = 6
+"""An earlier answer this short (a name, a date) lends its words to the fallback."""
+
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
+_REFERRING = frozenset(
+    """it its itself he him his himself she her hers herself they them their theirs
+    themselves this these those""".split()
+)
+"""Words that point back to something said earlier."""
+_REFERRING_AT_END = frozenset({"that", "there", "then"})
+"""Words that point back only at the end of a question ("When was that?", "Who lived there?")."""
+_ELLIPTIC_START = ("and ", "what about ", "how about ", "what else")
+_LABEL = re.compile(
+    r"^(?:standalone question|rewritten question|follow-up question|question|q)\s*:\s*",
+    re.IGNORECASE,
+)
+
+
+def needs_context(question: str) -> bool:
+    """Whether ``question`` refers to something outside itself (a pronoun, "there", "and ...")."""
+    words = [w.lower() for w in _WORD.findall(question)]
+    if not words:
+        return False
+    if any(w in _REFERRING for w in words) or words[-1] in _REFERRING_AT_END:
+        return True
+    return question.strip().lower().startswith(_ELLIPTIC_START)
+
+
+def usable_rewrite(raw: str, follow_up: str, turns: Sequence[Turn], max_chars: int) -> str | None:
+    """The model's standalone question, or ``None`` when it is not usable.
+
+    Usable: one non-empty line within ``max_chars`` that no longer refers back, keeps at least
+    half of the follow-up's content words (its intent; an answer would not), and brings in a
+    word from the earlier turns (it resolved something).
+    """
+    line = next((part.strip() for part in raw.splitlines() if part.strip()), "")
+    line = _LABEL.sub("", line).strip().strip("\"'`").strip()
+    if not line or len(line) > max_chars or needs_context(line):
+        return None
+    asked, rewritten = content_tokens(follow_up), content_tokens(line)
+    if asked and 2 * len(asked & rewritten) < len(asked):
+        return None
+    history: set[str] = set()
+    for turn in turns:
+        history |= content_tokens(turn.question) | content_tokens(turn.answer)
+    if not (rewritten - asked) & history:
+        return None
+    return line
+
+
+def _key_words(text: str, exclude: set[str], seen: set[str]) -> list[str]:
+    words = []
+    for word in _WORD.findall(text):
+        stem = word.lower()[:5]
+        if word.lower() in STOPWORDS or stem in exclude or stem in seen:
+            continue
+        seen.add(stem)
+        words.append(word)
+    return words
+
+
+def fallback_question(follow_up: str, turns: Sequence[Turn], max_chars: int) -> str:
+    """The follow-up with the previous turn's key words appended in brackets.
+
+    "When was he born?" after "Who painted the Mona Lisa?" / "Leonardo da Vinci." becomes
+    "When was he born? (painted Mona Lisa; Leonardo da Vinci)": retrieval and the generator see
+    the subject. The answer's words count only when it is short (a name, a date).
+    """
+    if not turns:
+        return follow_up
+    last = turns[-1]
+    exclude, seen = content_tokens(follow_up), set[str]()
+    groups = [_key_words(last.question, exclude, seen)]
+    answer = last.answer.strip()
+    if answer != NO_ANSWER and len(answer.split()) <= SHORT_ANSWER_WORDS:
+        groups.append(_key_words(answer, exclude, seen))
+    kept: list[list[str]] = []
+    budget = FALLBACK_WORDS
+    for group in groups:
+        if group[:budget]:
+            kept.append(group[:budget])
+            budget -= len(kept[-1])
+    if not kept:
+        return follow_up
+    question = f"{follow_up} ({'; '.join(' '.join(g) for g in kept)})"
+    return question if len(question) <= max_chars else follow_up
+
+
+def _rewrite(question: str, turns: Sequence[Turn], context: Context) -> tuple[str, bool]:
+    """Ask the generator; returns the standalone question and whether the fallback was used."""
+    model = current_components().chat_model(context).with_config(tags=[TAG_NOSTREAM])
+    prompt = contextualize_turns([(t.question, t.answer) for t in turns], question)
+    raw = ""
+    try:
+        raw = model.invoke(prompt, max_new_tokens=REWRITE_TOKENS).text
+    except Exception as exc:  # any provider error: the fallback keeps the run going
+        logger.warning("contextualizing the follow-up failed: %s", exc)
+    rewritten = usable_rewrite(raw, question, turns, context.max_question_chars)
+    if rewritten is not None:
+        return rewritten, False
+    logger.info("unusable standalone question %r; falling back to key words", raw)
+    return fallback_question(question, turns, context.max_question_chars), True
+
+
+def contextualize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Pick the run's question (``question`` or the new human message) and make it standalone.
+
+    Raises:
+        InvalidQuestionError: no question, or an empty, non-text or too long one (the same
+            errors for a ``question`` and for the last human message).
+    """
+    context = resolve_context(runtime.context)
+    messages = state.get("messages", [])
+    asked = question_from_messages(state.get("question"), messages)
+    question = validate_question(asked, context.max_question_chars)
+    turns = earlier_turns(messages)
+    if not turns or not needs_context(question):
+        emit(runtime, "contextualize", "unchanged", turns=len(turns))
+        return {"question": question, "standalone_question": question}
+    emit(runtime, "contextualize", "rewriting", turns=len(turns))
+    standalone, fallback = _rewrite(question, turns, context)
+    logger.info("standalone question: %r (fallback: %s)", standalone, fallback)
+    emit(runtime, "contextualize", "rewritten", question=standalone, fallback=fallback)
+    return {"question": standalone, "standalone_question": standalone}
