@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 
 class EvaluatorError(RuntimeError):
@@ -29,16 +29,20 @@ class RetrievalEvaluator(Protocol):
 
 
 def score_strips(
-    evaluator: RetrievalEvaluator, question: str, strips: Sequence[str]
+    evaluator: RetrievalEvaluator,
+    question: str,
+    strips: Sequence[str],
+    by: Literal["strips", "passages"] = "strips",
 ) -> list[float]:
     """Score knowledge strips (sentences of a passage, web paragraphs) with ``evaluator``.
 
     A backend may calibrate strips apart from whole passages by defining
     ``score_strips(question, strips)`` (the embedding evaluator does); the others score strips
-    with ``score``, as the paper's T5 does.
+    with ``score``, as the paper's T5 does. ``by="passages"`` (the ``strip_scoring`` setting)
+    uses ``score`` for every backend.
     """
     method = getattr(evaluator, "score_strips", None)
-    if callable(method):
+    if by == "strips" and callable(method):
         scores: list[float] = method(question, strips)
         return scores
     return evaluator.score(question, strips)

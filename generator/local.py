@@ -44,29 +44,13 @@ def _first_token_ids(tokenizer: Any, candidate: str) -> set[int]:
     return ids
 
 
-def _cancel_criteria(token: CancelToken | None) -> dict[str, Any]:
-    """``generate`` arguments that stop decoding at the next token once ``token`` is cancelled.
-
-    The token is read in the caller's thread and passed on, because ``_stream`` decodes on a
-    thread of its own, which does not see the caller's context variables.
-    """
-    if token is None:
-        return {}
-    import torch
-    from transformers import StoppingCriteria, StoppingCriteriaList
-
-    cancel_token: CancelToken = token
-
-    class StopWhenCancelled(StoppingCriteria):
-        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-            rows = input_ids.shape[0]
-            return torch.full((rows,), cancel_token.cancelled, device=input_ids.device)
-
-    return {"stopping_criteria": StoppingCriteriaList([StopWhenCancelled()])}
-
-
 def _cancel_criteria_rows(tokens: Sequence[CancelToken | None]) -> dict[str, Any]:
-    """``generate`` arguments that stop each row at the next token once its run is cancelled."""
+    """``generate`` arguments that stop each row at the next token once its run is cancelled.
+
+    The tokens are read in the callers' threads and passed on, because decoding may run on
+    another thread (``_stream``'s, a batch leader's), which does not see their context
+    variables.
+    """
     if all(token is None for token in tokens):
         return {}
     import torch
@@ -313,7 +297,7 @@ class LocalChatModel(BaseChatModel):
                             **inputs,
                             streamer=streamer,
                             **self._generation_kwargs(stop, **kwargs),
-                            **_cancel_criteria(token),
+                            **_cancel_criteria_rows([token]),
                         )
                 except BaseException as exc:  # re-raised in the caller's thread below
                     errors.append(exc)

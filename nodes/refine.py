@@ -48,10 +48,7 @@ def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     evaluator = current_components().evaluator(context)
     emit(runtime, "refine", "scoring", passages=len(relevant), strips=len(candidates))
     texts = [c[0] for c in candidates]
-    if context.strip_scoring == "strips":
-        scores = score_strips(evaluator, state["question"], texts)
-    else:
-        scores = evaluator.score(state["question"], texts)
+    scores = score_strips(evaluator, state["question"], texts, by=context.strip_scoring)
     strips: list[KnowledgeStrip] = [
         {"text": text, "source": source, "chunk": chunk, "origin": "internal", "score": score}
         for (text, source, chunk), score in zip(candidates, scores, strict=True)

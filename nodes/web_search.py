@@ -139,8 +139,8 @@ def _best(
             for strip in decompose(p.text, context.strip_mode, context.strip_size)
         ]
     texts = [text for text, _ in candidates]
-    if context.refine_web_knowledge and context.strip_scoring == "strips":
-        scores = score_strips(evaluator, question, texts)
+    if context.refine_web_knowledge:
+        scores = score_strips(evaluator, question, texts, by=context.strip_scoring)
     else:
         scores = evaluator.score(question, texts)
     strips: list[KnowledgeStrip] = [
