@@ -176,6 +176,17 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         "CRAG with the gold documents removed from the store for a share of the questions",
         gold_removed=True,
     ),
+    *(
+        Experiment(
+            f"crag-gold-removed-only-{action}",
+            "crag",
+            "thresholds",
+            f"CRAG with the gold documents removed (as crag-gold-removed), always {action}",
+            {"force_action": action},
+            gold_removed=True,
+        )
+        for action in ("correct", "incorrect", "ambiguous")
+    ),
 )
 """Every experiment, in the order they run (the timed ones first)."""
 
@@ -208,6 +219,12 @@ PRESETS: dict[str, tuple[str, ...]] = {
     "actions": _group("actions"),
     "knowledge": _group("knowledge"),
     "ablations": _group("actions", "knowledge", "web", "peer"),
+    "thresholds": (
+        "crag",
+        "crag-gold-removed",
+        *(f"crag-only-{a}" for a in ("correct", "incorrect", "ambiguous")),
+        *(f"crag-gold-removed-only-{a}" for a in ("correct", "incorrect", "ambiguous")),
+    ),
     "all": tuple(e.name for e in EXPERIMENTS),
 }
 """Names for groups of experiments in ``--experiments``; each holds CRAG."""

@@ -123,6 +123,9 @@ class Row:
     kept for Figure 3's curve only)."""
     timed: bool = True
     """Ran alone, so its seconds are a latency (False: it overlapped other runs)."""
+    scores: list[float] = field(default_factory=list)
+    """The evaluator's score of each retrieved passage, in retrieval order (threshold
+    calibration replays the action trigger on them)."""
 
 
 def run_graph(
@@ -169,6 +172,7 @@ def run_graph(
         stages=timer.stage_seconds(),
         notes=list(output.get("notes") or []),
         error=error,
+        scores=[d["score"] for d in documents if d.get("score") is not None],
     )
 
 
