@@ -51,9 +51,11 @@ def strip_markers(answer: str) -> str:
 def overlap_citations(answer: str, texts: Sequence[str], question: str = "") -> list[int]:
     """The entries (1-based) sharing the most content words with ``answer``; none when no word.
 
-    Words of the answer that the question does not hold decide first (an answer restates its
-    question, and every entry about the topic shares those words); the words shared in all
-    break ties. Entries tied on both are all cited.
+    The answer's own words, those the question does not hold, decide: an answer restates its
+    question, and every entry about the topic shares those words. So an answer whose own words
+    ("Canberra") occur in no entry cites nothing, however many question words it shares; an
+    answer with no words of its own is matched on all its words. The words shared in all break
+    ties; entries tied on both are all cited.
     """
     words = content_tokens(answer)
     new = words - content_tokens(question)
@@ -62,7 +64,7 @@ def overlap_citations(answer: str, texts: Sequence[str], question: str = "") -> 
         tokens = content_tokens(text)
         keys.append((len(new & tokens), len(words & tokens)))
     best = max(keys, default=(0, 0))
-    if best[1] == 0:
+    if best[1] == 0 or (new and best[0] == 0):
         return []
     return [i for i, key in enumerate(keys, start=1) if key == best]
 

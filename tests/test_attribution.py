@@ -46,6 +46,8 @@ def test_overlap_cites_the_entry_with_the_answers_own_words() -> None:
     assert overlap_citations("It is in the Louvre.", TEXTS, QUESTION) == [1]
     # Without words of its own, the words shared in all decide; a tie cites both.
     assert overlap_citations("The Mona Lisa.", TEXTS, QUESTION) == [1, 2]
+    # Its own word is in no entry: unsupported, though it shares the question's words.
+    assert overlap_citations("Raphael painted the Mona Lisa.", TEXTS, QUESTION) == []
 
 
 def test_nothing_is_cited_when_nothing_overlaps() -> None:
