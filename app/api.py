@@ -25,7 +25,16 @@ if TYPE_CHECKING:
 
     CragGraph = CompiledStateGraph[State, Context, ChatInputState, ChatOutputState]
 
-OUTPUT_KEYS = ("answer", "action", "documents", "knowledge", "notes", "standalone_question")
+OUTPUT_KEYS = (
+    "answer",
+    "citations",
+    "abstained",
+    "action",
+    "documents",
+    "knowledge",
+    "notes",
+    "standalone_question",
+)
 """What :func:`output_of` keeps; ``standalone_question`` is there only for contextualised runs
 (a thread's follow-ups), and the chat ``messages`` are left to chat front-ends."""
 

@@ -16,6 +16,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from graph.context import DEFAULT_COLLECTION, Context
+from graph.conversation import source_location, source_title
 from nodes.generate import render_strip
 
 if TYPE_CHECKING:
@@ -94,31 +95,50 @@ def _report_update(node: str, update: dict[str, Any]) -> None:
         for strip in strips:
             _err(f"    {_score(strip['score'])}  {strip['source']}")
     elif node == "generate":
-        _err("[generate] done")
+        _err("[generate] abstained: no knowledge" if update.get("abstained") else "[generate] done")
     for note in update.get("notes", []) if isinstance(update.get("notes"), list) else []:
         _err(f"    note: {note}")
 
 
-def _report_progress(event: dict[str, Any]) -> None:
-    """Print the progress events that say more than the node's update line."""
+def _progress_line(event: dict[str, Any]) -> str | None:
+    """The line for a progress event that says more than the node's update line, if any."""
     node, kind = event.get("node", "?"), event.get("event", "?")
     if node == "web_search" and kind == "page":
         status = "read" if event.get("ok") else "failed"
         done, total = event.get("done"), event.get("total")
-        _err(f"[web_search] page {done}/{total} {status}: {event.get('url')}")
-    elif node == "web_search" and kind == "searching":
-        _err(f"[web_search] searching for {event.get('query', '')!r}")
-    elif node == "grade" and kind == "scoring":
-        _err(f"[grade] scoring {event.get('passages')} passages ({event.get('evaluator')})")
-    elif node == "refine" and kind == "scoring":
-        _err(f"[refine] scoring {event.get('strips')} strips from {event.get('passages')} passages")
-    elif node == "contextualize" and kind == "rewriting":
-        _err(f"[contextualize] rewriting the follow-up from {event.get('turns')} earlier turns")
-    elif node == "generate" and kind == "generating":
-        _err(
+        return f"[web_search] page {done}/{total} {status}: {event.get('url')}"
+    if node == "web_search" and kind == "searching":
+        return f"[web_search] searching for {event.get('query', '')!r}"
+    if node == "grade" and kind == "scoring":
+        return f"[grade] scoring {event.get('passages')} passages ({event.get('evaluator')})"
+    if node == "refine" and kind == "scoring":
+        strips, passages = event.get("strips"), event.get("passages")
+        return f"[refine] scoring {strips} strips from {passages} passages"
+    if node == "contextualize" and kind == "rewriting":
+        return f"[contextualize] rewriting the follow-up from {event.get('turns')} earlier turns"
+    if node == "generate" and kind == "generating":
+        return (
             f"[generate] answering from {event.get('internal', 0)} internal and "
             f"{event.get('external', 0)} external strips"
         )
+    return None
+
+
+def _markers(citations: Sequence[int], written: str = "") -> str:
+    """`` [1] [2]``: the citation markers not already in ``written``."""
+    return "".join(f" [{n}]" for n in citations if f"[{n}]" not in written)
+
+
+def _print_sources(output: dict[str, Any]) -> None:
+    """The numbered knowledge under the answer: number, title, URL or document#chunk."""
+    knowledge = output.get("knowledge") or []
+    if not knowledge:
+        return
+    print("Sources:")
+    for number, strip in enumerate(knowledge, start=1):
+        title, location = source_title(strip), source_location(strip)
+        shown = location if title == strip["source"] else f"{title} — {location}"
+        print(f"  [{number}] {shown}")
 
 
 class _AnswerPrinter:
@@ -127,14 +147,21 @@ class _AnswerPrinter:
     def __init__(self) -> None:
         self.streamed = False
         self.open_line = False
+        self.text = ""
 
     def token(self, text: str) -> None:
         if not text:
             return
         sys.stdout.write(text)
         sys.stdout.flush()
+        self.text += text
         self.streamed = True
         self.open_line = True
+
+    def cite(self, update: Any) -> None:
+        """Close the streamed answer with the citation markers of generate's update."""
+        if self.open_line and isinstance(update, dict):
+            self.token(_markers(update.get("citations") or [], self.text))
 
     def end_line(self) -> None:
         if self.open_line:
@@ -195,15 +222,20 @@ def _run_question(graph: Any, args: argparse.Namespace, config: RunnableConfig |
             if mode == "values":
                 final = chunk
                 continue
+            if mode == "updates":
+                printer.cite(chunk.get("generate"))
             if args.quiet:
                 continue
-            printer.end_line()
             if mode == "updates":
+                printer.end_line()
                 for node, update in chunk.items():
                     if isinstance(update, dict):
                         _report_update(node, update)
             elif mode == "custom" and isinstance(chunk, dict):
-                _report_progress(chunk)
+                line = _progress_line(chunk)
+                if line is not None:
+                    printer.end_line()  # the answer's line stays open for its citations
+                    _err(line)
     printer.end_line()
     output = output_of(final)
     if args.json:
@@ -212,7 +244,8 @@ def _run_question(graph: Any, args: argparse.Namespace, config: RunnableConfig |
     for note in output.get("notes", []):
         _err(f"note: {note}")
     if not printer.streamed:
-        print(output.get("answer", ""))
+        print(output.get("answer", "") + _markers(output.get("citations") or []))
+    _print_sources(dict(output))
     return 0
 
 

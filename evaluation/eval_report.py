@@ -211,7 +211,8 @@ def main_table(results: dict[str, Any]) -> str:
     """The experiments as a Markdown table.
 
     Accuracy and knowledge recall, CRAG's paired accuracy difference to each (95% interval),
-    McNemar's p and whether it is significant, then actions, web searches and errors.
+    McNemar's p and whether it is significant, then actions, web searches, errors and the
+    abstention rate.
     """
     header = [
         "experiment",
@@ -225,6 +226,7 @@ def main_table(results: dict[str, Any]) -> str:
         "actions c / a / i",
         "web searches",
         "errors",
+        "abstained",
     ]
     against = _against_crag(results)
     rows = []
@@ -251,6 +253,7 @@ def main_table(results: dict[str, Any]) -> str:
                 counts if any(actions.values()) else NONE,
                 _text(e.get("searched_web")),
                 _text(e.get("errors")),
+                _fig(e.get("abstention_rate")),
             ]
         )
     return _table(header, rows)
@@ -356,6 +359,43 @@ def ablations_section(results: dict[str, Any]) -> str:
             parts += [f"### {heading}", explanation, table]
     if len(parts) == 1:
         parts.append("No ablation experiments were run.")
+    return "\n\n".join(parts)
+
+
+def abstention_section(results: dict[str, Any]) -> str:
+    """How often each experiment abstained, and what CRAG's abstentions cost."""
+    parts = [
+        "## Abstention",
+        "A run abstains when no knowledge passed the strip threshold: it says it could not "
+        "find the answer instead of asking the generator (always counted wrong).",
+    ]
+    rates = [
+        [
+            _text(e.get("name")),
+            f"{_text(e.get('abstained'))} / {_text(e.get('questions'))}",
+            _fig(e.get("abstention_rate")),
+        ]
+        for e in _experiments(results)
+        if e.get("abstained")
+    ]
+    if rates:
+        parts.append(_table(["experiment", "abstained / questions", "abstention rate"], rates))
+    else:
+        parts.append("No experiment abstained in this run.")
+    paired = _section(results, "abstention")
+    if paired:
+        parts.append(
+            f"Against `crag-without-abstention` ({_text(paired.get('questions'))} questions "
+            f"both ran): CRAG abstained on {_text(paired.get('abstained'))}; abstained, but "
+            "answered right without abstention: "
+            f"**{_text(paired.get('right_without_abstention'))}**; abstained where the answer "
+            f"without abstention was wrong: {_text(paired.get('wrong_without_abstention'))}."
+        )
+    else:
+        parts.append(
+            "What abstaining costs (how often the answer without it was right) needs "
+            "`crag-without-abstention` and `crag` in the same run."
+        )
     return "\n\n".join(parts)
 
 
@@ -661,6 +701,7 @@ def render_report(
         results_section(results),
         statistics_section(results),
         ablations_section(results),
+        abstention_section(results),
         gold_removal_section(results, "gold_removal.png" in plotted),
         agreement_section(results),
         latency_section(results),

@@ -135,6 +135,13 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         {"strips_kept": 10},
     ),
     Experiment(
+        "crag-without-abstention",
+        "crag",
+        "knowledge",
+        "no abstention: without knowledge the generator answers anyway",
+        {"abstain_without_knowledge": False},
+    ),
+    Experiment(
         "crag-without-rewriting",
         "crag",
         "knowledge",

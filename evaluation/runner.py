@@ -126,6 +126,8 @@ class Row:
     scores: list[float] = field(default_factory=list)
     """The evaluator's score of each retrieved passage, in retrieval order (threshold
     calibration replays the action trigger on them)."""
+    abstained: bool = False
+    """The run found no knowledge and said so instead of asking the generator."""
 
 
 def run_graph(
@@ -173,6 +175,7 @@ def run_graph(
         notes=list(output.get("notes") or []),
         error=error,
         scores=[d["score"] for d in documents if d.get("score") is not None],
+        abstained=bool(output.get("abstained")),
     )
 
 
@@ -412,11 +415,41 @@ def experiment_figures(experiment: Experiment, rows: Sequence[Row]) -> dict[str,
         "searched_web": sum(1 for r in counted if "search" in r.stages),
         "errors": sum(1 for r in counted if r.error),
         "notes": sum(1 for r in counted if r.notes),
+        "abstained": sum(1 for r in counted if r.abstained),
+        "abstention_rate": (
+            sum(1 for r in counted if r.abstained) / len(counted) if counted else None
+        ),
     }
     if experiment.gold_removed:
         figures["removed"] = _rates([r for r in counted if r.gold_removed])
         figures["kept"] = _rates([r for r in counted if not r.gold_removed])
     return figures
+
+
+WITHOUT_ABSTENTION = "crag-without-abstention"
+"""The experiment that answers where CRAG abstains (the paired check of abstention's cost)."""
+
+
+def abstention_figures(rows: Sequence[Row]) -> dict[str, Any] | None:
+    """CRAG's abstentions against the same questions run without abstention.
+
+    Over the questions both ``crag`` and ``crag-without-abstention`` ran (counted rows): how
+    often CRAG abstained, and of those how often the answer without abstention was right (what
+    abstaining cost) or wrong (a wrong answer avoided). ``None`` when either did not run.
+    """
+    crag = {r.id: r for r in rows if r.experiment == "crag" and r.counted}
+    other = {r.id: r for r in rows if r.experiment == WITHOUT_ABSTENTION and r.counted}
+    if not crag or not other:
+        return None
+    both = [qid for qid in crag if qid in other]
+    abstained = [qid for qid in both if crag[qid].abstained]
+    right = sum(1 for qid in abstained if other[qid].correct)
+    return {
+        "questions": len(both),
+        "abstained": len(abstained),
+        "right_without_abstention": right,
+        "wrong_without_abstention": len(abstained) - right,
+    }
 
 
 def latency_figures(rows: Sequence[Row]) -> dict[str, Any]:
@@ -655,6 +688,7 @@ def summarise(
             options.experiments, rows, options.seed, options.resamples
         ),
         "agreement": agreement_figures(by_experiment.get("crag", [])),
+        "abstention": abstention_figures(rows),
         "latency": {"experiments": latency, "crag_over_rag": ratio},
         "rows": [dataclasses.asdict(r) for r in rows],
     }

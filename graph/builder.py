@@ -11,9 +11,9 @@ from graph.context import Context
 from graph.routers import route_action, route_start
 from graph.run_context import RunContext
 from graph.state import ChatInputState, ChatOutputState, State
+from nodes.abstain import answer_or_abstain
 from nodes.contextualize import contextualize
 from nodes.decide_action import decide_action
-from nodes.generate import generate
 from nodes.grade import grade
 from nodes.refine import refine
 from nodes.retrieve import retrieve
@@ -33,7 +33,8 @@ def build_graph(
     joined at generate (a deferred node, so it runs once after every active branch is done).
     A run with chat messages (``messages`` input, or a thread with earlier turns) starts at
     contextualize, which picks the question and makes a follow-up standalone; a single
-    ``question`` starts at retrieve. generate appends the answer to ``messages``.
+    ``question`` starts at retrieve. generate appends the answer to ``messages``; when no
+    knowledge was found it abstains instead of asking the generator (nodes/abstain.py).
 
     The context schema is :data:`~graph.run_context.RunContext`: a dict context (a server run's,
     or one given in Python) carries per-run settings only; ``Context(...)`` sets anything.
@@ -52,7 +53,7 @@ def build_graph(
     builder.add_node("refine", cancellable_node(refine))
     builder.add_node("rewrite_query", cancellable_node(rewrite_query))
     builder.add_node("web_search", cancellable_node(web_search))
-    builder.add_node("generate", cancellable_node(generate), defer=True)
+    builder.add_node("generate", cancellable_node(answer_or_abstain), defer=True)
 
     builder.add_conditional_edges(START, route_start, ["contextualize", "retrieve"])
     builder.add_edge("contextualize", "retrieve")

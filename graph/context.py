@@ -266,6 +266,16 @@ class Context(Settings):
         "Seconds a web search or page stays cached in this process, so it is not fetched "
         "twice (0: no cache).",
     )
+    # Answering
+    abstain_without_knowledge: bool = field(
+        default=True,
+        metadata={
+            "description": "When no knowledge passed the strip threshold (nothing kept from "
+            "the store, and the web failed or gave nothing relevant), answer with a fixed "
+            "sentence saying so, without asking the generator (abstained: true); off: the "
+            "generator answers with no knowledge (crag graph only)."
+        },
+    )
     # Ablations (the paper's Tables 2 and 3); the defaults run the full method
     force_action: Literal["", "correct", "incorrect", "ambiguous"] = field(
         default="",

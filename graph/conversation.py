@@ -11,8 +11,11 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from typing_extensions import TypedDict
 
+from graph.question_channel import CarriedQuestion
 from graph.state import KnowledgeStrip
+from knowledge.lexical import heading_of
 
 MAX_TURNS = 3
 """Earlier turns given to the contextualiser: the most recent ones."""
@@ -55,13 +58,18 @@ def pending_human(messages: Sequence[BaseMessage]) -> BaseMessage | None:
 def question_from_messages(state_question: Any, messages: Sequence[BaseMessage]) -> Any:
     """The question this run answers: the caller's ``question`` or the new human message.
 
-    ``question`` stays in a thread's state after a run, so a ``question`` equal to the one the
-    last AI message answered is that earlier run's, not this one's: a new human message wins
-    over it. A ``question`` the caller changed wins over messages (both sent at once).
+    ``question`` stays in a thread's state after a run, so a question an earlier run left (a
+    :class:`~graph.question_channel.CarriedQuestion`, also one whose run failed) or one equal
+    to the question the last AI message answered is not this run's: a new human message wins
+    over it. A ``question`` sent with this run's messages wins over them (both sent at once).
     Returns the raw value (validated by the caller), ``None`` when there is none.
     """
     human = pending_human(messages)
-    stale = state_question is None or state_question == answered_question(messages)
+    stale = (
+        state_question is None
+        or isinstance(state_question, CarriedQuestion)
+        or state_question == answered_question(messages)
+    )
     if human is not None and stale:
         return human.text
     return state_question
@@ -93,6 +101,45 @@ def sources_of(knowledge: Sequence[KnowledgeStrip]) -> list[str]:
     return list(dict.fromkeys(k["source"] for k in knowledge if k["source"]))
 
 
+class Citation(TypedDict):
+    """One cited knowledge entry, as a chat front-end shows it under the answer."""
+
+    number: int
+    """The entry's number in ``knowledge`` (1-based), as in the answer's ``[n]``."""
+    title: str
+    """The strip's heading (a page or document title), else its source."""
+    source: str
+    """The URL (web knowledge) or the document (internal knowledge)."""
+    chunk: int | None
+    """The chunk within the document; ``None`` for web knowledge."""
+
+
+def source_title(strip: KnowledgeStrip) -> str:
+    """A strip's title: its heading line (page or document title), else its source."""
+    return heading_of(strip["text"]) or strip["source"]
+
+
+def source_location(strip: KnowledgeStrip) -> str:
+    """Where a strip is: its URL for web knowledge, ``document#chunk`` for internal."""
+    if strip["chunk"] is None:
+        return strip["source"]
+    return f"{strip['source']}#{strip['chunk']}"
+
+
+def citation_entries(knowledge: Sequence[KnowledgeStrip], numbers: Sequence[int]) -> list[Citation]:
+    """The cited entries of ``knowledge`` by their 1-based ``numbers`` (others are skipped)."""
+    return [
+        {
+            "number": n,
+            "title": source_title(knowledge[n - 1]),
+            "source": knowledge[n - 1]["source"],
+            "chunk": knowledge[n - 1]["chunk"],
+        }
+        for n in numbers
+        if 1 <= n <= len(knowledge)
+    ]
+
+
 def answer_message(
     answer: str,
     *,
@@ -100,13 +147,22 @@ def answer_message(
     knowledge: Sequence[KnowledgeStrip],
     action: str | None,
     message_id: str | None,
+    citations: Sequence[int] = (),
+    abstained: bool = False,
 ) -> AIMessage:
     """The AI message a run appends to the thread's chat.
 
-    ``message_id`` is the generator reply's id, so chat front-ends merge the streamed tokens
-    and the stored message into one.
+    ``additional_kwargs`` carry the distinct ``sources``, the ``citations`` (number, title,
+    source, chunk of each cited entry), whether the run ``abstained``, the ``question`` and
+    the ``action``. ``message_id`` is the generator reply's id, so chat front-ends merge the
+    streamed tokens and the stored message into one.
     """
-    extra: dict[str, Any] = {"sources": sources_of(knowledge), "question": question}
+    extra: dict[str, Any] = {
+        "sources": sources_of(knowledge),
+        "citations": citation_entries(knowledge, citations),
+        "abstained": abstained,
+        "question": question,
+    }
     if action is not None:
         extra["action"] = action
     return AIMessage(content=answer, id=message_id, additional_kwargs=extra)

@@ -7,11 +7,13 @@ LangGraph server and ``crag ask --json`` unchanged.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Required
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
+
+from graph.question_channel import QuestionChannel
 
 Action = Literal["correct", "incorrect", "ambiguous"]
 """The action trigger's verdict on the retrieved passages (the paper's three actions)."""
@@ -87,7 +89,15 @@ class OutputState(TypedDict, total=False):
     documents: list[RetrievedPassage]
     """Every retrieved passage with its score and source."""
     knowledge: list[KnowledgeStrip]
-    """The strips given to the generator, each with its source."""
+    """The strips given to the generator, each with its source, numbered from 1 in the prompt
+    (the numbers ``citations`` and the answer's ``[n]`` refer to)."""
+    citations: list[int]
+    """The ``knowledge`` entries (1-based) the answer draws on: the valid ``[n]`` the generator
+    wrote, else the entries sharing the most content words with the answer; empty when none
+    does, or when the answer is a refusal or an abstention."""
+    abstained: bool
+    """True when no knowledge was found and the generator was not asked (the answer is the
+    fixed abstention sentence; ``notes`` say which sources gave nothing)."""
     notes: Annotated[list[str], merge_notes]
     """What was degraded or skipped during the run (e.g. web search unreachable)."""
 
@@ -116,8 +126,12 @@ class ChatOutputState(OutputState, total=False):
     ``additional_kwargs`` carry ``sources``, ``action`` and the ``question`` it answered."""
 
 
-class State(InputState, ChatOutputState, total=False):
+class State(ChatOutputState, total=False):
     """Everything the nodes share during a run."""
+
+    question: Required[Annotated[str, QuestionChannel(str)]]
+    """The user's question (see :mod:`graph.question_channel` for how a run tells its own
+    from one an earlier run left on the thread)."""
 
     decision: ActionDecision
     """The action trigger's full decision."""

@@ -1,7 +1,8 @@
-"""Generate: answer from the question and the chosen knowledge."""
+"""Generate: answer from the question and the chosen knowledge, citing it by number."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -12,8 +13,11 @@ from graph.context import Context, resolve_context
 from graph.conversation import answer_message
 from graph.progress import emit
 from graph.state import KnowledgeStrip, State
+from knowledge.attribution import Attribution, attribute
 from knowledge.lexical import heading_of
 from prompts.generate import GENERATE_HUMAN, GENERATE_SYSTEM, NO_ANSWER, NO_KNOWLEDGE
+
+logger = logging.getLogger(__name__)
 
 
 def render_strip(text: str) -> str:
@@ -25,20 +29,42 @@ def render_strip(text: str) -> str:
 
 
 def format_knowledge(strips: list[KnowledgeStrip]) -> str:
-    """Render strips one per line, internal knowledge first, in recomposed order."""
-    return "\n".join(render_strip(s["text"]) for s in strips) if strips else NO_KNOWLEDGE
+    """Render strips one per line, numbered from 1 (``[1] heading: text``), internal first."""
+    if not strips:
+        return NO_KNOWLEDGE
+    return "\n".join(f"[{n}] {render_strip(s['text'])}" for n, s in enumerate(strips, start=1))
+
+
+def gathered_knowledge(state: State) -> list[KnowledgeStrip]:
+    """The knowledge of the run: internal strips, then external ones.
+
+    Correct runs give only internal knowledge, Incorrect only external, Ambiguous both: each
+    branch fills only its own list and ``retrieve`` clears both at the start of a run.
+    """
+    return [*state.get("internal_knowledge", []), *state.get("external_knowledge", [])]
+
+
+def attribute_answer(answer: str, knowledge: list[KnowledgeStrip], question: str) -> Attribution:
+    """The answer without ``[n]`` markers and the knowledge entries it cites.
+
+    A refusal (:data:`~prompts.generate.NO_ANSWER`) cites nothing.
+    """
+    attribution = attribute(answer, [k["text"] for k in knowledge], question)
+    if attribution.answer == NO_ANSWER:
+        return Attribution(attribution.answer, [], "none")
+    return attribution
 
 
 def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Combine internal and external knowledge (per the action) and ask the generator.
+    """Ask the generator to answer from the numbered knowledge, then attribute the answer.
 
-    Correct runs give only internal knowledge, Incorrect only external, Ambiguous both: each
-    branch fills only its own list and ``retrieve`` clears both at the start of a run. The
-    answer is also appended to ``messages`` as an AI message carrying the sources and action
-    (what chat front-ends show).
+    The answer's valid ``[n]`` markers become ``citations`` (and leave the answer text); an
+    answer without one cites the entries it shares the most content words with
+    (:mod:`knowledge.attribution`). The answer is also appended to ``messages`` as an AI
+    message carrying the sources, citations and action (what chat front-ends show).
     """
     context = resolve_context(runtime.context)
-    knowledge = [*state.get("internal_knowledge", []), *state.get("external_knowledge", [])]
+    knowledge = gathered_knowledge(state)
     messages = [
         SystemMessage(GENERATE_SYSTEM.format(no_answer=NO_ANSWER)),
         HumanMessage(
@@ -55,7 +81,8 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         external=len(knowledge) - internal,
     )
     reply = model.invoke(messages)
-    answer = reply.text.strip()
+    answer, citations, method = attribute_answer(reply.text.strip(), knowledge, state["question"])
+    logger.info("generate: cites %s (%s)", citations, method)
     emit(runtime, "generate", "generated", chars=len(answer))
     message = answer_message(
         answer,
@@ -63,8 +90,15 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         knowledge=knowledge,
         action=state.get("action"),
         message_id=reply.id,
+        citations=citations,
     )
-    update: dict[str, Any] = {"answer": answer, "knowledge": knowledge, "messages": [message]}
+    update: dict[str, Any] = {
+        "answer": answer,
+        "knowledge": knowledge,
+        "citations": citations,
+        "abstained": False,
+        "messages": [message],
+    }
     if not knowledge:
         update["notes"] = ["no knowledge reached the generator; the answer is unsupported"]
     return update

@@ -44,6 +44,8 @@ def retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "notes": Overwrite([]),
         "answer": "",
         "knowledge": [],
+        "citations": [],
+        "abstained": False,
         "internal_knowledge": [],
         "external_knowledge": [],
         "search_query": "",

@@ -12,10 +12,15 @@ NO_ANSWER = "The given knowledge does not contain the answer."
 """What the generator says when the knowledge does not answer the question."""
 
 GENERATE_HUMAN = "<knowledge>\n{knowledge}\n</knowledge>\n\nQuestion: {question}"
-"""User turn: the recomposed knowledge strips, then the question."""
+"""User turn: the recomposed knowledge strips, numbered ``[1]``, ``[2]``, ..., then the
+question."""
 
 NO_KNOWLEDGE = "(no knowledge was found)"
-"""Stands in for the knowledge block when every source came back empty."""
+"""Stands in for the knowledge block when every source came back empty (only when abstention
+is off: ``abstain_without_knowledge``)."""
+
+ABSTENTION = "I could not find the answer in the document store or on the web."
+"""The answer of a run that found no knowledge: the generator is not asked."""
 
 CLOSED_BOOK_SYSTEM = "Answer the question in one short sentence."
 """System prompt of the no-retrieval baseline: the generator answers from what it knows."""

@@ -62,7 +62,15 @@ def test_ask_json_prints_the_output_state(
     assert main(ask_args(store, down, "--json", "Who painted the Mona Lisa?")) == 0
     captured = capsys.readouterr()
     out = json.loads(captured.out)
-    assert set(out) == {"answer", "action", "documents", "knowledge", "notes"}
+    assert set(out) == {
+        "answer",
+        "citations",
+        "abstained",
+        "action",
+        "documents",
+        "knowledge",
+        "notes",
+    }
     assert out["action"] == "correct" and "Leonardo" in out["answer"]
     assert "[decide_action] correct" in captured.err
     assert "[grade]" in captured.err and "wikipedia:Mona Lisa#0" in captured.err

@@ -19,6 +19,7 @@ from app.cli import main
 from graph.builder import build_graph, graph
 from graph.components import use_components
 from graph.conversation import Turn, earlier_turns, question_from_messages
+from graph.question_channel import CarriedQuestion
 from graph.routers import route_start
 from graph.validation import InvalidQuestionError
 from nodes.contextualize import fallback_question, needs_context, usable_rewrite
@@ -181,6 +182,15 @@ def test_messages_input_is_answered_with_an_ai_message(fakes: FakeComponents, me
     assert ai.type == "ai" and ai.text == ANSWER
     assert ai.additional_kwargs == {
         "sources": ["wikipedia:Mona Lisa"],
+        "citations": [
+            {
+                "number": 1,
+                "title": "wikipedia:Mona Lisa",
+                "source": "wikipedia:Mona Lisa",
+                "chunk": 0,
+            }
+        ],
+        "abstained": False,
         "question": MONA,
         "action": "correct",
     }
@@ -277,3 +287,39 @@ def test_crag_ask_thread_follow_up(
     assert "[contextualize] 'Where is the Mona Lisa displayed?'" in captured.err
     assert main(["history", "t1", "--threads-db", db]) == 0
     assert "2. Q: Where is the Mona Lisa displayed?" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("failure", ["too-long", "generator-down"])
+def test_a_failed_question_run_does_not_hide_the_next_message(
+    fakes: FakeComponents, failure: str
+) -> None:
+    threaded, config = thread()
+    if failure == "too-long":
+        bad: dict[str, Any] = {"question": "x" * 3000}
+        with pytest.raises(InvalidQuestionError, match="characters long"):
+            threaded.invoke(bad, config)
+    else:
+        working = fakes.chat
+        fakes.chat = ScriptedChatModel(respond=lambda _: 1 / 0, prompts=[])  # type: ignore[arg-type,return-value]
+        with pytest.raises(ZeroDivisionError):
+            threaded.invoke({"question": "What is photosynthesis?"}, config)
+        fakes.chat = working
+    # The failed run's question stays in the thread's state, but this run sent a message.
+    out = threaded.invoke(said({"role": "user", "content": MONA}), config)
+    assert out["standalone_question"] == MONA
+    assert out["messages"][-1].additional_kwargs["question"] == MONA
+    assert fakes.store.queries[-1][0] == MONA
+    # Read back from the thread, the question is marked as an earlier run's; a new one is not.
+    stored = threaded.get_state(config).values["question"]
+    assert stored == MONA and type(stored) is CarriedQuestion
+    out = threaded.invoke({"question": MONA_WHERE}, config)
+    assert out["standalone_question"] == MONA_WHERE
+
+
+def test_a_question_an_earlier_run_left_loses_to_a_new_message() -> None:
+    answered = AIMessage(ANSWER, additional_kwargs={"question": MONA})
+    new = HumanMessage("Where is it displayed?")
+    assert question_from_messages(CarriedQuestion("Other?"), [answered, new]) == new.text
+    assert question_from_messages("Other?", [answered, new]) == "Other?"  # sent with it
+    # Nothing new: an earlier run's question is still the question (as before).
+    assert question_from_messages(CarriedQuestion("Other?"), [answered]) == "Other?"

@@ -439,3 +439,33 @@ def test_no_comparisons_is_said_plainly(tmp_path: Path) -> None:
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert "Not measured in this run (CRAG and another experiment are needed)." in report
     assert "| rag | main | 2 / 4 | 0.500 | 0.500 | — | — | — |" in report
+
+
+def test_the_abstention_rate_per_experiment_and_its_cost() -> None:
+    results = make_results()
+    crag, without = (
+        _experiment("crag", "main", 3),
+        _experiment("crag-without-abstention", "knowledge", 3),
+    )
+    crag.update(abstained=1, abstention_rate=0.25)
+    without.update(abstained=0, abstention_rate=0.0)
+    results["experiments"] = [crag, without]
+    results["abstention"] = {
+        "questions": 4,
+        "abstained": 1,
+        "right_without_abstention": 1,
+        "wrong_without_abstention": 0,
+    }
+    table = main_table(results)
+    assert table.splitlines()[0].endswith("| abstained |")
+    assert table.splitlines()[2].endswith("| 0.250 |")
+    assert table.splitlines()[3].endswith("| 0.000 |")
+    report = render_report(results)
+    assert "## Abstention" in report
+    assert "| crag | 1 / 4 | 0.250 |" in report
+    assert "abstained, but answered right without abstention: **1**" in report
+    # Older results (no abstention figures) show dashes and say what the cost needs.
+    old = render_report(make_results())
+    assert "No experiment abstained in this run." in old
+    assert "needs `crag-without-abstention` and `crag` in the same run" in old
+    assert main_table(make_results()).splitlines()[2].endswith("| — |")

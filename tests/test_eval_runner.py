@@ -22,6 +22,7 @@ from evaluation.runner import (
     EvalOptions,
     Row,
     _alone_and_together,
+    abstention_figures,
     agreement_figures,
     batch_generation,
     experiment_figures,
@@ -570,3 +571,50 @@ def test_batch_generation_turns_batching_on_where_the_model_has_it() -> None:
     batch_generation(model, 8)
     assert model.sizes == [8]
     batch_generation(object(), 8)  # a model without batching is left alone
+
+
+def test_rows_say_whether_the_run_abstained_and_figures_count_it(
+    eval_components: EvalComponents, fake_components: FakeComponents
+) -> None:
+    fake_components.scorer = FixedScoreEvaluator({}, default=-1.0)  # nothing relevant, web off
+    chosen = {e.name: e for e in EXPERIMENTS}
+    options = EvalOptions(
+        questions=_questions(1),
+        question_source="test",
+        store_path="unused",
+        experiments=[chosen["crag"], chosen["crag-without-abstention"]],
+        progress=False,
+        performance=False,
+    )
+    rows = run_experiments(options, Context(fetch_pages=False), eval_components)
+    by_name = {r.experiment: r for r in rows}
+    assert by_name["crag"].abstained is True and by_name["crag"].correct is False
+    assert by_name["crag-without-abstention"].abstained is False
+    assert by_name["crag-without-abstention"].answer  # the generator answered
+    figures = experiment_figures(chosen["crag"], [by_name["crag"]])
+    assert (figures["abstained"], figures["abstention_rate"]) == (1, 1.0)
+
+
+def test_abstention_figures_pair_crag_with_crag_without_abstention() -> None:
+    rows = [
+        _row("crag", "q0", False, abstained=True),
+        _row("crag", "q1", False, abstained=True),
+        _row("crag", "q2", True),
+        _row("crag", "q3", False, abstained=True),
+        _row("crag-without-abstention", "q0", True),
+        _row("crag-without-abstention", "q1", False),
+        _row("crag-without-abstention", "q2", True),
+    ]
+    figures = abstention_figures(rows)
+    assert figures == {
+        "questions": 3,
+        "abstained": 2,
+        "right_without_abstention": 1,
+        "wrong_without_abstention": 1,
+    }
+    assert abstention_figures([r for r in rows if r.experiment == "crag"]) is None
+    crag = next(e for e in EXPERIMENTS if e.name == "crag")
+    assert experiment_figures(crag, rows[:4])["abstention_rate"] == 0.75
+    without = next(e for e in EXPERIMENTS if e.name == "crag-without-abstention")
+    assert without.group == "knowledge"
+    assert without.settings == {"abstain_without_knowledge": False}

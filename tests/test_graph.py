@@ -51,6 +51,8 @@ def test_drawn_graph_has_seven_nodes_and_three_branches() -> None:
 def test_output_schema_is_the_documented_one() -> None:
     assert set(graph.get_output_jsonschema()["properties"]) == {
         "answer",
+        "citations",
+        "abstained",
         "action",
         "documents",
         "knowledge",
@@ -105,7 +107,7 @@ def test_ambiguous_branch_runs_both_and_generates_once(fake_components: FakeComp
 def test_search_down_goes_on_and_says_so(fake_components: FakeComponents) -> None:
     fake_components.scorer = FixedScoreEvaluator({}, default=-1.0)
     fake_components.web = StaticSearch(error="DuckDuckGo could not be reached (no network)")
-    out = run()
+    out = run(abstain_without_knowledge=False)
     assert out["action"] == "incorrect"
     assert out["answer"]
     assert any("web search unavailable" in n for n in out["notes"])

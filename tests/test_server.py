@@ -381,6 +381,33 @@ def test_messages_input_is_answered_with_an_ai_message_and_its_sources(client: A
     assert [m["type"] for m in state["messages"]] == ["human", "ai"]
 
 
+def test_a_message_after_a_failed_question_is_answered_with_citations(client: Any) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    failed = client.runs.wait(
+        thread_id, GRAPH_ID, input={"question": "   "}, context={}, raise_error=False
+    )
+    assert failed["__error__"]["error"] == "InvalidQuestionError"
+    # The failed run's question is still in the thread's state; this run sends only a message.
+    out = client.runs.wait(
+        thread_id,
+        GRAPH_ID,
+        input={"messages": [{"role": "user", "content": MONA_QUESTION}]},
+        context={},
+    )
+    assert out["standalone_question"] == MONA_QUESTION
+    assert "Leonardo" in out["answer"] and out["abstained"] is False
+    ai = out["messages"][-1]
+    assert ai["additional_kwargs"]["abstained"] is False
+    cited = ai["additional_kwargs"]["citations"]
+    assert [c["number"] for c in cited] == out["citations"] and cited
+    for citation in cited:
+        strip = out["knowledge"][citation["number"] - 1]
+        assert (citation["source"], citation["chunk"]) == (strip["source"], strip["chunk"])
+    # "Leonardo" is in the Mona Lisa summary only (the store leaves other painters out).
+    assert {c["source"] for c in cited} == {MONA_LISA}
+    assert cited[0]["title"] == "Mona Lisa"
+
+
 def test_follow_up_message_becomes_a_standalone_question(client: Any) -> None:
     thread_id = client.threads.create()["thread_id"]
     first = client.runs.wait(

@@ -40,6 +40,8 @@ from websearch.cache import clear_web_caches
 
 QUESTION = "Who painted the Mona Lisa?"
 ANSWER = "The Mona Lisa was painted by Leonardo da Vinci."
+SOURCES = "Sources:\n  [1] wikipedia:Mona Lisa#0\n"
+"""What ``crag ask`` prints under the answer: its one knowledge strip."""
 NODES_CORRECT = ["retrieve", "grade", "decide_action", "refine", "generate"]
 
 
@@ -164,7 +166,7 @@ def test_updates_tokens_and_progress_are_streamed(collect: Any) -> None:
 
 def test_incorrect_branch_reports_rewrite_and_search_progress() -> None:
     with use_components(fakes(scorer=FixedScoreEvaluator({}, default=-1.0))):
-        parts = collect_sync()
+        parts = collect_sync(Context(abstain_without_knowledge=False))
     progress = [(c["node"], c["event"]) for mode, c in parts if mode == "custom"]
     decided = progress.index(("decide_action", "decided"))
     assert progress[decided + 1 :] == [
@@ -377,9 +379,10 @@ def test_crag_ask_prints_tokens_as_they_come_and_progress_on_stderr(
         assert main(["ask", QUESTION]) == 0
     out = "".join(text for stream, text in writes if stream == "out")
     err = "".join(text for stream, text in writes if stream == "err")
-    assert out == ANSWER + "\n"
+    assert out == f"{ANSWER} [1]\n{SOURCES}"
     # Several writes to stdout: one per token, not the answer at the end.
-    assert len([1 for stream, text in writes if stream == "out" and text.strip()]) == 9
+    tokens = [text for stream, text in writes if stream == "out" and text.strip()]
+    assert len(tokens[: tokens.index(" [1]")]) == 9
     for line in [
         "[retrieve] 2 passages",
         "[grade] scoring 2 passages (fixed)",
@@ -409,7 +412,7 @@ def test_crag_ask_json_and_quiet(monkeypatch: pytest.MonkeyPatch, capsys: Any) -
         assert "[generate] answering" in captured.err
         assert main(["ask", "-q", QUESTION]) == 0
         captured = capsys.readouterr()
-        assert captured.out == ANSWER + "\n" and captured.err == ""
+        assert captured.out == f"{ANSWER} [1]\n{SOURCES}" and captured.err == ""
 
 
 def test_non_streaming_model_still_prints_the_answer(capsys: Any) -> None:
@@ -417,4 +420,4 @@ def test_non_streaming_model_still_prints_the_answer(capsys: Any) -> None:
 
     with use_components(fakes(chat=scripted_chat(answer="Leonardo."))):
         assert main(["ask", "-q", QUESTION]) == 0
-    assert capsys.readouterr().out == "Leonardo.\n"
+    assert capsys.readouterr().out == f"Leonardo. [1]\n{SOURCES}"

@@ -17,6 +17,7 @@ from app.wiring import DefaultComponents
 from graph.builder import graph
 from graph.components import use_components
 from graph.context import Context
+from prompts.generate import ABSTENTION
 from tests.fakes import (
     FakeComponents,
     FixedScoreEvaluator,
@@ -144,7 +145,7 @@ def test_incorrect_answers_from_page_paragraphs(server: WebsearchServer, mode: s
     ]
     # The generator saw the page text, inside the untrusted-knowledge block.
     human = fakes.chat.prompts[-1][1].text
-    assert f"<knowledge>\nMona Lisa: {P1}\nMona Lisa: {P2}\n</knowledge>" in human
+    assert f"<knowledge>\n[1] Mona Lisa: {P1}\n[2] Mona Lisa: {P2}\n</knowledge>" in human
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -171,13 +172,18 @@ def test_search_down_is_noted_and_the_run_goes_on(server: WebsearchServer, mode:
     with use_components(fakes):
         out = run(mode, server)
     assert out["action"] == "incorrect"
-    assert out["answer"]
+    assert out["answer"] == ABSTENTION and out["abstained"] is True
     assert out["knowledge"] == []
+    down = (
+        f"web search unavailable: SearxNG at {server.url} answered HTTP 500 Internal Server Error"
+    )
     assert out["notes"] == [
-        f"web search unavailable: SearxNG at {server.url} answered HTTP 500 Internal Server "
-        "Error; answered without web knowledge",
-        "no knowledge reached the generator; the answer is unsupported",
+        f"{down}; answered without web knowledge",
+        "abstained, the generator was not asked: no knowledge passed the strip threshold "
+        "(-0.99); store: no passage used: every passage scores below lower threshold -0.99 "
+        f"(best -1.000); web: {down}",
     ]
+    assert not any("<knowledge>" in p[-1].text for p in fakes.chat.prompts)  # no generation
     assert len(server.requests_to("/search")) == 2  # retried once
     assert server.requests_to("/wiki/Mona_Lisa") == []
 
@@ -242,10 +248,15 @@ def test_a_search_endpoint_on_a_non_public_address_needs_allowed_hosts(
     context = Context(search_provider="searxng", search_url=server.url, fetch_pages=False)
     with use_components(fakes):
         out = graph.invoke({"question": QUESTION}, context=context)
-    assert out["notes"] == [
+    refused = (
         f"web search unavailable: SearxNG at {server.url} was not queried: 127.0.0.1 is a "
         "loopback address; list it in allowed_hosts (CRAG_ALLOWED_HOSTS) if it is a trusted "
-        "instance; answered without web knowledge",
-        "no knowledge reached the generator; the answer is unsupported",
+        "instance"
+    )
+    assert out["notes"] == [
+        f"{refused}; answered without web knowledge",
+        "abstained, the generator was not asked: no knowledge passed the strip threshold "
+        "(-0.99); store: no passage used: every passage scores below lower threshold -0.99 "
+        f"(best -1.000); web: {refused}",
     ]
     assert server.requests_to("/search") == []
