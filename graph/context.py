@@ -93,6 +93,7 @@ class Context(Settings):
         "upper_threshold": -1,
         "lower_threshold": -1,
         "strip_threshold": -1,
+        "abstention_threshold": -1,
         "strip_size": 1,
         "strips_kept": 1,
         "web_results": 1,
@@ -114,6 +115,7 @@ class Context(Settings):
         "upper_threshold": 1,
         "lower_threshold": 1,
         "strip_threshold": 1,
+        "abstention_threshold": 1,
         "strip_size": 1000,
         "strips_kept": 100,
         "web_results": 50,
@@ -274,6 +276,15 @@ class Context(Settings):
             "the store, and the web failed or gave nothing relevant), answer with a fixed "
             "sentence saying so, without asking the generator (abstained: true); off: the "
             "generator answers with no knowledge (crag graph only)."
+        },
+    )
+    abstention_threshold: float = field(
+        default=-0.9,
+        metadata={
+            "description": "Abstain also when knowledge was kept but none of it scores above "
+            "this (the embedding evaluator's strip scale: -0.9 is P(the strip states the "
+            "answer) = 0.05); strips with no score always count. -1: only empty knowledge "
+            "abstains."
         },
     )
     # Ablations (the paper's Tables 2 and 3); the defaults run the full method

@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from graph.context import Context, resolve_context
 from graph.conversation import answer_message
 from graph.progress import emit
-from graph.state import State
+from graph.state import KnowledgeStrip, State
 from nodes.generate import gathered_knowledge, generate
 from prompts.generate import ABSTENTION
 
@@ -45,8 +45,20 @@ def _web_reason(state: State, context: Context) -> str:
     return f"no strip scored above {context.strip_threshold:g}"
 
 
-def abstention_note(state: State, context: Context) -> str:
+def supports_an_answer(knowledge: list[KnowledgeStrip], threshold: float) -> bool:
+    """Whether any strip scores above ``threshold`` (an unscored strip always counts)."""
+    return any(k.get("score") is None or float(k["score"]) > threshold for k in knowledge)
+
+
+def abstention_note(state: State, context: Context, knowledge: list[KnowledgeStrip]) -> str:
     """The note of an abstaining run: which sources gave nothing, and why."""
+    if knowledge:
+        best = max(float(k["score"]) for k in knowledge if k.get("score") is not None)
+        return (
+            "abstained, the generator was not asked: no knowledge scored above the abstention "
+            f"threshold ({context.abstention_threshold:g}): best of {len(knowledge)} strips "
+            f"{best:.3f}"
+        )
     return (
         "abstained, the generator was not asked: no knowledge passed the strip threshold "
         f"({context.strip_threshold:g}); store: {_store_reason(state, context)}; "
@@ -54,10 +66,15 @@ def abstention_note(state: State, context: Context) -> str:
     )
 
 
-def abstain(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """The update of a run that found no knowledge: the abstention sentence, no generator call."""
+def abstain(
+    state: State, runtime: Runtime[Context], knowledge: list[KnowledgeStrip]
+) -> dict[str, Any]:
+    """The update of a run without usable knowledge: the abstention sentence, no generator call.
+
+    ``knowledge`` (too weak to answer from) is named in the note only.
+    """
     context = resolve_context(runtime.context)
-    note = abstention_note(state, context)
+    note = abstention_note(state, context, knowledge)
     logger.info("%s", note)
     emit(runtime, "generate", "abstained")
     message = answer_message(
@@ -79,11 +96,15 @@ def abstain(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 def answer_or_abstain(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Abstain when the run gathered no knowledge, else :func:`~nodes.generate.generate`.
+    """Abstain without knowledge scoring above the abstention threshold, else generate.
 
-    ``abstain_without_knowledge`` off: the generator answers even without knowledge.
+    Generating is :func:`~nodes.generate.generate`. ``abstain_without_knowledge`` off: the
+    generator answers even without knowledge.
     """
     context = resolve_context(runtime.context)
-    if context.abstain_without_knowledge and not gathered_knowledge(state):
-        return abstain(state, runtime)
+    knowledge = gathered_knowledge(state)
+    if context.abstain_without_knowledge and not supports_an_answer(
+        knowledge, context.abstention_threshold
+    ):
+        return abstain(state, runtime, knowledge)
     return generate(state, runtime)

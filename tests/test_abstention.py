@@ -99,3 +99,38 @@ def test_crag_ask_prints_the_abstention_and_why(
     assert captured.out == ABSTENTION + "\n"  # no sources: there were none
     assert "[generate] abstained: no knowledge" in captured.err
     assert "note: abstained, the generator was not asked" in captured.err
+
+
+def test_knowledge_too_weak_to_answer_from_abstains(fake_components: FakeComponents) -> None:
+    # every passage and strip scores -0.95: ambiguous, the strips pass the strip threshold
+    # (-0.99) but none scores above the abstention threshold (-0.9)
+    fake_components.scorer = FixedScoreEvaluator({}, default=-0.95)
+    out = graph.invoke({"question": QUESTION})
+    assert out["action"] == "ambiguous"
+    assert out["abstained"] is True and out["answer"] == ABSTENTION
+    assert out["knowledge"] == []
+    assert generations(fake_components.chat.prompts) == []
+    assert out["notes"][-1].startswith(
+        "abstained, the generator was not asked: no knowledge scored above the abstention "
+        "threshold (-0.9): best of "
+    )
+    assert out["notes"][-1].endswith(" strips -0.950")
+
+
+def test_an_abstention_threshold_of_minus_one_abstains_only_without_knowledge(
+    fake_components: FakeComponents,
+) -> None:
+    fake_components.scorer = FixedScoreEvaluator({}, default=-0.95)
+    out = graph.invoke({"question": QUESTION}, context={"abstention_threshold": -1.0})
+    assert out["abstained"] is False and out["answer"] == "Leonardo da Vinci."
+    assert out["knowledge"] and all(k["score"] == pytest.approx(-0.95) for k in out["knowledge"])
+
+
+def test_unscored_knowledge_always_supports_an_answer() -> None:
+    from nodes.abstain import supports_an_answer
+
+    strip = {"text": "t", "source": "s", "chunk": 0, "origin": "external", "score": None}
+    weak = {**strip, "score": -0.95}
+    assert supports_an_answer([strip], 0.5)  # type: ignore[list-item]
+    assert not supports_an_answer([weak], -0.9)  # type: ignore[list-item]
+    assert not supports_an_answer([], -1.0)
