@@ -70,6 +70,18 @@ def _resolve(name: str, modules: dict[str, Path]) -> str | None:
     return None
 
 
+def _imported_names(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    """The dotted names an import statement written in ``package`` may bring in."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:  # relative: ``from . import x`` in package ``a.b`` is ``a.b.x``
+        parts = package.split(".")
+        anchor = parts[: len(parts) - node.level + 1]
+        base = ".".join([*anchor, base] if base else anchor)
+    return [f"{base}.{alias.name}" for alias in node.names]
+
+
 def module_edges(modules: dict[str, Path], root: Path) -> list[Edge]:
     """Every import of one project module by another, in file and line order."""
     edges: list[Edge] = []
@@ -78,16 +90,9 @@ def module_edges(modules: dict[str, Path], root: Path) -> list[Edge]:
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         where_file = path.relative_to(root).as_posix()
         for node in ast.walk(tree):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join([*anchor, base] if base else anchor)
-                names = [f"{base}.{alias.name}" for alias in node.names]
-            for name in names:
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            for name in _imported_names(node, package):
                 target = _resolve(name, modules)
                 if target is not None and target != module:
                     edges.append(Edge(module, target, f"{where_file}:{node.lineno}"))
