@@ -28,10 +28,10 @@ from typing import Any
 
 from tqdm import tqdm
 
+from evaluation.evaluator_metrics import pair_accuracy, roc_auc
 from evaluation.fanoutqa import leaf_owners, load_split
 from evaluation.pairs import LabelledPair, RetrievalCase, pairs_from_cases
 from evaluator.base import RetrievalEvaluator
-from evaluator.metrics import pair_accuracy, roc_auc
 from nodes.decide_action import trigger_action
 
 logger = logging.getLogger(__name__)
