@@ -282,9 +282,9 @@ def cmd_bench_server(args: argparse.Namespace) -> int:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Ingest files or directories into the store (with ``--prune``, drop vanished files)."""
-    from app.api import ingest
+    from vectorstore.ingestion import ingest_into_store
 
-    report = ingest(args.paths, _context(args), prune=args.prune)
+    report = ingest_into_store(args.paths, _context(args), prune=args.prune)
     for source, error in report.failed:
         _err(f"failed: {source}: {error}")
     for source in report.removed:
@@ -296,9 +296,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_remove(args: argparse.Namespace) -> int:
     """Remove documents from the store by source (or file path)."""
-    from app.api import remove_sources
+    from vectorstore.ingestion import remove_from_store
 
-    report = remove_sources(args.sources, _context(args))
+    report = remove_from_store(args.sources, _context(args))
     for source in report.removed:
         print(f"removed: {source}")
     for item, _ in report.failed:
