@@ -8,7 +8,7 @@ the top-level package for a module no entry covers. The script prints one line p
 units with the places the imports are written, then the imports that go from a lower layer to
 a higher one and the modules no layer covers.
 
-Usage: .venv/bin/python scripts/import_edges.py [--check]
+Usage: .venv/bin/python scripts/import_edges.py [--check] [--root DIR]
     --check   print only the problems; exit 1 if an import goes upward or a module is in no
               layer (``lint-imports`` checks the same contract; this check needs no package)
 """
@@ -115,14 +115,16 @@ def main(argv: list[str] | None = None) -> int:
     """Print the edges between units (or, with ``--check``, only the problems)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="print only the problems")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the repository (default: this)")
     args = parser.parse_args(argv)
-    roots, layers = read_contract(ROOT / "pyproject.toml")
+    root: Path = args.root.resolve()
+    roots, layers = read_contract(root / "pyproject.toml")
     if not roots:
         parser.error("pyproject.toml has no [tool.importlinter] root_packages")
     entries = [entry for layer in layers for entry in layer]
     rank = {entry: len(layers) - index for index, layer in enumerate(layers) for entry in layer}
-    modules = project_modules(ROOT, roots)
-    edges = module_edges(modules, ROOT)
+    modules = project_modules(root, roots)
+    edges = module_edges(modules, root)
 
     def unit(module: str) -> str:
         return unit_of(module, entries) or module.split(".")[0]
@@ -155,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             f"(L{rank[unit(edge.target)]}) at {edge.where}\n"
         )
     for module in unassigned:
-        out.write(f"in no layer: {module} ({modules[module].relative_to(ROOT)})\n")
+        out.write(f"in no layer: {module} ({modules[module].relative_to(root)})\n")
     if args.check and not upward and not unassigned:
         out.write(f"{len(edges)} imports between {len(modules)} modules, none upward\n")
     return 1 if upward or unassigned else 0
