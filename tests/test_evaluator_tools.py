@@ -30,7 +30,7 @@ from evaluation.evaluator_report import (
 from evaluation.fanoutqa import LeafQuestion, dev_file, leaf_questions, load_split
 from evaluation.pairs import RetrievalCase, read_pairs
 from graph.context import Context
-from nodes.decide_action import trigger_action
+from knowledge.action_trigger import trigger_action
 
 TRAIN_IDS = ("f384f0d0b3af54e4", "220852c6d47dfd38")
 """Two train questions with some gold pages in the corpus (moons; mountains)."""
