@@ -1,6 +1,7 @@
 # Quick start:
 #   make ask Q="Who painted the Mona Lisa?"   install everything, answer from the default corpus
-#   make test                                 install with dev tools, lint, type-check, test
+#   make test                                 install with dev tools, lint, type-check, check the
+#                                             import layers (lint-imports), test
 #   make serve                                LangGraph server (and Studio) on 127.0.0.1:$(PORT)
 #   make bench                                load test: $(RUNS) concurrent runs on a local server
 #   make eval EVAL_ARGS="--limit 5"           the benchmark: CRAG vs RAG, ablations (crag eval)
@@ -26,6 +27,7 @@ lint:
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy
+	.venv/bin/lint-imports
 
 test: install-dev lint
 	.venv/bin/python -m pytest

@@ -1,29 +1,48 @@
-"""Python entry points: ask questions (sync, async, on persistent threads), ingest documents."""
+"""Python entry points: ask questions (sync, async, on persistent threads), ingest documents.
+
+Ingestion and removal are :mod:`vectorstore.ingestion`'s, offered here with the rest.
+"""
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.embeddings import Embeddings
-
 from graph.builder import build_graph, graph
-from graph.context import Context, IngestContext
+from graph.context import Context
 from graph.state import ChatOutputState
+from vectorstore.ingestion import (
+    ingest_into_store,
+    inline_document,
+    open_configured_store,
+    remove_from_store,
+)
 
 if TYPE_CHECKING:
-    from langchain_chroma import Chroma
     from langchain_core.runnables import RunnableConfig
     from langgraph.graph.state import CompiledStateGraph
 
     from graph.state import ChatInputState, State
-    from vectorstore.ingest import ChunkProgress, IngestReport
-    from vectorstore.loaders import LoadedDocument
 
     CragGraph = CompiledStateGraph[State, Context, ChatInputState, ChatOutputState]
+
+__all__ = [
+    "DEFAULT_THREADS_PATH",
+    "OUTPUT_KEYS",
+    "aask",
+    "apersistent_graph",
+    "ask",
+    "ingest_into_store",
+    "inline_document",
+    "open_configured_store",
+    "output_of",
+    "persistent_graph",
+    "remove_from_store",
+    "thread_config",
+    "thread_turns",
+]
 
 OUTPUT_KEYS = (
     "answer",
@@ -40,9 +59,6 @@ OUTPUT_KEYS = (
 
 DEFAULT_THREADS_PATH = ".crag/threads.sqlite"
 """Where :func:`persistent_graph` and ``crag ask --thread`` keep conversations."""
-
-INLINE_SOURCE_PREFIX = "inline:"
-"""Source of an inline document given without one: ``inline:`` and a hash of its text."""
 
 
 def output_of(state: Mapping[str, Any]) -> ChatOutputState:
@@ -122,163 +138,3 @@ def thread_turns(graph_with_threads: CragGraph, thread_id: str) -> list[dict[str
         )
     turns.reverse()
     return turns
-
-
-def inline_document(
-    text: str, source: str | None = None, title: str | None = None
-) -> LoadedDocument:
-    """A document given as text rather than a file.
-
-    Args:
-        text: The document text.
-        source: Its identifier in the store (re-ingesting the same source replaces or skips
-            it); default ``inline:`` and the first 16 hex digits of the text's SHA-1.
-        title: Its title, put on the first line (as for the bundled corpus) unless the text
-            already starts with it.
-    """
-    from vectorstore.loaders import LoadedDocument
-
-    body = text.strip()
-    clean_title = title.strip() if title and title.strip() else None
-    if clean_title and not body.startswith(clean_title):
-        body = f"{clean_title}\n{body}"
-    name = source.strip() if source and source.strip() else ""
-    if not name:
-        name = INLINE_SOURCE_PREFIX + hashlib.sha1(body.encode("utf-8")).hexdigest()[:16]
-    return LoadedDocument(
-        source=name,
-        text=body,
-        sha256=hashlib.sha256(body.encode("utf-8")).hexdigest(),
-        title=clean_title,
-    )
-
-
-def open_configured_store(
-    settings: Context | IngestContext, *, create: bool, writable: bool = False
-) -> Chroma:
-    """Open the store the settings name: on disk, or on a Chroma server when ``chroma_host``.
-
-    The embedder is the process-wide one, its calls serialised with every run's. With
-    ``writable`` a read-only store on disk is refused at once (see ``open_store``).
-    """
-    from app.wiring import locked_embeddings
-    from vectorstore.store import open_store
-
-    return open_store(
-        settings.store_path,
-        settings.collection,
-        locked_embeddings(settings.embedder),
-        create=create,
-        host=settings.chroma_host,
-        port=settings.chroma_port,
-        ssl=settings.chroma_ssl,
-        writable=writable,
-    )
-
-
-def ingest(
-    paths: Sequence[str | Path],
-    context: Context | IngestContext | None = None,
-    *,
-    documents: Sequence[LoadedDocument] = (),
-    prune: bool = False,
-    root: str | Path | None = None,
-    progress: bool = True,
-    on_progress: ChunkProgress | None = None,
-) -> IngestReport:
-    """Ingest files, directories and inline documents into the configured store.
-
-    One ingestion at a time per store: a second one waits for the first, then finds its
-    documents unchanged. A read-only store is refused with an error that says so.
-
-    Args:
-        paths: Files and/or directories (searched recursively).
-        context: Which store (``store_path`` or ``chroma_host``/``chroma_port``, and
-            ``collection``) and embedder; an :class:`IngestContext` also sets the chunking.
-        documents: Documents given as text (see :func:`inline_document`).
-        prune: Also remove the stored documents under ``paths`` whose files no longer exist.
-        root: Read only files whose real path lies in this directory (symbolic links
-            followed); the others are listed in ``report.failed``.
-        progress: Show a progress bar on stderr.
-        on_progress: Called with ``(chunks_written, chunks_to_write)`` as chunks are written
-            (files first, then inline documents).
-
-    Returns:
-        One report for files and documents: added, skipped, replaced, removed, failed, chunks.
-
-    Raises:
-        StoreError: The store cannot be opened, read or written, or is read-only.
-        ValueError: Invalid chunking parameters.
-    """
-    from vectorstore.ingest import IngestReport, ingest_documents, ingest_paths
-
-    settings = context or Context()
-    chunking: dict[str, int] = {}
-    if isinstance(settings, IngestContext):
-        chunking = {"chunk_size": settings.chunk_size, "chunk_overlap": settings.chunk_overlap}
-    store = open_configured_store(settings, create=True, writable=True)
-    report = IngestReport()
-    if paths:
-        report = ingest_paths(
-            list(paths),
-            store,
-            progress=progress,
-            on_progress=on_progress,
-            root=root,
-            prune=prune,
-            **chunking,
-        )
-    if documents:
-        inline = ingest_documents(
-            documents, store, progress=progress, on_progress=on_progress, **chunking
-        )
-        report.added += inline.added
-        report.skipped += inline.skipped
-        report.replaced += inline.replaced
-        report.failed += inline.failed
-        report.removed += inline.removed
-        report.chunks_added += inline.chunks_added
-    return report
-
-
-def remove_sources(
-    sources: Sequence[str], context: Context | IngestContext | None = None
-) -> IngestReport:
-    """Remove documents from the configured store (it must exist).
-
-    Args:
-        sources: Stored sources (``wikipedia:Title``, ``inline:...``, ``FILE#lineN``) or file
-            paths; a JSON Lines file removes all its lines.
-        context: Which store and collection.
-
-    Returns:
-        A report: ``removed`` lists the sources removed, ``failed`` the items not in the store.
-
-    Raises:
-        StoreError: The store is missing, cannot be read or written, or is read-only.
-    """
-    from vectorstore.ingest import remove_sources as remove_from_store
-    from vectorstore.store import open_store
-
-    settings = context or Context()
-    store = open_store(
-        settings.store_path,
-        settings.collection,
-        _NoEmbeddings(),  # removing embeds nothing: do not load the embedder
-        create=False,
-        host=settings.chroma_host,
-        port=settings.chroma_port,
-        ssl=settings.chroma_ssl,
-        writable=True,
-    )
-    return remove_from_store(store, sources)
-
-
-class _NoEmbeddings(Embeddings):
-    """The embedder of a store opened only to delete from it: any embedding is a bug."""
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        raise RuntimeError("this store was opened for removal only; it cannot embed")
-
-    def embed_query(self, text: str) -> list[float]:
-        raise RuntimeError("this store was opened for removal only; it cannot embed")

@@ -95,7 +95,11 @@ def _report_update(node: str, update: dict[str, Any]) -> None:
         for strip in strips:
             _err(f"    {_score(strip['score'])}  {strip['source']}")
     elif node == "generate":
-        _err("[generate] abstained: no knowledge" if update.get("abstained") else "[generate] done")
+        _err(
+            "[generate] abstained: no usable knowledge"
+            if update.get("abstained")
+            else "[generate] done"
+        )
     for note in update.get("notes", []) if isinstance(update.get("notes"), list) else []:
         _err(f"    note: {note}")
 
@@ -315,9 +319,9 @@ def cmd_bench_server(args: argparse.Namespace) -> int:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Ingest files or directories into the store (with ``--prune``, drop vanished files)."""
-    from app.api import ingest
+    from vectorstore.ingestion import ingest_into_store
 
-    report = ingest(args.paths, _context(args), prune=args.prune)
+    report = ingest_into_store(args.paths, _context(args), prune=args.prune)
     for source, error in report.failed:
         _err(f"failed: {source}: {error}")
     for source in report.removed:
@@ -329,9 +333,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_remove(args: argparse.Namespace) -> int:
     """Remove documents from the store by source (or file path)."""
-    from app.api import remove_sources
+    from vectorstore.ingestion import remove_from_store
 
-    report = remove_sources(args.sources, _context(args))
+    report = remove_from_store(args.sources, _context(args))
     for source in report.removed:
         print(f"removed: {source}")
     for item, _ in report.failed:

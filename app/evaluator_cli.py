@@ -32,7 +32,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluator.calibration import PAPER_LOWER, PAPER_UPPER
+from evaluation.evaluator_calibration import PAPER_LOWER, PAPER_UPPER
 
 logger = logging.getLogger(__name__)
 
@@ -138,8 +138,8 @@ def _describe(result: Any) -> list[str]:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Fine-tune an evaluator on pair files."""
+    from evaluation.evaluator_training.trainer import train_evaluator
     from evaluation.pairs import read_pairs
-    from evaluator.training.trainer import train_evaluator
 
     pairs = read_pairs(Path(p) for p in args.pairs)
     if not pairs:
@@ -192,9 +192,9 @@ def score_pairs(evaluator: Any, pairs: list[Any]) -> list[float]:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Fit the upper and lower thresholds of the action trigger on scored pairs."""
+    from evaluation.evaluator_calibration import fit_thresholds
+    from evaluation.evaluator_metrics import pair_accuracy, roc_auc
     from evaluation.pairs import read_pairs
-    from evaluator.calibration import fit_thresholds
-    from evaluator.metrics import pair_accuracy, roc_auc
     from evaluator.registry import load_evaluator
 
     if not 0.0 < args.target_precision <= 1.0:
@@ -344,7 +344,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """Time batched, one-pair-per-call, the paper's way and int8 batched scoring."""
     import torch
 
-    from evaluator.bench import MODELS, format_bench, run_bench
+    from evaluation.evaluator_bench import MODELS, format_bench, run_bench
 
     names = [name.strip().lower() for name in args.models.split(",") if name.strip()]
     unknown = [name for name in names if name not in MODELS]

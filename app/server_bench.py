@@ -177,8 +177,8 @@ def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
 
 def build_bench_store(path: Path, documents: int = 50) -> Path:
     """Ingest ``documents`` bundled summaries, the answering pages included, into ``path``."""
-    from app.wiring import locked_embeddings
     from vectorstore.corpus import load_corpus
+    from vectorstore.embeddings import locked_embeddings
     from vectorstore.ingest import ingest_documents
     from vectorstore.store import open_store
 

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, get_args, get_origin
+from typing import Any
 
 from graph.context import Context
 from graph.setting_checks import InvalidSettingError, check_known, parse_text
-
-
-def _kind(annotation: Any) -> type:
-    """The Python type a command-line value is converted to (a ``Literal`` of strings: str)."""
-    if get_origin(annotation) is not None:
-        return type(get_args(annotation)[0])
-    return annotation if isinstance(annotation, type) else str
 
 
 def parse_settings(pairs: list[str], base: dict[str, Any] | None = None) -> Context:
@@ -33,5 +26,5 @@ def parse_settings(pairs: list[str], base: dict[str, Any] | None = None) -> Cont
         if not sep:
             raise InvalidSettingError(f"--set takes KEY=VALUE, got {pair!r}")
         check_known([key], names)
-        values[key] = parse_text(raw, _kind(hints[key]), f"setting {key}")
+        values[key] = parse_text(raw, hints[key], f"setting {key}")
     return Context.from_mapping(values)

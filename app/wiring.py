@@ -2,9 +2,10 @@
 
 Concurrent runs (the LangGraph server runs several at once, each node on a worker thread)
 share one instance of every model. The generator serialises its own calls
-(:class:`generator.local.LocalChatModel` holds a lock); the evaluator and the store's embedder
-are wrapped here so that their model calls are serialised too, one lock per model: the
-``embedding`` evaluator and the store share the sentence embedder, so they share its lock.
+(:class:`generator.local.LocalChatModel` holds a lock); the evaluator is wrapped here, and the
+store's embedder by :func:`vectorstore.embeddings.locked_embeddings`, so that their model calls
+are serialised too, one lock per model (:mod:`graph.model_locks`): the ``embedding`` evaluator
+and the store share the sentence embedder, so they share its lock.
 A cancelled run stops waiting for a lock (:func:`graph.cancellation.holding`), and its model
 work stops at the next batch or token, which releases the lock within about a second.
 """
@@ -16,10 +17,9 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.embeddings import Embeddings
-
 from graph.cancellation import holding
 from graph.context import Context
+from graph.model_locks import model_lock
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -31,25 +31,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 StoreKey = tuple[str, str, str, bool, int, str, int, bool]
-
-
-class LockedEmbeddings(Embeddings):
-    """An embedder whose calls hold a lock: one forward pass at a time on a shared model."""
-
-    def __init__(self, inner: Embeddings, lock: threading.Lock) -> None:
-        """Wrap ``inner``; ``lock`` is shared with every other user of the same model."""
-        self.inner = inner
-        self.lock = lock
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed documents, one call at a time."""
-        with holding(self.lock):
-            return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        """Embed a query, one call at a time."""
-        with holding(self.lock):
-            return self.inner.embed_query(text)
 
 
 class LockedEvaluator:
@@ -70,30 +51,6 @@ class LockedEvaluator:
         if name == "inner":  # not set yet (e.g. while copying): no recursion
             raise AttributeError(name)
         return getattr(self.inner, name)
-
-
-_model_locks: dict[str, threading.Lock] = {}
-_model_locks_guard = threading.Lock()
-
-
-def model_lock(key: str) -> threading.Lock:
-    """The process-wide lock serialising calls to the model ``key`` (created on first use).
-
-    Keys: ``"embedder:NAME"`` for a sentence embedder (the store's and the ``embedding``
-    evaluator's), ``"evaluator:NAME:MODEL"`` for the other evaluators.
-    """
-    with _model_locks_guard:
-        lock = _model_locks.get(key)
-        if lock is None:
-            lock = _model_locks[key] = threading.Lock()
-        return lock
-
-
-def locked_embeddings(name: str) -> LockedEmbeddings:
-    """The shared embedder ``name`` (loaded once per process), its calls serialised."""
-    from vectorstore.embeddings import load_embeddings
-
-    return LockedEmbeddings(load_embeddings(name), model_lock(f"embedder:{name}"))
 
 
 def store_key(context: Context) -> StoreKey:
@@ -126,6 +83,7 @@ class DefaultComponents:
     def vectorstore(self, context: Context) -> VectorStore:
         """Open the store; fill it from the bundled corpus first if allowed and it is empty."""
         from vectorstore.corpus import ensure_default_corpus
+        from vectorstore.embeddings import locked_embeddings
         from vectorstore.store import StoreError, count, open_store, server_url
 
         key = store_key(context)
@@ -160,6 +118,7 @@ class DefaultComponents:
     def evaluator(self, context: Context) -> RetrievalEvaluator:
         """The evaluator named by ``context.evaluator`` (cached by the registry), serialised."""
         from evaluator.registry import load_evaluator
+        from vectorstore.embeddings import embedder_lock
 
         with self._lock:
             inner = load_evaluator(
@@ -173,11 +132,11 @@ class DefaultComponents:
             if wrapped is None or wrapped.inner is not inner:
                 name = context.evaluator.strip().lower()
                 if name == "embedding":
-                    lock_key = f"embedder:{context.embedder}"
+                    lock = embedder_lock(context.embedder)
                 else:
                     int8 = ":int8" if context.evaluator_int8 else ""
-                    lock_key = f"evaluator:{name}:{context.evaluator_model}{int8}"
-                wrapped = LockedEvaluator(inner, model_lock(lock_key))
+                    lock = model_lock(f"evaluator:{name}:{context.evaluator_model}{int8}")
+                wrapped = LockedEvaluator(inner, lock)
                 self._evaluators[id(inner)] = wrapped
             return wrapped
 

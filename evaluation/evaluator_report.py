@@ -6,10 +6,10 @@ Two kinds of figures, per evaluator back end:
   from the questions whose gold page is in the store: pair accuracy (a score above 0 agrees
   with the +1/-1 label) and ROC AUC.
 * The paper's measure of the action trigger, over *every* leaf question (also those whose gold
-  page is not in the store): the action :func:`nodes.decide_action.trigger_action` takes on the
-  scores of the top-k retrieved passages, against whether a passage of the gold page is in the
-  top k. Correct agrees when the gold page was retrieved, Incorrect when it was not; Ambiguous
-  agrees with neither.
+  page is not in the store): the action :func:`knowledge.action_trigger.trigger_action` takes
+  on the scores of the top-k retrieved passages, against whether a passage of the gold page is
+  in the top k. Correct agrees when the gold page was retrieved, Incorrect when it was not;
+  Ambiguous agrees with neither.
 
 It also guards the split: ids outside the split file's ``train`` and ``dev`` lists are held out
 and refused.
@@ -28,11 +28,11 @@ from typing import Any
 
 from tqdm import tqdm
 
+from evaluation.evaluator_metrics import pair_accuracy, roc_auc
 from evaluation.fanoutqa import leaf_owners, load_split
 from evaluation.pairs import LabelledPair, RetrievalCase, pairs_from_cases
 from evaluator.base import RetrievalEvaluator
-from evaluator.metrics import pair_accuracy, roc_auc
-from nodes.decide_action import trigger_action
+from knowledge.action_trigger import trigger_action
 
 logger = logging.getLogger(__name__)
 

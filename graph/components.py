@@ -1,17 +1,22 @@
 """The components nodes call, behind one provider so that tests can swap them.
 
 Nodes ask :func:`current_components` for the vector store, evaluator, chat model and search
-provider matching the run's :class:`~graph.context.Context`. The default provider
-(:class:`app.wiring.DefaultComponents`) loads each real component once per process and shares
-it between runs; tests install fakes with :func:`use_components`.
+provider matching the run's :class:`~graph.context.Context`. The default provider, the app's
+(:data:`DEFAULT_COMPONENTS`), loads each real component once per process and shares it between
+runs; tests install fakes with :func:`use_components`.
+
+The default is named here, not imported: the app sits in the top layer and this module below
+the nodes, so the name is resolved on the first call that needs it (the first run, on the
+LangGraph server as in Python), never at import.
 """
 
 from __future__ import annotations
 
+import importlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -42,6 +47,9 @@ class Components(Protocol):
         ...
 
 
+DEFAULT_COMPONENTS = "app.wiring:DefaultComponents"
+"""``module:attribute`` of the default provider's class (built once per process, no arguments)."""
+
 _lock = threading.Lock()
 _override: Components | None = None
 _default: Components | None = None
@@ -54,10 +62,14 @@ def current_components() -> Components:
         return _override
     with _lock:
         if _default is None:
-            from app.wiring import DefaultComponents
-
-            _default = DefaultComponents()
+            _default = _default_factory()()
         return _default
+
+
+def _default_factory() -> Callable[[], Components]:
+    """Import the class :data:`DEFAULT_COMPONENTS` names."""
+    module, _, attribute = DEFAULT_COMPONENTS.partition(":")
+    return cast("Callable[[], Components]", getattr(importlib.import_module(module), attribute))
 
 
 @contextmanager

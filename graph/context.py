@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from graph.allowed_hosts import parse_allowed_hosts
 from graph.setting_checks import InvalidSettingError, Settings, env_default, env_name
-from websearch.safety import AddressPolicy
 
 __all__ = [
     "CHROMA_HOST_DESCRIPTION",
@@ -406,7 +406,7 @@ class Context(Settings):
                 "an action cannot be forced and removed at once"
             )
         try:
-            AddressPolicy.from_setting(self.allowed_hosts)
+            parse_allowed_hosts(self.allowed_hosts)
         except ValueError as exc:
             raise InvalidSettingError(f"setting {exc}") from None
 

@@ -27,6 +27,7 @@ from typing_extensions import TypedDict
 from graph.context import IngestContext, resolve_ingest_context
 from graph.progress import emit
 from graph.run_context import RunIngestContext
+from vectorstore.ingestion import ingest_into_store, inline_document
 
 logger = logging.getLogger(__name__)
 
@@ -154,9 +155,6 @@ def ingest_node(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str
     With ``CRAG_INGEST_ROOT`` set, every file read (named or found in a named directory) must
     have its real path, symbolic links followed, inside that directory.
     """
-    from app.api import ingest as ingest_into_store
-    from app.api import inline_document
-
     context = resolve_ingest_context(runtime.context)
     root = context.ingest_root.strip()
     paths = _paths(state.get("paths"), root)

@@ -45,15 +45,25 @@ def parse_bool(raw: str, what: str) -> bool:
     raise InvalidSettingError(f"{what} must be true or false, not {raw!r}")
 
 
-def parse_text(raw: str, kind: type, what: str) -> Any:
-    """Text (a command-line value or an environment variable) as a value of ``kind``.
+def _text_type(declared: Any) -> type:
+    """The type a setting declared as ``declared`` is read as from text (a ``Literal``: str)."""
+    if get_origin(declared) is not None:
+        return type(get_args(declared)[0])
+    return declared if isinstance(declared, type) else str
 
-    ``kind`` is ``bool``, ``int``, ``float`` or ``str`` (anything else is returned as text).
+
+def parse_text(raw: str, declared: Any, what: str) -> Any:
+    """Text (a command-line value or an environment variable) as a value of a setting's type.
+
+    One parser for ``--set KEY=VALUE`` and ``CRAG_<NAME>``: ``declared`` is the setting's
+    declared type (``bool``, ``int``, ``float``, ``str`` or a ``Literal`` of strings, read as
+    text); booleans are :func:`parse_bool`'s.
 
     Raises:
-        InvalidSettingError: the text is not a value of that kind; the message starts with
+        InvalidSettingError: the text is not a value of that type; the message starts with
             ``what``.
     """
+    kind = _text_type(declared)
     if kind is bool:
         return parse_bool(raw, what)
     try:

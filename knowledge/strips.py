@@ -1,10 +1,12 @@
-"""Decompose passages into knowledge strips (the paper's decompose step)."""
+"""Decompose passages into knowledge strips (the paper's decompose step), or keep them whole."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Literal
 
+from graph.state import KnowledgeStrip, RetrievedPassage
 from knowledge.lexical import heading_of
 
 StripMode = Literal["sentences", "words", "passage"]
@@ -68,3 +70,17 @@ def decompose(text: str, mode: StripMode = "sentences", size: int = 1) -> list[s
         else:
             strips = [" ".join(sentences[i : i + size]) for i in range(0, len(sentences), size)]
     return [f"{heading}\n{strip}" if heading else strip for strip in strips if strip]
+
+
+def as_internal_knowledge(documents: Sequence[RetrievedPassage]) -> list[KnowledgeStrip]:
+    """Passages, whole, as internal knowledge strips (keeping their scores, if any)."""
+    return [
+        {
+            "text": doc["text"],
+            "source": doc["source"],
+            "chunk": doc["chunk"],
+            "origin": "internal",
+            "score": doc["score"],
+        }
+        for doc in documents
+    ]

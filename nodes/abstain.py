@@ -47,13 +47,14 @@ def _web_reason(state: State, context: Context) -> str:
 
 def supports_an_answer(knowledge: list[KnowledgeStrip], threshold: float) -> bool:
     """Whether any strip scores above ``threshold`` (an unscored strip always counts)."""
-    return any(k.get("score") is None or float(k["score"]) > threshold for k in knowledge)
+    scores = [k.get("score") for k in knowledge]
+    return any(score is None or score > threshold for score in scores)
 
 
 def abstention_note(state: State, context: Context, knowledge: list[KnowledgeStrip]) -> str:
     """The note of an abstaining run: which sources gave nothing, and why."""
     if knowledge:
-        best = max(float(k["score"]) for k in knowledge if k.get("score") is not None)
+        best = max(score for k in knowledge if (score := k.get("score")) is not None)
         return (
             "abstained, the generator was not asked: no knowledge scored above the abstention "
             f"threshold ({context.abstention_threshold:g}): best of {len(knowledge)} strips "

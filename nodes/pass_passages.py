@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from graph.context import Context
 from graph.progress import emit
-from graph.state import KnowledgeStrip, RetrievedPassage, State
-
-
-def as_internal_knowledge(documents: Sequence[RetrievedPassage]) -> list[KnowledgeStrip]:
-    """Passages, whole, as internal knowledge strips (keeping their scores, if any)."""
-    return [
-        {
-            "text": doc["text"],
-            "source": doc["source"],
-            "chunk": doc["chunk"],
-            "origin": "internal",
-            "score": doc["score"],
-        }
-        for doc in documents
-    ]
+from graph.state import State
+from knowledge.strips import as_internal_knowledge
 
 
 def pass_passages(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -13,8 +13,7 @@ from graph.context import Context, resolve_context
 from graph.progress import emit
 from graph.state import KnowledgeStrip, RetrievedPassage, State
 from knowledge.selection import select_top
-from knowledge.strips import decompose
-from nodes.pass_passages import as_internal_knowledge
+from knowledge.strips import as_internal_knowledge, decompose
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from graph.components import current_components
 from graph.context import Context, resolve_context
 from graph.progress import emit
 from graph.state import RetrievedPassage, State
-from nodes.pass_passages import as_internal_knowledge
+from knowledge.strips import as_internal_knowledge
 from nodes.web_search import web_search
 from prompts.tutorial import grader_messages, rewriter_messages
 

@@ -7,7 +7,7 @@ import pytest
 
 from graph.builder import graph
 from graph.context import Context, InvalidSettingError
-from nodes.decide_action import trigger_action
+from knowledge.action_trigger import trigger_action
 from tests.fakes import FakeComponents, StaticSearch
 from websearch.base import SearchResult
 

@@ -97,7 +97,7 @@ def test_crag_ask_prints_the_abstention_and_why(
     assert main(["ask", QUESTION]) == 0
     captured = capsys.readouterr()
     assert captured.out == ABSTENTION + "\n"  # no sources: there were none
-    assert "[generate] abstained: no knowledge" in captured.err
+    assert "[generate] abstained: no usable knowledge" in captured.err
     assert "note: abstained, the generator was not asked" in captured.err
 
 

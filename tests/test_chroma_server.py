@@ -2,9 +2,9 @@
 
 The key store tests (ingest and retrieve, idempotent re-ingestion, changed documents, missing
 collection) run against both modes; the server mode also has its own errors (unreachable, not a
-Chroma server) and is driven through the wiring (the CRAG graph), ``app.api.ingest`` and
-``crag ingest``. One Chroma server is started for the module, on a free port with a temporary
-path, and stopped by PID at the end.
+Chroma server) and is driven through the wiring (the CRAG graph),
+``app.api.ingest_into_store`` and ``crag ingest``. One Chroma server is started for the module,
+on a free port with a temporary path, and stopped by PID at the end.
 """
 
 from __future__ import annotations
@@ -243,10 +243,9 @@ def test_graph_retrieves_from_the_chroma_server(chroma: ChromaServer, collection
     with pytest.raises(StoreError, match=rf"no collection '{collection}' in the Chroma server"):
         wiring.vectorstore(context)
 
-    from app.api import ingest as api_ingest
-    from app.api import inline_document
+    from app.api import ingest_into_store, inline_document
 
-    report = api_ingest(
+    report = ingest_into_store(
         [],
         IngestContext(collection=collection, **chroma.settings()),
         documents=[inline_document(OTTERS, source="notes:otters", title="Otters")],

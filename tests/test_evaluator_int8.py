@@ -11,8 +11,8 @@ import pytest
 import torch
 from langchain_core.language_models import BaseChatModel
 
+from evaluation.evaluator_bench import LocalT5Scorer, int8_copy, time_modes
 from evaluator.base import EvaluatorError
-from evaluator.bench import LocalT5Scorer, int8_copy, time_modes
 from evaluator.cross_encoder import CrossEncoderEvaluator, check_int8_device, quantize_int8
 from evaluator.registry import load_evaluator
 from evaluator.t5 import T5Evaluator

@@ -13,6 +13,13 @@ from typing import Any
 import pytest
 
 from app.evaluator_cli import add_evaluator_commands
+from evaluation.evaluator_calibration import (
+    PAPER_LOWER,
+    PAPER_UPPER,
+    fit_thresholds,
+    threshold_between,
+)
+from evaluation.evaluator_metrics import average_ranks, pair_accuracy, roc_auc
 from evaluation.evaluator_report import (
     BackendReport,
     check_ids,
@@ -22,10 +29,8 @@ from evaluation.evaluator_report import (
 )
 from evaluation.fanoutqa import LeafQuestion, dev_file, leaf_questions, load_split
 from evaluation.pairs import RetrievalCase, read_pairs
-from evaluator.calibration import PAPER_LOWER, PAPER_UPPER, fit_thresholds, threshold_between
-from evaluator.metrics import average_ranks, pair_accuracy, roc_auc
 from graph.context import Context
-from nodes.decide_action import trigger_action
+from knowledge.action_trigger import trigger_action
 
 TRAIN_IDS = ("f384f0d0b3af54e4", "220852c6d47dfd38")
 """Two train questions with some gold pages in the corpus (moons; mountains)."""
@@ -591,7 +596,7 @@ def test_calibrate_refuses_pairs_of_held_out_questions(tmp_path: Path) -> None:
 def test_train_command_calls_the_trainer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import evaluator.training.trainer as trainer
+    import evaluation.evaluator_training.trainer as trainer
 
     calls: list[tuple[Any, ...]] = []
 

@@ -4,7 +4,7 @@ import pytest
 
 from graph.context import Context
 from graph.routers import route_action, route_tutorial
-from nodes.decide_action import trigger_action
+from knowledge.action_trigger import trigger_action
 
 
 @pytest.mark.parametrize(

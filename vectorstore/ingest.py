@@ -242,7 +242,7 @@ def _write_documents(
     writer.finish()
 
 
-def _ingest(
+def _write_under_lock(
     report: IngestReport,
     docs: Iterable[LoadedDocument],
     store: Chroma,
@@ -313,7 +313,7 @@ def ingest_documents(
         ValueError: Invalid chunking parameters.
     """
     options = _WriteOptions(_splitter(chunk_size, chunk_overlap), progress, batch_size, on_progress)
-    return _ingest(IngestReport(), docs, store, options)
+    return _write_under_lock(IngestReport(), docs, store, options)
 
 
 def _outside(path: Path, root: Path) -> bool:
@@ -403,4 +403,4 @@ def ingest_paths(
         if prune:
             report.removed.extend(prune_missing(store, paths))
 
-    return _ingest(report, docs, store, options, then=remove_stale)
+    return _write_under_lock(report, docs, store, options, then=remove_stale)

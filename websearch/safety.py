@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+from graph.allowed_hosts import IPAddress, IPNetwork, parse_allowed_hosts, parse_ip
 
 ALLOWED_SCHEMES = frozenset({"http", "https"})
 
@@ -70,14 +69,6 @@ def address_kind(address: IPAddress) -> str | None:
     return None
 
 
-def parse_ip(host: str) -> IPAddress | None:
-    """``host`` as an IP address (brackets and IPv6 scope allowed), or ``None`` for a name."""
-    try:
-        return ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return None
-
-
 @dataclass(frozen=True)
 class AddressPolicy:
     """The allow-list for addresses that are not public.
@@ -97,25 +88,8 @@ class AddressPolicy:
         Raises:
             ValueError: an entry is empty after trimming or is not a valid name or network.
         """
-        entries = allowed_hosts.split(",") if isinstance(allowed_hosts, str) else allowed_hosts
-        hosts: set[str] = set()
-        networks: list[IPNetwork] = []
-        for raw in entries:
-            entry = raw.strip().lower().rstrip(".")
-            if not entry:
-                continue
-            if "/" in entry or parse_ip(entry) is not None:
-                try:
-                    networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
-                except ValueError as exc:
-                    raise ValueError(
-                        f"allowed_hosts: {raw.strip()!r} is not valid ({exc})"
-                    ) from exc
-            elif any(ch in entry for ch in " /:@?#"):
-                raise ValueError(f"allowed_hosts: {raw.strip()!r} is not a host name")
-            else:
-                hosts.add(entry)
-        return cls(frozenset(hosts), tuple(networks))
+        hosts, networks = parse_allowed_hosts(allowed_hosts)
+        return cls(hosts, networks)
 
     @property
     def key(self) -> tuple[tuple[str, ...], tuple[str, ...]]:

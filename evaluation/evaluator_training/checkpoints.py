@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from evaluator.training.backends import Backend, save_model
-from evaluator.training.errors import TrainingError
+from evaluation.evaluator_training.backends import Backend, save_model
+from evaluation.evaluator_training.errors import TrainingError
 
 logger = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from evaluation.evaluator_training.errors import TrainingError
 from evaluation.pairs import LabelledPair
-from evaluator.training.errors import TrainingError
 
 Kind = Literal["cross-encoder", "t5"]
 """Which evaluator back end to train."""

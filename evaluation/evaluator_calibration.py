@@ -12,7 +12,7 @@ and its label (+1 gold page, -1 not), :func:`fit_thresholds` picks
 
 Thresholds lie in the gaps between observed scores, at the shortest decimal near the middle
 of the gap, so they print cleanly and do not sit on a training score. The comparisons are
-strict, as in :func:`nodes.decide_action.trigger_action`.
+strict, as in :func:`knowledge.action_trigger.trigger_action`.
 """
 
 from __future__ import annotations

@@ -25,10 +25,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from evaluation.pairs import LabelledPair
-from evaluator.t5 import DEFAULT_TEMPLATE
-from evaluator.training.backends import Backend, export_model, load_backend, resolve_base_model
-from evaluator.training.checkpoints import (
+from evaluation.evaluator_training.backends import (
+    Backend,
+    export_model,
+    load_backend,
+    resolve_base_model,
+)
+from evaluation.evaluator_training.checkpoints import (
     TrainerState,
     find_checkpoint,
     load_optimizer_state,
@@ -38,7 +41,7 @@ from evaluator.training.checkpoints import (
     restore_rng,
     save_checkpoint,
 )
-from evaluator.training.data import (
+from evaluation.evaluator_training.data import (
     KINDS,
     Features,
     Kind,
@@ -50,7 +53,9 @@ from evaluator.training.data import (
     pad_batch,
     pairs_digest,
 )
-from evaluator.training.errors import TrainingError
+from evaluation.evaluator_training.errors import TrainingError
+from evaluation.pairs import LabelledPair
+from evaluator.t5 import DEFAULT_TEMPLATE
 
 logger = logging.getLogger(__name__)
 
@@ -206,9 +211,9 @@ def train_evaluator(
     Every epoch visits the pairs once in a shuffled order that depends only on ``seed`` and
     the epoch; batches are padded to their longest pair. Every ``checkpoint_every`` steps and
     at the end, a resumable checkpoint goes to ``out_dir/checkpoint`` (see
-    :mod:`evaluator.training.checkpoints`); with ``resume`` a run continues from it at the exact
-    step and ends with the weights an uninterrupted run would have (on the same hardware and
-    thread count). At the end the model, tokenizer and ``crag_evaluator.json`` go to
+    :mod:`evaluation.evaluator_training.checkpoints`); with ``resume`` a run continues from it
+    at the exact step and ends with the weights an uninterrupted run would have (on the same
+    hardware and thread count). At the end the model, tokenizer and ``crag_evaluator.json`` go to
     ``out_dir``: a cross-encoder folder loads with ``sentence_transformers.CrossEncoder``
     (raw regression output), a T5 folder with :class:`evaluator.t5.T5Evaluator`.
 
@@ -228,8 +233,8 @@ def train_evaluator(
             with the same settings and pairs); otherwise start afresh and replace it.
         progress: Show a tqdm progress bar (on stderr, with the loss).
         balance: Weight the loss so positives and negatives count equally (see
-            :func:`evaluator.training.data.loss_weights`: keeps 0 the regression's decision
-            point despite FanOutQA's ~1:9 imbalance).
+            :func:`evaluation.evaluator_training.data.loss_weights`: keeps 0 the regression's
+            decision point despite FanOutQA's ~1:9 imbalance).
         warmup_ratio: Fraction of the steps with linearly rising learning rate; it then decays
             linearly to 0.
         weight_decay: AdamW weight decay (not on biases and norm weights).

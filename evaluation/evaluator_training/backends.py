@@ -23,9 +23,9 @@ from typing import Any
 
 import torch
 
+from evaluation.evaluator_training.data import Kind
+from evaluation.evaluator_training.errors import TrainingError
 from evaluator.t5 import DEFAULT_TEMPLATE
-from evaluator.training.data import Kind
-from evaluator.training.errors import TrainingError
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,26 @@
+"""Fine-tuning of retrieval evaluators (cross-encoder, T5) on labelled pairs.
+
+Importing this package imports torch and transformers.
+"""
+
+from evaluation.evaluator_training.backends import METADATA_FILE
+from evaluation.evaluator_training.checkpoints import CHECKPOINT_DIR
+from evaluation.evaluator_training.data import KINDS, Kind, loss_weights
+from evaluation.evaluator_training.errors import TrainingError
+from evaluation.evaluator_training.trainer import (
+    DEFAULT_LEARNING_RATES,
+    TrainResult,
+    train_evaluator,
+)
+
+__all__ = [
+    "CHECKPOINT_DIR",
+    "DEFAULT_LEARNING_RATES",
+    "KINDS",
+    "METADATA_FILE",
+    "Kind",
+    "TrainResult",
+    "TrainingError",
+    "loss_weights",
+    "train_evaluator",
+]

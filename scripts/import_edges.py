@@ -1,0 +1,167 @@
+"""List the import edges between crag's packages and modules, and the ones that go upward.
+
+Every ``import`` and ``from ... import`` in the project's packages counts, wherever it is
+written (module level, inside a function, under ``if TYPE_CHECKING``), as ``lint-imports``
+counts them. A *unit* is an entry of the layers contract in ``pyproject.toml``
+(``[tool.importlinter]``: a package such as ``nodes`` or a module such as ``graph.state``), or
+the top-level package for a module no entry covers. The script prints one line per pair of
+units with the places the imports are written, then the imports that go from a lower layer to
+a higher one and the modules no layer covers.
+
+Usage: .venv/bin/python scripts/import_edges.py [--check] [--root DIR]
+    --check   print only the problems; exit 1 if an import goes upward or a module is in no
+              layer (``lint-imports`` checks the same contract; this check needs no package)
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+import tomllib
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One import statement: the importing module, the imported one, where it is written."""
+
+    source: str
+    target: str
+    where: str
+
+
+def read_contract(pyproject: Path) -> tuple[list[str], list[list[str]]]:
+    """The root packages and the layers (top first, each a list of entries) of the contract."""
+    config = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {})
+    linter = config.get("importlinter", {})
+    roots = list(linter.get("root_packages", []))
+    layers: list[list[str]] = []
+    for contract in linter.get("contracts", []):
+        if contract.get("type") == "layers":
+            for layer in contract["layers"]:
+                separator = ":" if ":" in layer else "|"
+                layers.append([entry.strip() for entry in layer.split(separator)])
+    return roots, layers
+
+
+def project_modules(root: Path, packages: list[str]) -> dict[str, Path]:
+    """Every module of ``packages`` by dotted name (a package is its ``__init__``)."""
+    modules: dict[str, Path] = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join(parts)] = path
+    return modules
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The project module ``name`` is or lies in (``graph.state.State`` -> ``graph.state``)."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _imported_names(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    """The dotted names an import statement written in ``package`` may bring in."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:  # relative: ``from . import x`` in package ``a.b`` is ``a.b.x``
+        parts = package.split(".")
+        anchor = parts[: len(parts) - node.level + 1]
+        base = ".".join([*anchor, base] if base else anchor)
+    return [f"{base}.{alias.name}" for alias in node.names]
+
+
+def module_edges(modules: dict[str, Path], root: Path) -> list[Edge]:
+    """Every import of one project module by another, in file and line order."""
+    edges: list[Edge] = []
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        where_file = path.relative_to(root).as_posix()
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            for name in _imported_names(node, package):
+                target = _resolve(name, modules)
+                if target is not None and target != module:
+                    edges.append(Edge(module, target, f"{where_file}:{node.lineno}"))
+    return sorted(set(edges), key=_place)
+
+
+def _place(edge: Edge) -> tuple[str, int, str]:
+    """Sort key: file, then line number (as a number), then the imported module."""
+    file, _, line = edge.where.rpartition(":")
+    return file, int(line), edge.target
+
+
+def unit_of(module: str, entries: list[str]) -> str | None:
+    """The contract entry covering ``module`` (the longest matching one), if any."""
+    matches = [e for e in entries if module == e or module.startswith(e + ".")]
+    return max(matches, key=len) if matches else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the edges between units (or, with ``--check``, only the problems)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="print only the problems")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the repository (default: this)")
+    args = parser.parse_args(argv)
+    root: Path = args.root.resolve()
+    roots, layers = read_contract(root / "pyproject.toml")
+    if not roots:
+        parser.error("pyproject.toml has no [tool.importlinter] root_packages")
+    entries = [entry for layer in layers for entry in layer]
+    rank = {entry: len(layers) - index for index, layer in enumerate(layers) for entry in layer}
+    modules = project_modules(root, roots)
+    edges = module_edges(modules, root)
+
+    def unit(module: str) -> str:
+        return unit_of(module, entries) or module.split(".")[0]
+
+    between: dict[tuple[str, str], list[str]] = defaultdict(list)
+    upward: list[Edge] = []
+    for edge in edges:
+        source, target = unit(edge.source), unit(edge.target)
+        if source != target:
+            between[source, target].append(edge.where)
+        if rank.get(source, 0) and rank.get(target, 0) > rank[source]:
+            upward.append(edge)
+    # A package's own __init__ holding no import needs no layer (``graph`` spans two layers).
+    importing = {edge.source for edge in edges}
+    unassigned = [
+        m
+        for m in modules
+        if unit_of(m, entries) is None
+        and (modules[m].name != "__init__.py" or m in importing or not layers)
+    ]
+    out = sys.stdout
+    if not args.check:
+        for (source, target), places in sorted(between.items()):
+            levels = f"L{rank.get(source, '?')} -> L{rank.get(target, '?')}"
+            out.write(f"{source} -> {target}  [{levels}]  {', '.join(places)}\n")
+        out.write(f"{len(between)} edges between {len({u for p in between for u in p})} units\n")
+    for edge in upward:
+        out.write(
+            f"upward: {edge.source} (L{rank[unit(edge.source)]}) imports {edge.target} "
+            f"(L{rank[unit(edge.target)]}) at {edge.where}\n"
+        )
+    for module in unassigned:
+        out.write(f"in no layer: {module} ({modules[module].relative_to(root)})\n")
+    if args.check and not upward and not unassigned:
+        out.write(f"{len(edges)} imports between {len(modules)} modules, none upward\n")
+    return 1 if upward or unassigned else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
