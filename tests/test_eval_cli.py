@@ -85,7 +85,7 @@ def test_limit_5_rows_show_what_each_run_did(quick_run: Path) -> None:
     counted = [r for r in rows if r["counted"]]
     assert len(counted) == 5 * len(EXPERIMENTS)
     # The 2 questions outside the removed share run once more per gold-removed experiment.
-    assert len(rows) == len(counted) + 2 * 2
+    assert len(rows) == len(counted) + 2 * sum(e.gold_removed for e in EXPERIMENTS)
     removed = [r for r in rows if r["experiment"] == "rag-gold-removed" and r["gold_removed"]]
     assert len(removed) == 5 and all(r["gold_in_top_k"] is False for r in removed)
     oracle = [r for r in rows if r["experiment"] == "oracle"]
