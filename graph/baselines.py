@@ -20,8 +20,8 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from graph.cancellation import cancellable_node
 from graph.context import Context
+from graph.node_runtime import graph_node
 from graph.routers import route_tutorial
 from graph.run_context import RunContext
 from graph.state import InputState, OutputState, State
@@ -44,7 +44,7 @@ def _builder() -> StateGraph[State, Context, InputState, OutputState]:
 def build_no_retrieval_graph() -> Graph:
     """The generator alone: no store, no web."""
     builder = _builder()
-    builder.add_node("generate", cancellable_node(answer_closed_book))
+    builder.add_node("generate", graph_node(answer_closed_book))
     builder.add_edge(START, "generate")
     builder.add_edge("generate", END)
     return builder.compile(name="no-retrieval")
@@ -53,9 +53,9 @@ def build_no_retrieval_graph() -> Graph:
 def build_rag_graph() -> Graph:
     """Standard RAG: retrieve → pass_passages → generate."""
     builder = _builder()
-    builder.add_node("retrieve", cancellable_node(retrieve))
-    builder.add_node("pass_passages", pass_passages)
-    builder.add_node("generate", cancellable_node(generate))
+    builder.add_node("retrieve", graph_node(retrieve))
+    builder.add_node("pass_passages", graph_node(pass_passages, cancellable=False))
+    builder.add_node("generate", graph_node(generate))
     builder.add_edge(START, "retrieve")
     builder.add_edge("retrieve", "pass_passages")
     builder.add_edge("pass_passages", "generate")
@@ -66,10 +66,10 @@ def build_rag_graph() -> Graph:
 def build_rag_web_graph() -> Graph:
     """RAG with web results always added: retrieve → (pass_passages ∥ web_search) → generate."""
     builder = _builder()
-    builder.add_node("retrieve", cancellable_node(retrieve))
-    builder.add_node("pass_passages", pass_passages)
-    builder.add_node("web_search", cancellable_node(web_search))
-    builder.add_node("generate", cancellable_node(generate), defer=True)
+    builder.add_node("retrieve", graph_node(retrieve))
+    builder.add_node("pass_passages", graph_node(pass_passages, cancellable=False))
+    builder.add_node("web_search", graph_node(web_search))
+    builder.add_node("generate", graph_node(generate), defer=True)
     builder.add_edge(START, "retrieve")
     builder.add_edge("retrieve", "pass_passages")
     builder.add_edge("retrieve", "web_search")
@@ -82,11 +82,11 @@ def build_rag_web_graph() -> Graph:
 def build_tutorial_graph() -> Graph:
     """Tutorial: retrieve → grade → [any irrelevant: transform_query → web_search] → generate."""
     builder = _builder()
-    builder.add_node("retrieve", cancellable_node(retrieve))
-    builder.add_node("grade", cancellable_node(grade_binary))
-    builder.add_node("transform_query", cancellable_node(transform_query))
-    builder.add_node("web_search", cancellable_node(tutorial_web_search))
-    builder.add_node("generate", cancellable_node(generate))
+    builder.add_node("retrieve", graph_node(retrieve))
+    builder.add_node("grade", graph_node(grade_binary))
+    builder.add_node("transform_query", graph_node(transform_query))
+    builder.add_node("web_search", graph_node(tutorial_web_search))
+    builder.add_node("generate", graph_node(generate))
     builder.add_edge(START, "retrieve")
     builder.add_edge("retrieve", "grade")
     builder.add_conditional_edges("grade", route_tutorial, ["transform_query", "generate"])

@@ -6,8 +6,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from graph.cancellation import cancellable_node
 from graph.context import Context
+from graph.node_runtime import graph_node
 from graph.routers import route_action, route_start
 from graph.run_context import RunContext
 from graph.state import ChatInputState, ChatOutputState, State
@@ -45,15 +45,16 @@ def build_graph(
         input_schema=ChatInputState,
         output_schema=ChatOutputState,
     )
-    # Nodes that call models stop early when an async run is cancelled (graph/cancellation.py).
-    builder.add_node("contextualize", cancellable_node(contextualize))
-    builder.add_node("retrieve", cancellable_node(retrieve))
-    builder.add_node("grade", cancellable_node(grade))
-    builder.add_node("decide_action", decide_action)
-    builder.add_node("refine", cancellable_node(refine))
-    builder.add_node("rewrite_query", cancellable_node(rewrite_query))
-    builder.add_node("web_search", cancellable_node(web_search))
-    builder.add_node("generate", cancellable_node(answer_or_abstain), defer=True)
+    # Every node gets the run's resolved settings; those that call models stop early when an
+    # async run is cancelled (graph/node_runtime.py, graph/cancellation.py).
+    builder.add_node("contextualize", graph_node(contextualize))
+    builder.add_node("retrieve", graph_node(retrieve))
+    builder.add_node("grade", graph_node(grade))
+    builder.add_node("decide_action", graph_node(decide_action, cancellable=False))
+    builder.add_node("refine", graph_node(refine))
+    builder.add_node("rewrite_query", graph_node(rewrite_query))
+    builder.add_node("web_search", graph_node(web_search))
+    builder.add_node("generate", graph_node(answer_or_abstain), defer=True)
 
     builder.add_conditional_edges(START, route_start, ["contextualize", "retrieve"])
     builder.add_edge("contextualize", "retrieve")

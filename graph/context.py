@@ -8,12 +8,14 @@ settings** (top_k, thresholds, strips, web results, ablations, ...) may also com
 run's ``context``; the served graphs are compiled with the schemas of
 :mod:`graph.run_context`, which refuse deployment settings.
 
-In plain Python pass ``context=Context(...)`` to ``invoke``; nodes fall back to ``Context()``
-when no context is given.
+In plain Python pass ``context=Context(...)`` to ``invoke``; a run without a context gets the
+defaults (:func:`default_context`).
 """
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -29,6 +31,7 @@ __all__ = [
     "Context",
     "IngestContext",
     "InvalidSettingError",
+    "default_context",
     "resolve_context",
     "resolve_ingest_context",
 ]
@@ -473,18 +476,43 @@ def _not_settings(value: object, kind: str) -> InvalidSettingError:
     )
 
 
+@functools.cache
+def _environment_names() -> tuple[str, ...]:
+    """The environment variables the default settings are read from (``CRAG_<NAME>``)."""
+    return tuple(sorted(env_name(name) for name in Context.deployment_names()))
+
+
+@functools.lru_cache(maxsize=4)
+def _defaults_under(environment: tuple[str | None, ...]) -> Context:
+    """The default settings, built once per value of the deployment environment variables."""
+    del environment  # the cache key: Context() reads the variables itself
+    return Context()
+
+
+def default_context() -> Context:
+    """The default settings under the current ``CRAG_<NAME>`` environment variables.
+
+    Built once per environment and shared (read it, do not change it): every node of a run, and
+    every run under the same environment, gets the same object.
+    """
+    return _defaults_under(tuple(os.environ.get(name) for name in _environment_names()))
+
+
 def resolve_context(context: object) -> Context:
     """Return the run's settings: the given context, a mapping of settings, or the defaults.
 
-    In plain Python ``runtime.context`` is ``None`` unless ``context=`` was passed to
-    ``invoke``; LangGraph turns a dict into the graph's context schema and passes anything else
-    through unchanged, so a wrong value (``context=42``) arrives here.
+    LangGraph builds the context at the graph's boundary: a dict becomes the graph's context
+    schema (:data:`~graph.run_context.RunContext`, itself a :class:`Context`) and anything else
+    is passed through unchanged. So in plain Python ``runtime.context`` is ``None`` unless
+    ``context=`` was passed to ``invoke``, and a wrong value (``context=42``) arrives here.
+    Idempotent and cheap: a :class:`Context` is returned as is, ``None`` gives the shared
+    :func:`default_context`; only a mapping other than a dict is built anew.
 
     Raises:
         InvalidSettingError: not a context or mapping, an unknown setting, a bad value.
     """
     if context is None:
-        return Context()
+        return default_context()
     if isinstance(context, Context):
         return context
     if isinstance(context, Mapping):

@@ -9,9 +9,9 @@ Every event is a flat JSON object naming the node and the event, e.g.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
-from langgraph.config import get_stream_writer
+from langgraph.types import StreamWriter
 
 logger = logging.getLogger(__name__)
 
@@ -19,25 +19,25 @@ ProgressEvent = dict[str, Any]
 """One progress event: ``node``, ``event`` and the event's own fields."""
 
 
-def emit(runtime: Any, node: str, event: str, **fields: Any) -> None:
+class ProgressRuntime(Protocol):
+    """What :func:`emit` needs of a node's runtime (a ``langgraph.runtime.Runtime`` has it)."""
+
+    @property
+    def stream_writer(self) -> StreamWriter:
+        """LangGraph's writer for the run's ``custom`` stream (a no-op when not streamed)."""
+        ...
+
+
+def emit(runtime: ProgressRuntime, node: str, event: str, **fields: Any) -> None:
     """Send one progress event for ``node`` to the run's ``custom`` stream.
 
-    Uses ``runtime.stream_writer`` (LangGraph's writer for the current run; a no-op when the
-    run is not streamed with ``"custom"``). A node called directly with a stand-in runtime that
-    has no writer falls back to :func:`langgraph.config.get_stream_writer`, and outside any run
-    the event is only logged. A failing writer never fails the node.
+    Uses ``runtime.stream_writer``: LangGraph's writer for the current run, a no-op when the
+    run is not streamed with ``"custom"`` (and in a ``Runtime`` built outside a run). A failing
+    writer never fails the node.
     """
     payload: ProgressEvent = {"node": node, "event": event, **fields}
-    writer = getattr(runtime, "stream_writer", None)
-    if writer is None:
-        try:
-            writer = get_stream_writer()
-        except RuntimeError:  # not inside a graph run
-            writer = None
     logger.debug("progress %s", payload)
-    if writer is None:
-        return
     try:
-        writer(payload)
+        runtime.stream_writer(payload)
     except Exception:  # progress is best effort
         logger.debug("could not emit progress event %s", payload, exc_info=True)

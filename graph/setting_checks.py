@@ -133,6 +133,17 @@ def check_value(name: str, value: Any, annotation: Any) -> Any:
     return float(value) if annotation is float else value
 
 
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _type_hints(cls: type) -> dict[str, Any]:
+    """A class's resolved annotations, looked up once (every built instance checks them)."""
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = get_type_hints(cls)
+    return hints
+
+
 class Settings:
     """Base of the settings dataclasses: checks every value when an instance is built.
 
@@ -169,7 +180,7 @@ class Settings:
     @classmethod
     def declared_types(cls) -> dict[str, Any]:
         """The type every setting is checked against (its annotation)."""
-        return get_type_hints(cls)
+        return dict(_type_hints(cls))
 
     @classmethod
     def setting_names(cls) -> set[str]:

@@ -7,10 +7,21 @@ LangGraph server and ``crag ask --json`` unchanged.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Required
+from collections.abc import Callable, Mapping
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    Required,
+    cast,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+from langgraph.types import Overwrite
 from typing_extensions import TypedDict
 
 from graph.question_channel import QuestionChannel
@@ -141,3 +152,77 @@ class State(ChatOutputState, total=False):
     """The rewritten web-search query (Incorrect and Ambiguous)."""
     external_knowledge: list[KnowledgeStrip]
     """Strips selected from web results (Incorrect and Ambiguous)."""
+
+
+class StateUpdate(TypedDict, total=False):
+    """What a node returns: some of :class:`State`'s fields (mypy checks the keys and types).
+
+    The same fields as :class:`State` (a test keeps the two in step), all optional, and
+    ``notes`` may be an ``Overwrite`` (a node that starts a run's list afresh).
+    """
+
+    question: str
+    answer: str
+    action: Action
+    documents: list[RetrievedPassage]
+    knowledge: list[KnowledgeStrip]
+    citations: list[int]
+    abstained: bool
+    notes: list[str] | Overwrite
+    standalone_question: str
+    messages: list[AnyMessage]
+    decision: ActionDecision
+    internal_knowledge: list[KnowledgeStrip]
+    search_query: str
+    external_knowledge: list[KnowledgeStrip]
+
+
+NOT_RESET: Mapping[str, str] = {
+    "question": "the run's input",
+    "messages": "the thread's chat: carried across runs, the new turn is the run's input",
+    "standalone_question": "written by contextualize, which runs before the reset",
+    "action": "no empty value: the action trigger writes it before anything reads it",
+    "decision": "no empty value: the action trigger writes it before anything reads it",
+}
+"""The :class:`State` fields a run does not clear when it starts, each with the reason.
+
+A thread keeps its state between runs, so every other field is cleared by the first node that
+retrieves (:func:`run_reset`); a new field is cleared too unless it is listed here.
+"""
+
+
+def _empty_value(name: str, declared: Any) -> Callable[[], Any]:
+    """A factory of the value that clears field ``name`` of type ``declared`` for a new run."""
+    if get_origin(declared) is Annotated:
+        base, *extras = get_args(declared)
+        if any(callable(extra) for extra in extras):  # a reducer would merge into the old list
+            return lambda: Overwrite(_empty_value(name, base)())
+        declared = base
+    kind = get_origin(declared) or declared
+    if kind in (list, str, bool):
+        return kind  # type: ignore[no-any-return]
+    raise TypeError(
+        f"State field {name!r} ({declared}) has no empty value to start a run with: list it in "
+        "NOT_RESET with the reason it need not be cleared"
+    )
+
+
+def _reset_factories() -> dict[str, Callable[[], Any]]:
+    hints = get_type_hints(State, include_extras=True)
+    return {
+        name: _empty_value(name, declared)
+        for name, declared in hints.items()
+        if name not in NOT_RESET
+    }
+
+
+_RESET = _reset_factories()
+
+
+def run_reset() -> StateUpdate:
+    """The update that clears everything an earlier run on the thread left (fresh values).
+
+    Derived from :class:`State`: every field not in :data:`NOT_RESET` gets its empty value
+    (``[]``, ``""``, ``False``; ``Overwrite([])`` for a field with a reducer, ``notes``).
+    """
+    return cast("StateUpdate", {name: factory() for name, factory in _RESET.items()})

@@ -9,14 +9,13 @@ sources gave nothing. The setting ``abstain_without_knowledge`` turns this off.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from langgraph.runtime import Runtime
 
-from graph.context import Context, resolve_context
+from graph.context import Context
 from graph.conversation import answer_message
 from graph.progress import emit
-from graph.state import KnowledgeStrip, State
+from graph.state import KnowledgeStrip, State, StateUpdate
 from nodes.generate import gathered_knowledge, generate
 from prompts.generate import ABSTENTION
 
@@ -69,13 +68,12 @@ def abstention_note(state: State, context: Context, knowledge: list[KnowledgeStr
 
 def abstain(
     state: State, runtime: Runtime[Context], knowledge: list[KnowledgeStrip]
-) -> dict[str, Any]:
+) -> StateUpdate:
     """The update of a run without usable knowledge: the abstention sentence, no generator call.
 
     ``knowledge`` (too weak to answer from) is named in the note only.
     """
-    context = resolve_context(runtime.context)
-    note = abstention_note(state, context, knowledge)
+    note = abstention_note(state, runtime.context, knowledge)
     logger.info("%s", note)
     emit(runtime, "generate", "abstained")
     message = answer_message(
@@ -96,13 +94,13 @@ def abstain(
     }
 
 
-def answer_or_abstain(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def answer_or_abstain(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Abstain without knowledge scoring above the abstention threshold, else generate.
 
     Generating is :func:`~nodes.generate.generate`. ``abstain_without_knowledge`` off: the
     generator answers even without knowledge.
     """
-    context = resolve_context(runtime.context)
+    context = runtime.context
     knowledge = gathered_knowledge(state)
     if context.abstain_without_knowledge and not supports_an_answer(
         knowledge, context.abstention_threshold

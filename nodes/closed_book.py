@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from graph.components import current_components
-from graph.context import Context, resolve_context
+from graph.context import Context
 from graph.progress import emit
-from graph.state import State
+from graph.state import State, StateUpdate
 from graph.validation import validate_question
 from prompts.generate import CLOSED_BOOK_SYSTEM
 
 
-def answer_closed_book(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def answer_closed_book(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Validate the question and answer it with no retrieved or web knowledge."""
-    context = resolve_context(runtime.context)
+    context = runtime.context
     question = validate_question(state.get("question"), context.max_question_chars)
     model = current_components().chat_model(context)
     emit(runtime, "generate", "generating", internal=0, external=0)

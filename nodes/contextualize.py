@@ -15,16 +15,15 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
 
 from graph.components import current_components
-from graph.context import Context, resolve_context
+from graph.context import Context
 from graph.conversation import Turn, earlier_turns, question_from_messages
 from graph.progress import emit
-from graph.state import State
+from graph.state import State, StateUpdate
 from graph.validation import validate_question
 from knowledge.lexical import STOPWORDS, content_tokens
 from prompts.contextualize import contextualize_turns
@@ -142,14 +141,14 @@ def _rewrite(question: str, turns: Sequence[Turn], context: Context) -> tuple[st
     return fallback_question(question, turns, context.max_question_chars), True
 
 
-def contextualize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def contextualize(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Pick the run's question (``question`` or the new human message) and make it standalone.
 
     Raises:
         InvalidQuestionError: no question, or an empty, non-text or too long one (the same
             errors for a ``question`` and for the last human message).
     """
-    context = resolve_context(runtime.context)
+    context = runtime.context
     messages = state.get("messages", [])
     asked = question_from_messages(state.get("question"), messages)
     question = validate_question(asked, context.max_question_chars)

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.runtime import Runtime
 
-from graph.context import Context, resolve_context
+from graph.context import Context
 from graph.progress import emit
-from graph.state import State
+from graph.state import State, StateUpdate
 from knowledge.action_trigger import trigger_action
 
 
-def decide_action(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def decide_action(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Record the action for the graded passages."""
-    context = resolve_context(runtime.context)
+    context = runtime.context
     scores = [d["score"] for d in state.get("documents", []) if d["score"] is not None]
     decision = trigger_action(
         scores,

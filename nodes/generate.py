@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from graph.components import current_components
-from graph.context import Context, resolve_context
+from graph.context import Context
 from graph.conversation import answer_message
 from graph.progress import emit
-from graph.state import KnowledgeStrip, State
+from graph.state import KnowledgeStrip, State, StateUpdate
 from knowledge.attribution import Attribution, attribute
 from knowledge.lexical import heading_of
 from prompts.generate import GENERATE_HUMAN, GENERATE_SYSTEM, NO_ANSWER, NO_KNOWLEDGE
@@ -55,7 +54,7 @@ def attribute_answer(answer: str, knowledge: list[KnowledgeStrip], question: str
     return attribution
 
 
-def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def generate(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Ask the generator to answer from the numbered knowledge, then attribute the answer.
 
     The answer's valid ``[n]`` markers become ``citations`` (and leave the answer text); an
@@ -63,7 +62,6 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     (:mod:`knowledge.attribution`). The answer is also appended to ``messages`` as an AI
     message carrying the sources, citations and action (what chat front-ends show).
     """
-    context = resolve_context(runtime.context)
     knowledge = gathered_knowledge(state)
     messages = [
         SystemMessage(GENERATE_SYSTEM.format(no_answer=NO_ANSWER)),
@@ -71,7 +69,7 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             GENERATE_HUMAN.format(knowledge=format_knowledge(knowledge), question=state["question"])
         ),
     ]
-    model = current_components().chat_model(context)
+    model = current_components().chat_model(runtime.context)
     internal = sum(1 for k in knowledge if k["origin"] == "internal")
     emit(
         runtime,
@@ -92,7 +90,7 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         message_id=reply.id,
         citations=citations,
     )
-    update: dict[str, Any] = {
+    update: StateUpdate = {
         "answer": answer,
         "knowledge": knowledge,
         "citations": citations,

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.runtime import Runtime
 
 from graph.components import current_components
-from graph.context import Context, resolve_context
+from graph.context import Context
 from graph.progress import emit
-from graph.state import RetrievedPassage, State
+from graph.state import RetrievedPassage, State, StateUpdate
 
 
-def grade(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def grade(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Score all retrieved passages against the question in one batched evaluator call."""
-    context = resolve_context(runtime.context)
     documents = state.get("documents", [])
     if not documents:
         emit(runtime, "grade", "scored", passages=0, best=None)
         return {"documents": []}
-    evaluator = current_components().evaluator(context)
+    evaluator = current_components().evaluator(runtime.context)
     emit(
         runtime,
         "grade",

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.runtime import Runtime
 
 from graph.context import Context
 from graph.progress import emit
-from graph.state import State
+from graph.state import State, StateUpdate
 from knowledge.strips import as_internal_knowledge
 
 
-def pass_passages(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def pass_passages(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Make every retrieved passage, whole and unscored, the internal knowledge."""
     knowledge = as_internal_knowledge(state.get("documents", []))
     emit(runtime, "pass_passages", "passed", passages=len(knowledge))

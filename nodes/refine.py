@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from langgraph.runtime import Runtime
 
 from evaluator.base import score_strips
 from graph.components import current_components
-from graph.context import Context, resolve_context
+from graph.context import Context
 from graph.progress import emit
-from graph.state import KnowledgeStrip, RetrievedPassage, State
+from graph.state import KnowledgeStrip, RetrievedPassage, State, StateUpdate
 from knowledge.selection import select_top
 from knowledge.strips import as_internal_knowledge, decompose
 
 logger = logging.getLogger(__name__)
 
 
-def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def refine(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Build the internal knowledge from the retrieved passages.
 
     Decompose: each passage the evaluator did not judge irrelevant (score at or above the
@@ -28,7 +27,7 @@ def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     survivors are put back in their original order (passage rank, then position). With
     ``refine_knowledge`` off (an ablation) the relevant passages are kept whole.
     """
-    context = resolve_context(runtime.context)
+    context = runtime.context
     relevant = [
         d
         for d in state.get("documents", [])
@@ -57,17 +56,17 @@ def refine(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "refine: %d strips from %d passages, kept %d", len(strips), len(relevant), len(kept)
     )
     emit(runtime, "refine", "filtered", passages=len(relevant), strips=len(strips), kept=len(kept))
-    update: dict[str, Any] = {"internal_knowledge": kept}
+    update: StateUpdate = {"internal_knowledge": kept}
     if not kept:
         update["notes"] = [f"refinement kept no strip: none scored above {context.strip_threshold}"]
     return update
 
 
-def _whole_passages(relevant: list[RetrievedPassage], runtime: Runtime[Context]) -> dict[str, Any]:
+def _whole_passages(relevant: list[RetrievedPassage], runtime: Runtime[Context]) -> StateUpdate:
     """The ablation without refinement: the relevant passages go to the generator whole."""
     kept = as_internal_knowledge(relevant)
     emit(runtime, "refine", "filtered", passages=len(relevant), strips=len(kept), kept=len(kept))
-    update: dict[str, Any] = {"internal_knowledge": kept}
+    update: StateUpdate = {"internal_knowledge": kept}
     if not kept:
         update["notes"] = ["no retrieved passage was kept for refinement"]
     return update

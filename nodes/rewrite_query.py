@@ -3,28 +3,27 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from langgraph.runtime import Runtime
 
 from graph.components import current_components
-from graph.context import Context, resolve_context
+from graph.context import Context
 from graph.progress import emit
-from graph.state import State
+from graph.state import State, StateUpdate
 from prompts.rewrite import rewrite_turns
 from websearch.keywords import clean_query, fallback_keywords
 
 logger = logging.getLogger(__name__)
 
 
-def rewrite_query(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def rewrite_query(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Ask the generator for keywords with the paper's few-shot prompt (as chat turns).
 
     When the model's output is empty or unusable, or the model fails, the query falls back to
     keywords taken deterministically from the question, and ``notes`` says so. With
     ``rewrite_for_search`` off (an ablation) the question itself is the query.
     """
-    context = resolve_context(runtime.context)
+    context = runtime.context
     question = state["question"]
     if not context.rewrite_for_search:
         emit(runtime, "rewrite_query", "rewritten", query=question, fallback=False)

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
 
 from langgraph.runtime import Runtime
 
 from evaluator.llm import LLMEvaluator
 from graph.components import current_components
-from graph.context import Context, resolve_context
+from graph.context import Context
 from graph.progress import emit
-from graph.state import RetrievedPassage, State
+from graph.state import Action, RetrievedPassage, State, StateUpdate
 from knowledge.strips import as_internal_knowledge
 from nodes.web_search import web_search
 from prompts.tutorial import grader_messages, rewriter_messages
@@ -29,17 +28,18 @@ TUTORIAL_WEB_RESULTS = 3
 """The tutorial's web search returns three results."""
 
 
-def grade_binary(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def grade_binary(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Grade each passage yes/no with the generator and the tutorial's grader prompt.
 
     A passage is relevant when the model puts more probability on "yes" than on "no" (or
     answers yes). Scores are the evaluator's +/-1-scaled probability; relevant passages become
     the internal knowledge, whole.
     """
-    context = resolve_context(runtime.context)
     documents = state.get("documents", [])
     grader = LLMEvaluator(
-        current_components().chat_model(context), name="tutorial-grader", prompt=grader_messages
+        current_components().chat_model(runtime.context),
+        name="tutorial-grader",
+        prompt=grader_messages,
     )
     emit(runtime, "grade", "scoring", passages=len(documents), evaluator=grader.name)
     scores = grader.score(state["question"], [d["text"] for d in documents]) if documents else []
@@ -51,18 +51,17 @@ def grade_binary(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         [d for d in graded if d["score"] is not None and d["score"] > 0]
     )
     search = len(relevant) < len(graded) or not graded
-    action = "correct" if not search else ("incorrect" if not relevant else "ambiguous")
+    action: Action = "correct" if not search else ("incorrect" if not relevant else "ambiguous")
     emit(runtime, "grade", "scored", passages=len(graded), relevant=len(relevant))
     return {"documents": graded, "internal_knowledge": relevant, "action": action}
 
 
-def transform_query(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def transform_query(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Rewrite the question for web search with the tutorial's re-writer prompt."""
-    context = resolve_context(runtime.context)
     question = state["question"]
     emit(runtime, "rewrite_query", "rewriting")
     try:
-        reply = current_components().chat_model(context).invoke(rewriter_messages(question))
+        reply = current_components().chat_model(runtime.context).invoke(rewriter_messages(question))
         query = " ".join(reply.text.split())
     except Exception as exc:  # any provider error: search for the question itself
         logger.warning("tutorial query rewriting failed: %s", exc)
@@ -77,15 +76,14 @@ def transform_query(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"search_query": query}
 
 
-def tutorial_web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def tutorial_web_search(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Search as the tutorial does: three results, their snippets, no page reading or selection.
 
     Runs this project's web search node with those settings, so provider failures become
     notes in the same way.
     """
-    context = resolve_context(runtime.context)
     tutorial_context = dataclasses.replace(
-        context,
+        runtime.context,
         web_results=TUTORIAL_WEB_RESULTS,
         strips_kept=TUTORIAL_WEB_RESULTS,
         fetch_pages=False,

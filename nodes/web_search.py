@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 from langgraph.runtime import Runtime
 
 from evaluator.base import score_strips
 from graph.components import current_components
-from graph.context import Context, resolve_context
+from graph.context import Context
 from graph.progress import emit
-from graph.state import KnowledgeStrip, State
+from graph.state import KnowledgeStrip, State, StateUpdate
 from knowledge.selection import select_top
 from knowledge.strips import decompose
 from websearch.base import SearchUnavailableError
@@ -36,7 +35,7 @@ def reader_options(context: Context) -> ReaderOptions:
     )
 
 
-def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+def web_search(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Search the web for the rewritten query, read the top pages, keep what is relevant.
 
     Wikipedia is preferred as in the paper (query bias and ranking; ``only_wikipedia`` keeps
@@ -48,7 +47,7 @@ def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     its URL. A search engine or page that is down, slow, refused or rate-limited does not stop the
     run: the graph goes on with the knowledge it has and ``notes`` says what happened.
     """
-    context = resolve_context(runtime.context)
+    context = runtime.context
     components = current_components()
     query = state.get("search_query") or state["question"]
     if context.prefer_wikipedia or context.only_wikipedia:
@@ -97,7 +96,7 @@ def web_search(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return update
 
 
-def _select(question: str, reading: WebReading, context: Context, query: str) -> dict[str, Any]:
+def _select(question: str, reading: WebReading, context: Context, query: str) -> StateUpdate:
     """Score every passage in one batch and keep the best (the paper's filter step).
 
     With ``select_web_knowledge`` off (an ablation) the first ``strips_kept`` passages in
@@ -115,7 +114,7 @@ def _select(question: str, reading: WebReading, context: Context, query: str) ->
         ]
     else:
         kept = _best(question, passages, context, notes)
-    update: dict[str, Any] = {"external_knowledge": kept}
+    update: StateUpdate = {"external_knowledge": kept}
     if notes:
         update["notes"] = notes
     return update

@@ -3,6 +3,7 @@
 from typing import Any
 
 import pytest
+from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from graph.context import Context
@@ -18,12 +19,12 @@ from tests.fakes import MONA_LISA, FakeComponents, ScriptedChatModel, StaticSear
 from websearch.base import SearchResult
 
 
-class FakeRuntime:
-    def __init__(self, context: Context | None = None) -> None:
-        self.context = context
+def node_runtime(context: Context | None = None) -> Runtime[Context]:
+    """A runtime as a graph hands it to a node: the run's resolved settings, no stream."""
+    return Runtime(context=context or Context())
 
 
-RT = FakeRuntime()
+RT = node_runtime()
 
 
 def passage(text: str, score: float | None, source: str = "doc", chunk: int = 0) -> dict[str, Any]:
@@ -31,7 +32,7 @@ def passage(text: str, score: float | None, source: str = "doc", chunk: int = 0)
 
 
 def test_retrieve_resets_run_fields_and_returns_top_k(fake_components: FakeComponents) -> None:
-    update = retrieve({"question": "  Who painted the Mona Lisa? "}, FakeRuntime(Context(top_k=1)))
+    update = retrieve({"question": "  Who painted the Mona Lisa? "}, node_runtime(Context(top_k=1)))
     assert update["question"] == "Who painted the Mona Lisa?"
     assert [d["source"] for d in update["documents"]] == ["wikipedia:Mona Lisa"]
     assert update["documents"][0]["score"] is None
@@ -88,7 +89,7 @@ def test_decide_action_node(scores: list[float], action: str) -> None:
 def test_decide_action_uses_context_thresholds() -> None:
     docs = [passage("t", 0.3)]
     state: Any = {"question": "q", "documents": docs}
-    assert decide_action(state, FakeRuntime(Context(upper_threshold=0.2)))["action"] == "correct"
+    assert decide_action(state, node_runtime(Context(upper_threshold=0.2)))["action"] == "correct"
 
 
 def test_refine_keeps_relevant_strips_in_original_order(fake_components: FakeComponents) -> None:
@@ -111,7 +112,7 @@ def test_refine_keeps_relevant_strips_in_original_order(fake_components: FakeCom
 
 def test_refine_respects_strips_kept(fake_components: FakeComponents) -> None:
     docs = [passage(MONA_LISA, 0.9)]
-    update = refine({"question": "q", "documents": docs}, FakeRuntime(Context(strips_kept=1)))  # type: ignore[typeddict-item]
+    update = refine({"question": "q", "documents": docs}, node_runtime(Context(strips_kept=1)))  # type: ignore[typeddict-item]
     assert [s["score"] for s in update["internal_knowledge"]] == [0.9]
 
 
@@ -172,7 +173,7 @@ def test_web_search_selects_relevant_snippets_wikipedia_first(
             SearchResult("Empty", "https://empty.example", "   "),
         ]
     )
-    snippets_only = FakeRuntime(Context(fetch_pages=False))  # hermetic: no page is read
+    snippets_only = node_runtime(Context(fetch_pages=False))  # hermetic: no page is read
     update = web_search({"question": "q", "search_query": "Mona Lisa, painter"}, snippets_only)  # type: ignore[typeddict-item]
     strips = update["external_knowledge"]
     assert [s["source"] for s in strips] == ["https://en.wikipedia.org/wiki/Mona_Lisa"]
@@ -192,7 +193,7 @@ def test_web_search_unavailable_is_a_note_not_a_crash(fake_components: FakeCompo
 def test_web_search_no_results_is_noted(fake_components: FakeComponents) -> None:
     fake_components.web = StaticSearch([])
     update = web_search(
-        {"question": "q", "search_query": "x"}, FakeRuntime(Context(prefer_wikipedia=False))
+        {"question": "q", "search_query": "x"}, node_runtime(Context(prefer_wikipedia=False))
     )  # type: ignore[typeddict-item]
     assert fake_components.web.queries == ["x"]
     assert "found nothing" in update["notes"][0]
@@ -265,7 +266,7 @@ def test_refine_scores_strips_with_the_strip_calibration_unless_told_otherwise(
     evaluator = StripAwareEvaluator()
     fake_components.scorer = evaluator  # type: ignore[assignment]
     docs = [passage(MONA_LISA, 0.9, "wikipedia:Mona Lisa")]
-    runtime = FakeRuntime(Context(strip_scoring=scoring))  # type: ignore[arg-type]
+    runtime = node_runtime(Context(strip_scoring=scoring))  # type: ignore[arg-type]
     update = refine({"question": "q", "documents": docs}, runtime)  # type: ignore[typeddict-item]
     assert evaluator.methods == [method]
     texts = [s["text"] for s in update["internal_knowledge"]]
@@ -292,7 +293,7 @@ def test_web_paragraphs_are_refined_into_strips_like_retrieved_passages(
             )
         ]
     )
-    runtime = FakeRuntime(Context(fetch_pages=False, refine_web_knowledge=refine_web))
+    runtime = node_runtime(Context(fetch_pages=False, refine_web_knowledge=refine_web))
     update = web_search({"question": "q", "search_query": "Mona Lisa"}, runtime)  # type: ignore[typeddict-item]
     texts = [s["text"] for s in update["external_knowledge"]]
     if refine_web:

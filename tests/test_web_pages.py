@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from ddgs.ddgs import DDGS
 from ddgs.exceptions import RatelimitException
+from langgraph.runtime import Runtime
 
 from graph.components import use_components
 from graph.context import Context
@@ -625,7 +626,7 @@ def test_rate_limit_is_retried_once_then_noted(server: WebsearchServer) -> None:
         web=SearxngSearch(server.url, policy=LOOPBACK, timeout=5),
     )
     with use_components(components):
-        runtime: Any = FakeRuntime(Context(search_provider="searxng", search_url=server.url))
+        runtime = Runtime(context=Context(search_provider="searxng", search_url=server.url))
         update = web_search({"question": "q", "search_query": "mona lisa"}, runtime)
     assert len(server.requests_to("/search")) == 2
     assert update["external_knowledge"] == []
@@ -649,7 +650,7 @@ def test_duckduckgo_rate_limit_is_retried_once_then_noted(monkeypatch: pytest.Mo
         chat=scripted_chat(),
         web=DuckDuckGoSearch(timeout=3),
     )
-    runtime: Any = FakeRuntime(Context())
+    runtime = Runtime(context=Context())
     with use_components(components):
         update = web_search({"question": "q", "search_query": "mona lisa"}, runtime)
     assert calls == ["mona lisa wikipedia", "mona lisa wikipedia"]
@@ -683,11 +684,6 @@ def test_retry_recovers_after_one_failure() -> None:
     flaky = Flaky()
     assert len(search_with_retry(flaky, "q", 5, backoff=0)) == 1
     assert flaky.calls == 2
-
-
-class FakeRuntime:
-    def __init__(self, context: Context | None = None) -> None:
-        self.context = context
 
 
 # --------------------------------------------------------------------------------------------
