@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,8 +44,8 @@ from typing import Any, Literal, cast, get_args
 
 import torch
 
-from evaluator.base import EvaluatorError, scorable_indices
-from graph.cancellation import raise_if_cancelled
+from evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
+from evaluator.checkpoints import first_line, load_config, resolve_checkpoint, resolve_device
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +64,6 @@ METADATA_FILE = "crag_evaluator.json"
 BACKEND = "cross-encoder"
 """Value of the ``"backend"`` key in :data:`METADATA_FILE` for cross-encoder checkpoints."""
 
-_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")
 _EXPECTED = "a *ForSequenceClassification checkpoint with num_labels=1 (a cross-encoder)"
 
 
@@ -168,46 +166,6 @@ def read_metadata(model_name_or_path: str | Path) -> dict[str, Any] | None:
     return _parse_metadata(text, f"{METADATA_FILE} of {model_name_or_path}")
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _resolve_source(model_name_or_path: str) -> tuple[str, bool]:
-    """Return ``(source, is_local)`` for a checkpoint directory or hub id."""
-    name = model_name_or_path.strip()
-    if not name:
-        raise EvaluatorError("the cross-encoder evaluator needs a checkpoint path or hub id")
-    path = Path(name).expanduser()
-    if path.is_dir():
-        return str(path.resolve()), True
-    if path.exists():
-        raise EvaluatorError(f"cross-encoder checkpoint {name!r} is a file, not a directory")
-    if _HUB_ID.fullmatch(name) is None or ".." in name or name.endswith("."):
-        raise EvaluatorError(
-            f"cross-encoder checkpoint directory {name!r} does not exist (and it is not a "
-            "hub id of the form 'owner/name')"
-        )
-    return name, False
-
-
-def _load_config(source: str, is_local: bool) -> Any:
-    from transformers import AutoConfig
-
-    try:
-        return AutoConfig.from_pretrained(source)
-    except Exception as exc:
-        if is_local:
-            raise EvaluatorError(
-                f"{source!r} is not a model checkpoint: could not read its config.json "
-                f"({_first_line(exc)})"
-            ) from exc
-        raise EvaluatorError(
-            f"could not load cross-encoder {source!r} from the hub (offline?), and there is "
-            f"no local directory of that name: {_first_line(exc)}"
-        ) from exc
-
-
 def _check_config(config: Any, source: str, is_local: bool) -> None:
     model_type = getattr(config, "model_type", None)
     names = list(getattr(config, "architectures", None) or [])
@@ -235,8 +193,30 @@ def _check_config(config: Any, source: str, is_local: bool) -> None:
         )
 
 
-def _default_device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+def _check_arguments(batch_size: int, max_length: int, output: OutputKind | None) -> None:
+    if batch_size < 1:
+        raise EvaluatorError(f"batch_size must be at least 1, got {batch_size}")
+    if max_length < 4:
+        raise EvaluatorError(f"max_length must be at least 4, got {max_length}")
+    if output is not None and output not in OUTPUT_KINDS:
+        raise EvaluatorError(f"unknown output {output!r}; valid: {', '.join(OUTPUT_KINDS)}")
+
+
+def _output_kind(
+    source: str, output: OutputKind | None, metadata: dict[str, Any] | None
+) -> OutputKind:
+    """The output mapping: ``output`` if given, else the checkpoint's record, else the default."""
+    recorded = (metadata or {}).get("output")
+    if output is not None and recorded not in (None, output):
+        logger.warning(
+            "cross-encoder %s: using output=%r, although %s records %r",
+            source,
+            output,
+            METADATA_FILE,
+            recorded,
+        )
+    kind: OutputKind = output or recorded or DEFAULT_OUTPUT
+    return kind
 
 
 def check_int8_device(device: torch.device | str) -> None:
@@ -302,7 +282,7 @@ def quantize_int8(module: torch.nn.Module) -> int:
                 inplace=True,
             )
         except (RuntimeError, AssertionError) as exc:
-            raise EvaluatorError(f"int8 quantisation failed: {_first_line(exc)}") from exc
+            raise EvaluatorError(f"int8 quantisation failed: {first_line(exc)}") from exc
     quantised = torch.ao.nn.quantized.dynamic.Linear
     return sum(1 for layer in module.modules() if isinstance(layer, quantised))
 
@@ -313,8 +293,14 @@ def _default_dtype(device: torch.device) -> torch.dtype:
     return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
 
 
-class CrossEncoderEvaluator:
+class CrossEncoderEvaluator(BatchedEvaluator):
     """A cross-encoder retrieval evaluator: one forward pass per (question, passage) pair.
+
+    ``score`` sorts the pairs by character length (longest first, as ``CrossEncoder.predict``
+    sorts them) and scores one batch of ``batch_size`` per ``predict`` call under
+    ``torch.inference_mode``, so that a cancelled run stops before the next batch; each raw
+    output is mapped with :func:`output_to_score`, and an empty or whitespace-only passage
+    scores -1.0 without running the model (:class:`~evaluator.base.BatchedEvaluator`).
 
     Attributes:
         name: Backend name, ``"cross-encoder"``.
@@ -365,46 +351,26 @@ class CrossEncoderEvaluator:
                 them), or the checkpoint is missing, unreachable, not a one-output sequence
                 classifier, or fails to load.
         """
-        if batch_size < 1:
-            raise EvaluatorError(f"batch_size must be at least 1, got {batch_size}")
-        if max_length < 4:
-            raise EvaluatorError(f"max_length must be at least 4, got {max_length}")
-        if output is not None and output not in OUTPUT_KINDS:
-            raise EvaluatorError(f"unknown output {output!r}; valid: {', '.join(OUTPUT_KINDS)}")
+        _check_arguments(batch_size, max_length, output)
         self.name: str = "cross-encoder"
         self.model_name_or_path = model_name_or_path
         self.batch_size = batch_size
 
-        source, is_local = _resolve_source(model_name_or_path)
-        config = _load_config(source, is_local)
+        source, is_local = resolve_checkpoint(
+            model_name_or_path, backend=BACKEND, what="cross-encoder"
+        )
+        config = load_config(source, is_local, what="cross-encoder")
         _check_config(config, source, is_local)
         self.metadata: dict[str, Any] | None = read_metadata(source)
-        recorded = (self.metadata or {}).get("output")
-        self.output: OutputKind = output or recorded or DEFAULT_OUTPUT
-        if output is not None and recorded not in (None, output):
-            logger.warning(
-                "cross-encoder %s: using output=%r, although %s records %r",
-                source,
-                output,
-                METADATA_FILE,
-                recorded,
-            )
+        self.output: OutputKind = _output_kind(source, output, self.metadata)
 
-        try:
-            self.device: torch.device = torch.device(device) if device else _default_device()
-        except RuntimeError as exc:
-            raise EvaluatorError(f"unknown device {device!r}: {_first_line(exc)}") from exc
+        self.device: torch.device = resolve_device(device)
         self.int8: bool = int8
         if int8:
             check_int8_device(self.device)
         self.dtype: torch.dtype = _default_dtype(self.device)
-        self._model = self._load(source)
-        if int8:
-            quantised = quantize_int8(self._model)
-            logger.info("cross-encoder %s: %d linear layers quantised to int8", source, quantised)
-        model_limit = self._model.max_seq_length
-        self.max_length: int = min(max_length, model_limit) if model_limit else max_length
-        self._model.max_seq_length = self.max_length
+        self._model = self._load(source, int8=int8, max_length=max_length)
+        self.max_length: int = self._model.max_seq_length
         self._identity = torch.nn.Identity()
         logger.info(
             "cross-encoder evaluator %s loaded on %s (%s), output %s, batch size %d, max length %d",
@@ -416,7 +382,11 @@ class CrossEncoderEvaluator:
             self.max_length,
         )
 
-    def _load(self, source: str) -> Any:
+    def _load(self, source: str, *, int8: bool, max_length: int) -> Any:
+        """The checkpoint as a ``CrossEncoder`` in eval mode, int8-quantised if asked.
+
+        It reads at most ``max_length`` tokens per pair, and no more than the model's own limit.
+        """
         from sentence_transformers import CrossEncoder
 
         try:
@@ -428,7 +398,7 @@ class CrossEncoderEvaluator:
             )
         except Exception as exc:
             raise EvaluatorError(
-                f"could not load cross-encoder {source!r} on {self.device}: {_first_line(exc)}"
+                f"could not load cross-encoder {source!r} on {self.device}: {first_line(exc)}"
             ) from exc
         if model.num_labels != 1:
             raise EvaluatorError(
@@ -438,6 +408,11 @@ class CrossEncoderEvaluator:
         if model.tokenizer is None:
             raise EvaluatorError(f"cross-encoder {source!r} has no tokenizer")
         model.eval()
+        limit = model.max_seq_length
+        model.max_seq_length = min(max_length, limit) if limit else max_length
+        if int8:
+            quantised = quantize_int8(model)
+            logger.info("cross-encoder %s: %d linear layers quantised to int8", source, quantised)
         return model
 
     def __repr__(self) -> str:
@@ -463,49 +438,26 @@ class CrossEncoderEvaluator:
                     self.max_length,
                 )
 
-    def score(self, question: str, passages: Sequence[str]) -> list[float]:
-        """Score each passage as evidence for the question.
+    def _mapped(self, raw: float) -> float:
+        """The score of a raw output; a NaN stays NaN (the base class warns and scores -1)."""
+        return raw if math.isnan(raw) else output_to_score(raw, self.output)
 
-        The pairs are sorted by character length (longest first, as ``CrossEncoder.predict``
-        sorts them) and scored one batch of ``batch_size`` per ``predict`` call under
-        ``torch.inference_mode``, so that a cancelled run stops before the next batch; scores
-        come back in the order given, each raw output mapped with :func:`output_to_score`.
-        Empty or whitespace-only passages score -1.0 without running the model.
-
-        Args:
-            question: The user question.
-            passages: Passages to score.
-
-        Returns:
-            One float in [-1, 1] per passage, in order.
-
-        Raises:
-            EvaluatorError: ``passages`` is a single string instead of a sequence of them.
-            RunCancelledError: The run was cancelled (see :mod:`graph.cancellation`).
-        """
-        todo = scorable_indices(passages)
-        scores = [-1.0] * len(passages)
-        if not todo:
-            return scores
+    def _batch_scorer(
+        self, question: str, passages: Sequence[str], indices: list[int]
+    ) -> BatchScorer:
+        """Batches cut by character length, longest first (as ``CrossEncoder.predict`` sorts)."""
         if logger.isEnabledFor(logging.DEBUG):
-            self._log_truncation(question, passages, todo)
-        order = sorted(todo, key=lambda i: len(passages[i]), reverse=True)
-        raw: dict[int, float] = {}
-        with torch.inference_mode():
-            for start in range(0, len(order), self.batch_size):
-                raise_if_cancelled()
-                chunk = order[start : start + self.batch_size]
+            self._log_truncation(question, passages, indices)
+
+        def score(batch: list[int]) -> list[float]:
+            with torch.inference_mode():
                 values = self._model.predict(
-                    [(question, passages[i]) for i in chunk],
+                    [(question, passages[i]) for i in batch],
                     batch_size=self.batch_size,
                     activation_fn=self._identity,
                     show_progress_bar=False,
                     convert_to_numpy=True,
                 )
-                raw.update(zip(chunk, (float(v) for v in values.reshape(-1).tolist()), strict=True))
-        for i in todo:
-            value = raw[i]
-            if math.isnan(value):
-                logger.warning("cross-encoder: NaN score for passage %d; using -1", i)
-            scores[i] = output_to_score(value, self.output)
-        return scores
+            return [self._mapped(float(v)) for v in values.reshape(-1).tolist()]
+
+        return BatchScorer(score, sizes=[len(passages[i]) for i in indices])

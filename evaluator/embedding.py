@@ -37,8 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from evaluator.base import EvaluatorError, scorable_indices
-from graph.cancellation import raise_if_cancelled
+from evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
 from knowledge.lexical import heading_named, question_overlap
 
 logger = logging.getLogger(__name__)
@@ -107,8 +106,14 @@ class StripCalibration:
             raise EvaluatorError(f"strip calibration values must be finite, got {values}")
 
 
-class EmbeddingEvaluator:
+class EmbeddingEvaluator(BatchedEvaluator):
     """Zero-shot evaluator: calibrated question-passage cosine similarity.
+
+    ``score`` embeds the question once and the non-empty passages in calls of ``chunk_size``,
+    longest first (so each call pads little), checking between calls whether the run was
+    cancelled; an empty or whitespace-only passage scores -1.0 and is not embedded. It raises
+    :class:`~evaluator.base.EvaluatorError` when the embedder returns the wrong number or
+    shape of vectors.
 
     Attributes:
         name: Backend name for logs and reports.
@@ -168,74 +173,75 @@ class EmbeddingEvaluator:
             f"heading_weight={self.heading_weight}, name={self.name!r})"
         )
 
-    def score(self, question: str, passages: Sequence[str]) -> list[float]:
-        """Score each passage by its calibrated cosine similarity to the question.
-
-        The question is embedded once and the non-empty passages in calls of ``chunk_size``,
-        longest first (so each call pads little), checking between calls whether the run was
-        cancelled; empty or whitespace-only passages score -1.0 and are not embedded.
-
-        Args:
-            question: The user question.
-            passages: Passages to score.
-
-        Returns:
-            One float in [-1, 1] per passage, in order.
-
-        Raises:
-            EvaluatorError: ``passages`` is one string, or the embedder returned the wrong
-                number or shape of vectors.
-            RunCancelledError: The run was cancelled (see :mod:`graph.cancellation`).
-        """
-        return self._scores(question, passages, strips=False)
+    @property
+    def batch_size(self) -> int:  # type: ignore[override]
+        """Passages embedded per embedder call (``chunk_size``)."""
+        return self.chunk_size
 
     def score_strips(self, question: str, strips: Sequence[str]) -> list[float]:
         """Score knowledge strips with the strip calibration; otherwise as :meth:`score`."""
-        return self._scores(question, strips, strips=True)
+        return self._score_with(self._strip_scorer, question, strips)
 
-    def _scores(self, question: str, passages: Sequence[str], *, strips: bool) -> list[float]:
-        todo = scorable_indices(passages)
-        scores = [-1.0] * len(passages)
-        if not todo:
-            return scores
-        raise_if_cancelled()
+    def _batch_scorer(
+        self, question: str, passages: Sequence[str], indices: list[int]
+    ) -> BatchScorer:
+        return self._scorer(question, passages, indices, strips=False)
+
+    def _strip_scorer(
+        self, question: str, strips: Sequence[str], indices: list[int]
+    ) -> BatchScorer:
+        return self._scorer(question, strips, indices, strips=True)
+
+    def _scorer(
+        self, question: str, passages: Sequence[str], indices: list[int], *, strips: bool
+    ) -> BatchScorer:
+        """Embed the question once; each batch embeds its passages and maps the features."""
         query = np.asarray(self.embeddings.embed_query(question), dtype=np.float64)
-        docs = self._embed([passages[i] for i in todo])
-        if query.ndim != 1 or docs.shape != (len(todo), query.shape[0]):
+        if query.ndim != 1:
             raise EvaluatorError(
-                f"embedder returned vectors of shape {docs.shape} for {len(todo)} passages and "
-                f"{query.shape} for the question"
+                f"embedder returned a vector of shape {query.shape} for the question"
             )
-        cosines = np.clip(_unit_rows(docs) @ _unit_rows(query), -1.0, 1.0)
-        named = np.array([heading_named(question, passages[i]) for i in todo])
-        if strips:
-            overlap = np.array([question_overlap(question, passages[i]) for i in todo])
-            calibration = self.strips
-            logits = (
-                calibration.slope * cosines
-                + calibration.heading_weight * named
-                + calibration.overlap_weight * overlap
-                + calibration.intercept
-            )
-        else:
-            logits = self.slope * cosines + self.heading_weight * named + self.intercept
-        values = np.tanh(logits / 2.0)
-        for i, value in zip(todo, values.tolist(), strict=True):
-            scores[i] = float(value)
-        return scores
+        query = _unit_rows(query)
+
+        def score(batch: list[int]) -> list[float]:
+            texts = [passages[i] for i in batch]
+            docs = self._embed(texts)
+            if docs.shape != (len(batch), query.shape[0]):
+                raise EvaluatorError(
+                    f"embedder returned vectors of shape {docs.shape} for {len(batch)} passages "
+                    f"and {query.shape} for the question"
+                )
+            cosines = np.clip(_unit_rows(docs) @ query, -1.0, 1.0)
+            values: list[float] = np.tanh(
+                self._logits(question, texts, cosines, strips) / 2.0
+            ).tolist()
+            return values
+
+        return BatchScorer(score, sizes=[len(passages[i]) for i in indices])
+
+    def _logits(
+        self, question: str, texts: list[str], cosines: np.ndarray, strips: bool
+    ) -> np.ndarray:
+        """The calibrated logits of ``texts`` (the passage map, or the strip map)."""
+        named = np.array([heading_named(question, text) for text in texts])
+        if not strips:
+            logits: np.ndarray = self.slope * cosines + self.heading_weight * named + self.intercept
+            return logits
+        overlap = np.array([question_overlap(question, text) for text in texts])
+        calibration = self.strips
+        logits = (
+            calibration.slope * cosines
+            + calibration.heading_weight * named
+            + calibration.overlap_weight * overlap
+            + calibration.intercept
+        )
+        return logits
 
     def _embed(self, texts: list[str]) -> np.ndarray:
-        """Embed ``texts`` in chunks, longest first; rows come back in the order given."""
-        order = sorted(range(len(texts)), key=lambda k: len(texts[k]), reverse=True)
-        rows: list[list[float]] = [[] for _ in texts]
-        for start in range(0, len(order), self.chunk_size):
-            raise_if_cancelled()
-            chunk = order[start : start + self.chunk_size]
-            vectors = self.embeddings.embed_documents([texts[k] for k in chunk])
-            if len(vectors) != len(chunk):
-                raise EvaluatorError(
-                    f"embedder returned {len(vectors)} vectors for {len(chunk)} passages"
-                )
-            for k, vector in zip(chunk, vectors, strict=True):
-                rows[k] = list(vector)
-        return np.asarray(rows, dtype=np.float64)
+        """Embed one batch of passages (one embedder call)."""
+        vectors = self.embeddings.embed_documents(texts)
+        if len(vectors) != len(texts):
+            raise EvaluatorError(
+                f"embedder returned {len(vectors)} vectors for {len(texts)} passages"
+            )
+        return np.asarray([list(vector) for vector in vectors], dtype=np.float64)

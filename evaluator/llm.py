@@ -25,8 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from evaluator.base import EvaluatorError, scorable_indices
-from graph.cancellation import raise_if_cancelled
+from evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
 from prompts.evaluator import EVALUATOR_ANSWERS, evaluator_prompt
 
 logger = logging.getLogger(__name__)
@@ -105,13 +104,22 @@ def paper_prompt(question: str, passage: str) -> list[BaseMessage]:
     return [HumanMessage(evaluator_prompt(question, passage))]
 
 
-class LLMEvaluator:
+class LLMEvaluator(BatchedEvaluator):
     """Scores passages by asking a chat model the paper's few-shot yes/no question.
+
+    ``score`` asks one prompt per non-empty passage, in order (chat models have no batch
+    scoring here), reusing the same model; a cancelled run stops before the next prompt, and
+    an empty or whitespace-only passage scores -1.0 without a call
+    (:class:`~evaluator.base.BatchedEvaluator`). A failing chat model is an
+    :class:`~evaluator.base.EvaluatorError`.
 
     Attributes:
         name: Backend name for logs and reports.
         chat_model: The chat model asked, one prompt per non-empty passage.
     """
+
+    batch_size = 1
+    """One prompt per passage."""
 
     def __init__(
         self,
@@ -191,30 +199,8 @@ class LLMEvaluator:
             return self._text_score(messages)
         return self._logprob_score(messages)
 
-    def score(self, question: str, passages: Sequence[str]) -> list[float]:
-        """Score each passage by the model's yes/no answer to the paper's prompt.
-
-        Each non-empty passage is one prompt (chat models have no batch scoring here); the
-        same model is reused, and a cancelled run stops before the next prompt. Empty or
-        whitespace-only passages score -1.0 without a call.
-
-        Args:
-            question: The user question.
-            passages: Passages to score.
-
-        Returns:
-            One float in [-1, 1] per passage, in order.
-
-        Raises:
-            EvaluatorError: ``passages`` is one string, or the chat model failed.
-            RunCancelledError: The run was cancelled (see :mod:`graph.cancellation`).
-        """
-        todo = set(scorable_indices(passages))
-        scores: list[float] = []
-        for i, passage in enumerate(passages):
-            if i in todo:
-                raise_if_cancelled()
-                scores.append(self.score_one(question, passage))
-            else:
-                scores.append(-1.0)
-        return scores
+    def _batch_scorer(
+        self, question: str, passages: Sequence[str], indices: list[int]
+    ) -> BatchScorer:
+        """One prompt per passage, in the order given (``batch_size`` is 1)."""
+        return BatchScorer(lambda batch: [self.score_one(question, passages[i]) for i in batch])

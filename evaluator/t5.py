@@ -4,7 +4,7 @@ Yan et al. (2024) fine-tune T5-large as a ``T5ForSequenceClassification`` with
 ``num_labels=1`` on (question, passage) pairs labelled +1 (the passage comes from the page that
 answers the question) or -1 (it does not), with a mean-squared-error loss. The head's single
 logit is therefore already an estimate on the [-1, 1] label scale, and the paper's confidence
-thresholds apply to it directly: this module clamps the logit to [-1, 1] and never squashes it
+thresholds apply to it directly: the logit is clamped to [-1, 1] and never squashed
 (a sigmoid or tanh would move the thresholds). The model input is ``question [SEP] passage``,
 as in the paper's released code; the template is a parameter.
 
@@ -18,18 +18,16 @@ torch and transformers are imported here only, so the rest of the package stays 
 from __future__ import annotations
 
 import logging
-import math
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoConfig, AutoTokenizer, T5ForSequenceClassification
+from transformers import AutoTokenizer, T5ForSequenceClassification
 
-from evaluator.base import EvaluatorError, scorable_indices
+from evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
+from evaluator.checkpoints import first_line, load_config, resolve_checkpoint, resolve_device
 from evaluator.cross_encoder import check_int8_device, quantize_int8
-from graph.cancellation import raise_if_cancelled
 
 logger = logging.getLogger(__name__)
 
@@ -39,49 +37,7 @@ DEFAULT_TEMPLATE = "{question} [SEP] {passage}"
 TOKENIZER_FILES = ("tokenizer.json", "spiece.model")
 """A checkpoint needs at least one of these to rebuild its tokenizer."""
 
-_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")
 _EXPECTED = "a T5ForSequenceClassification checkpoint with num_labels=1 (the paper's evaluator)"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _is_hub_id(name: str) -> bool:
-    return (
-        _HUB_ID.fullmatch(name) is not None
-        and ".." not in name
-        and "--" not in name
-        and not name.endswith(".")
-    )
-
-
-def _resolve_source(model_name_or_path: str) -> tuple[str, bool]:
-    """Return ``(source, is_local)`` for a checkpoint directory or hub id.
-
-    Raises:
-        EvaluatorError: The name is empty, or names a local path that is missing or not a
-            directory.
-    """
-    name = model_name_or_path.strip()
-    if not name:
-        raise EvaluatorError("the t5 evaluator needs a checkpoint path or hub id, got ''")
-    path = Path(name).expanduser()
-    if path.is_dir():
-        return str(path.resolve()), True
-    if path.exists():
-        raise EvaluatorError(f"T5 evaluator checkpoint {name!r} is a file, not a directory")
-    if not _is_hub_id(name):
-        raise EvaluatorError(
-            f"T5 evaluator checkpoint directory {name!r} does not exist (and it is not a "
-            "hub id of the form 'owner/name')"
-        )
-    return name, False
-
-
-def _default_device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def _default_dtype(device: torch.device) -> torch.dtype:
@@ -89,21 +45,6 @@ def _default_dtype(device: torch.device) -> torch.dtype:
     if device.type == "cuda" and torch.cuda.is_bf16_supported():
         return torch.bfloat16
     return torch.float32
-
-
-def _load_config(source: str, is_local: bool) -> Any:
-    try:
-        return AutoConfig.from_pretrained(source)
-    except Exception as exc:
-        if is_local:
-            raise EvaluatorError(
-                f"{source!r} is not a model checkpoint: could not read its config.json "
-                f"({_first_line(exc)})"
-            ) from exc
-        raise EvaluatorError(
-            f"could not load T5 evaluator {source!r} from the hub (offline?), and there is no "
-            f"local directory of that name: {_first_line(exc)}"
-        ) from exc
 
 
 def _check_config(config: Any, source: str) -> None:
@@ -133,7 +74,7 @@ def _has_tokenizer_files(source: str, is_local: bool) -> bool:
         except Exception as exc:
             raise EvaluatorError(
                 f"could not load the tokenizer of T5 evaluator {source!r} from the hub "
-                f"(offline?): {_first_line(exc)}"
+                f"(offline?): {first_line(exc)}"
             ) from exc
         if found is not None:
             return True
@@ -151,7 +92,7 @@ def _load_tokenizer(source: str, is_local: bool) -> Any:
         return AutoTokenizer.from_pretrained(source)
     except Exception as exc:
         raise EvaluatorError(
-            f"could not load the tokenizer of T5 evaluator {source!r}: {_first_line(exc)}"
+            f"could not load the tokenizer of T5 evaluator {source!r}: {first_line(exc)}"
         ) from exc
 
 
@@ -162,7 +103,7 @@ def _load_model(source: str, dtype: torch.dtype, config: Any) -> Any:
         )
     except Exception as exc:
         raise EvaluatorError(
-            f"could not load the weights of T5 evaluator {source!r}: {_first_line(exc)}"
+            f"could not load the weights of T5 evaluator {source!r}: {first_line(exc)}"
         ) from exc
     model, info = loaded
     missing = sorted(str(key) for key in info.get("missing_keys", ()))
@@ -178,8 +119,70 @@ def _load_model(source: str, dtype: torch.dtype, config: Any) -> Any:
     return model
 
 
-class T5Evaluator:
+def _check_arguments(batch_size: int, max_length: int, template: str) -> None:
+    if batch_size < 1:
+        raise EvaluatorError(f"batch_size must be at least 1, got {batch_size}")
+    if max_length < 2:
+        raise EvaluatorError(f"max_length must be at least 2, got {max_length}")
+    try:
+        template.format(question="", passage="")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise EvaluatorError(
+            f"template {template!r} must be a format string with only the fields "
+            "{question} and {passage}"
+        ) from exc
+
+
+def _special_ids(config: Any, tokenizer: Any, source: str) -> tuple[int, int]:
+    """The end-of-sequence and padding token ids, the tokenizer's agreeing with the model's."""
+    eos_id = getattr(config, "eos_token_id", None)
+    if eos_id is None:
+        eos_id = tokenizer.eos_token_id
+    if eos_id is None or tokenizer.eos_token_id not in (None, eos_id):
+        raise EvaluatorError(
+            f"checkpoint {source!r}: the tokenizer's end-of-sequence id "
+            f"({tokenizer.eos_token_id}) does not match the model's ({eos_id})"
+        )
+    pad_id = tokenizer.pad_token_id
+    if pad_id is None:
+        pad_id = getattr(config, "pad_token_id", None)
+    return int(eos_id), int(pad_id) if pad_id is not None else 0
+
+
+def _check_int8(device: torch.device, dtype: torch.dtype) -> None:
+    check_int8_device(device)
+    if dtype != torch.float32:
+        raise EvaluatorError(
+            "int8 quantisation needs float32 weights, not "
+            f"{str(dtype).removeprefix('torch.')}; leave dtype unset"
+        )
+
+
+def _ready_model(
+    source: str, config: Any, device: torch.device, dtype: torch.dtype, *, int8: bool
+) -> Any:
+    """The checkpoint's model on ``device``, in eval mode, int8-quantised if asked."""
+    model = _load_model(source, dtype, config)
+    try:
+        model.to(device)
+    except (RuntimeError, AssertionError) as exc:
+        raise EvaluatorError(
+            f"could not move the T5 evaluator to {device}: {first_line(exc)}"
+        ) from exc
+    model.eval()
+    if int8:
+        quantised = quantize_int8(model)
+        logger.info("T5 evaluator %s: %d linear layers quantised to int8", source, quantised)
+    return model
+
+
+class T5Evaluator(BatchedEvaluator):
     """The paper's T5 retrieval evaluator: a regression score in [-1, 1] per passage.
+
+    ``score`` encodes every pair, sorts them by token count and runs them in batches of
+    ``batch_size`` (less padding); the score is the regression logit clamped to [-1, 1], and
+    an empty or whitespace-only passage scores -1.0 without running the model
+    (:class:`~evaluator.base.BatchedEvaluator`).
 
     Attributes:
         name: Backend name, ``"t5"``.
@@ -230,67 +233,25 @@ class T5Evaluator:
                 unreachable, of another architecture, not a one-output regression model, or
                 lacks tokenizer files.
         """
-        if batch_size < 1:
-            raise EvaluatorError(f"batch_size must be at least 1, got {batch_size}")
-        if max_length < 2:
-            raise EvaluatorError(f"max_length must be at least 2, got {max_length}")
-        try:
-            template.format(question="", passage="")
-        except (KeyError, IndexError, ValueError) as exc:
-            raise EvaluatorError(
-                f"template {template!r} must be a format string with only the fields "
-                "{question} and {passage}"
-            ) from exc
+        _check_arguments(batch_size, max_length, template)
         self.name: str = "t5"
         self.model_name_or_path = model_name_or_path
         self.batch_size = batch_size
         self.max_length = max_length
         self.template = template
 
-        source, is_local = _resolve_source(model_name_or_path)
-        config = _load_config(source, is_local)
+        source, is_local = resolve_checkpoint(model_name_or_path, backend="t5", what="T5 evaluator")
+        config = load_config(source, is_local, what="T5 evaluator")
         _check_config(config, source)
         self._tokenizer = _load_tokenizer(source, is_local)
+        self._eos_id, self._pad_id = _special_ids(config, self._tokenizer, source)
 
-        eos_id = getattr(config, "eos_token_id", None)
-        if eos_id is None:
-            eos_id = self._tokenizer.eos_token_id
-        if eos_id is None or self._tokenizer.eos_token_id not in (None, eos_id):
-            raise EvaluatorError(
-                f"checkpoint {source!r}: the tokenizer's end-of-sequence id "
-                f"({self._tokenizer.eos_token_id}) does not match the model's ({eos_id})"
-            )
-        pad_id = self._tokenizer.pad_token_id
-        if pad_id is None:
-            pad_id = getattr(config, "pad_token_id", None)
-        self._eos_id: int = int(eos_id)
-        self._pad_id: int = int(pad_id) if pad_id is not None else 0
-
-        try:
-            self.device: torch.device = torch.device(device) if device else _default_device()
-        except RuntimeError as exc:
-            raise EvaluatorError(f"unknown device {device!r}: {_first_line(exc)}") from exc
+        self.device: torch.device = resolve_device(device)
         self.dtype: torch.dtype = dtype if dtype is not None else _default_dtype(self.device)
         self.int8: bool = int8
         if int8:
-            check_int8_device(self.device)
-            if self.dtype != torch.float32:
-                raise EvaluatorError(
-                    "int8 quantisation needs float32 weights, not "
-                    f"{str(self.dtype).removeprefix('torch.')}; leave dtype unset"
-                )
-        model = _load_model(source, self.dtype, config)
-        try:
-            model.to(self.device)
-        except (RuntimeError, AssertionError) as exc:
-            raise EvaluatorError(
-                f"could not move the T5 evaluator to {self.device}: {_first_line(exc)}"
-            ) from exc
-        model.eval()
-        if int8:
-            quantised = quantize_int8(model)
-            logger.info("T5 evaluator %s: %d linear layers quantised to int8", source, quantised)
-        self._model = model
+            _check_int8(self.device, self.dtype)
+        self._model = _ready_model(source, config, self.device, self.dtype, int8=int8)
         logger.info(
             "T5 evaluator %s loaded on %s (%s), batch size %d, max length %d",
             source,
@@ -336,41 +297,17 @@ class T5Evaluator:
         logits = self._model(
             input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device)
         ).logits
-        values: list[float] = logits[:, 0].float().clamp(-1.0, 1.0).cpu().tolist()
+        values: list[float] = logits[:, 0].float().cpu().tolist()
         return values
 
-    def score(self, question: str, passages: Sequence[str]) -> list[float]:
-        """Score each passage as evidence for the question.
+    def _batch_scorer(
+        self, question: str, passages: Sequence[str], indices: list[int]
+    ) -> BatchScorer:
+        """Encode every pair once; batches are cut by token count, longest first."""
+        pairs = dict(zip(indices, self._encode(question, passages, indices), strict=True))
 
-        Pairs are sorted by token count and scored in batches of ``batch_size`` to cut padding;
-        scores come back in the order given, and a cancelled run stops before the next batch.
-        The score is the regression logit clamped to [-1, 1]. Empty or whitespace-only
-        passages score -1.0 without running the model.
+        def score(batch: list[int]) -> list[float]:
+            with torch.inference_mode():
+                return self._forward([pairs[i] for i in batch])
 
-        Args:
-            question: The user question.
-            passages: Passages to score.
-
-        Returns:
-            One float in [-1, 1] per passage, in order.
-
-        Raises:
-            EvaluatorError: ``passages`` is a single string instead of a sequence of them.
-            RunCancelledError: The run was cancelled (see :mod:`graph.cancellation`).
-        """
-        todo = scorable_indices(passages)
-        scores = [-1.0] * len(passages)
-        if not todo:
-            return scores
-        pairs = self._encode(question, passages, todo)
-        order = sorted(range(len(pairs)), key=lambda k: len(pairs[k]), reverse=True)
-        with torch.inference_mode():
-            for start in range(0, len(order), self.batch_size):
-                raise_if_cancelled()
-                chunk = order[start : start + self.batch_size]
-                for k, value in zip(chunk, self._forward([pairs[k] for k in chunk]), strict=True):
-                    if math.isnan(value):
-                        logger.warning("T5 evaluator: NaN score for passage %d; using -1", todo[k])
-                        value = -1.0
-                    scores[todo[k]] = float(value)
-        return scores
+        return BatchScorer(score, sizes=[len(pairs[i]) for i in indices])

@@ -98,12 +98,12 @@ def test_t5_without_tokenizer_files(tiny_t5: Path, tmp_path: Path) -> None:
 
 
 def test_t5_unreachable_hub(monkeypatch: pytest.MonkeyPatch) -> None:
-    import evaluator.t5 as t5_module
+    from transformers import AutoConfig
 
     def offline(*args: object, **kwargs: object) -> None:
         raise OSError("We couldn't connect to 'https://huggingface.co' to load the files")
 
-    monkeypatch.setattr(t5_module.AutoConfig, "from_pretrained", offline)
+    monkeypatch.setattr(AutoConfig, "from_pretrained", offline)
     with pytest.raises(EvaluatorError, match=r"from the hub \(offline\?\)"):
         T5Evaluator("someone/crag-t5-evaluator")
 
