@@ -149,15 +149,6 @@ class DefaultComponents:
 
     def search(self, context: Context) -> SearchProvider:
         """The web search provider named by ``context.search_provider``."""
-        from websearch.registry import get_search_provider
+        from websearch.registry import SearchSettings, get_search_provider
 
-        return get_search_provider(
-            context.search_provider,
-            url=context.search_url,
-            timeout=context.search_timeout,
-            region=context.search_region,
-            safesearch=context.search_safesearch,
-            backend=context.search_backend,
-            only_wikipedia=context.only_wikipedia,
-            allowed_hosts=context.allowed_hosts,
-        )
+        return get_search_provider(SearchSettings.from_context(context))

@@ -18,7 +18,7 @@ from evaluation.simweb import (
 from websearch.cache import clear_web_caches
 from websearch.ranking import wikipedia_query
 from websearch.reader import ReaderOptions, read_results
-from websearch.registry import create_search_provider
+from websearch.registry import SearchSettings, create_search_provider
 from websearch.searxng import SearxngSearch
 
 EIFFEL = (
@@ -63,7 +63,7 @@ def web() -> Iterator[SimulatedWeb]:
 
 def provider(web: SimulatedWeb) -> SearxngSearch:
     made = create_search_provider(
-        "searxng", url=web.base_url, timeout=5.0, allowed_hosts=web.allowed_hosts
+        SearchSettings("searxng", url=web.base_url, timeout=5.0, allowed_hosts=web.allowed_hosts)
     )
     assert isinstance(made, SearxngSearch)
     return made

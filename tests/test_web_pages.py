@@ -29,7 +29,7 @@ from websearch.duckduckgo import DuckDuckGoSearch
 from websearch.fetch import FetchOptions, PageFetcher
 from websearch.pages import MAX_PARAGRAPH_WORDS, html_text, page_title, pdf_supported
 from websearch.reader import ReaderOptions, WebReading, cached_search, read_results, run_sync
-from websearch.registry import create_search_provider, get_search_provider
+from websearch.registry import SearchSettings, create_search_provider, get_search_provider
 from websearch.retry import TransientSearchError, search_with_retry
 from websearch.safety import (
     AddressPolicy,
@@ -692,13 +692,21 @@ def test_retry_recovers_after_one_failure() -> None:
 
 def test_registry_passes_duckduckgo_settings() -> None:
     ddg: Any = create_search_provider(
-        "duckduckgo", url="", timeout=3, region="de-de", safesearch="off", backend="wikipedia"
+        SearchSettings(
+            "duckduckgo", url="", timeout=3, region="de-de", safesearch="off", backend="wikipedia"
+        )
     )
     assert (ddg.region, ddg.safesearch, ddg.backend) == ("de-de", "off", "wikipedia")
     assert ddg.cache_key == ("duckduckgo", "de-de", "off", "wikipedia")
-    same = get_search_provider("duckduckgo", url="", timeout=3, region="de-de")
-    assert get_search_provider("duckduckgo", url="x", timeout=3, region="de-de") is same
-    assert get_search_provider("duckduckgo", url="", timeout=3, region="fr-fr") is not same
+    same = get_search_provider(SearchSettings("duckduckgo", url="", timeout=3, region="de-de"))
+    assert (
+        get_search_provider(SearchSettings("duckduckgo", url="x", timeout=3, region="de-de"))
+        is same
+    )
+    assert (
+        get_search_provider(SearchSettings("duckduckgo", url="", timeout=3, region="fr-fr"))
+        is not same
+    )
 
 
 class FakeTavilyClient:
@@ -739,7 +747,9 @@ def fake_tavily(monkeypatch: pytest.MonkeyPatch) -> type[FakeTavilyClient]:
 
 
 def test_tavily_maps_results(fake_tavily: type[FakeTavilyClient]) -> None:
-    provider = create_search_provider("tavily", url="", timeout=4, only_wikipedia=True)
+    provider = create_search_provider(
+        SearchSettings("tavily", url="", timeout=4, only_wikipedia=True)
+    )
     assert provider.search(" mona lisa ", max_results=3) == [
         SearchResult(
             "Mona Lisa - Wikipedia",

@@ -15,6 +15,7 @@ import pytest
 from ddgs.ddgs import DDGS
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
+from graph.context import Context
 from tests import websearch_server as _shared
 from tests.websearch_server import LOOPBACK, LOOPBACK_HOSTS, WebsearchServer
 from websearch.base import SearchProvider, SearchResult, SearchUnavailableError
@@ -22,6 +23,7 @@ from websearch.duckduckgo import DuckDuckGoSearch
 from websearch.ranking import is_wikipedia, normalize_url, rank_results, wikipedia_query
 from websearch.registry import (
     SEARCH_PROVIDERS,
+    SearchSettings,
     clear_search_provider_cache,
     create_search_provider,
     get_search_provider,
@@ -286,15 +288,22 @@ def test_searxng_connects_to_the_address_it_checked(
 
 def test_registry_passes_allowed_hosts_to_searxng(server: WebsearchServer) -> None:
     clear_search_provider_cache()
-    refused = get_search_provider("searxng", url=server.url, timeout=5)
-    allowed = get_search_provider("searxng", url=server.url, timeout=5, allowed_hosts="127.0.0.1")
+    refused = get_search_provider(SearchSettings("searxng", url=server.url, timeout=5))
+    allowed = get_search_provider(
+        SearchSettings("searxng", url=server.url, timeout=5, allowed_hosts="127.0.0.1")
+    )
     assert refused is not allowed
     with pytest.raises(SearchUnavailableError, match="loopback"):
         refused.search("q", max_results=5)
     assert allowed.search("q", max_results=5) == []
     # Other providers ignore the setting (and are not made twice for it).
-    ddg = get_search_provider("duckduckgo", url="", timeout=5)
-    assert get_search_provider("duckduckgo", url="", timeout=5, allowed_hosts="10.0.0.0/8") is ddg
+    ddg = get_search_provider(SearchSettings("duckduckgo", url="", timeout=5))
+    assert (
+        get_search_provider(
+            SearchSettings("duckduckgo", url="", timeout=5, allowed_hosts="10.0.0.0/8")
+        )
+        is ddg
+    )
     clear_search_provider_cache()
 
 
@@ -543,10 +552,12 @@ def test_rank_results_keeps_first_duplicate() -> None:
 
 
 def test_create_search_provider() -> None:
-    ddg = create_search_provider("duckduckgo", url="", timeout=4)
+    ddg = create_search_provider(SearchSettings("duckduckgo", url="", timeout=4))
     assert isinstance(ddg, DuckDuckGoSearch)
     assert ddg.timeout == 4
-    sx = create_search_provider(" SearxNG ", url="http://127.0.0.1:8888/", timeout=2.5)
+    sx = create_search_provider(
+        SearchSettings(" SearxNG ", url="http://127.0.0.1:8888/", timeout=2.5)
+    )
     assert isinstance(sx, SearxngSearch)
     assert (sx.base_url, sx.timeout, sx.name) == ("http://127.0.0.1:8888", 2.5, "searxng")
     assert isinstance(sx, SearchProvider)
@@ -554,23 +565,53 @@ def test_create_search_provider() -> None:
 
 def test_unknown_provider_lists_valid_names() -> None:
     with pytest.raises(ValueError, match="unknown search provider 'bing'") as info:
-        create_search_provider("bing", url="", timeout=1)
+        create_search_provider(SearchSettings("bing", url="", timeout=1))
     for name in SEARCH_PROVIDERS:
         assert name in str(info.value)
     with pytest.raises(ValueError, match="duckduckgo, searxng"):
-        get_search_provider("google", url="", timeout=1)
+        get_search_provider(SearchSettings("google", url="", timeout=1))
+
+
+def test_search_settings_come_from_the_runs_context() -> None:
+    context = Context(
+        search_provider="searxng",
+        search_url=" http://127.0.0.1:8888 ",
+        search_timeout=3,
+        search_region="de-de",
+        allowed_hosts="127.0.0.1",
+        only_wikipedia=True,
+    )
+    settings = SearchSettings.from_context(context)
+    assert settings == SearchSettings(
+        "searxng",
+        url=" http://127.0.0.1:8888 ",
+        timeout=3.0,
+        region="de-de",
+        allowed_hosts="127.0.0.1",
+        only_wikipedia=True,
+    )
+    # What the searxng provider ignores does not count.
+    assert settings.relevant() == SearchSettings(
+        "searxng", url="http://127.0.0.1:8888", timeout=3.0, allowed_hosts="127.0.0.1"
+    )
 
 
 def test_get_search_provider_caches() -> None:
     clear_search_provider_cache()
-    a = get_search_provider("searxng", url="http://127.0.0.1:8888", timeout=10)
-    assert get_search_provider("searxng", url="http://127.0.0.1:8888", timeout=10.0) is a
-    assert get_search_provider("searxng", url="http://127.0.0.1:9999", timeout=10) is not a
-    d = get_search_provider("duckduckgo", url="http://x", timeout=10)
-    assert get_search_provider("duckduckgo", url="http://y", timeout=10) is d
-    assert get_search_provider("duckduckgo", url="", timeout=5) is not d
+    a = get_search_provider(SearchSettings("searxng", url="http://127.0.0.1:8888", timeout=10))
+    assert (
+        get_search_provider(SearchSettings("searxng", url="http://127.0.0.1:8888", timeout=10.0))
+        is a
+    )
+    assert (
+        get_search_provider(SearchSettings("searxng", url="http://127.0.0.1:9999", timeout=10))
+        is not a
+    )
+    d = get_search_provider(SearchSettings("duckduckgo", url="http://x", timeout=10))
+    assert get_search_provider(SearchSettings("duckduckgo", url="http://y", timeout=10)) is d
+    assert get_search_provider(SearchSettings("duckduckgo", url="", timeout=5)) is not d
     clear_search_provider_cache()
-    assert get_search_provider("duckduckgo", url="", timeout=10) is not d
+    assert get_search_provider(SearchSettings("duckduckgo", url="", timeout=10)) is not d
 
 
 def test_registry_searxng_end_to_end(server: WebsearchServer) -> None:
@@ -579,7 +620,7 @@ def test_registry_searxng_end_to_end(server: WebsearchServer) -> None:
         server.result("Paris - Wikipedia", "https://en.wikipedia.org/wiki/Paris", "w"),
     ]
     provider = create_search_provider(
-        "searxng", url=server.url, timeout=5, allowed_hosts=LOOPBACK_HOSTS
+        SearchSettings("searxng", url=server.url, timeout=5, allowed_hosts=LOOPBACK_HOSTS)
     )
     hits = provider.search(wikipedia_query("Paris"), max_results=5)
     ranked = rank_results(hits, prefer_wikipedia=True)

@@ -1,8 +1,11 @@
-"""Build a search provider from its settings name."""
+"""Build a search provider from its settings."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from websearch.base import SearchProvider
 from websearch.duckduckgo import DuckDuckGoSearch
@@ -10,25 +13,19 @@ from websearch.safety import AddressPolicy
 from websearch.searxng import SearxngSearch
 from websearch.tavily import TavilySearch
 
+if TYPE_CHECKING:
+    from graph.context import Context
+
 SEARCH_PROVIDERS: tuple[str, ...] = ("duckduckgo", "searxng", "tavily")
 WIKIPEDIA_DOMAIN = "wikipedia.org"
 
 
-def create_search_provider(
-    name: str,
-    *,
-    url: str,
-    timeout: float,
-    region: str = "us-en",
-    safesearch: str = "moderate",
-    backend: str = "auto",
-    only_wikipedia: bool = False,
-    allowed_hosts: str = "",
-) -> SearchProvider:
-    """Create a new provider.
+@dataclass(frozen=True)
+class SearchSettings:
+    """Everything a search provider is built from (the run's ``search_*`` settings).
 
-    Args:
-        name: ``"duckduckgo"``, ``"searxng"`` or ``"tavily"`` (case and spaces ignored).
+    Attributes:
+        provider: ``"duckduckgo"``, ``"searxng"`` or ``"tavily"`` (case and spaces ignored).
         url: SearxNG base URL (``searxng`` only).
         timeout: Seconds before a search is abandoned.
         region: ddgs region, e.g. ``"us-en"`` (``duckduckgo`` only).
@@ -38,76 +35,91 @@ def create_search_provider(
             the graph filters the results of every provider anyway.
         allowed_hosts: The ``allowed_hosts`` setting: non-public hosts and networks the SearxNG
             ``url`` may be on (``searxng`` only).
+    """
+
+    provider: str = "duckduckgo"
+    url: str = ""
+    timeout: float = 10.0
+    region: str = "us-en"
+    safesearch: str = "moderate"
+    backend: str = "auto"
+    only_wikipedia: bool = False
+    allowed_hosts: str = ""
+
+    @classmethod
+    def from_context(cls, context: Context) -> SearchSettings:
+        """The search settings of a run."""
+        return cls(
+            provider=context.search_provider,
+            url=context.search_url,
+            timeout=context.search_timeout,
+            region=context.search_region,
+            safesearch=context.search_safesearch,
+            backend=context.search_backend,
+            only_wikipedia=context.only_wikipedia,
+            allowed_hosts=context.allowed_hosts,
+        )
+
+    def relevant(self) -> SearchSettings:
+        """These settings as the provider sees them (the cache key of :func:`get_search_provider`).
+
+        The name is normalised, and the settings the provider ignores are set to their defaults,
+        so that they do not tell two providers apart.
+        """
+        key = self.provider.strip().lower()
+        ddg, searxng = key == "duckduckgo", key == "searxng"
+        default = SearchSettings()
+        return dataclasses.replace(
+            default,
+            provider=key,
+            url=self.url.strip() if searxng else default.url,
+            timeout=float(self.timeout),
+            region=self.region if ddg else default.region,
+            safesearch=self.safesearch if ddg else default.safesearch,
+            backend=self.backend if ddg else default.backend,
+            only_wikipedia=self.only_wikipedia if key == "tavily" else default.only_wikipedia,
+            allowed_hosts=self.allowed_hosts if searxng else default.allowed_hosts,
+        )
+
+
+def create_search_provider(settings: SearchSettings) -> SearchProvider:
+    """Create a new provider.
 
     Raises:
-        ValueError: unknown ``name``, a bad SearxNG ``url`` or ``allowed_hosts``, or a
+        ValueError: unknown ``provider``, a bad SearxNG ``url`` or ``allowed_hosts``, or a
             non-positive ``timeout``.
     """
-    key = name.strip().lower()
+    key = settings.provider.strip().lower()
     if key == "duckduckgo":
         return DuckDuckGoSearch(
-            timeout=timeout, region=region, safesearch=safesearch, backend=backend
+            timeout=settings.timeout,
+            region=settings.region,
+            safesearch=settings.safesearch,
+            backend=settings.backend,
         )
     if key == "searxng":
-        return SearxngSearch(url, timeout=timeout, policy=AddressPolicy.from_setting(allowed_hosts))
+        policy = AddressPolicy.from_setting(settings.allowed_hosts)
+        return SearxngSearch(settings.url, timeout=settings.timeout, policy=policy)
     if key == "tavily":
-        domains = (WIKIPEDIA_DOMAIN,) if only_wikipedia else ()
-        return TavilySearch(timeout=timeout, include_domains=domains)
-    raise ValueError(f"unknown search provider {name!r}; valid: {', '.join(SEARCH_PROVIDERS)}")
+        domains = (WIKIPEDIA_DOMAIN,) if settings.only_wikipedia else ()
+        return TavilySearch(timeout=settings.timeout, include_domains=domains)
+    raise ValueError(
+        f"unknown search provider {settings.provider!r}; valid: {', '.join(SEARCH_PROVIDERS)}"
+    )
 
 
 @functools.lru_cache(maxsize=16)
-def _cached_provider(
-    key: str,
-    url: str,
-    timeout: float,
-    region: str,
-    safesearch: str,
-    backend: str,
-    only_wikipedia: bool,
-    allowed_hosts: str,
-) -> SearchProvider:
-    return create_search_provider(
-        key,
-        url=url,
-        timeout=timeout,
-        region=region,
-        safesearch=safesearch,
-        backend=backend,
-        only_wikipedia=only_wikipedia,
-        allowed_hosts=allowed_hosts,
-    )
+def _cached_provider(settings: SearchSettings) -> SearchProvider:
+    return create_search_provider(settings)
 
 
-def get_search_provider(
-    name: str,
-    *,
-    url: str,
-    timeout: float,
-    region: str = "us-en",
-    safesearch: str = "moderate",
-    backend: str = "auto",
-    only_wikipedia: bool = False,
-    allowed_hosts: str = "",
-) -> SearchProvider:
+def get_search_provider(settings: SearchSettings) -> SearchProvider:
     """Return the provider for these settings, creating it once per process.
 
-    Same arguments as :func:`create_search_provider`. Providers keep no per-search state, so
-    sharing one between threads is safe. Settings a provider ignores do not make new ones.
+    Providers keep no per-search state, so sharing one between threads is safe. Settings a
+    provider ignores do not make new ones (:meth:`SearchSettings.relevant`).
     """
-    key = name.strip().lower()
-    ddg = key == "duckduckgo"
-    searxng = key == "searxng"
-    return _cached_provider(
-        key,
-        url.strip() if searxng else "",
-        float(timeout),
-        region if ddg else "",
-        safesearch if ddg else "",
-        backend if ddg else "",
-        only_wikipedia if key == "tavily" else False,
-        allowed_hosts if searxng else "",
-    )
+    return _cached_provider(settings.relevant())
 
 
 def clear_search_provider_cache() -> None:
