@@ -46,13 +46,42 @@ SOURCES = "Sources:\n  [1] wikipedia:Mona Lisa#0\n"
 NODES_CORRECT = ["retrieve", "grade", "decide_action", "refine", "generate"]
 
 
+class LoopClock:
+    """A clock that moves only while an event loop runs: a task on the loop calls ``tick``.
+
+    A fake model "works" for some of its ticks: it blocks its thread until the loop has ticked
+    that often since the call began. That happens only while the loop is free; a model call made
+    on the loop's own thread would stop the clock, and the call would give up after ``guard``
+    seconds of wall-clock time (reached only when the loop is blocked).
+    """
+
+    def __init__(self, guard: float = 10.0) -> None:
+        self.now = 0
+        self.guard = guard
+        self._moved = threading.Condition()
+
+    def tick(self) -> None:
+        with self._moved:
+            self.now += 1
+            self._moved.notify_all()
+
+    def block(self, ticks: int) -> bool:
+        """Block this thread for ``ticks`` ticks; False if the clock stopped (the loop blocked)."""
+        with self._moved:
+            until = self.now + ticks
+            return self._moved.wait_for(lambda: self.now >= until, timeout=self.guard)
+
+
 class StreamingChat(BaseChatModel):
     """Answers word by word (``_stream``); rewrite prompts get keywords. Optionally slow."""
 
     answer: str = ANSWER
-    delay: float = 0.0
-    """Seconds of blocking work per call (``time.sleep``: blocks whatever thread runs it)."""
+    clock: Any = None
+    """A :class:`LoopClock`: every call blocks its thread for ``ticks`` of it."""
+    ticks: int = 0
     threads: list[str] = []  # noqa: RUF012 (pydantic copies field defaults)
+    blocked: list[bool] = []  # noqa: RUF012
+    """Per slow call: whether the clock moved on while it blocked."""
 
     @property
     def _llm_type(self) -> str:
@@ -60,7 +89,8 @@ class StreamingChat(BaseChatModel):
 
     def _reply(self, messages: list[BaseMessage]) -> str:
         self.threads.append(threading.current_thread().name)
-        time.sleep(self.delay)
+        if self.clock is not None:
+            self.blocked.append(self.clock.block(self.ticks))
         return "Mona Lisa, painter" if messages[-1].text.startswith("question:") else self.answer
 
     def _generate(
@@ -81,16 +111,18 @@ class StreamingChat(BaseChatModel):
 
 
 class SlowEvaluator(FixedScoreEvaluator):
-    """A fixed-score evaluator that blocks its thread for a while on every call."""
+    """A fixed-score evaluator that blocks its thread for ``ticks`` of ``clock`` on every call."""
 
-    def __init__(self, delay: float) -> None:
+    def __init__(self, clock: LoopClock, ticks: int) -> None:
         super().__init__({"Leonardo": 0.9})
-        self.delay = delay
+        self.clock = clock
+        self.ticks = ticks
         self.threads: list[str] = []
+        self.blocked: list[bool] = []
 
     def score(self, question: str, passages: Sequence[str]) -> list[float]:
         self.threads.append(threading.current_thread().name)
-        time.sleep(self.delay)
+        self.blocked.append(self.clock.block(self.ticks))
         return super().score(question, passages)
 
 
@@ -240,36 +272,37 @@ def test_ingestion_graph_streams_progress(tmp_path: Path) -> None:
 
 
 def test_ainvoke_runs_blocking_model_calls_off_the_event_loop() -> None:
-    """Sync nodes run on worker threads under ``ainvoke``: the loop keeps ticking meanwhile."""
-    chat = StreamingChat(delay=0.4, threads=[])
-    scorer = SlowEvaluator(delay=0.3)
+    """Sync nodes run on worker threads under ``ainvoke``: the loop keeps ticking meanwhile.
 
-    async def main() -> tuple[dict[str, Any], float, str]:
+    Each model call blocks its thread until the event loop has ticked a few times (a clock that
+    moves only while the loop runs): it returns only because the loop was free meanwhile.
+    """
+    clock = LoopClock()
+    chat = StreamingChat(clock=clock, ticks=5, threads=[], blocked=[])
+    scorer = SlowEvaluator(clock, ticks=3)
+
+    async def main() -> tuple[dict[str, Any], str]:
         loop_thread = threading.current_thread().name
-        gaps: list[float] = []
         done = asyncio.Event()
 
         async def heartbeat() -> None:
-            last = time.monotonic()
             while not done.is_set():
-                await asyncio.sleep(0.02)
-                now = time.monotonic()
-                gaps.append(now - last)
-                last = now
+                clock.tick()
+                await asyncio.sleep(0)
 
         beat = asyncio.create_task(heartbeat())
         out = await graph.ainvoke({"question": QUESTION})
         done.set()
         await beat
-        return dict(out), max(gaps), loop_thread
+        return dict(out), loop_thread
 
     with use_components(fakes(chat=chat, scorer=scorer)):
-        started = time.monotonic()
-        out, worst_gap, loop_thread = asyncio.run(main())
-        elapsed = time.monotonic() - started
+        out, loop_thread = asyncio.run(main())
     assert out["answer"] == ANSWER
-    assert elapsed >= 0.4 + 2 * 0.3  # generate + grade + refine really blocked their threads
-    assert worst_gap < 0.2, f"the event loop was blocked for {worst_gap:.2f} s"
+    # generate, grade and refine really blocked their threads, and the loop ran meanwhile.
+    assert chat.blocked == [True], "the event loop was blocked during generate"
+    assert scorer.blocked == [True, True], "the event loop was blocked during grade or refine"
+    assert clock.now >= 5 + 2 * 3
     assert chat.threads and loop_thread not in chat.threads
     assert scorer.threads and loop_thread not in scorer.threads
 
