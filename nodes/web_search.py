@@ -14,7 +14,7 @@ from graph.progress import emit
 from graph.state import KnowledgeStrip, State, StateUpdate
 from knowledge.selection import select_top
 from knowledge.strips import decompose
-from websearch.base import SearchUnavailableError
+from websearch.base import SearchResult, SearchUnavailableError
 from websearch.ranking import rank_results, wikipedia_query
 from websearch.reader import ReaderOptions, WebPassage, WebReading, cached_search, read_results
 
@@ -48,17 +48,10 @@ def web_search(state: State, runtime: Runtime[Context]) -> StateUpdate:
     run: the graph goes on with the knowledge it has and ``notes`` says what happened.
     """
     context = runtime.context
-    components = current_components()
-    query = state.get("search_query") or state["question"]
-    if context.prefer_wikipedia or context.only_wikipedia:
-        query = wikipedia_query(query)
-    wanted = context.web_results
-    if context.only_wikipedia:
-        wanted = max(wanted, ONLY_WIKIPEDIA_RESULTS)
+    query, wanted = _query(state, context)
     emit(runtime, "web_search", "searching", query=query)
     try:
-        provider = components.search(context)
-        results = cached_search(provider, query, wanted, ttl=context.web_cache_ttl)
+        results = _ranked_results(context, query, wanted)
     except SearchUnavailableError as exc:
         logger.warning("web search unavailable: %s", exc)
         emit(runtime, "web_search", "unavailable", reason=str(exc))
@@ -68,10 +61,6 @@ def web_search(state: State, runtime: Runtime[Context]) -> StateUpdate:
                 f"web search unavailable: {str(exc).rstrip('.')}; answered without web knowledge"
             ],
         }
-    ranked = rank_results(
-        results, prefer_wikipedia=context.prefer_wikipedia, only_wikipedia=context.only_wikipedia
-    )
-    results = ranked[: context.web_results]
     emit(runtime, "web_search", "searched", results=len(results))
     if not results:
         only = " (only_wikipedia is on)" if context.only_wikipedia else ""
@@ -79,12 +68,7 @@ def web_search(state: State, runtime: Runtime[Context]) -> StateUpdate:
             "external_knowledge": [],
             "notes": [f"web search found nothing usable for {query!r}{only}"],
         }
-    pages = context.pages_to_read if context.fetch_pages else 0
-
-    def page_read(url: str, ok: bool, done: int, total: int) -> None:
-        emit(runtime, "web_search", "page", url=url, ok=ok, done=done, total=total)
-
-    reading = read_results(results, pages=pages, options=reader_options(context), on_page=page_read)
+    reading = _read(runtime, results)
     update = _select(state["question"], reading, context, query)
     emit(
         runtime,
@@ -94,6 +78,42 @@ def web_search(state: State, runtime: Runtime[Context]) -> StateUpdate:
         kept=len(update["external_knowledge"]),
     )
     return update
+
+
+def _query(state: State, context: Context) -> tuple[str, int]:
+    """The query (biased towards Wikipedia where preferred) and how many results to ask for."""
+    query = state.get("search_query") or state["question"]
+    if context.prefer_wikipedia or context.only_wikipedia:
+        query = wikipedia_query(query)
+    wanted = context.web_results
+    if context.only_wikipedia:
+        wanted = max(wanted, ONLY_WIKIPEDIA_RESULTS)
+    return query, wanted
+
+
+def _ranked_results(context: Context, query: str, wanted: int) -> list[SearchResult]:
+    """The run's top ``web_results`` hits for ``query``, Wikipedia first where preferred.
+
+    Raises:
+        SearchUnavailableError: the search engine could not be used.
+    """
+    provider = current_components().search(context)
+    results = cached_search(provider, query, wanted, ttl=context.web_cache_ttl)
+    ranked = rank_results(
+        results, prefer_wikipedia=context.prefer_wikipedia, only_wikipedia=context.only_wikipedia
+    )
+    return ranked[: context.web_results]
+
+
+def _read(runtime: Runtime[Context], results: list[SearchResult]) -> WebReading:
+    """Read the pages of the top ``pages_to_read`` results (none with ``fetch_pages`` off)."""
+    context = runtime.context
+    pages = context.pages_to_read if context.fetch_pages else 0
+
+    def page_read(url: str, ok: bool, done: int, total: int) -> None:
+        emit(runtime, "web_search", "page", url=url, ok=ok, done=done, total=total)
+
+    return read_results(results, pages=pages, options=reader_options(context), on_page=page_read)
 
 
 def _select(question: str, reading: WebReading, context: Context, query: str) -> StateUpdate:
