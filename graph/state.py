@@ -196,7 +196,8 @@ def _empty_value(name: str, declared: Any) -> Callable[[], Any]:
     if get_origin(declared) is Annotated:
         base, *extras = get_args(declared)
         if any(callable(extra) for extra in extras):  # a reducer would merge into the old list
-            return lambda: Overwrite(_empty_value(name, base)())
+            inner = _empty_value(name, base)
+            return lambda: Overwrite(inner())
         declared = base
     kind = get_origin(declared) or declared
     if kind in (list, str, bool):
