@@ -1,11 +1,13 @@
 """Unit tests per node, with fixed-score evaluators, scripted chat models and static stores."""
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from graph.context import Context
+from graph.state import RetrievedPassage
 from graph.validation import InvalidQuestionError
 from nodes.decide_action import decide_action
 from nodes.generate import generate
@@ -18,20 +20,24 @@ from tests.fakes import MONA_LISA, FakeComponents, ScriptedChatModel, StaticSear
 from websearch.base import SearchResult
 
 
-class FakeRuntime:
-    def __init__(self, context: Context | None = None) -> None:
-        self.context = context
+def node_runtime(context: Context | None = None) -> Runtime[Context]:
+    """A node's runtime; without a context, as ``graph.invoke`` without ``context=`` gives."""
+    if context is None:
+        return Runtime()  # its context stays None
+    return Runtime(context=context)
 
 
-RT = FakeRuntime()
+RT = node_runtime()
 
 
-def passage(text: str, score: float | None, source: str = "doc", chunk: int = 0) -> dict[str, Any]:
+def passage(
+    text: str, score: float | None, source: str = "doc", chunk: int = 0
+) -> RetrievedPassage:
     return {"text": text, "source": source, "chunk": chunk, "score": score}
 
 
 def test_retrieve_resets_run_fields_and_returns_top_k(fake_components: FakeComponents) -> None:
-    update = retrieve({"question": "  Who painted the Mona Lisa? "}, FakeRuntime(Context(top_k=1)))
+    update = retrieve({"question": "  Who painted the Mona Lisa? "}, node_runtime(Context(top_k=1)))
     assert update["question"] == "Who painted the Mona Lisa?"
     assert [d["source"] for d in update["documents"]] == ["wikipedia:Mona Lisa"]
     assert update["documents"][0]["score"] is None
@@ -62,7 +68,7 @@ def test_retrieve_rejects_bad_questions(
 
 def test_grade_scores_every_passage_in_one_call(fake_components: FakeComponents) -> None:
     docs = [passage(MONA_LISA, None), passage("Nothing here.", None)]
-    update = grade({"question": "q", "documents": docs}, RT)  # type: ignore[typeddict-item]
+    update = grade({"question": "q", "documents": docs}, RT)
     assert [d["score"] for d in update["documents"]] == [0.9, -1.0]
     assert len(fake_components.scorer.calls) == 1
 
@@ -80,7 +86,7 @@ def test_grade_with_no_documents_does_not_call_the_evaluator(
 )
 def test_decide_action_node(scores: list[float], action: str) -> None:
     docs = [passage("t", s) for s in scores]
-    update = decide_action({"question": "q", "documents": docs}, RT)  # type: ignore[typeddict-item]
+    update = decide_action({"question": "q", "documents": docs}, RT)
     assert update["action"] == action
     assert update["decision"]["action"] == action
 
@@ -88,12 +94,12 @@ def test_decide_action_node(scores: list[float], action: str) -> None:
 def test_decide_action_uses_context_thresholds() -> None:
     docs = [passage("t", 0.3)]
     state: Any = {"question": "q", "documents": docs}
-    assert decide_action(state, FakeRuntime(Context(upper_threshold=0.2)))["action"] == "correct"
+    assert decide_action(state, node_runtime(Context(upper_threshold=0.2)))["action"] == "correct"
 
 
 def test_refine_keeps_relevant_strips_in_original_order(fake_components: FakeComponents) -> None:
     docs = [passage(MONA_LISA, 0.9, "wikipedia:Mona Lisa"), passage("Irrelevant. Text.", -0.995)]
-    update = refine({"question": "q", "documents": docs}, RT)  # type: ignore[typeddict-item]
+    update = refine({"question": "q", "documents": docs}, RT)
     texts = [s["text"] for s in update["internal_knowledge"]]
     # Sentence 1 mentions Leonardo (0.9); sentence 3 mentions the Louvre (0.2); sentence 2
     # scores -1 and is dropped. The passage below the lower threshold is not decomposed.
@@ -111,13 +117,13 @@ def test_refine_keeps_relevant_strips_in_original_order(fake_components: FakeCom
 
 def test_refine_respects_strips_kept(fake_components: FakeComponents) -> None:
     docs = [passage(MONA_LISA, 0.9)]
-    update = refine({"question": "q", "documents": docs}, FakeRuntime(Context(strips_kept=1)))  # type: ignore[typeddict-item]
+    update = refine({"question": "q", "documents": docs}, node_runtime(Context(strips_kept=1)))
     assert [s["score"] for s in update["internal_knowledge"]] == [0.9]
 
 
 def test_refine_notes_when_nothing_survives(fake_components: FakeComponents) -> None:
     docs = [passage("Nothing relevant. At all. Really.", 0.0)]
-    update = refine({"question": "q", "documents": docs}, RT)  # type: ignore[typeddict-item]
+    update = refine({"question": "q", "documents": docs}, RT)
     assert update["internal_knowledge"] == []
     assert "kept no strip" in update["notes"][0]
 
@@ -172,8 +178,8 @@ def test_web_search_selects_relevant_snippets_wikipedia_first(
             SearchResult("Empty", "https://empty.example", "   "),
         ]
     )
-    snippets_only = FakeRuntime(Context(fetch_pages=False))  # hermetic: no page is read
-    update = web_search({"question": "q", "search_query": "Mona Lisa, painter"}, snippets_only)  # type: ignore[typeddict-item]
+    snippets_only = node_runtime(Context(fetch_pages=False))  # hermetic: no page is read
+    update = web_search({"question": "q", "search_query": "Mona Lisa, painter"}, snippets_only)
     strips = update["external_knowledge"]
     assert [s["source"] for s in strips] == ["https://en.wikipedia.org/wiki/Mona_Lisa"]
     assert strips[0]["origin"] == "external" and strips[0]["chunk"] is None
@@ -182,7 +188,7 @@ def test_web_search_selects_relevant_snippets_wikipedia_first(
 
 def test_web_search_unavailable_is_a_note_not_a_crash(fake_components: FakeComponents) -> None:
     fake_components.web = StaticSearch(error="DuckDuckGo could not be reached")
-    update = web_search({"question": "q", "search_query": "x"}, RT)  # type: ignore[typeddict-item]
+    update = web_search({"question": "q", "search_query": "x"}, RT)
     assert update["external_knowledge"] == []
     assert update["notes"] == [
         "web search unavailable: DuckDuckGo could not be reached; answered without web knowledge"
@@ -192,8 +198,8 @@ def test_web_search_unavailable_is_a_note_not_a_crash(fake_components: FakeCompo
 def test_web_search_no_results_is_noted(fake_components: FakeComponents) -> None:
     fake_components.web = StaticSearch([])
     update = web_search(
-        {"question": "q", "search_query": "x"}, FakeRuntime(Context(prefer_wikipedia=False))
-    )  # type: ignore[typeddict-item]
+        {"question": "q", "search_query": "x"}, node_runtime(Context(prefer_wikipedia=False))
+    )
     assert fake_components.web.queries == ["x"]
     assert "found nothing" in update["notes"][0]
 
@@ -260,13 +266,16 @@ class StripAwareEvaluator:
     ],
 )
 def test_refine_scores_strips_with_the_strip_calibration_unless_told_otherwise(
-    fake_components: FakeComponents, scoring: str, method: str, kept: list[str] | None
+    fake_components: FakeComponents,
+    scoring: Literal["strips", "passages"],
+    method: str,
+    kept: list[str] | None,
 ) -> None:
     evaluator = StripAwareEvaluator()
-    fake_components.scorer = evaluator  # type: ignore[assignment]
+    fake_components.scorer = evaluator
     docs = [passage(MONA_LISA, 0.9, "wikipedia:Mona Lisa")]
-    runtime = FakeRuntime(Context(strip_scoring=scoring))  # type: ignore[arg-type]
-    update = refine({"question": "q", "documents": docs}, runtime)  # type: ignore[typeddict-item]
+    runtime = node_runtime(Context(strip_scoring=scoring))
+    update = refine({"question": "q", "documents": docs}, runtime)
     assert evaluator.methods == [method]
     texts = [s["text"] for s in update["internal_knowledge"]]
     if kept is not None:
@@ -280,7 +289,7 @@ def test_web_paragraphs_are_refined_into_strips_like_retrieved_passages(
     fake_components: FakeComponents, refine_web: bool
 ) -> None:
     evaluator = StripAwareEvaluator()
-    fake_components.scorer = evaluator  # type: ignore[assignment]
+    fake_components.scorer = evaluator
     paragraph = (
         "The Mona Lisa is a portrait. It was painted by Leonardo da Vinci. "
         "The painting is held at the Louvre in Paris."
@@ -292,8 +301,8 @@ def test_web_paragraphs_are_refined_into_strips_like_retrieved_passages(
             )
         ]
     )
-    runtime = FakeRuntime(Context(fetch_pages=False, refine_web_knowledge=refine_web))
-    update = web_search({"question": "q", "search_query": "Mona Lisa"}, runtime)  # type: ignore[typeddict-item]
+    runtime = node_runtime(Context(fetch_pages=False, refine_web_knowledge=refine_web))
+    update = web_search({"question": "q", "search_query": "Mona Lisa"}, runtime)
     texts = [s["text"] for s in update["external_knowledge"]]
     if refine_web:
         assert evaluator.methods == ["score_strips"]
