@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -68,38 +68,73 @@ def _score(value: float | None) -> str:
     return "  -   " if value is None else f"{value:+.3f}"
 
 
+def _strip_lines(strips: list[dict[str, Any]], *, with_text: bool) -> list[str]:
+    """The indented score lines under refine's or web_search's kept-strips line."""
+    if with_text:
+        return [
+            f"    {_score(s['score'])}  {_short(render_strip(s['text']), 70)}  ({s['source']})"
+            for s in strips
+        ]
+    return [f"    {_score(s['score'])}  {s['source']}" for s in strips]
+
+
+def _contextualize_lines(update: dict[str, Any]) -> list[str]:
+    return [f"[contextualize] {update.get('standalone_question', '')!r}"]
+
+
+def _retrieve_lines(update: dict[str, Any]) -> list[str]:
+    return [f"[retrieve] {len(update.get('documents', []))} passages"]
+
+
+def _grade_lines(update: dict[str, Any]) -> list[str]:
+    return [
+        f"[grade] {doc['score']:+.3f}  {doc['source']}#{doc['chunk']}"
+        for doc in update.get("documents", [])
+    ]
+
+
+def _decide_action_lines(update: dict[str, Any]) -> list[str]:
+    decision = update.get("decision", {})
+    return [f"[decide_action] {update.get('action')}: {decision.get('reason', '')}"]
+
+
+def _refine_lines(update: dict[str, Any]) -> list[str]:
+    strips = update.get("internal_knowledge", [])
+    return [f"[refine] kept {len(strips)} strips", *_strip_lines(strips, with_text=True)]
+
+
+def _rewrite_query_lines(update: dict[str, Any]) -> list[str]:
+    return [f"[rewrite_query] {update.get('search_query', '')!r}"]
+
+
+def _web_search_lines(update: dict[str, Any]) -> list[str]:
+    strips = update.get("external_knowledge", [])
+    return [f"[web_search] kept {len(strips)} results", *_strip_lines(strips, with_text=False)]
+
+
+def _generate_lines(update: dict[str, Any]) -> list[str]:
+    if update.get("abstained"):
+        return ["[generate] abstained: no usable knowledge"]
+    return ["[generate] done"]
+
+
+_UPDATE_LINES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+    "contextualize": _contextualize_lines,
+    "retrieve": _retrieve_lines,
+    "grade": _grade_lines,
+    "decide_action": _decide_action_lines,
+    "refine": _refine_lines,
+    "rewrite_query": _rewrite_query_lines,
+    "web_search": _web_search_lines,
+    "generate": _generate_lines,
+}
+
+
 def _report_update(node: str, update: dict[str, Any]) -> None:
-    """Print one line (or a few) per finished node."""
-    if node == "contextualize":
-        _err(f"[contextualize] {update.get('standalone_question', '')!r}")
-    elif node == "retrieve":
-        docs = update.get("documents", [])
-        _err(f"[retrieve] {len(docs)} passages")
-    elif node == "grade":
-        for doc in update.get("documents", []):
-            _err(f"[grade] {doc['score']:+.3f}  {doc['source']}#{doc['chunk']}")
-    elif node == "decide_action":
-        decision = update.get("decision", {})
-        _err(f"[decide_action] {update.get('action')}: {decision.get('reason', '')}")
-    elif node == "refine":
-        strips = update.get("internal_knowledge", [])
-        _err(f"[refine] kept {len(strips)} strips")
-        for strip in strips:
-            text = _short(render_strip(strip["text"]), 70)
-            _err(f"    {_score(strip['score'])}  {text}  ({strip['source']})")
-    elif node == "rewrite_query":
-        _err(f"[rewrite_query] {update.get('search_query', '')!r}")
-    elif node == "web_search":
-        strips = update.get("external_knowledge", [])
-        _err(f"[web_search] kept {len(strips)} results")
-        for strip in strips:
-            _err(f"    {_score(strip['score'])}  {strip['source']}")
-    elif node == "generate":
-        _err(
-            "[generate] abstained: no usable knowledge"
-            if update.get("abstained")
-            else "[generate] done"
-        )
+    """Print one line (or a few) per finished node, then the notes it added."""
+    lines = _UPDATE_LINES.get(node)
+    for line in lines(update) if lines is not None else []:
+        _err(line)
     for note in update.get("notes", []) if isinstance(update.get("notes"), list) else []:
         _err(f"    note: {note}")
 
@@ -201,13 +236,26 @@ def _cancel_on_interrupt() -> Iterator[None]:
             signal.signal(signal.SIGINT, previous)
 
 
-def _run_question(graph: Any, args: argparse.Namespace, config: RunnableConfig | None) -> int:
-    """Stream one run: tokens to stdout, progress to stderr (or the JSON output at the end)."""
-    from app.api import output_of
+def _report_chunk(printer: _AnswerPrinter, mode: str, chunk: Any) -> None:
+    """The progress lines (stderr) for one ``updates`` or ``custom`` chunk."""
+    if mode == "updates":
+        printer.end_line()
+        for node, update in chunk.items():
+            if isinstance(update, dict):
+                _report_update(node, update)
+    elif mode == "custom" and isinstance(chunk, dict):
+        line = _progress_line(chunk)
+        if line is not None:
+            printer.end_line()  # the answer's line stays open for its citations
+            _err(line)
 
+
+def _stream_run(
+    graph: Any, args: argparse.Namespace, config: RunnableConfig | None, printer: _AnswerPrinter
+) -> dict[str, Any]:
+    """Stream the run through ``printer`` and the progress lines; return the final state."""
     context = _context(args)
     final: dict[str, Any] = {}
-    printer = _AnswerPrinter()
     modes = (
         ["updates", "values", "custom"]
         if args.json
@@ -228,20 +276,18 @@ def _run_question(graph: Any, args: argparse.Namespace, config: RunnableConfig |
                 continue
             if mode == "updates":
                 printer.cite(chunk.get("generate"))
-            if args.quiet:
-                continue
-            if mode == "updates":
-                printer.end_line()
-                for node, update in chunk.items():
-                    if isinstance(update, dict):
-                        _report_update(node, update)
-            elif mode == "custom" and isinstance(chunk, dict):
-                line = _progress_line(chunk)
-                if line is not None:
-                    printer.end_line()  # the answer's line stays open for its citations
-                    _err(line)
+            if not args.quiet:
+                _report_chunk(printer, mode, chunk)
     printer.end_line()
-    output = output_of(final)
+    return final
+
+
+def _run_question(graph: Any, args: argparse.Namespace, config: RunnableConfig | None) -> int:
+    """Stream one run: tokens to stdout, progress to stderr (or the JSON output at the end)."""
+    from app.api import output_of
+
+    printer = _AnswerPrinter()
+    output = output_of(_stream_run(graph, args, config, printer))
     if args.json:
         print(json.dumps(output, indent=2, ensure_ascii=False))
         return 0

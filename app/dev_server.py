@@ -149,14 +149,13 @@ def start_dev_server(
     config_file = workdir / "langgraph.json"
     config_file.write_text(json.dumps(config, indent=2), encoding="utf-8")
     port = port or free_port()
-    url = f"http://{HOST}:{port}"
-    log = workdir / "server.log"
     command = [
         str(cli), "dev", "--no-browser", "--no-reload", "--host", HOST,
         "--port", str(port), "--config", str(config_file),
     ]  # fmt: skip
     if jobs_per_worker:
         command += ["--n-jobs-per-worker", str(jobs_per_worker)]
+    log = workdir / "server.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
             command,
@@ -167,29 +166,34 @@ def start_dev_server(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    server = DevServer(url=url, process=process, log=log)
-    deadline = time.monotonic() + startup_timeout
+    server = DevServer(url=f"http://{HOST}:{port}", process=process, log=log)
     try:
-        while True:
-            if process.poll() is not None:
-                raise DevServerError(
-                    f"langgraph dev exited with {process.returncode} before answering /ok:\n"
-                    f"{server.log_tail()}"
-                )
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise DevServerError(
-                    f"langgraph dev did not answer {url}/ok within {startup_timeout:.0f} s:\n"
-                    f"{server.log_tail()}"
-                )
-            time.sleep(0.25)
+        _wait_until_up(server, startup_timeout)
     except BaseException:
         server.stop()
         raise
-    logger.info("langgraph dev is up at %s (pid %d)", url, process.pid)
+    logger.info("langgraph dev is up at %s (pid %d)", server.url, process.pid)
     return server
+
+
+def _wait_until_up(server: DevServer, startup_timeout: float) -> None:
+    """Poll ``/ok`` until it answers 200; raise if the server exits or the time runs out."""
+    deadline = time.monotonic() + startup_timeout
+    while True:
+        if server.process.poll() is not None:
+            raise DevServerError(
+                f"langgraph dev exited with {server.process.returncode} before answering /ok:\n"
+                f"{server.log_tail()}"
+            )
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{server.url}/ok", timeout=2).status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            raise DevServerError(
+                f"langgraph dev did not answer {server.url}/ok within {startup_timeout:.0f} s:\n"
+                f"{server.log_tail()}"
+            )
+        time.sleep(0.25)
 
 
 @contextlib.contextmanager

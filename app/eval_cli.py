@@ -7,6 +7,7 @@ import json
 import logging
 import random
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -213,14 +214,8 @@ def _user_store(out: Path, paths: list[Path], collection: str, embedder: str) ->
     return path
 
 
-def build_options(args: argparse.Namespace) -> Any:
-    """The eval's options from the command line (loads the questions, builds a store)."""
-    from evaluation.experiments import select_experiments
-    from evaluation.questions import read_popqa
-    from evaluation.runner import EvalOptions
-    from graph.context import Context
-    from vectorstore.corpus import load_corpus
-
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Reject the numeric options out of their range, naming the option."""
     if args.limit < 0:
         raise ValueError(f"--limit must be 0 (all) or positive, not {args.limit}")
     if args.corpus_size < 0:
@@ -233,14 +228,12 @@ def build_options(args: argparse.Namespace) -> Any:
         raise ValueError(
             f"--gold-removed-share must be a percent from 0 to 100, not {args.gold_removed_share}"
         )
-    experiments = select_experiments(args.experiments)
-    if args.corpus and not args.questions:
-        raise ValueError(
-            "--corpus needs --questions (FanOutQA and --dataset runs use the bundled corpus)"
-        )
-    settings = _settings(args.set)
-    collection = str(settings.pop("collection", Context().collection))
-    embedder = str(settings.get("embedder", Context().embedder))
+
+
+def _load_questions(args: argparse.Namespace) -> tuple[list[Any], str]:
+    """The questions to evaluate (the first ``--limit``) and a line saying where from."""
+    from evaluation.questions import read_popqa
+
     if args.questions:
         questions = read_popqa(args.questions)
         source = f"questions of {args.questions}"
@@ -252,35 +245,73 @@ def build_options(args: argparse.Namespace) -> Any:
         questions = questions[: args.limit]
     if not questions:
         raise ValueError(f"no questions to evaluate ({source})")
-    gold_texts = {doc.source: doc.text for doc in load_corpus()}
-    args.out.mkdir(parents=True, exist_ok=True)
+    return questions, source
+
+
+@dataclass(frozen=True)
+class _EvalStore:
+    """The store the eval answers from, and how the report describes it."""
+
+    path: str
+    description: str
+    default_corpus: bool
+
+
+def _eval_store(
+    args: argparse.Namespace,
+    questions: list[Any],
+    settings: dict[str, Any],
+    collection: str,
+    embedder: str,
+) -> _EvalStore:
+    """The user's documents, a small store of the bundled corpus, or the bundled corpus."""
+    from graph.context import Context
+
     if args.corpus:
-        store_path = _user_store(args.out, args.corpus, collection, embedder)
-        description = f"your documents ({', '.join(map(str, args.corpus))}) in {store_path}"
-        default_corpus = False
-        gold_texts = {}
-    elif args.corpus_size:
-        store_path = _small_store(
-            args.out, questions, args.corpus_size, args.seed, collection, embedder
+        path = _user_store(args.out, args.corpus, collection, embedder)
+        return _EvalStore(
+            path, f"your documents ({', '.join(map(str, args.corpus))}) in {path}", False
         )
+    if args.corpus_size:
+        path = _small_store(args.out, questions, args.corpus_size, args.seed, collection, embedder)
         description = (
             f"the questions' gold summaries plus {args.corpus_size} other bundled summaries "
-            f"(seed {args.seed}) in {store_path}"
+            f"(seed {args.seed}) in {path}"
         )
-        default_corpus = False
-    else:
-        store_path = args.store or str(settings.pop("store_path", Context().store_path))
-        description = f"the bundled corpus (10,033 Wikipedia summaries) in {store_path}"
-        default_corpus = True
+        return _EvalStore(path, description, False)
+    path = args.store or str(settings.pop("store_path", Context().store_path))
+    return _EvalStore(path, f"the bundled corpus (10,033 Wikipedia summaries) in {path}", True)
+
+
+def build_options(args: argparse.Namespace) -> Any:
+    """The eval's options from the command line (loads the questions, builds a store)."""
+    from evaluation.experiments import select_experiments
+    from evaluation.runner import EvalOptions
+    from graph.context import Context
+    from vectorstore.corpus import load_corpus
+
+    _check_numbers(args)
+    experiments = select_experiments(args.experiments)
+    if args.corpus and not args.questions:
+        raise ValueError(
+            "--corpus needs --questions (FanOutQA and --dataset runs use the bundled corpus)"
+        )
+    settings = _settings(args.set)
+    collection = str(settings.pop("collection", Context().collection))
+    embedder = str(settings.get("embedder", Context().embedder))
+    questions, source = _load_questions(args)
+    gold_texts = {doc.source: doc.text for doc in load_corpus()}
+    args.out.mkdir(parents=True, exist_ok=True)
+    store = _eval_store(args, questions, settings, collection, embedder)
     settings.pop("store_path", None)
     return EvalOptions(
         questions=questions,
         question_source=source,
-        store_path=store_path,
+        store_path=store.path,
         collection=collection,
-        default_corpus=default_corpus,
-        store_description=description,
-        gold_texts=gold_texts,
+        default_corpus=store.default_corpus,
+        store_description=store.description,
+        gold_texts={} if args.corpus else gold_texts,
         experiments=experiments,
         settings=settings,
         max_new_tokens=args.max_new_tokens,

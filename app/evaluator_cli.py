@@ -32,7 +32,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluation.evaluator_calibration import PAPER_LOWER, PAPER_UPPER
+from evaluation.evaluator_calibration import PAPER_LOWER, PAPER_UPPER, Thresholds
 
 logger = logging.getLogger(__name__)
 
@@ -228,6 +228,17 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             }
         )
         return 0
+    _print_calibration(args, fit, scores, labels)
+    _out(f"use: crag ask QUESTION {setting}")
+    return 0
+
+
+def _print_calibration(
+    args: argparse.Namespace, fit: Thresholds, scores: list[float], labels: list[int]
+) -> None:
+    """The calibration's figures and notes, for people."""
+    from evaluation.evaluator_metrics import pair_accuracy, roc_auc
+
     int8_note = " (int8)" if _int8_applies(args.evaluator, args.int8) else ""
     _out(
         f"{args.evaluator}{int8_note}: {fit.pairs} pairs ({fit.positives} positive, "
@@ -254,8 +265,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         _out("  note: the fitted thresholds crossed; they were merged into one (no Ambiguous)")
     if int8_note:
         _out("  note: fitted on int8 scores; use them with --set evaluator_int8=true")
-    _out(f"use: crag ask QUESTION {setting}")
-    return 0
 
 
 # --- report ----------------------------------------------------------------------------------
@@ -400,15 +409,8 @@ def _split_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_evaluator_commands(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
-    """Add ``crag evaluator pairs|train|calibrate|report|bench`` to the ``crag`` parser."""
-    evaluator = subparsers.add_parser(
-        "evaluator", help="build pairs, train, calibrate, report on and time evaluators"
-    )
-    commands = evaluator.add_subparsers(dest="evaluator_command", required=True)
-
+def _add_pairs_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``crag evaluator pairs``."""
     pairs = commands.add_parser(
         "pairs", help="labelled (question, passage) pairs from FanOutQA over the store"
     )
@@ -420,6 +422,9 @@ def add_evaluator_commands(
     _split_option(pairs)
     pairs.set_defaults(func=cmd_pairs)
 
+
+def _add_train_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``crag evaluator train``."""
     train = commands.add_parser("train", help="fine-tune a cross-encoder or T5 evaluator")
     train.add_argument("--kind", required=True, choices=("cross-encoder", "t5"))
     train.add_argument("--pairs", required=True, nargs="+", help="JSON Lines pair files")
@@ -436,6 +441,9 @@ def add_evaluator_commands(
     _split_option(train)
     train.set_defaults(func=cmd_train)
 
+
+def _add_calibrate_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``crag evaluator calibrate``."""
     calibrate = commands.add_parser(
         "calibrate", help="fit the upper and lower thresholds on scored pairs"
     )
@@ -449,6 +457,9 @@ def add_evaluator_commands(
     _split_option(calibrate)
     calibrate.set_defaults(func=cmd_calibrate)
 
+
+def _add_report_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``crag evaluator report``."""
     report = commands.add_parser(
         "report", help="pair accuracy, ROC AUC and actions against gold per back end"
     )
@@ -477,6 +488,9 @@ def add_evaluator_commands(
     _split_option(report)
     report.set_defaults(func=cmd_report)
 
+
+def _add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``crag evaluator bench``."""
     bench = commands.add_parser(
         "bench", help="pairs/s batched against one pair per call, the paper's way and int8"
     )
@@ -497,3 +511,19 @@ def add_evaluator_commands(
     bench.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     bench.add_argument("--json", action="store_true", help="print JSON")
     bench.set_defaults(func=cmd_bench)
+
+
+def add_evaluator_commands(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """Add ``crag evaluator pairs|train|calibrate|report|bench`` to the ``crag`` parser."""
+    evaluator = subparsers.add_parser(
+        "evaluator", help="build pairs, train, calibrate, report on and time evaluators"
+    )
+    commands = evaluator.add_subparsers(dest="evaluator_command", required=True)
+
+    _add_pairs_parser(commands)
+    _add_train_parser(commands)
+    _add_calibrate_parser(commands)
+    _add_report_parser(commands)
+    _add_bench_parser(commands)

@@ -221,7 +221,7 @@ async def _one_run(
         )
     except TimeoutError:
         return RunResult(question, time.monotonic() - started, error="did not finish in time")
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any failed run is counted, never ends the bench
         return RunResult(question, time.monotonic() - started, error=f"{type(exc).__name__}: {exc}")
     latency = time.monotonic() - started
     if not isinstance(out, dict):

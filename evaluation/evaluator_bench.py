@@ -525,51 +525,108 @@ def run_bench(
         raise ValueError(f"repeats must be at least 1, got {rounds}")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     pairs = bench_pairs(count, passages_per_question, seed)
-    group = passages_per_question or count
+    measured = _measure(model, pairs, batch_size, rounds)
+    return _bench_result(
+        model,
+        pairs,
+        measured,
+        _Sizes(count, min(passages_per_question or count, count), batch_size, rounds),
+        load,
+    )
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """One model's timings, and the scorer and tokenizer they were taken with."""
+
+    scorer: Any
+    parameters: int
+    tokenizer: Any
+    build_seconds: float
+    timings: ModeTimings
+    int8_build_seconds: float
+    paper_way_seconds: float
+
+
+def _with_int8(
+    scorer: Any, pairs: Sequence[tuple[str, str]], rounds: int
+) -> tuple[ModeTimings, float]:
+    """Time the modes, int8 included; also the seconds the int8 copy took to build."""
+    quantise_started = time.perf_counter()
+    twin = int8_copy(scorer)
+    int8_build = time.perf_counter() - quantise_started
+    return time_modes(scorer, pairs, rounds, int8_scorer=twin), int8_build
+
+
+def _measure(
+    model: str, pairs: Sequence[tuple[str, str]], batch_size: int, rounds: int
+) -> _Measured:
+    """Build the model's scorer and time it every way (the model is known)."""
     started = time.perf_counter()
-
-    def with_int8(scorer: Any) -> tuple[ModeTimings, float]:
-        quantise_started = time.perf_counter()
-        twin = int8_copy(scorer)
-        int8_build = time.perf_counter() - quantise_started
-        return time_modes(scorer, pairs, rounds, int8_scorer=twin), int8_build
-
+    scorer: Any
     try:
         if model == "minilm":
             with minilm_scorer(batch_size) as (scorer, parameters, tokenizer, raw):
                 build = time.perf_counter() - started
-                timings, int8_build = with_int8(scorer)
+                timings, int8_build = _with_int8(scorer, pairs, rounds)
                 paper, _ = _time(lambda: paper_way(raw, tokenizer, pairs))
         else:
             scorer, parameters, tokenizer = t5_large_scorer(batch_size)
             build = time.perf_counter() - started
-            timings, int8_build = with_int8(scorer)
+            timings, int8_build = _with_int8(scorer, pairs, rounds)
             paper, _ = _time(lambda: paper_way_t5(scorer, pairs))
     except (OSError, RuntimeError) as exc:
         raise EvaluatorError(f"bench of {model} failed: {exc}") from exc
-    batched, per_pair = timings.batched_seconds, timings.per_pair_seconds
-    int8_seconds = timings.int8_seconds
-    int8_difference = timings.max_int8_score_difference
-    if int8_seconds is None or int8_difference is None:  # pragma: no cover - always timed here
-        raise EvaluatorError(f"bench of {model}: the int8 mode did not run")
+    return _Measured(scorer, parameters, tokenizer, build, timings, int8_build, paper)
+
+
+def _mean_tokens(scorer: Any, tokenizer: Any, pairs: Sequence[tuple[str, str]]) -> float:
+    """Mean tokens per pair as the scorer sees them."""
     if isinstance(scorer, LocalT5Scorer):
         tokens = [len(ids) for q, p in pairs for ids in scorer.encode(q, [p])]
     else:
         tokens = [
             len(tokenizer(q, p, truncation=True, max_length=512)["input_ids"]) for q, p in pairs
         ]
+    return sum(tokens) / len(tokens)
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """How much a bench scored: pairs, passages per batched call, batch size, rounds."""
+
+    pairs: int
+    passages_per_question: int
+    batch_size: int
+    repeats: int
+
+
+def _bench_result(
+    model: str,
+    pairs: Sequence[tuple[str, str]],
+    measured: _Measured,
+    sizes: _Sizes,
+    load: float,
+) -> BenchResult:
+    """The figures of :class:`BenchResult` from the measured seconds."""
+    timings, count, paper = measured.timings, sizes.pairs, measured.paper_way_seconds
+    batched, per_pair = timings.batched_seconds, timings.per_pair_seconds
+    int8_seconds = timings.int8_seconds
+    int8_difference = timings.max_int8_score_difference
+    if int8_seconds is None or int8_difference is None:  # pragma: no cover - always timed here
+        raise EvaluatorError(f"bench of {model}: the int8 mode did not run")
     return BenchResult(
         model=model,
-        scorer=type(scorer).__name__,
-        parameters=parameters,
+        scorer=type(measured.scorer).__name__,
+        parameters=measured.parameters,
         device="cpu",
         torch_threads=torch.get_num_threads(),
         pairs=count,
-        passages_per_question=min(group, count),
-        batch_size=batch_size,
-        repeats=rounds,
-        mean_tokens=sum(tokens) / len(tokens),
-        build_seconds=build,
+        passages_per_question=sizes.passages_per_question,
+        batch_size=sizes.batch_size,
+        repeats=sizes.repeats,
+        mean_tokens=_mean_tokens(measured.scorer, measured.tokenizer, pairs),
+        build_seconds=measured.build_seconds,
         batched_seconds=batched,
         per_pair_seconds=per_pair,
         batched_pairs_per_s=count / batched,
@@ -579,7 +636,7 @@ def run_bench(
         paper_way_pairs_per_s=count / paper,
         speedup_vs_paper_way=paper / batched,
         max_score_difference=timings.max_score_difference,
-        int8_build_seconds=int8_build,
+        int8_build_seconds=measured.int8_build_seconds,
         batched_int8_seconds=int8_seconds,
         batched_int8_pairs_per_s=count / int8_seconds,
         speedup_int8_vs_batched=batched / int8_seconds,

@@ -119,6 +119,14 @@ class _Gaps:
     def size(self) -> int:
         return len(self.values)
 
+    @property
+    def positives(self) -> int:
+        return self.pos_below[-1]
+
+    @property
+    def negatives(self) -> int:
+        return self.neg_below[-1]
+
     def threshold(self, gap: int) -> float:
         if gap == 0:
             return threshold_between(self.values[0] - EDGE_MARGIN, self.values[0])
@@ -175,60 +183,11 @@ def fit_thresholds(
         ValueError: No pairs, lengths differ, a score is not finite, or the target is
             outside (0, 1].
     """
-    if len(scores) != len(labels):
-        raise ValueError(f"{len(scores)} scores but {len(labels)} labels")
-    if not scores:
-        raise ValueError("no pairs to fit thresholds on")
-    if not 0.0 < target_precision <= 1.0:
-        raise ValueError(f"target precision must be in (0, 1], got {target_precision}")
-    if any(score != score or score in (float("inf"), float("-inf")) for score in scores):
-        raise ValueError("every score must be a finite number")
-
+    _check_inputs(scores, labels, target_precision)
     gaps = _gaps(scores, labels)
-    m = gaps.size
-    positives, negatives = gaps.pos_below[m], gaps.neg_below[m]
-
-    upper_gap = next(
-        (
-            gap
-            for gap in range(m)
-            if _reaches(
-                positives - gaps.pos_below[gap],
-                (positives - gaps.pos_below[gap]) + (negatives - gaps.neg_below[gap]),
-                target_precision,
-            )
-        ),
-        None,
-    )
-    lower_gap = next(
-        (
-            gap
-            for gap in range(m, 0, -1)
-            if _reaches(
-                gaps.neg_below[gap], gaps.neg_below[gap] + gaps.pos_below[gap], target_precision
-            )
-        ),
-        None,
-    )
-
-    crossed = False
-    if upper_gap is not None and lower_gap is not None and lower_gap > upper_gap:
-        crossed = True
-
-        def right(gap: int) -> int:
-            return (positives - gaps.pos_below[gap]) + gaps.neg_below[gap]
-
-        best = max(range(upper_gap, lower_gap + 1), key=lambda gap: (right(gap), -gap))
-        upper = lower = gaps.threshold(best)
-    else:
-        upper = gaps.threshold(upper_gap) if upper_gap is not None else PAPER_UPPER
-        lower = gaps.threshold(lower_gap) if lower_gap is not None else PAPER_LOWER
-        if lower > upper:
-            crossed = True
-            if upper_gap is None:
-                upper = lower
-            else:
-                lower = upper
+    upper_gap = _upper_gap(gaps, target_precision)
+    lower_gap = _lower_gap(gaps, target_precision)
+    upper, lower, crossed = _place(gaps, upper_gap, lower_gap)
     if upper_gap is None or lower_gap is None:
         logger.info(
             "no threshold reaches precision %.3f for %s; using the paper's value",
@@ -237,11 +196,11 @@ def fit_thresholds(
                 name for name, gap in (("upper", upper_gap), ("lower", lower_gap)) if gap is None
             ),
         )
-
     correct_pos = sum(1 for s, y in zip(scores, labels, strict=True) if s > upper and y > 0)
     correct = sum(1 for s in scores if s > upper)
     incorrect_neg = sum(1 for s, y in zip(scores, labels, strict=True) if s < lower and y <= 0)
     incorrect = sum(1 for s in scores if s < lower)
+    positives, negatives = gaps.positives, gaps.negatives
     return Thresholds(
         upper=upper,
         lower=lower,
@@ -260,3 +219,68 @@ def fit_thresholds(
         lower_precision=_ratio(incorrect_neg, incorrect),
         lower_recall=_ratio(incorrect_neg, negatives),
     )
+
+
+def _check_inputs(scores: Sequence[float], labels: Sequence[int], target_precision: float) -> None:
+    if len(scores) != len(labels):
+        raise ValueError(f"{len(scores)} scores but {len(labels)} labels")
+    if not scores:
+        raise ValueError("no pairs to fit thresholds on")
+    if not 0.0 < target_precision <= 1.0:
+        raise ValueError(f"target precision must be in (0, 1], got {target_precision}")
+    if any(score != score or score in (float("inf"), float("-inf")) for score in scores):
+        raise ValueError("every score must be a finite number")
+
+
+def _upper_gap(gaps: _Gaps, target_precision: float) -> int | None:
+    """The lowest gap above which the pairs are at least ``target_precision`` positives."""
+    positives, negatives = gaps.positives, gaps.negatives
+    return next(
+        (
+            gap
+            for gap in range(gaps.size)
+            if _reaches(
+                positives - gaps.pos_below[gap],
+                (positives - gaps.pos_below[gap]) + (negatives - gaps.neg_below[gap]),
+                target_precision,
+            )
+        ),
+        None,
+    )
+
+
+def _lower_gap(gaps: _Gaps, target_precision: float) -> int | None:
+    """The highest gap below which the pairs are at least ``target_precision`` negatives."""
+    return next(
+        (
+            gap
+            for gap in range(gaps.size, 0, -1)
+            if _reaches(
+                gaps.neg_below[gap], gaps.neg_below[gap] + gaps.pos_below[gap], target_precision
+            )
+        ),
+        None,
+    )
+
+
+def _place(gaps: _Gaps, upper_gap: int | None, lower_gap: int | None) -> tuple[float, float, bool]:
+    """``(upper, lower, crossed)``: the thresholds at the gaps (paper's values for none).
+
+    Crossed thresholds become one: at the gap between them that classifies the most pairs
+    right when both were fitted, else the fitted one.
+    """
+    if upper_gap is not None and lower_gap is not None and lower_gap > upper_gap:
+
+        def right(gap: int) -> int:
+            return (gaps.positives - gaps.pos_below[gap]) + gaps.neg_below[gap]
+
+        best = max(range(upper_gap, lower_gap + 1), key=lambda gap: (right(gap), -gap))
+        threshold = gaps.threshold(best)
+        return threshold, threshold, True
+    upper = gaps.threshold(upper_gap) if upper_gap is not None else PAPER_UPPER
+    lower = gaps.threshold(lower_gap) if lower_gap is not None else PAPER_LOWER
+    if lower <= upper:
+        return upper, lower, False
+    if upper_gap is None:
+        return lower, lower, True
+    return upper, upper, True

@@ -85,6 +85,21 @@ def _ratio(numerator: int, denominator: int) -> float | None:
     return numerator / denominator if denominator else None
 
 
+def _score_case(
+    evaluator: RetrievalEvaluator, case: RetrievalCase
+) -> tuple[dict[str, float], float]:
+    """Score a case's distinct passages in one call: score per passage, and the seconds."""
+    texts = list(dict.fromkeys([text for text, _ in case.retrieved] + case.gold_passages))
+    started = time.perf_counter()
+    scores = evaluator.score(case.question.question, texts) if texts else []
+    seconds = time.perf_counter() - started
+    if len(scores) != len(texts):
+        raise ValueError(
+            f"evaluator {evaluator.name!r} returned {len(scores)} scores for {len(texts)} passages"
+        )
+    return dict(zip(texts, scores, strict=True)), seconds
+
+
 def evaluate_backend(
     evaluator: RetrievalEvaluator,
     cases: Sequence[RetrievalCase],
@@ -126,16 +141,8 @@ def evaluate_backend(
         disable=not progress,
         leave=False,
     ):
-        texts = list(dict.fromkeys([text for text, _ in case.retrieved] + case.gold_passages))
-        started = time.perf_counter()
-        scores = evaluator.score(case.question.question, texts) if texts else []
-        seconds += time.perf_counter() - started
-        if len(scores) != len(texts):
-            raise ValueError(
-                f"evaluator {evaluator.name!r} returned {len(scores)} scores for {len(texts)} "
-                "passages"
-            )
-        by_text = dict(zip(texts, scores, strict=True))
+        by_text, took = _score_case(evaluator, case)
+        seconds += took
         decision = trigger_action([by_text[text] for text, _ in case.retrieved], upper, lower)
         column = GOLD_COLUMNS[0] if case.gold_in_top_k else GOLD_COLUMNS[1]
         table[decision["action"]][column] += 1

@@ -146,7 +146,7 @@ def run_graph(
         output = graph.invoke(
             {"question": question.question}, context=context, config={"callbacks": [timer]}
         )
-    except Exception as exc:  # one failed run is a row with its error, not a failed eval
+    except Exception as exc:  # noqa: BLE001 - one failed run is a row with its error
         logger.warning("%s: question %s failed: %s", experiment, question.id, exc)
         error = f"{type(exc).__name__}: {exc}"
     seconds = time.perf_counter() - started
@@ -606,16 +606,12 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def summarise(
-    options: EvalOptions, context: Context, rows: Sequence[Row], seconds: float
-) -> dict[str, Any]:
-    """Every figure of a finished run, JSON-ready (the per-question rows included)."""
-    by_experiment: dict[str, list[Row]] = {}
-    for row in rows:
-        by_experiment.setdefault(row.experiment, []).append(row)
-    experiments = [
-        experiment_figures(e, by_experiment.get(e.name, [])) for e in options.experiments
-    ]
+def _divide(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _latency(options: EvalOptions, by_experiment: dict[str, list[Row]]) -> dict[str, Any]:
+    """Latency figures of the timed experiments, and CRAG's over RAG's."""
     timed_rows = {
         name: [r for r in experiment_rows if r.timed]
         for name, experiment_rows in by_experiment.items()
@@ -628,54 +624,74 @@ def summarise(
     ratio: dict[str, float | None] = {}
     if "crag" in latency and "rag" in latency:
         crag, rag = latency["crag"], latency["rag"]
-
-        def divide(a: float | None, b: float | None) -> float | None:
-            return a / b if a is not None and b else None
-
         ratio = {
-            "median_total": divide(crag["total"]["median"], rag["total"]["median"]),
-            "median_without_search": divide(
+            "median_total": _divide(crag["total"]["median"], rag["total"]["median"]),
+            "median_without_search": _divide(
                 crag["without_search"]["median"], rag["total"]["median"]
             ),
-            "p95_total": divide(crag["total"]["p95"], rag["total"]["p95"]),
+            "p95_total": _divide(crag["total"]["p95"], rag["total"]["p95"]),
         }
+    return {"experiments": latency, "crag_over_rag": ratio}
+
+
+def _meta(options: EvalOptions, context: Context, seconds: float) -> dict[str, Any]:
+    """What the run was: questions, store, models, settings, machine."""
+    return {
+        "questions": len(options.questions),
+        "question_source": options.question_source,
+        "store": options.store_description or options.store_path,
+        "web": WEB_DESCRIPTION,
+        "generator": context.generator,
+        "max_new_tokens": context.max_new_tokens,
+        "evaluator": context.evaluator,
+        "upper_threshold": context.upper_threshold,
+        "lower_threshold": context.lower_threshold,
+        "top_k": context.top_k,
+        "seed": options.seed,
+        "gold_removed_share": options.gold_removed_share,
+        "gold_removal_curve": options.gold_removal_curve,
+        "workers": options.workers,
+        "latency_questions": (
+            len(options.questions)
+            if options.workers <= 1
+            else min(len(options.questions), options.latency_questions)
+        ),
+        "seconds": seconds,
+        "machine": machine_info(),
+        "match": "a gold answer appears, as whole tokens, in the normalised generated "
+        "answer (lower case, no punctuation or articles)",
+    }
+
+
+def _data(options: EvalOptions) -> dict[str, Any]:
+    """The questions: how many have a gold document, and how many answers it holds."""
     with_gold = [q for q in options.questions if q.gold_source is not None]
     gold_known = [q for q in with_gold if q.gold_source in options.gold_texts]
     answer_in_gold = sum(
         answer_in_text(q.answers, options.gold_texts[str(q.gold_source)]) for q in gold_known
     )
     return {
-        "meta": {
-            "questions": len(options.questions),
-            "question_source": options.question_source,
-            "store": options.store_description or options.store_path,
-            "web": WEB_DESCRIPTION,
-            "generator": context.generator,
-            "max_new_tokens": context.max_new_tokens,
-            "evaluator": context.evaluator,
-            "upper_threshold": context.upper_threshold,
-            "lower_threshold": context.lower_threshold,
-            "top_k": context.top_k,
-            "seed": options.seed,
-            "gold_removed_share": options.gold_removed_share,
-            "gold_removal_curve": options.gold_removal_curve,
-            "workers": options.workers,
-            "latency_questions": (
-                len(options.questions)
-                if options.workers <= 1
-                else min(len(options.questions), options.latency_questions)
-            ),
-            "seconds": seconds,
-            "machine": machine_info(),
-            "match": "a gold answer appears, as whole tokens, in the normalised generated "
-            "answer (lower case, no punctuation or articles)",
-        },
-        "data": {
-            "questions": len(options.questions),
-            "with_gold_document": len(with_gold),
-            "answer_in_gold_document": answer_in_gold if gold_known else None,
-            "gold_documents_known": len(gold_known),
-        },
+        "questions": len(options.questions),
+        "with_gold_document": len(with_gold),
+        "answer_in_gold_document": answer_in_gold if gold_known else None,
+        "gold_documents_known": len(gold_known),
+    }
+
+
+def summarise(
+    options: EvalOptions, context: Context, rows: Sequence[Row], seconds: float
+) -> dict[str, Any]:
+    """Every figure of a finished run, JSON-ready (the per-question rows included)."""
+    by_experiment: dict[str, list[Row]] = {}
+    for row in rows:
+        by_experiment.setdefault(row.experiment, []).append(row)
+    experiments = [
+        experiment_figures(e, by_experiment.get(e.name, [])) for e in options.experiments
+    ]
+    latency = _latency(options, by_experiment)
+    return {
+        "meta": _meta(options, context, seconds),
+        "data": _data(options),
         "experiments": experiments,
         "gold_removal": {
             **gold_removal_figures(rows, options.questions, options.seed),
@@ -689,7 +705,7 @@ def summarise(
         ),
         "agreement": agreement_figures(by_experiment.get("crag", [])),
         "abstention": abstention_figures(rows),
-        "latency": {"experiments": latency, "crag_over_rag": ratio},
+        "latency": latency,
         "rows": [dataclasses.asdict(r) for r in rows],
     }
 

@@ -157,7 +157,7 @@ def read_metadata(model_name_or_path: str | Path) -> dict[str, Any] | None:
         found = cached_file(
             str(model_name_or_path), METADATA_FILE, _raise_exceptions_for_missing_entries=False
         )
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any hub/cache failure: no metadata file
         logger.debug("cross-encoder %s: no %s (%s)", model_name_or_path, METADATA_FILE, exc)
         return None
     if found is None:

@@ -161,7 +161,7 @@ class LLMEvaluator(BatchedEvaluator):
             return self._text_score(messages)
         try:
             reply = self._ask(messages, logprobs=True, top_logprobs=TOP_LOGPROBS)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any provider error: parse yes/no instead
             logger.warning(
                 "llm evaluator: %s does not take logprobs (%s); parsing yes/no answers instead",
                 type(self.chat_model).__name__,

@@ -131,7 +131,7 @@ class GenerationBatcher:
     def _run(self, batch: list[GenerationRequest]) -> None:
         try:
             outputs = self._run_batch(batch)
-        except BaseException as exc:  # handed to every caller of the batch, re-raised there
+        except BaseException as exc:  # noqa: BLE001 - handed to every caller, re-raised there
             for request in batch:
                 request.error = exc
         else:

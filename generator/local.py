@@ -299,7 +299,7 @@ class LocalChatModel(BaseChatModel):
                             **self._generation_kwargs(stop, **kwargs),
                             **_cancel_criteria_rows([token]),
                         )
-                except BaseException as exc:  # re-raised in the caller's thread below
+                except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
                     errors.append(exc)
                     streamer.end()  # type: ignore[no-untyped-call]
 

@@ -132,7 +132,7 @@ def _rewrite(question: str, turns: Sequence[Turn], context: Context) -> tuple[st
     raw = ""
     try:
         raw = model.invoke(prompt, max_new_tokens=REWRITE_TOKENS).text
-    except Exception as exc:  # any provider error: the fallback keeps the run going
+    except Exception as exc:  # noqa: BLE001 - any provider error: the fallback runs
         logger.warning("contextualizing the follow-up failed: %s", exc)
     rewritten = usable_rewrite(raw, question, turns, context.max_question_chars)
     if rewritten is not None:

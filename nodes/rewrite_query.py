@@ -34,7 +34,7 @@ def rewrite_query(state: State, runtime: Runtime[Context]) -> StateUpdate:
     try:
         reply = model.invoke(rewrite_turns(question), max_new_tokens=24)
         raw = reply.text
-    except Exception as exc:  # any provider error: the fallback keeps the run going
+    except Exception as exc:  # noqa: BLE001 - any provider error: the fallback runs
         logger.warning("query rewriting failed: %s", exc)
     query = clean_query(raw, question=question)
     if query is None:

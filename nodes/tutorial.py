@@ -63,7 +63,7 @@ def transform_query(state: State, runtime: Runtime[Context]) -> StateUpdate:
     try:
         reply = current_components().chat_model(runtime.context).invoke(rewriter_messages(question))
         query = " ".join(reply.text.split())
-    except Exception as exc:  # any provider error: search for the question itself
+    except Exception as exc:  # noqa: BLE001 - any provider error: search the question
         logger.warning("tutorial query rewriting failed: %s", exc)
         query = ""
     if not query:

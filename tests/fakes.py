@@ -4,14 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
+from graph.context import Context
 from websearch.base import SearchResult, SearchUnavailableError
+
+
+def dict_context(**settings: Any) -> Context:
+    """Per-run settings as a plain mapping, the way the LangGraph server passes a context.
+
+    The graphs turn a mapping into their context class when a run starts; LangGraph's types
+    know only the class, so the mapping is cast to it.
+    """
+    return cast(Context, settings)
 
 
 class FixedScoreEvaluator:

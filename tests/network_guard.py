@@ -9,6 +9,7 @@ then degrades here too; code that does not, fails the test and names the address
 
 from __future__ import annotations
 
+import _socket
 import ipaddress
 import socket
 from typing import Any
@@ -49,13 +50,13 @@ _real_connect_ex = socket.socket.connect_ex
 _real_getaddrinfo = socket.getaddrinfo
 
 
-def _connect(self: socket.socket, address: Any) -> None:
+def _connect(self: _socket.socket, address: Any) -> None:
     if not allowed_address(self.family, address):
         raise OffMachineTraffic(f"tests may only connect to 127.0.0.1, not to {address!r}")
     _real_connect(self, address)
 
 
-def _connect_ex(self: socket.socket, address: Any) -> int:
+def _connect_ex(self: _socket.socket, address: Any) -> int:
     if not allowed_address(self.family, address):
         raise OffMachineTraffic(f"tests may only connect to 127.0.0.1, not to {address!r}")
     return _real_connect_ex(self, address)

@@ -12,7 +12,7 @@ from graph.baselines import build_rag_graph
 from graph.builder import graph
 from graph.context import Context
 from prompts.generate import ABSTENTION, NO_KNOWLEDGE
-from tests.fakes import FakeComponents, FixedScoreEvaluator, StaticStore
+from tests.fakes import FakeComponents, FixedScoreEvaluator, StaticStore, dict_context
 
 QUESTION = "Who painted the Mona Lisa?"
 
@@ -121,7 +121,7 @@ def test_an_abstention_threshold_of_minus_one_abstains_only_without_knowledge(
     fake_components: FakeComponents,
 ) -> None:
     fake_components.scorer = FixedScoreEvaluator({}, default=-0.95)
-    out = graph.invoke({"question": QUESTION}, context={"abstention_threshold": -1.0})
+    out = graph.invoke({"question": QUESTION}, context=dict_context(abstention_threshold=-1.0))
     assert out["abstained"] is False and out["answer"] == "Leonardo da Vinci."
     assert out["knowledge"] and all(k["score"] == pytest.approx(-0.95) for k in out["knowledge"])
 

@@ -76,13 +76,15 @@ def test_t5_custom_template(tiny_t5: Path, t5: T5Evaluator) -> None:
 def test_t5_wrong_architecture(tmp_path: Path) -> None:
     from transformers import BertConfig, BertForSequenceClassification
 
+    # num_labels goes to PreTrainedConfig's **kwargs, which BertConfig's signature leaves out.
+    extra: dict[str, Any] = {"num_labels": 1}
     config = BertConfig(
         vocab_size=64,
         hidden_size=32,
         num_hidden_layers=1,
         num_attention_heads=2,
         intermediate_size=64,
-        num_labels=1,
+        **extra,
     )
     BertForSequenceClassification(config).save_pretrained(tmp_path)
     with pytest.raises(EvaluatorError, match="BertForSequenceClassification") as info:

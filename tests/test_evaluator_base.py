@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -22,7 +22,7 @@ class TableEvaluator(BatchedEvaluator):
         self.batch_size = batch_size
         self.ordered = ordered
         self.batches: list[list[int]] = []
-        self.on_batch = lambda: None
+        self.on_batch: Callable[[], None] = lambda: None
 
     def _batch_scorer(
         self, question: str, passages: Sequence[str], indices: list[int]

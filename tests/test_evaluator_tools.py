@@ -420,7 +420,9 @@ def held_out_id() -> str:
     split = load_split()
     known = set(split["train"]) | set(split["dev"])
     questions = json.loads(dev_file().read_text(encoding="utf-8"))
-    return next(q["id"] for q in questions if q["id"] not in known and leaf_questions([q["id"]]))
+    return str(
+        next(q["id"] for q in questions if q["id"] not in known and leaf_questions([q["id"]]))
+    )
 
 
 def test_check_ids_refuses_held_out_and_other_parts() -> None:

@@ -443,7 +443,8 @@ def test_ingestion_keeps_a_collection_made_with_index_settings(tmp_path: Path) -
     store = open_store(path, "cosine", HashEmbeddings(), create=False)
     doc = LoadedDocument(source="mem:a", text="Otters hold hands.", sha256="a")
     assert ingest_documents([doc], store, progress=False).added == ["mem:a"]
-    assert store._collection.configuration["hnsw"]["space"] == "cosine"
+    hnsw = store._collection.configuration["hnsw"]
+    assert hnsw is not None and hnsw["space"] == "cosine"
     assert count(store) == 1
 
 

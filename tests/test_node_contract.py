@@ -21,7 +21,7 @@ from graph.state import (
     _empty_value,
     run_reset,
 )
-from tests.fakes import FakeComponents
+from tests.fakes import FakeComponents, dict_context
 
 QUESTION = "Who painted the Mona Lisa?"
 
@@ -98,7 +98,7 @@ def recording(fake_components: FakeComponents) -> Any:
 def test_every_node_of_a_run_gets_the_same_resolved_context(
     recording: RecordingComponents, given: dict[str, Any] | None
 ) -> None:
-    graph.invoke({"question": QUESTION}, context=given)
+    graph.invoke({"question": QUESTION}, context=None if given is None else dict_context(**given))
     contexts = recording.contexts
     assert len(contexts) >= 3  # retrieve, grade, refine, generate
     assert all(isinstance(c, Context) for c in contexts)

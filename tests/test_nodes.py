@@ -1,12 +1,13 @@
 """Unit tests per node, with fixed-score evaluators, scripted chat models and static stores."""
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from graph.context import Context
+from graph.state import RetrievedPassage, StateUpdate
 from graph.validation import InvalidQuestionError
 from nodes.decide_action import decide_action
 from nodes.generate import generate
@@ -19,6 +20,13 @@ from tests.fakes import MONA_LISA, FakeComponents, ScriptedChatModel, StaticSear
 from websearch.base import SearchResult
 
 
+def first_note(update: StateUpdate) -> str:
+    """The first note of a node's update (a plain list here, never an ``Overwrite``)."""
+    notes = update["notes"]
+    assert isinstance(notes, list)
+    return notes[0]
+
+
 def node_runtime(context: Context | None = None) -> Runtime[Context]:
     """A runtime as a graph hands it to a node: the run's resolved settings, no stream."""
     return Runtime(context=context or Context())
@@ -27,7 +35,9 @@ def node_runtime(context: Context | None = None) -> Runtime[Context]:
 RT = node_runtime()
 
 
-def passage(text: str, score: float | None, source: str = "doc", chunk: int = 0) -> dict[str, Any]:
+def passage(
+    text: str, score: float | None, source: str = "doc", chunk: int = 0
+) -> RetrievedPassage:
     return {"text": text, "source": source, "chunk": chunk, "score": score}
 
 
@@ -63,7 +73,7 @@ def test_retrieve_rejects_bad_questions(
 
 def test_grade_scores_every_passage_in_one_call(fake_components: FakeComponents) -> None:
     docs = [passage(MONA_LISA, None), passage("Nothing here.", None)]
-    update = grade({"question": "q", "documents": docs}, RT)  # type: ignore[typeddict-item]
+    update = grade({"question": "q", "documents": docs}, RT)
     assert [d["score"] for d in update["documents"]] == [0.9, -1.0]
     assert len(fake_components.scorer.calls) == 1
 
@@ -81,7 +91,7 @@ def test_grade_with_no_documents_does_not_call_the_evaluator(
 )
 def test_decide_action_node(scores: list[float], action: str) -> None:
     docs = [passage("t", s) for s in scores]
-    update = decide_action({"question": "q", "documents": docs}, RT)  # type: ignore[typeddict-item]
+    update = decide_action({"question": "q", "documents": docs}, RT)
     assert update["action"] == action
     assert update["decision"]["action"] == action
 
@@ -94,7 +104,7 @@ def test_decide_action_uses_context_thresholds() -> None:
 
 def test_refine_keeps_relevant_strips_in_original_order(fake_components: FakeComponents) -> None:
     docs = [passage(MONA_LISA, 0.9, "wikipedia:Mona Lisa"), passage("Irrelevant. Text.", -0.995)]
-    update = refine({"question": "q", "documents": docs}, RT)  # type: ignore[typeddict-item]
+    update = refine({"question": "q", "documents": docs}, RT)
     texts = [s["text"] for s in update["internal_knowledge"]]
     # Sentence 1 mentions Leonardo (0.9); sentence 3 mentions the Louvre (0.2); sentence 2
     # scores -1 and is dropped. The passage below the lower threshold is not decomposed.
@@ -112,15 +122,15 @@ def test_refine_keeps_relevant_strips_in_original_order(fake_components: FakeCom
 
 def test_refine_respects_strips_kept(fake_components: FakeComponents) -> None:
     docs = [passage(MONA_LISA, 0.9)]
-    update = refine({"question": "q", "documents": docs}, node_runtime(Context(strips_kept=1)))  # type: ignore[typeddict-item]
+    update = refine({"question": "q", "documents": docs}, node_runtime(Context(strips_kept=1)))
     assert [s["score"] for s in update["internal_knowledge"]] == [0.9]
 
 
 def test_refine_notes_when_nothing_survives(fake_components: FakeComponents) -> None:
     docs = [passage("Nothing relevant. At all. Really.", 0.0)]
-    update = refine({"question": "q", "documents": docs}, RT)  # type: ignore[typeddict-item]
+    update = refine({"question": "q", "documents": docs}, RT)
     assert update["internal_knowledge"] == []
-    assert "kept no strip" in update["notes"][0]
+    assert "kept no strip" in first_note(update)
 
 
 def test_rewrite_query_uses_model_keywords(fake_components: FakeComponents) -> None:
@@ -147,7 +157,7 @@ def test_rewrite_query_falls_back_when_output_unusable(
     fake_components.chat = ScriptedChatModel(respond=lambda m: reply, prompts=[])
     update = rewrite_query({"question": "Who painted the Mona Lisa?"}, RT)
     assert update["search_query"] == "Mona Lisa, painted"
-    assert "no usable keywords" in update["notes"][0]
+    assert "no usable keywords" in first_note(update)
 
 
 def test_rewrite_query_falls_back_when_model_fails(fake_components: FakeComponents) -> None:
@@ -174,7 +184,7 @@ def test_web_search_selects_relevant_snippets_wikipedia_first(
         ]
     )
     snippets_only = node_runtime(Context(fetch_pages=False))  # hermetic: no page is read
-    update = web_search({"question": "q", "search_query": "Mona Lisa, painter"}, snippets_only)  # type: ignore[typeddict-item]
+    update = web_search({"question": "q", "search_query": "Mona Lisa, painter"}, snippets_only)
     strips = update["external_knowledge"]
     assert [s["source"] for s in strips] == ["https://en.wikipedia.org/wiki/Mona_Lisa"]
     assert strips[0]["origin"] == "external" and strips[0]["chunk"] is None
@@ -183,7 +193,7 @@ def test_web_search_selects_relevant_snippets_wikipedia_first(
 
 def test_web_search_unavailable_is_a_note_not_a_crash(fake_components: FakeComponents) -> None:
     fake_components.web = StaticSearch(error="DuckDuckGo could not be reached")
-    update = web_search({"question": "q", "search_query": "x"}, RT)  # type: ignore[typeddict-item]
+    update = web_search({"question": "q", "search_query": "x"}, RT)
     assert update["external_knowledge"] == []
     assert update["notes"] == [
         "web search unavailable: DuckDuckGo could not be reached; answered without web knowledge"
@@ -194,9 +204,9 @@ def test_web_search_no_results_is_noted(fake_components: FakeComponents) -> None
     fake_components.web = StaticSearch([])
     update = web_search(
         {"question": "q", "search_query": "x"}, node_runtime(Context(prefer_wikipedia=False))
-    )  # type: ignore[typeddict-item]
+    )
     assert fake_components.web.queries == ["x"]
-    assert "found nothing" in update["notes"][0]
+    assert "found nothing" in first_note(update)
 
 
 def test_generate_combines_knowledge_and_delimits_it(fake_components: FakeComponents) -> None:
@@ -232,7 +242,7 @@ def test_generate_combines_knowledge_and_delimits_it(fake_components: FakeCompon
 def test_generate_without_knowledge_notes_it(fake_components: FakeComponents) -> None:
     update = generate({"question": "Who?"}, RT)
     assert update["knowledge"] == []
-    assert "no knowledge" in update["notes"][0]
+    assert "no knowledge" in first_note(update)
     assert "(no knowledge was found)" in fake_components.chat.prompts[-1][1].text
 
 
@@ -261,13 +271,16 @@ class StripAwareEvaluator:
     ],
 )
 def test_refine_scores_strips_with_the_strip_calibration_unless_told_otherwise(
-    fake_components: FakeComponents, scoring: str, method: str, kept: list[str] | None
+    fake_components: FakeComponents,
+    scoring: Literal["strips", "passages"],
+    method: str,
+    kept: list[str] | None,
 ) -> None:
     evaluator = StripAwareEvaluator()
-    fake_components.scorer = evaluator  # type: ignore[assignment]
+    fake_components.scorer = evaluator
     docs = [passage(MONA_LISA, 0.9, "wikipedia:Mona Lisa")]
-    runtime = node_runtime(Context(strip_scoring=scoring))  # type: ignore[arg-type]
-    update = refine({"question": "q", "documents": docs}, runtime)  # type: ignore[typeddict-item]
+    runtime = node_runtime(Context(strip_scoring=scoring))
+    update = refine({"question": "q", "documents": docs}, runtime)
     assert evaluator.methods == [method]
     texts = [s["text"] for s in update["internal_knowledge"]]
     if kept is not None:
@@ -281,7 +294,7 @@ def test_web_paragraphs_are_refined_into_strips_like_retrieved_passages(
     fake_components: FakeComponents, refine_web: bool
 ) -> None:
     evaluator = StripAwareEvaluator()
-    fake_components.scorer = evaluator  # type: ignore[assignment]
+    fake_components.scorer = evaluator
     paragraph = (
         "The Mona Lisa is a portrait. It was painted by Leonardo da Vinci. "
         "The painting is held at the Louvre in Paris."
@@ -294,7 +307,7 @@ def test_web_paragraphs_are_refined_into_strips_like_retrieved_passages(
         ]
     )
     runtime = node_runtime(Context(fetch_pages=False, refine_web_knowledge=refine_web))
-    update = web_search({"question": "q", "search_query": "Mona Lisa"}, runtime)  # type: ignore[typeddict-item]
+    update = web_search({"question": "q", "search_query": "Mona Lisa"}, runtime)
     texts = [s["text"] for s in update["external_knowledge"]]
     if refine_web:
         assert evaluator.methods == ["score_strips"]

@@ -21,11 +21,12 @@ from graph.context import Context, IngestContext, InvalidSettingError, resolve_c
 from graph.ingest_graph import graph as ingest_graph
 from graph.run_context import RunContext, RunIngestContext
 from graph.setting_checks import env_name
+from graph.state import ChatInputState
 from graph.validation import InvalidQuestionError
-from tests.fakes import FakeComponents
+from tests.fakes import FakeComponents, dict_context
 
 REPO = Path(__file__).resolve().parents[1]
-QUESTION = {"question": "Who painted the Mona Lisa?"}
+QUESTION: ChatInputState = {"question": "Who painted the Mona Lisa?"}
 
 CONTEXT_DEPLOYMENT = {
     "store_path",
@@ -120,7 +121,8 @@ def test_a_run_context_takes_the_operators_environment(monkeypatch: pytest.Monke
     assert (run.store_path, run.chroma_port, run.default_corpus) == ("/srv/store", 9000, False)
     assert (run.search_provider, run.page_timeout) == ("searxng", 2.5)
     # null means "not given": Studio may send it for the read-only fields.
-    assert RunContext(store_path=None).store_path == "/srv/store"
+    from_studio: dict[str, Any] = {"store_path": None}
+    assert RunContext(**from_studio).store_path == "/srv/store"
     # Python keeps setting everything.
     assert Context(store_path="/elsewhere", chroma_port=1).store_path == "/elsewhere"
 
@@ -197,19 +199,19 @@ def test_per_run_settings_are_bounded(name: str, value: Any, message: str) -> No
 
 
 def test_the_bounds_themselves_are_allowed() -> None:
-    at_most = {
-        "top_k": 100,
-        "web_results": 50,
-        "pages_to_read": 20,
-        "strips_kept": 100,
-        "strip_size": 1000,
-        "max_new_tokens": 1024,
-        "evaluator_batch_size": 512,
-        "upper_threshold": 1,
-        "lower_threshold": -1,
-        "strip_threshold": -1,
-    }
-    assert RunContext(**at_most).top_k == 100
+    at_most = RunContext(
+        top_k=100,
+        web_results=50,
+        pages_to_read=20,
+        strips_kept=100,
+        strip_size=1000,
+        max_new_tokens=1024,
+        evaluator_batch_size=512,
+        upper_threshold=1,
+        lower_threshold=-1,
+        strip_threshold=-1,
+    )
+    assert at_most.top_k == 100
 
 
 def test_reversed_thresholds_are_refused_when_the_context_is_built() -> None:
@@ -225,7 +227,7 @@ def test_reversed_thresholds_are_refused_when_the_context_is_built() -> None:
 
 def test_reversed_thresholds_fail_before_retrieval(fake_components: FakeComponents) -> None:
     with pytest.raises(InvalidSettingError, match="lower_threshold"):
-        graph.invoke(QUESTION, context={"upper_threshold": 0.1, "lower_threshold": 0.2})
+        graph.invoke(QUESTION, context=dict_context(upper_threshold=0.1, lower_threshold=0.2))
     assert fake_components.store.queries == []
 
 
@@ -260,15 +262,16 @@ def test_a_bad_python_context_is_a_one_line_setting_error(
 ) -> None:
     for served in (graph, rag_graph):
         with pytest.raises(InvalidSettingError) as info:
-            served.invoke(QUESTION, context=context)
+            served.invoke({"question": QUESTION["question"]}, context=context)
         assert str(info.value).startswith(message)
         assert "\n" not in str(info.value)
     assert fake_components.store.queries == []
 
 
 def test_unknown_keys_list_the_per_run_settings() -> None:
+    unknown: dict[str, Any] = {"bogus": 1}
     with pytest.raises(InvalidSettingError) as info:
-        RunContext(bogus=1)
+        RunContext(**unknown)
     valid = str(info.value).split("valid: ", 1)[1].split(", ")
     assert set(valid) == Context.setting_names() - CONTEXT_DEPLOYMENT
 
@@ -298,15 +301,15 @@ def test_a_bad_ingestion_context_is_a_setting_error(context: Any) -> None:
 def test_a_python_dict_is_a_runs_context(
     fake_components: FakeComponents, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    out = graph.invoke(QUESTION, context={"top_k": 1})
+    out = graph.invoke(QUESTION, context=dict_context(top_k=1))
     assert fake_components.store.queries[-1][1] == 1
     assert len(out["documents"]) == 1
     with pytest.raises(InvalidSettingError, match="setting store_path is a deployment setting"):
-        graph.invoke(QUESTION, context={"store_path": "/tmp/elsewhere"})
+        graph.invoke(QUESTION, context=dict_context(store_path="/tmp/elsewhere"))
     # Deployment settings of a dict-built context come from the environment.
     monkeypatch.setenv("CRAG_MAX_QUESTION_CHARS", "10")
     with pytest.raises(InvalidQuestionError, match="the limit is 10"):
-        graph.invoke(QUESTION, context={"top_k": 1})
+        graph.invoke(QUESTION, context=dict_context(top_k=1))
 
 
 def test_resolve_context_keeps_contexts_and_builds_mappings() -> None:

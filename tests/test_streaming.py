@@ -13,7 +13,7 @@ import asyncio
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +21,13 @@ import pytest
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langgraph.types import StreamMode
 
 from app.wiring import DefaultComponents, LockedEvaluator
 from graph.builder import graph
 from graph.components import use_components
 from graph.context import Context, IngestContext
+from graph.ingest_graph import InlineDocument
 from graph.ingest_graph import graph as ingest_graph
 from graph.model_locks import model_lock
 from tests.fakes import (
@@ -135,20 +137,27 @@ def fakes(chat: BaseChatModel | None = None, scorer: Any = None) -> FakeComponen
     )
 
 
+def mode_chunks(parts: Iterable[Any]) -> list[tuple[str, Any]]:
+    """The ``(mode, chunk)`` pairs a stream of several modes yields (typed loosely upstream)."""
+    return [(str(mode), chunk) for mode, chunk in parts]
+
+
 def collect_sync(context: Context | None = None) -> list[tuple[str, Any]]:
-    modes = ["updates", "custom", "messages"]
-    return list(graph.stream({"question": QUESTION}, context=context, stream_mode=modes))
+    modes: list[StreamMode] = ["updates", "custom", "messages"]
+    return mode_chunks(graph.stream({"question": QUESTION}, context=context, stream_mode=modes))
 
 
 def collect_async(context: Context | None = None) -> list[tuple[str, Any]]:
     async def run() -> list[tuple[str, Any]]:
-        modes = ["updates", "custom", "messages"]
-        return [
-            part
-            async for part in graph.astream(
-                {"question": QUESTION}, context=context, stream_mode=modes
-            )
-        ]
+        modes: list[StreamMode] = ["updates", "custom", "messages"]
+        return mode_chunks(
+            [
+                part
+                async for part in graph.astream(
+                    {"question": QUESTION}, context=context, stream_mode=modes
+                )
+            ]
+        )
 
     return asyncio.run(run())
 
@@ -251,11 +260,11 @@ def test_web_search_reports_each_page_it_reads() -> None:
 
 def test_ingestion_graph_streams_progress(tmp_path: Path) -> None:
     context = IngestContext(store_path=str(tmp_path / "store"), collection="streamed")
-    documents = [
+    documents: list[InlineDocument] = [
         {"text": f"Fact number {i}: otters hold hands while sleeping.", "source": f"mem:{i}"}
         for i in range(3)
     ]
-    parts = list(
+    parts = mode_chunks(
         ingest_graph.stream(
             {"documents": documents}, context=context, stream_mode=["custom", "values"]
         )

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator, Sequence
+from functools import partial
 from pathlib import Path
+from typing import TypedDict, cast
 
 import pytest
 import torch
@@ -19,7 +21,7 @@ from evaluation.evaluator_training import (
     train_evaluator,
 )
 from evaluation.evaluator_training.checkpoints import find_checkpoint, remove_stale
-from evaluation.evaluator_training.data import epoch_order, pad_batch
+from evaluation.evaluator_training.data import Kind, epoch_order, pad_batch
 from evaluation.pairs import LabelledPair
 from evaluator.base import EvaluatorError
 from evaluator.t5 import DEFAULT_TEMPLATE, T5Evaluator
@@ -31,8 +33,19 @@ FILLERS = (
     "this text talks of something else entirely.",
     "an unrelated remark about the weather today.",
 )
+
+
+class FastSettings(TypedDict):
+    """Keyword arguments of ``train_evaluator`` that make a test run fast."""
+
+    batch_size: int
+    learning_rate: float
+    max_length: int
+    progress: bool
+
+
 # Fast settings that separate the synthetic classes within a few epochs on the tiny models.
-FAST = {"batch_size": 8, "learning_rate": 3e-3, "max_length": 48, "progress": False}
+FAST: FastSettings = {"batch_size": 8, "learning_rate": 3e-3, "max_length": 48, "progress": False}
 
 
 def synthetic_pairs() -> list[LabelledPair]:
@@ -88,7 +101,7 @@ def tiny_t5(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_t5(tmp_path_factory.mktemp("tiny_t5"))
 
 
-def base_of(kind: str, tiny_bert: Path, tiny_t5: Path) -> str:
+def base_of(kind: Kind, tiny_bert: Path, tiny_t5: Path) -> str:
     return str(tiny_bert if kind == "cross-encoder" else tiny_t5)
 
 
@@ -160,25 +173,26 @@ def test_t5_learns_and_loads_with_t5_evaluator(tiny_t5: Path, tmp_path: Path) ->
 
 @pytest.mark.parametrize("kind", ["cross-encoder", "t5"])
 def test_resumed_run_ends_like_an_uninterrupted_one(
-    kind: str, tiny_bert: Path, tiny_t5: Path, tmp_path: Path
+    kind: Kind, tiny_bert: Path, tiny_t5: Path, tmp_path: Path
 ) -> None:
-    settings = {
-        "base_model": base_of(kind, tiny_bert, tiny_t5),
-        "epochs": 3,
-        "checkpoint_every": 4,
-        "deterministic": True,
+    train = partial(
+        train_evaluator,
+        base_model=base_of(kind, tiny_bert, tiny_t5),
+        epochs=3,
+        checkpoint_every=4,
+        deterministic=True,
         **FAST,
-    }
-    whole = train_evaluator(kind, PAIRS, tmp_path / "whole", **settings)
+    )
+    whole = train(kind, PAIRS, tmp_path / "whole")
 
     cut = tmp_path / "cut"
-    first = train_evaluator(kind, PAIRS, cut, stop_after=7, **settings)
+    first = train(kind, PAIRS, cut, stop_after=7)
     assert not first.finished and first.steps == 7 and first.epochs == 1
     assert not (cut / METADATA_FILE).exists()
     state = json.loads((cut / CHECKPOINT_DIR / "trainer_state.json").read_text(encoding="utf-8"))
     assert (state["step"], state["epoch"], state["position"]) == (7, 1, 16)
 
-    second = train_evaluator(kind, PAIRS, cut, **settings)
+    second = train(kind, PAIRS, cut)
     assert second.resumed_from_step == 7 and second.finished
     assert second.steps == whole.steps == 15
     assert second.epoch_losses == pytest.approx(whole.epoch_losses, abs=1e-6)
@@ -186,10 +200,12 @@ def test_resumed_run_ends_like_an_uninterrupted_one(
 
 
 def test_seeded_runs_are_identical_and_seeds_matter(tiny_bert: Path, tmp_path: Path) -> None:
-    settings = {"base_model": str(tiny_bert), "epochs": 1, "keep_checkpoint": False, **FAST}
-    a = train_evaluator("cross-encoder", PAIRS, tmp_path / "a", seed=1, **settings)
-    b = train_evaluator("cross-encoder", PAIRS, tmp_path / "b", seed=1, **settings)
-    c = train_evaluator("cross-encoder", PAIRS, tmp_path / "c", seed=2, **settings)
+    train = partial(
+        train_evaluator, base_model=str(tiny_bert), epochs=1, keep_checkpoint=False, **FAST
+    )
+    a = train("cross-encoder", PAIRS, tmp_path / "a", seed=1)
+    b = train("cross-encoder", PAIRS, tmp_path / "b", seed=1)
+    c = train("cross-encoder", PAIRS, tmp_path / "c", seed=2)
     assert c.epoch_losses != a.epoch_losses
     assert a.epoch_losses == b.epoch_losses
     assert max_difference(weights(tmp_path / "a"), weights(tmp_path / "b")) == 0.0
@@ -201,13 +217,13 @@ def test_seeded_runs_are_identical_and_seeds_matter(tiny_bert: Path, tmp_path: P
 def test_resume_refuses_other_settings_and_resume_false_starts_over(
     tiny_t5: Path, tmp_path: Path
 ) -> None:
-    settings = {"base_model": str(tiny_t5), "epochs": 2, **FAST}
-    train_evaluator("t5", PAIRS, tmp_path, stop_after=3, **settings)
+    train = partial(train_evaluator, base_model=str(tiny_t5), epochs=2, **FAST)
+    train("t5", PAIRS, tmp_path, stop_after=3)
     with pytest.raises(TrainingError, match="learning_rate"):
-        train_evaluator("t5", PAIRS, tmp_path, **{**settings, "learning_rate": 1e-3})
+        train("t5", PAIRS, tmp_path, learning_rate=1e-3)
     with pytest.raises(TrainingError, match="pairs_sha256"):
-        train_evaluator("t5", PAIRS[:-1], tmp_path, **settings)
-    fresh = train_evaluator("t5", PAIRS, tmp_path, resume=False, stop_after=2, **settings)
+        train("t5", PAIRS[:-1], tmp_path)
+    fresh = train("t5", PAIRS, tmp_path, resume=False, stop_after=2)
     assert fresh.resumed_from_step is None and fresh.steps == 2
 
 
@@ -278,7 +294,10 @@ def test_bad_input_is_refused_with_a_clear_message(
 ) -> None:
     base_model = str(tiny_bert) if base == "BERT" else base
     with pytest.raises(TrainingError, match=message):
-        train_evaluator(kind, pairs, tmp_path / "out", base_model=base_model, progress=False)
+        # "bert" is not a Kind: the test checks that train_evaluator refuses it at run time.
+        train_evaluator(
+            cast(Kind, kind), pairs, tmp_path / "out", base_model=base_model, progress=False
+        )
     assert not (tmp_path / "out" / METADATA_FILE).exists()
 
 

@@ -39,7 +39,7 @@ def build_tiny_causal_lm(path: Path, *, seed: int = 0) -> Path:
     vocab = {token: index for index, token in enumerate([*specials, *WORDS])}
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer = PreTrainedTokenizerFast(
+    tokenizer = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]  # untyped upstream
         tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>"
     )
     tokenizer.chat_template = CHAT_TEMPLATE

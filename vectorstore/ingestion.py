@@ -80,6 +80,13 @@ def open_configured_store(
     )
 
 
+def _chunking(settings: Context | IngestContext) -> dict[str, int]:
+    """The chunking arguments an :class:`IngestContext` sets (none for a plain context)."""
+    if isinstance(settings, IngestContext):
+        return {"chunk_size": settings.chunk_size, "chunk_overlap": settings.chunk_overlap}
+    return {}
+
+
 def ingest_into_store(
     paths: Sequence[str | Path],
     context: Context | IngestContext | None = None,
@@ -117,9 +124,7 @@ def ingest_into_store(
     from vectorstore.ingest import IngestReport, ingest_documents, ingest_paths
 
     settings = context or Context()
-    chunking: dict[str, int] = {}
-    if isinstance(settings, IngestContext):
-        chunking = {"chunk_size": settings.chunk_size, "chunk_overlap": settings.chunk_overlap}
+    chunking = _chunking(settings)
     store = open_configured_store(settings, create=True, writable=True)
     report = IngestReport()
     if paths:
@@ -136,12 +141,7 @@ def ingest_into_store(
         inline = ingest_documents(
             documents, store, progress=progress, on_progress=on_progress, **chunking
         )
-        report.added += inline.added
-        report.skipped += inline.skipped
-        report.replaced += inline.replaced
-        report.failed += inline.failed
-        report.removed += inline.removed
-        report.chunks_added += inline.chunks_added
+        report.extend(inline)
     return report
 
 

@@ -31,6 +31,15 @@ class IngestReport:
         """Whether every document was ingested (nothing failed)."""
         return not self.failed
 
+    def extend(self, other: IngestReport) -> None:
+        """Add what ``other`` did to this report (one report for several ingestions)."""
+        self.added += other.added
+        self.skipped += other.skipped
+        self.replaced += other.replaced
+        self.failed += other.failed
+        self.removed += other.removed
+        self.chunks_added += other.chunks_added
+
     def summary(self) -> str:
         """Return a one-line human summary, e.g. ``2 added, 1 replaced, ... (12 chunks)``."""
         parts = [

@@ -85,83 +85,103 @@ def _close_client(client: ClientAPI) -> None:
             logger.debug("closing a Chroma client failed", exc_info=True)
 
 
+def _cached_client(path: Path, *, writable: bool) -> ClientAPI | None:
+    """The open client of ``path``, if any and the store is still there; hold the lock."""
+    key = str(path)
+    cached = _clients.get(key)
+    if cached is None:
+        return None
+    if (path / SQLITE_FILE).is_file():
+        if writable and path in _snapshots.values():
+            raise StoreError(f"{read_only_message(path)}: cannot write to it; {_WRITE_HINT}")
+        return cached
+    # The store was deleted under us: drop the stale client before reopening.
+    del _clients[key]
+    _close_client(cached)
+    _forget_failed_system(key)
+    _drop_snapshot_of(path)
+    return None
+
+
+def _check_directory(path: Path, *, create: bool) -> None:
+    """Make sure ``path`` is a readable store directory (created if ``create``)."""
+    if path.exists() and not path.is_dir():
+        raise StoreError(f"vector store path '{path}' is a file, not a directory")
+    if not create:
+        if not path.exists():
+            raise StoreError(
+                f"no vector store at '{path}'; run `crag ingest PATH...` first to build it "
+                "(or check the store path setting)"
+            )
+        if not (path / SQLITE_FILE).is_file():
+            raise StoreError(
+                f"'{path}' is not a Chroma vector store (it has no {SQLITE_FILE}); "
+                "point the store path at a store built by `crag ingest`, or ingest into "
+                "this directory first"
+            )
+    else:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the vector store directory '{path}': {exc.strerror or exc}"
+            ) from exc
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise StoreError(f"cannot read the vector store directory '{path}': permission denied")
+
+
+def _directory_to_open(path: Path, *, writable: bool) -> Path:
+    """``path``, or a private copy of it when this process may not write it."""
+    if not ((path / SQLITE_FILE).is_file() and is_read_only(path)):
+        return path
+    if writable:
+        raise StoreError(f"{read_only_message(path)}: cannot write to it; {_WRITE_HINT}")
+    try:
+        return snapshot(path)
+    except SnapshotError as exc:
+        raise StoreError(
+            f"{read_only_message(path)}, and Chroma cannot open a store it may not "
+            f"write, even to read it; {exc}. To use it, {_WRITE_HINT}"
+        ) from exc
+
+
+def _persistent_client(path: Path, opened: Path) -> ClientAPI:
+    """Open ``opened`` (``path`` or its copy) with Chroma; failures name ``path``."""
+    try:
+        return chromadb.PersistentClient(
+            path=str(opened), settings=Settings(anonymized_telemetry=False)
+        )
+    except Exception as exc:
+        _forget_failed_system(str(opened))
+        if opened != path:
+            remove_snapshot(opened)
+        if looks_read_only(exc) or is_read_only(path):
+            raise StoreError(
+                f"cannot write to the vector store directory '{path}' "
+                f"({_describe(exc)}); it is read-only for this user: {_WRITE_HINT}"
+            ) from exc
+        raise StoreError(
+            f"cannot open the vector store at '{path}': {_describe(exc)}. The store may be "
+            "corrupt or written by an incompatible Chroma version; delete the directory "
+            "and run `crag ingest` again"
+        ) from exc
+
+
 def _client(path: Path, *, create: bool, writable: bool) -> ClientAPI:
     """Return the process-wide client for ``path`` (one per store; Chroma dislikes several).
 
     A store this process may not write is opened from a private copy unless ``writable``.
     """
-    key = str(path)
     with _clients_lock:
-        cached = _clients.get(key)
+        cached = _cached_client(path, writable=writable)
         if cached is not None:
-            if (path / SQLITE_FILE).is_file():
-                if writable and path in _snapshots.values():
-                    raise StoreError(
-                        f"{read_only_message(path)}: cannot write to it; {_WRITE_HINT}"
-                    )
-                return cached
-            # The store was deleted under us: drop the stale client before reopening.
-            del _clients[key]
-            _close_client(cached)
-            _forget_failed_system(key)
-            _drop_snapshot_of(path)
-
-        if path.exists() and not path.is_dir():
-            raise StoreError(f"vector store path '{path}' is a file, not a directory")
-        if not create:
-            if not path.exists():
-                raise StoreError(
-                    f"no vector store at '{path}'; run `crag ingest PATH...` first to build it "
-                    "(or check the store path setting)"
-                )
-            if not (path / SQLITE_FILE).is_file():
-                raise StoreError(
-                    f"'{path}' is not a Chroma vector store (it has no {SQLITE_FILE}); "
-                    "point the store path at a store built by `crag ingest`, or ingest into "
-                    "this directory first"
-                )
-        else:
-            try:
-                path.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StoreError(
-                    f"cannot create the vector store directory '{path}': {exc.strerror or exc}"
-                ) from exc
-        if not os.access(path, os.R_OK | os.X_OK):
-            raise StoreError(f"cannot read the vector store directory '{path}': permission denied")
-
-        opened = path
-        if (path / SQLITE_FILE).is_file() and is_read_only(path):
-            if writable:
-                raise StoreError(f"{read_only_message(path)}: cannot write to it; {_WRITE_HINT}")
-            try:
-                opened = snapshot(path)
-            except SnapshotError as exc:
-                raise StoreError(
-                    f"{read_only_message(path)}, and Chroma cannot open a store it may not "
-                    f"write, even to read it; {exc}. To use it, {_WRITE_HINT}"
-                ) from exc
-        try:
-            client = chromadb.PersistentClient(
-                path=str(opened), settings=Settings(anonymized_telemetry=False)
-            )
-        except Exception as exc:
-            _forget_failed_system(str(opened))
-            if opened != path:
-                remove_snapshot(opened)
-            if looks_read_only(exc) or is_read_only(path):
-                raise StoreError(
-                    f"cannot write to the vector store directory '{path}' "
-                    f"({_describe(exc)}); it is read-only for this user: {_WRITE_HINT}"
-                ) from exc
-            raise StoreError(
-                f"cannot open the vector store at '{path}': {_describe(exc)}. The store may be "
-                "corrupt or written by an incompatible Chroma version; delete the directory "
-                "and run `crag ingest` again"
-            ) from exc
+            return cached
+        _check_directory(path, create=create)
+        opened = _directory_to_open(path, writable=writable)
+        client = _persistent_client(path, opened)
         if opened != path:
             _snapshots[str(opened)] = path
-        _clients[key] = client
+        _clients[str(path)] = client
         return client
 
 
@@ -259,6 +279,38 @@ def _collection_names(client: ClientAPI) -> list[str]:
     return sorted(names)
 
 
+def _connect(
+    path: str | Path, *, host: str, port: int, ssl: bool, create: bool, writable: bool
+) -> tuple[ClientAPI, str, str]:
+    """The client of the server or of the store on disk, with where it is and a hint.
+
+    ``where`` names the store in messages; the hint says what to do when it cannot be read.
+    """
+    if host.strip():
+        client = _server_client(host.strip(), port, ssl)
+        return (
+            client,
+            f"the Chroma server at {server_url(host.strip(), port, ssl)}",
+            "Check the server's log",
+        )
+    resolved = Path(path).expanduser().resolve()
+    client = _client(resolved, create=create, writable=writable)
+    return (
+        client,
+        f"the vector store at '{resolved}'",
+        "The store may be corrupt; delete the directory and run `crag ingest` again",
+    )
+
+
+def _existing_collections(client: ClientAPI, where: str, corrupt_hint: str) -> list[str]:
+    try:
+        return _collection_names(client)
+    except Exception as exc:
+        if looks_read_only(exc):
+            corrupt_hint = f"It looks read-only for this user: {_WRITE_HINT}"
+        raise StoreError(f"cannot read {where}: {_describe(exc)}. {corrupt_hint}") from exc
+
+
 def open_store(
     path: str | Path,
     collection: str,
@@ -291,22 +343,10 @@ def open_store(
         StoreError: The store is missing, not a Chroma store, corrupt, read-only (with
             ``writable``), unreachable, or lacks the collection.
     """
-    where: str
-    if host.strip():
-        where = f"the Chroma server at {server_url(host.strip(), port, ssl)}"
-        client = _server_client(host.strip(), port, ssl)
-        corrupt_hint = "Check the server's log"
-    else:
-        resolved = Path(path).expanduser().resolve()
-        where = f"the vector store at '{resolved}'"
-        client = _client(resolved, create=create, writable=writable)
-        corrupt_hint = "The store may be corrupt; delete the directory and run `crag ingest` again"
-    try:
-        existing = _collection_names(client)
-    except Exception as exc:
-        if looks_read_only(exc):
-            corrupt_hint = f"It looks read-only for this user: {_WRITE_HINT}"
-        raise StoreError(f"cannot read {where}: {_describe(exc)}. {corrupt_hint}") from exc
+    client, where, corrupt_hint = _connect(
+        path, host=host, port=port, ssl=ssl, create=create, writable=writable
+    )
+    existing = _existing_collections(client, where, corrupt_hint)
     if not create and collection not in existing:
         listing = ", ".join(repr(n) for n in existing) if existing else "none"
         raise StoreError(

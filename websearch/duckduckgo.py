@@ -53,7 +53,7 @@ def _run_with_deadline(func: Callable[[], T], timeout: float, name: str) -> T:
     def target() -> None:
         try:
             outcome["value"] = func()
-        except Exception as exc:  # re-raised in the caller's thread
+        except Exception as exc:  # noqa: BLE001 - re-raised in the caller's thread
             outcome["error"] = exc
         finally:
             done.set()

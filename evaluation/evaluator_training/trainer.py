@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -23,7 +22,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from evaluation.evaluator_training.backends import (
     Backend,
@@ -39,7 +37,6 @@ from evaluation.evaluator_training.checkpoints import (
     remove_checkpoint,
     remove_stale,
     restore_rng,
-    save_checkpoint,
 )
 from evaluation.evaluator_training.data import (
     KINDS,
@@ -48,14 +45,12 @@ from evaluation.evaluator_training.data import (
     check_pairs,
     encode_cross_encoder,
     encode_t5,
-    epoch_order,
     loss_weights,
-    pad_batch,
     pairs_digest,
 )
 from evaluation.evaluator_training.errors import TrainingError
+from evaluation.evaluator_training.loop import RunPlan, TrainingLoop
 from evaluation.pairs import LabelledPair
-from evaluator.t5 import DEFAULT_TEMPLATE
 
 logger = logging.getLogger(__name__)
 
@@ -261,31 +256,73 @@ def train_evaluator(
         kind, epochs, batch_size, lr, max_length, checkpoint_every, warmup_ratio, stop_after
     )
     positives, negatives = check_pairs(pairs)
-    source = resolve_base_model(kind, base_model)
-    out_dir = Path(out_dir)
-    template = DEFAULT_TEMPLATE if kind == "t5" else None
-    steps_per_epoch = math.ceil(len(pairs) / batch_size)
-    total_steps = epochs * steps_per_epoch
-    warmup_steps = int(warmup_ratio * total_steps)
-    settings: dict[str, Any] = {
-        "kind": kind,
-        "base_model": source,
-        "pairs": len(pairs),
-        "pairs_sha256": pairs_digest(pairs),
-        "epochs": epochs,
-        "batch_size": batch_size,
-        "learning_rate": lr,
-        "max_length": max_length,
-        "seed": seed,
-        "balance": balance,
-        "warmup_ratio": warmup_ratio,
-        "weight_decay": weight_decay,
-        "max_grad_norm": max_grad_norm,
-        "template": template,
-    }
+    plan = RunPlan(
+        kind=kind,
+        source=resolve_base_model(kind, base_model),
+        out_dir=Path(out_dir),
+        pair_count=len(pairs),
+        pairs_sha256=pairs_digest(pairs),
+        epochs=epochs,
+        batch_size=batch_size,
+        learning_rate=lr,
+        max_length=max_length,
+        seed=seed,
+        balance=balance,
+        warmup_ratio=warmup_ratio,
+        weight_decay=weight_decay,
+        max_grad_norm=max_grad_norm,
+        checkpoint_every=checkpoint_every,
+        stop_after=stop_after,
+    )
+    run_device = _run_device(device)
+    remove_stale(plan.out_dir)
+    checkpoint, state = _resume_state(plan.out_dir, plan.settings) if resume else (None, None)
+    loop = _prepare_loop(plan, pairs, run_device, checkpoint, state)
+    resumed_from = state.step if checkpoint is not None and state is not None else None
+    _log_start(plan, positives, negatives, run_device)
+    with _deterministic(deterministic):
+        loop.run(progress)
+    if loop.state.step >= plan.total_steps:
+        _export(loop, positives, keep_checkpoint)
+    return _result(loop, time.perf_counter() - started, resumed_from)
 
+
+def _result(loop: TrainingLoop, seconds: float, resumed_from: int | None) -> TrainResult:
+    state = loop.state
+    return TrainResult(
+        out_dir=loop.plan.out_dir,
+        steps=state.step,
+        epochs=len(state.epoch_losses),
+        final_loss=_final_loss(state),
+        seconds=seconds,
+        resumed_from_step=resumed_from,
+        finished=state.step >= loop.plan.total_steps,
+        epoch_losses=tuple(state.epoch_losses),
+    )
+
+
+def _log_start(plan: RunPlan, positives: int, negatives: int, run_device: torch.device) -> None:
+    logger.info(
+        "training %s evaluator from %s on %d pairs (%d positive, %d negative%s): %d epochs of "
+        "%d steps, batch %d, lr %.3g, on %s",
+        plan.kind,
+        plan.source,
+        plan.pair_count,
+        positives,
+        negatives,
+        ", balanced" if plan.balance else "",
+        plan.epochs,
+        plan.steps_per_epoch,
+        plan.batch_size,
+        plan.learning_rate,
+        run_device,
+    )
+
+
+def _run_device(device: str | None) -> torch.device:
+    """The named device, or CUDA when there is one, else the CPU."""
     try:
-        run_device = (
+        return (
             torch.device(device)
             if device
             else torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -293,146 +330,73 @@ def train_evaluator(
     except RuntimeError as exc:
         raise TrainingError(f"unknown device {device!r}: {exc}") from exc
 
-    remove_stale(out_dir)
-    checkpoint, state = _resume_state(out_dir, settings) if resume else (None, None)
-    _seed_everything(seed)
-    backend = load_backend(kind, str(checkpoint) if checkpoint else source)
-    features = _encode(backend, pairs, max_length)
-    targets = torch.tensor([float(pair.label) for pair in pairs])
-    weights = torch.tensor(loss_weights([pair.label for pair in pairs], balance))
 
+def _prepare_loop(
+    plan: RunPlan,
+    pairs: Sequence[LabelledPair],
+    run_device: torch.device,
+    checkpoint: Path | None,
+    state: TrainerState | None,
+) -> TrainingLoop:
+    """Seed, load and encode, then set up the optimizer: afresh, or as ``checkpoint`` left it."""
+    _seed_everything(plan.seed)
+    backend = load_backend(plan.kind, str(checkpoint) if checkpoint else plan.source)
+    features = _encode(backend, pairs, plan.max_length)
+    targets = torch.tensor([float(pair.label) for pair in pairs])
+    weights = torch.tensor(loss_weights([pair.label for pair in pairs], plan.balance))
     try:
         model = backend.model.to(run_device)
     except (RuntimeError, AssertionError) as exc:
         raise TrainingError(f"could not move the model to {run_device}: {exc}") from exc
     model.train()
-    optimizer = torch.optim.AdamW(_param_groups(model, weight_decay), lr=lr)
+    optimizer = torch.optim.AdamW(_param_groups(model, plan.weight_decay), lr=plan.learning_rate)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, partial(_linear_schedule, warmup=warmup_steps, total=total_steps)
+        optimizer, partial(_linear_schedule, warmup=plan.warmup_steps, total=plan.total_steps)
     )
     if checkpoint is not None and state is not None:
         saved = load_optimizer_state(checkpoint)
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
         restore_rng(saved["rng"])
-        resumed_from: int | None = state.step
-        logger.info("resuming %s training from %s at step %d", kind, checkpoint, state.step)
+        logger.info("resuming %s training from %s at step %d", plan.kind, checkpoint, state.step)
     else:
-        remove_checkpoint(out_dir)
-        state = TrainerState(0, 0, 0, total_steps, settings)
-        resumed_from = None
-    logger.info(
-        "training %s evaluator from %s on %d pairs (%d positive, %d negative%s): %d epochs of "
-        "%d steps, batch %d, lr %.3g, on %s",
-        kind,
-        source,
-        len(pairs),
-        positives,
-        negatives,
-        ", balanced" if balance else "",
-        epochs,
-        steps_per_epoch,
-        batch_size,
-        lr,
-        run_device,
+        remove_checkpoint(plan.out_dir)
+        state = TrainerState(0, 0, 0, plan.total_steps, plan.settings)
+    return TrainingLoop(
+        plan, backend, model, optimizer, scheduler, features, targets, weights, run_device, state
     )
 
-    stopped = False
-    order: list[int] = []
-    order_epoch = -1
-    with (
-        _deterministic(deterministic),
-        tqdm(
-            total=total_steps,
-            initial=state.step,
-            desc=f"train {kind}",
-            unit="step",
-            file=sys.stderr,
-            disable=not progress,
-            dynamic_ncols=True,
-        ) as bar,
-    ):
-        while state.step < total_steps:
-            epoch, index = divmod(state.step, steps_per_epoch)
-            if epoch != order_epoch:
-                order, order_epoch = epoch_order(len(pairs), seed, epoch), epoch
-            chunk = order[index * batch_size : (index + 1) * batch_size]
-            batch = {
-                key: value.to(run_device)
-                for key, value in pad_batch([features[i] for i in chunk], backend.pad_id).items()
-            }
-            scores = model(**batch).logits[:, 0].float()
-            errors = (scores - targets[chunk].to(run_device)) ** 2
-            loss = (weights[chunk].to(run_device) * errors).mean()
-            value = float(loss.detach())
-            if not math.isfinite(value):
-                raise TrainingError(
-                    f"the training loss became {value} at step {state.step + 1}; lower the "
-                    f"learning rate (now {lr:g})"
-                )
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
 
-            state.step += 1
-            state.epoch_loss_sum += value
-            state.epoch_loss_steps += 1
-            state.epoch, position = divmod(state.step, steps_per_epoch)
-            state.position = min(position * batch_size, len(pairs))
-            if position == 0:
-                mean = state.epoch_loss_sum / state.epoch_loss_steps
-                state.epoch_losses.append(mean)
-                state.epoch_loss_sum, state.epoch_loss_steps = 0.0, 0
-                logger.info("epoch %d/%d: mean loss %.4f", epoch + 1, epochs, mean)
-            bar.update(1)
-            bar.set_postfix(loss=f"{value:.4f}", epoch=epoch + 1)
+def _export(loop: TrainingLoop, positives: int, keep_checkpoint: bool) -> None:
+    """Write the trained model and ``crag_evaluator.json`` to the output folder."""
+    plan, state = loop.plan, loop.state
+    loop.model.eval()
+    export_model(
+        loop.backend,
+        plan.out_dir,
+        {
+            "base_model": plan.source,
+            "trained_pairs": plan.pair_count,
+            "positives": positives,
+            "epochs": plan.epochs,
+            "seed": plan.seed,
+            "max_length": plan.max_length,
+            "balance": plan.balance,
+            "learning_rate": plan.learning_rate,
+            "batch_size": plan.batch_size,
+            "steps": state.step,
+            "final_loss": state.epoch_losses[-1] if state.epoch_losses else None,
+        },
+    )
+    if not keep_checkpoint:
+        remove_checkpoint(plan.out_dir)
+    logger.info("trained %s evaluator saved to %s", plan.kind, plan.out_dir)
 
-            stopped = stop_after is not None and state.step >= stop_after
-            if state.step % checkpoint_every == 0 or state.step == total_steps or stopped:
-                save_checkpoint(out_dir, backend, optimizer, scheduler, state)
-            if stopped and state.step < total_steps:
-                logger.info("stopping at step %d of %d (stop_after)", state.step, total_steps)
-                break
 
-    finished = state.step >= total_steps
-    if finished:
-        model.eval()
-        export_model(
-            backend,
-            out_dir,
-            {
-                "base_model": source,
-                "trained_pairs": len(pairs),
-                "positives": positives,
-                "epochs": epochs,
-                "seed": seed,
-                "max_length": max_length,
-                "balance": balance,
-                "learning_rate": lr,
-                "batch_size": batch_size,
-                "steps": state.step,
-                "final_loss": state.epoch_losses[-1] if state.epoch_losses else None,
-            },
-        )
-        if not keep_checkpoint:
-            remove_checkpoint(out_dir)
-        logger.info("trained %s evaluator saved to %s", kind, out_dir)
-
+def _final_loss(state: TrainerState) -> float:
+    """The last finished epoch's mean loss, else that of the steps so far, else NaN."""
     if state.epoch_losses:
-        final_loss = state.epoch_losses[-1]
-    elif state.epoch_loss_steps:
-        final_loss = state.epoch_loss_sum / state.epoch_loss_steps
-    else:
-        final_loss = math.nan
-    return TrainResult(
-        out_dir=out_dir,
-        steps=state.step,
-        epochs=len(state.epoch_losses),
-        final_loss=final_loss,
-        seconds=time.perf_counter() - started,
-        resumed_from_step=resumed_from,
-        finished=finished,
-        epoch_losses=tuple(state.epoch_losses),
-    )
+        return state.epoch_losses[-1]
+    if state.epoch_loss_steps:
+        return state.epoch_loss_sum / state.epoch_loss_steps
+    return math.nan

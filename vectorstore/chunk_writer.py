@@ -1,0 +1,134 @@
+"""Write chunks in batches, recording the documents still unfinished before each batch.
+
+:class:`ChunkBatches` gathers documents' chunks into batches and hands each full one to a
+:class:`ChunkWriter`, which records the documents the batch leaves unfinished in the collection
+(:mod:`vectorstore.pending`) before writing it, so that an interrupted run can be cleaned up.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_chroma import Chroma
+
+from vectorstore.loaders import LoadedDocument
+from vectorstore.pending import abandon_run, clear_pending, mark_pending, new_run_id, shorten
+from vectorstore.records import chunk_id, delete_sources
+from vectorstore.store import StoreError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ChunkBatch:
+    """Chunks waiting to be embedded and written together."""
+
+    ids: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    metadatas: list[dict[str, Any]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def clear(self) -> None:
+        """Empty the batch once it is written."""
+        self.ids.clear()
+        self.texts.clear()
+        self.metadatas.clear()
+
+
+class ChunkWriter:
+    """Writes batches of chunks, recording the unfinished documents before each batch.
+
+    A document's old chunks (an earlier version, or leftovers) are deleted just before its first
+    batch is written, so until then the store keeps the old version whole.
+    """
+
+    def __init__(self, store: Chroma) -> None:
+        self.store = store
+        self.run_id = new_run_id()
+        self.recorded = False
+        self.started: set[str] = set()
+        self.unfinished: set[str] = set()
+
+    def write(self, batch: ChunkBatch) -> int:
+        """Record the batch's documents as unfinished, then write it; the chunks written."""
+        in_batch = list(dict.fromkeys(str(m["source"]) for m in batch.metadatas))
+        starting = [source for source in in_batch if source not in self.started]
+        mark_pending(self.store, self.run_id, self.unfinished | set(in_batch))
+        self.recorded = True
+        delete_sources(self.store, starting, "the old versions of changed documents")
+        self.started.update(starting)
+        try:
+            self.store.add_texts(batch.texts, metadatas=batch.metadatas, ids=batch.ids)
+        except Exception as exc:
+            raise StoreError(f"writing chunks to the vector store failed: {exc}") from exc
+        done = {str(m["source"]) for m in batch.metadatas if m["chunk"] == 0}
+        self.unfinished = (self.unfinished | set(in_batch)) - done
+        return len(batch)
+
+    def finish(self) -> None:
+        """Clear this run's record of unfinished documents: every document is written."""
+        if self.recorded:
+            clear_pending(self.store, self.run_id)
+
+    def abandon(self) -> None:
+        """Remove the unfinished documents of this run (after an interruption); best effort."""
+        if not self.recorded:
+            return
+        try:
+            removed = abandon_run(self.store, self.run_id)
+        except Exception:
+            logger.warning(
+                "could not remove the unfinished documents of the interrupted ingestion; the "
+                "next ingestion into this store will",
+                exc_info=True,
+            )
+            return
+        if removed:
+            logger.warning(
+                "ingestion interrupted: removed the partial chunks of %s", shorten(removed)
+            )
+
+
+class ChunkBatches:
+    """Gathers documents' chunks into batches of ``batch_size`` and writes each full one.
+
+    ``on_flush`` is called after each written batch as ``(chunks_in_batch, chunks_written)``.
+    """
+
+    def __init__(
+        self, writer: ChunkWriter, batch_size: int, on_flush: Callable[[int, int], None]
+    ) -> None:
+        self.writer = writer
+        self.batch_size = batch_size
+        self.on_flush = on_flush
+        self.batch = ChunkBatch()
+        self.written = 0
+
+    def add(self, doc: LoadedDocument, chunks: list[str]) -> None:
+        """Queue the document's chunks, writing every batch that fills up."""
+        base: dict[str, Any] = {"source": doc.source, "sha256": doc.sha256}
+        if doc.title:
+            base["title"] = doc.title
+        if doc.file:
+            base["file"] = doc.file
+        # Chunk 0 goes last: it is the document's record (see vectorstore.records).
+        for index in [*range(1, len(chunks)), 0]:
+            self.batch.ids.append(chunk_id(doc.source, index))
+            self.batch.texts.append(chunks[index])
+            self.batch.metadatas.append({**base, "chunk": index})
+            if len(self.batch) >= self.batch_size:
+                self.flush()
+
+    def flush(self) -> None:
+        """Write the queued chunks, if any."""
+        if not self.batch:
+            return
+        flushed = self.writer.write(self.batch)
+        self.batch.clear()
+        self.written += flushed
+        self.on_flush(flushed, self.written)
