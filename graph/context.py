@@ -290,6 +290,15 @@ class Context(Settings):
             "abstains."
         },
     )
+    number_knowledge: bool = field(
+        default=False,
+        metadata={
+            "description": "Number the knowledge in the generator's prompt ([1] ...) so the "
+            "generator can cite entries itself (its valid [n] become the citations; without "
+            "them citations come from word overlap). Off by default: SmolLM2-135M never "
+            "cites and read numbered knowledge worse on the dev sets."
+        },
+    )
     # Ablations (the paper's Tables 2 and 3); the defaults run the full method
     force_action: Literal["", "correct", "incorrect", "ambiguous"] = field(
         default="",

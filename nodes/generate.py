@@ -27,10 +27,13 @@ def render_strip(text: str) -> str:
     return f"{heading}: {' '.join(text.partition(chr(10))[2].split())}"
 
 
-def format_knowledge(strips: list[KnowledgeStrip]) -> str:
-    """Render strips one per line, numbered from 1 (``[1] heading: text``), internal first."""
+def format_knowledge(strips: list[KnowledgeStrip], numbered: bool = False) -> str:
+    """Render strips one per line (``heading: text``), internal first; ``numbered``: each
+    line starts with its number from 1 (``[1] heading: text``), for a generator that cites."""
     if not strips:
         return NO_KNOWLEDGE
+    if not numbered:
+        return "\n".join(render_strip(s["text"]) for s in strips)
     return "\n".join(f"[{n}] {render_strip(s['text'])}" for n, s in enumerate(strips, start=1))
 
 
@@ -55,9 +58,9 @@ def attribute_answer(answer: str, knowledge: list[KnowledgeStrip], question: str
 
 
 def generate(state: State, runtime: Runtime[Context]) -> StateUpdate:
-    """Ask the generator to answer from the numbered knowledge, then attribute the answer.
+    """Ask the generator to answer from the knowledge, then attribute the answer.
 
-    The answer's valid ``[n]`` markers become ``citations`` (and leave the answer text); an
+    The knowledge is numbered in the prompt when ``number_knowledge`` is on. The answer's valid ``[n]`` markers become ``citations`` (and leave the answer text); an
     answer without one cites the entries it shares the most content words with
     (:mod:`knowledge.attribution`). The answer is also appended to ``messages`` as an AI
     message carrying the sources, citations and action (what chat front-ends show).
@@ -66,7 +69,10 @@ def generate(state: State, runtime: Runtime[Context]) -> StateUpdate:
     messages = [
         SystemMessage(GENERATE_SYSTEM.format(no_answer=NO_ANSWER)),
         HumanMessage(
-            GENERATE_HUMAN.format(knowledge=format_knowledge(knowledge), question=state["question"])
+            GENERATE_HUMAN.format(
+                knowledge=format_knowledge(knowledge, runtime.context.number_knowledge),
+                question=state["question"],
+            )
         ),
     ]
     model = current_components().chat_model(runtime.context)

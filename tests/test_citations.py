@@ -8,6 +8,7 @@ from langchain_core.messages import BaseMessage
 
 from app.cli import main
 from graph.builder import graph
+from graph.context import Context
 from prompts.generate import NO_ANSWER
 from tests.fakes import FakeComponents, ScriptedChatModel, StaticSearch, StaticStore, scripted_chat
 from websearch.base import SearchResult
@@ -24,11 +25,21 @@ def answering(answer: str) -> ScriptedChatModel:
     return ScriptedChatModel(respond=lambda _: answer, prompts=[])
 
 
-def test_the_prompt_numbers_the_knowledge_and_the_models_citation_is_kept(
+def test_by_default_the_prompt_does_not_number_the_knowledge(
+    fake_components: FakeComponents,
+) -> None:
+    fake_components.chat = answering("It is held at the Louvre.")
+    out = graph.invoke({"question": QUESTION})
+    prompt: list[BaseMessage] = fake_components.chat.prompts[-1]
+    assert f"<knowledge>\n{LEONARDO}\n{LOUVRE}\n</knowledge>" in prompt[-1].text
+    assert out["citations"] == [2]  # attributed by overlap: "Louvre"
+
+
+def test_numbered_knowledge_lets_the_models_citation_stand(
     fake_components: FakeComponents,
 ) -> None:
     fake_components.chat = answering("It is held at the Louvre [2].")
-    out = graph.invoke({"question": QUESTION})
+    out = graph.invoke({"question": QUESTION}, context=Context(number_knowledge=True))
     assert [k["text"] for k in out["knowledge"]] == [LEONARDO, LOUVRE]
     prompt: list[BaseMessage] = fake_components.chat.prompts[-1]
     assert f"<knowledge>\n[1] {LEONARDO}\n[2] {LOUVRE}\n</knowledge>" in prompt[-1].text

@@ -234,7 +234,7 @@ def test_generate_combines_knowledge_and_delimits_it(fake_components: FakeCompon
     assert update["knowledge"] == [internal, external]
     system, human = fake_components.chat.prompts[-1]
     assert "untrusted data" in system.text
-    assert "<knowledge>\n[1] Internal fact.\n[2] Web fact.\n</knowledge>" in human.text
+    assert "<knowledge>\nInternal fact.\nWeb fact.\n</knowledge>" in human.text
     assert human.text.endswith("Question: Who?")
     assert "notes" not in update
 

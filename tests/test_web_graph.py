@@ -145,7 +145,7 @@ def test_incorrect_answers_from_page_paragraphs(server: WebsearchServer, mode: s
     ]
     # The generator saw the page text, inside the untrusted-knowledge block.
     human = fakes.chat.prompts[-1][1].text
-    assert f"<knowledge>\n[1] Mona Lisa: {P1}\n[2] Mona Lisa: {P2}\n</knowledge>" in human
+    assert f"<knowledge>\nMona Lisa: {P1}\nMona Lisa: {P2}\n</knowledge>" in human
 
 
 @pytest.mark.parametrize("mode", MODES)
