@@ -28,8 +28,11 @@ def render_strip(text: str) -> str:
 
 
 def format_knowledge(strips: list[KnowledgeStrip], numbered: bool = False) -> str:
-    """Render strips one per line (``heading: text``), internal first; ``numbered``: each
-    line starts with its number from 1 (``[1] heading: text``), for a generator that cites."""
+    """Render strips one per line (``heading: text``), internal first.
+
+    ``numbered``: each line starts with its number from 1 (``[1] heading: text``), for a
+    generator that cites.
+    """
     if not strips:
         return NO_KNOWLEDGE
     if not numbered:
@@ -60,7 +63,8 @@ def attribute_answer(answer: str, knowledge: list[KnowledgeStrip], question: str
 def generate(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Ask the generator to answer from the knowledge, then attribute the answer.
 
-    The knowledge is numbered in the prompt when ``number_knowledge`` is on. The answer's valid ``[n]`` markers become ``citations`` (and leave the answer text); an
+    The knowledge is numbered in the prompt when ``number_knowledge`` is on. The answer's
+    valid ``[n]`` markers become ``citations`` (and leave the answer text); an
     answer without one cites the entries it shares the most content words with
     (:mod:`knowledge.attribution`). The answer is also appended to ``messages`` as an AI
     message carrying the sources, citations and action (what chat front-ends show).
