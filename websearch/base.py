@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 
 class SearchUnavailableError(RuntimeError):
@@ -21,6 +22,23 @@ class SearchResult:
     title: str
     url: str
     snippet: str
+
+
+def result_from_item(item: Any, *, url_key: str, snippet_key: str) -> SearchResult | None:
+    """Map one engine's result dict to a :class:`SearchResult`; ``None`` if it is unusable.
+
+    The URL is ``item[url_key]`` and the snippet ``item[snippet_key]``; an item that is not a
+    dict or whose URL is not http(s) is dropped. Whitespace in the title and snippet is
+    collapsed, and a result without a title is titled by its URL.
+    """
+    if not isinstance(item, dict):
+        return None
+    url = str(item.get(url_key) or "").strip()
+    if urlsplit(url).scheme.lower() not in ("http", "https"):
+        return None
+    title = " ".join(str(item.get("title") or "").split()) or url
+    snippet = " ".join(str(item.get(snippet_key) or "").split())
+    return SearchResult(title=title, url=url, snippet=snippet)
 
 
 @runtime_checkable

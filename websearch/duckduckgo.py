@@ -14,13 +14,12 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import httpx
 from ddgs import DDGS
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
-from websearch.base import SearchResult, SearchUnavailableError
+from websearch.base import SearchResult, SearchUnavailableError, result_from_item
 from websearch.retry import TransientSearchError
 
 logger = logging.getLogger(__name__)
@@ -103,14 +102,7 @@ def _detail(exc: BaseException) -> str:
 
 def _to_result(item: Any) -> SearchResult | None:
     """Map one ddgs result dict (``title``/``href``/``body``) to a SearchResult."""
-    if not isinstance(item, dict):
-        return None
-    url = str(item.get("href") or "").strip()
-    if urlsplit(url).scheme.lower() not in ("http", "https"):
-        return None
-    title = " ".join(str(item.get("title") or "").split()) or url
-    snippet = " ".join(str(item.get("body") or "").split())
-    return SearchResult(title=title, url=url, snippet=snippet)
+    return result_from_item(item, url_key="href", snippet_key="body")
 
 
 class DuckDuckGoSearch:

@@ -13,9 +13,8 @@ import logging
 import os
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
-from websearch.base import SearchResult, SearchUnavailableError
+from websearch.base import SearchResult, SearchUnavailableError, result_from_item
 from websearch.retry import TransientSearchError
 
 logger = logging.getLogger(__name__)
@@ -26,14 +25,7 @@ _MAX_DETAIL = 160
 
 def _to_result(item: Any) -> SearchResult | None:
     """Map one Tavily result (``title``/``url``/``content``); drop non-http(s) URLs."""
-    if not isinstance(item, dict):
-        return None
-    url = str(item.get("url") or "").strip()
-    if urlsplit(url).scheme.lower() not in ("http", "https"):
-        return None
-    title = " ".join(str(item.get("title") or "").split()) or url
-    snippet = " ".join(str(item.get("content") or "").split())
-    return SearchResult(title=title, url=url, snippet=snippet)
+    return result_from_item(item, url_key="url", snippet_key="content")
 
 
 class TavilySearch:
