@@ -86,6 +86,32 @@ def load_config(source: str, is_local: bool, *, what: str) -> Any:
         ) from exc
 
 
+def architectures_of(config: Any) -> str:
+    """The architectures a checkpoint's config names, comma-separated (``unknown``: none)."""
+    return ", ".join(getattr(config, "architectures", None) or []) or "unknown"
+
+
+def check_single_output(config: Any, source: str, *, what: str, expected: str, output: str) -> None:
+    """Refuse a checkpoint whose head does not have exactly one output (``num_labels=1``).
+
+    Args:
+        config: The checkpoint's config.
+        source: The checkpoint, as the errors name it.
+        what: How the error names the evaluator (``"T5 evaluator"``).
+        expected: What the evaluator needs, in words.
+        output: What the one output is (``"regression"``, ``"relevance"``).
+
+    Raises:
+        EvaluatorError: ``num_labels`` is not 1.
+    """
+    num_labels = getattr(config, "num_labels", None)
+    if num_labels != 1:
+        raise EvaluatorError(
+            f"checkpoint {source!r} ({architectures_of(config)}) has num_labels={num_labels}; "
+            f"the {what} needs {expected}: a single {output} output"
+        )
+
+
 def resolve_device(device: str | None) -> torch.device:
     """The device an evaluator runs on: ``device``, or CUDA when available, else the CPU.
 

@@ -45,7 +45,13 @@ from typing import Any, Literal, cast, get_args
 import torch
 
 from evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
-from evaluator.checkpoints import first_line, load_config, resolve_checkpoint, resolve_device
+from evaluator.checkpoints import (
+    check_single_output,
+    first_line,
+    load_config,
+    resolve_checkpoint,
+    resolve_device,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -185,12 +191,9 @@ def _check_config(config: Any, source: str, is_local: bool) -> None:
             f"{model_type!r}), with no sequence-classification head.{hint} The cross-encoder "
             f"evaluator needs {_EXPECTED}"
         )
-    num_labels = getattr(config, "num_labels", None)
-    if num_labels != 1:
-        raise EvaluatorError(
-            f"checkpoint {source!r} ({architectures}) has num_labels={num_labels}; the "
-            f"cross-encoder evaluator needs {_EXPECTED}: a single relevance output"
-        )
+    check_single_output(
+        config, source, what="cross-encoder evaluator", expected=_EXPECTED, output="relevance"
+    )
 
 
 def _check_arguments(batch_size: int, max_length: int, output: OutputKind | None) -> None:

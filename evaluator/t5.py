@@ -26,7 +26,14 @@ import torch
 from transformers import AutoTokenizer, T5ForSequenceClassification
 
 from evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
-from evaluator.checkpoints import first_line, load_config, resolve_checkpoint, resolve_device
+from evaluator.checkpoints import (
+    architectures_of,
+    check_single_output,
+    first_line,
+    load_config,
+    resolve_checkpoint,
+    resolve_device,
+)
 from evaluator.cross_encoder import check_int8_device, quantize_int8
 
 logger = logging.getLogger(__name__)
@@ -49,18 +56,15 @@ def _default_dtype(device: torch.device) -> torch.dtype:
 
 def _check_config(config: Any, source: str) -> None:
     model_type = getattr(config, "model_type", None)
-    architectures = ", ".join(getattr(config, "architectures", None) or []) or "unknown"
+    architectures = architectures_of(config)
     if model_type != "t5":
         raise EvaluatorError(
             f"checkpoint {source!r} has architecture {architectures} (model_type "
             f"{model_type!r}); the T5 evaluator needs {_EXPECTED}"
         )
-    num_labels = getattr(config, "num_labels", None)
-    if num_labels != 1:
-        raise EvaluatorError(
-            f"checkpoint {source!r} ({architectures}) has num_labels={num_labels}; the T5 "
-            f"evaluator needs {_EXPECTED}: a single regression output"
-        )
+    check_single_output(
+        config, source, what="T5 evaluator", expected=_EXPECTED, output="regression"
+    )
 
 
 def _has_tokenizer_files(source: str, is_local: bool) -> bool:
@@ -109,7 +113,7 @@ def _load_model(source: str, dtype: torch.dtype, config: Any) -> Any:
     missing = sorted(str(key) for key in info.get("missing_keys", ()))
     head_missing = [key for key in missing if "classification_head" in key]
     if head_missing:
-        architectures = ", ".join(getattr(config, "architectures", None) or []) or "unknown"
+        architectures = architectures_of(config)
         raise EvaluatorError(
             f"checkpoint {source!r} ({architectures}) has no trained classification head "
             f"(missing {', '.join(head_missing)}); the T5 evaluator needs {_EXPECTED}"
