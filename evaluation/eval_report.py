@@ -94,34 +94,27 @@ PLOTS_SKIPPED_NOTE = (
 # --- formatting -----------------------------------------------------------------------------
 
 
-def _fig(value: Any) -> str:
-    """A figure with 3 decimals, or a dash."""
-    return NONE if value is None else f"{value:.3f}"
+def _number(spec: str, suffix: str = "") -> Callable[[Any], str]:
+    """A formatter: a number in ``format`` spec ``spec`` followed by ``suffix``, or a dash."""
+
+    def formatted(value: Any) -> str:
+        return NONE if value is None else f"{value:{spec}}{suffix}"
+
+    return formatted
 
 
-def _sec(value: Any) -> str:
-    """Seconds with 2 decimals, or a dash."""
-    return NONE if value is None else f"{value:.2f}"
-
-
-def _signed(value: Any) -> str:
-    """A signed figure with 3 decimals, or a dash."""
-    return NONE if value is None else f"{value:+.3f}"
-
-
-def _ratio(value: Any) -> str:
-    """A ratio as ``1.234x``, or a dash."""
-    return NONE if value is None else f"{value:.3f}x"
-
-
-def _mb(value: Any) -> str:
-    """Megabytes, rounded, or a dash."""
-    return NONE if value is None else f"{value:.0f} MB"
-
-
-def _rate(value: Any) -> str:
-    """A throughput with 1 decimal, or a dash."""
-    return NONE if value is None else f"{value:.1f}"
+_fig = _number(".3f")
+"""A figure with 3 decimals, or a dash."""
+_sec = _number(".2f")
+"""Seconds with 2 decimals, or a dash."""
+_signed = _number("+.3f")
+"""A signed figure with 3 decimals, or a dash."""
+_ratio = _number(".3f", "x")
+"""A ratio as ``1.234x``, or a dash."""
+_mb = _number(".0f", " MB")
+"""Megabytes, rounded, or a dash."""
+_rate = _number(".1f")
+"""A throughput with 1 decimal, or a dash."""
 
 
 def _unit(text: str, unit: str) -> str:
