@@ -50,14 +50,20 @@ def build_no_retrieval_graph() -> Graph:
     return builder.compile(name="no-retrieval")
 
 
-def build_rag_graph() -> Graph:
-    """Standard RAG: retrieve → pass_passages → generate."""
+def _retrieve_and_pass() -> StateGraph[State, Context, InputState, OutputState]:
+    """A builder with standard RAG's first steps: retrieve → pass_passages (nothing after)."""
     builder = _builder()
     builder.add_node("retrieve", graph_node(retrieve))
     builder.add_node("pass_passages", graph_node(pass_passages, cancellable=False))
-    builder.add_node("generate", graph_node(generate))
     builder.add_edge(START, "retrieve")
     builder.add_edge("retrieve", "pass_passages")
+    return builder
+
+
+def build_rag_graph() -> Graph:
+    """Standard RAG: retrieve → pass_passages → generate."""
+    builder = _retrieve_and_pass()
+    builder.add_node("generate", graph_node(generate))
     builder.add_edge("pass_passages", "generate")
     builder.add_edge("generate", END)
     return builder.compile(name="rag")
@@ -65,13 +71,9 @@ def build_rag_graph() -> Graph:
 
 def build_rag_web_graph() -> Graph:
     """RAG with web results always added: retrieve → (pass_passages ∥ web_search) → generate."""
-    builder = _builder()
-    builder.add_node("retrieve", graph_node(retrieve))
-    builder.add_node("pass_passages", graph_node(pass_passages, cancellable=False))
+    builder = _retrieve_and_pass()
     builder.add_node("web_search", graph_node(web_search))
     builder.add_node("generate", graph_node(generate), defer=True)
-    builder.add_edge(START, "retrieve")
-    builder.add_edge("retrieve", "pass_passages")
     builder.add_edge("retrieve", "web_search")
     builder.add_edge("pass_passages", "generate")
     builder.add_edge("web_search", "generate")
