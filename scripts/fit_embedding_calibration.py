@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from evaluation.fanoutqa import load_split
+from evaluation.logistic import fit_logistic
 from evaluation.pairs import pairs_from_cases, retrieval_cases
 from knowledge.lexical import heading_named
 from vectorstore.embeddings import load_embeddings
@@ -42,22 +43,6 @@ def pairs_for(ids: list[str], store: Any, embeddings: Any, k: int) -> tuple[np.n
         ]
         labels += [pair.label for pair in pairs]
     return np.asarray(rows), np.asarray(labels)
-
-
-def fit_logistic(x: np.ndarray, y: np.ndarray, iterations: int = 100) -> np.ndarray:
-    """Maximum-likelihood weights (features..., intercept) of P(y=+1 | x) = sigmoid(w x + b)."""
-    t = (y > 0).astype(float)
-    design = np.hstack([x, np.ones((len(x), 1))])
-    w = np.zeros(design.shape[1])
-    for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-(design @ w)))
-        grad = design.T @ (p - t)
-        hess = design.T @ (design * (p * (1 - p))[:, None]) + 1e-9 * np.eye(len(w))
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if np.abs(step).max() < 1e-10:
-            break
-    return w
 
 
 def auc(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -96,7 +81,7 @@ def main() -> None:
     store = open_store(args.store, args.collection, embeddings, create=False)
     split = load_split()
     x_train, y_train = pairs_for(split["train"], store, embeddings, args.k)
-    w = fit_logistic(x_train, y_train)
+    w = fit_logistic(x_train, (y_train > 0).astype(float), damping=1e-9)
     a, h, b = (float(v) for v in w)
     x_dev, y_dev = pairs_for(split["dev"], store, embeddings, args.k)
     report = {

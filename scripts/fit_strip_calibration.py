@@ -24,6 +24,7 @@ import numpy as np
 
 from evaluation.answers import answer_in_text
 from evaluation.datasets import load_dataset
+from evaluation.logistic import fit_logistic
 from evaluator.embedding import DEFAULT_HEADING_WEIGHT, DEFAULT_SLOPE, _unit_rows
 from knowledge.lexical import heading_named, heading_of, question_overlap
 from knowledge.strips import decompose
@@ -34,6 +35,8 @@ logger = logging.getLogger("fit_strip_calibration")
 
 DEV_SETS = ("nq-dev", "trivia-dev")
 KEPT = 5
+L2 = 1e-2
+"""The strip map's light L2 penalty (weights and intercept)."""
 
 
 def strips_of(name: str, limit: int, store: Any, embeddings: Any, k: int) -> list[np.ndarray]:
@@ -65,21 +68,6 @@ def strips_of(name: str, limit: int, store: Any, embeddings: Any, k: int) -> lis
     return cases
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, iterations: int = 100) -> np.ndarray:
-    """Weights (features..., intercept) of P(y=1 | x) = sigmoid(w x + b), lightly regularised."""
-    design = np.hstack([x, np.ones((len(x), 1))])
-    w = np.zeros(design.shape[1])
-    for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-(design @ w)))
-        grad = design.T @ (p - y) + 1e-2 * w
-        hess = design.T @ (design * (p * (1 - p))[:, None]) + 1e-2 * np.eye(len(w))
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if np.abs(step).max() < 1e-10:
-            break
-    return w
-
-
 def kept_recall(cases: list[np.ndarray], logit: Any) -> float:
     """Share of questions where one of the ``KEPT`` best-scored strips states the answer."""
     hits = 0
@@ -107,7 +95,7 @@ def main() -> None:
 
     for name, cases in sets.items():
         others = np.vstack([rows for other, c in sets.items() if other != name for rows in c])
-        w = fit_logistic(others[:, :3], others[:, 3])
+        w = fit_logistic(others[:, :3], others[:, 3], l2=L2)
         logger.info(
             "%s: %d questions; answer among the %d best strips: passage map %.3f, strip map "
             "fitted on the other set %.3f",
@@ -118,7 +106,7 @@ def main() -> None:
             kept_recall(cases, lambda x, w=w: x @ w[:3] + w[3]),
         )
     every = np.vstack([rows for cases in sets.values() for rows in cases])
-    w = fit_logistic(every[:, :3], every[:, 3])
+    w = fit_logistic(every[:, :3], every[:, 3], l2=L2)
     logger.info("strips: %d, stating an answer: %d", len(every), int(every[:, 3].sum()))
     print(f"DEFAULT_STRIP_SLOPE: float = {w[0]:.4f}")
     print(f"DEFAULT_STRIP_HEADING_WEIGHT: float = {w[1]:.4f}")
