@@ -560,33 +560,26 @@ def agreement_section(results: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
+def _latency_row(label: str, spread: dict[str, Any], mean_key: str) -> list[str]:
+    """A latency table row: ``label``, median, p95, n and the mean under ``mean_key``."""
+    return [
+        label,
+        _sec(spread.get("median")),
+        _sec(spread.get("p95")),
+        _text(spread.get("n")),
+        _sec(spread.get(mean_key)),
+    ]
+
+
 def latency_table(figures: dict[str, Any]) -> str:
     """One timed experiment: stage → median / p95 / n, then the totals."""
     stages = figures.get("stages") or {}
     names = [s for s in STAGE_ORDER if s in stages] + [s for s in stages if s not in STAGE_ORDER]
-    rows = []
-    for name in names:
-        spread = stages[name] or {}
-        rows.append(
-            [
-                name,
-                _sec(spread.get("median")),
-                _sec(spread.get("p95")),
-                _text(spread.get("n")),
-                _sec(spread.get("mean_per_query")),
-            ]
-        )
-    for label, key in (("**total**", "total"), ("total without search", "without_search")):
-        spread = figures.get(key) or {}
-        rows.append(
-            [
-                label,
-                _sec(spread.get("median")),
-                _sec(spread.get("p95")),
-                _text(spread.get("n")),
-                _sec(spread.get("mean")),
-            ]
-        )
+    rows = [_latency_row(name, stages[name] or {}, "mean_per_query") for name in names]
+    rows += [
+        _latency_row(label, figures.get(key) or {}, "mean")
+        for label, key in (("**total**", "total"), ("total without search", "without_search"))
+    ]
     return _table(["stage", "median s", "p95 s", "n", "mean s per query"], rows)
 
 
