@@ -135,6 +135,42 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         {"strips_kept": 10},
     ),
     Experiment(
+        "crag-strips-narrow",
+        "crag",
+        "knowledge",
+        "top 3 strips above -0.99 instead of 5",
+        {"strips_kept": 3},
+    ),
+    Experiment(
+        "crag-strip-pairs",
+        "crag",
+        "knowledge",
+        "strips of two sentences instead of one",
+        {"strip_size": 2},
+    ),
+    Experiment(
+        "crag-ambiguous-both",
+        "crag",
+        "knowledge",
+        "Ambiguous reads each branch's best strips side by side (default: the best of both)",
+        {"ambiguous_knowledge": "both"},
+    ),
+    Experiment(
+        "crag-passage-order",
+        "crag",
+        "knowledge",
+        "knowledge in passage order (default: best-scored first)",
+        {"knowledge_order": "original"},
+    ),
+    Experiment(
+        "crag-paper-recomposition",
+        "crag",
+        "knowledge",
+        "the paper's recomposition: Ambiguous reads store and web strips side by side, each in "
+        "passage order (the defaults before pooling and best-first ordering)",
+        {"ambiguous_knowledge": "both", "knowledge_order": "original"},
+    ),
+    Experiment(
         "crag-without-abstention",
         "crag",
         "knowledge",

@@ -290,6 +290,23 @@ class Context(Settings):
             "abstains."
         },
     )
+    ambiguous_knowledge: Literal["both", "pooled"] = field(
+        default="pooled",
+        metadata={
+            "description": "What an Ambiguous run reads: 'pooled', the best strips_kept of "
+            "the refined store strips and the selected web strips together; 'both', each "
+            "branch's strips side by side (up to 2 x strips_kept), as the paper concatenates "
+            "them."
+        },
+    )
+    knowledge_order: Literal["original", "score"] = field(
+        default="score",
+        metadata={
+            "description": "Order of the knowledge in the generator's prompt: 'score', "
+            "best-scored first (a small generator leans on what it reads first); 'original', "
+            "store strips then web strips, each in passage order, as the paper recomposes."
+        },
+    )
     number_knowledge: bool = field(
         default=False,
         metadata={

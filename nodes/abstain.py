@@ -101,7 +101,7 @@ def answer_or_abstain(state: State, runtime: Runtime[Context]) -> StateUpdate:
     generator answers even without knowledge.
     """
     context = runtime.context
-    knowledge = gathered_knowledge(state)
+    knowledge = gathered_knowledge(state, context)
     if context.abstain_without_knowledge and not supports_an_answer(
         knowledge, context.abstention_threshold
     ):

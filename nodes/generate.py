@@ -13,6 +13,7 @@ from graph.conversation import answer_message
 from graph.progress import emit
 from graph.state import KnowledgeStrip, State, StateUpdate
 from knowledge.attribution import Attribution, attribute
+from knowledge.combination import best_first, combine_knowledge
 from knowledge.lexical import heading_of
 from prompts.generate import GENERATE_HUMAN, GENERATE_SYSTEM, NO_ANSWER, NO_KNOWLEDGE
 
@@ -40,13 +41,24 @@ def format_knowledge(strips: list[KnowledgeStrip], numbered: bool = False) -> st
     return "\n".join(f"[{n}] {render_strip(s['text'])}" for n, s in enumerate(strips, start=1))
 
 
-def gathered_knowledge(state: State) -> list[KnowledgeStrip]:
-    """The knowledge of the run: internal strips, then external ones.
+def gathered_knowledge(state: State, context: Context) -> list[KnowledgeStrip]:
+    """The knowledge of the run: internal strips, then external ones, each text once.
 
     Correct runs give only internal knowledge, Incorrect only external, Ambiguous both: each
-    branch fills only its own list and ``retrieve`` clears both at the start of a run.
+    branch fills only its own list and ``retrieve`` clears both at the start of a run. An
+    Ambiguous run's knowledge is pooled with ``ambiguous_knowledge="pooled"`` (the best
+    ``strips_kept`` of both; :mod:`knowledge.combination`); ``knowledge_order="score"`` puts
+    the best-scored strips first.
     """
-    return [*state.get("internal_knowledge", []), *state.get("external_knowledge", [])]
+    pooled = state.get("action") == "ambiguous" and context.ambiguous_knowledge == "pooled"
+    knowledge = combine_knowledge(
+        state.get("internal_knowledge", []),
+        state.get("external_knowledge", []),
+        pooled_keep=context.strips_kept if pooled else None,
+    )
+    if context.knowledge_order == "score":
+        knowledge = best_first(knowledge)
+    return knowledge
 
 
 def attribute_answer(answer: str, knowledge: list[KnowledgeStrip], question: str) -> Attribution:
@@ -69,7 +81,7 @@ def generate(state: State, runtime: Runtime[Context]) -> StateUpdate:
     (:mod:`knowledge.attribution`). The answer is also appended to ``messages`` as an AI
     message carrying the sources, citations and action (what chat front-ends show).
     """
-    knowledge = gathered_knowledge(state)
+    knowledge = gathered_knowledge(state, runtime.context)
     messages = [
         SystemMessage(GENERATE_SYSTEM.format(no_answer=NO_ANSWER)),
         HumanMessage(

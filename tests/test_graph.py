@@ -95,7 +95,8 @@ def test_ambiguous_branch_runs_both_and_generates_once(fake_components: FakeComp
         {"painted by Leonardo": 0.8, "Leonardo": 0.3}, default=-0.9
     )
     fake_components.web = StaticSearch([WIKI])
-    out = run(fetch_pages=False)
+    # each branch's strips side by side, in order (the paper's recomposition; not the default)
+    out = run(fetch_pages=False, ambiguous_knowledge="both", knowledge_order="original")
     assert out["action"] == "ambiguous"
     origins = [k["origin"] for k in out["knowledge"]]
     assert origins[0] == "internal" and origins[-1] == "external"

@@ -85,12 +85,19 @@ def components(scores: dict[str, float], default: float) -> WebComponents:
     )
 
 
+# These tests pin which strips each branch gives, so they read them as the paper recomposes
+# them (each branch's strips side by side, in passage order); the defaults (pooled, best
+# first) are tested in test_knowledge_combination.py.
+PAPER_RECOMPOSITION: dict[str, Any] = {"ambiguous_knowledge": "both", "knowledge_order": "original"}
+
+
 def settings(server: WebsearchServer) -> Context:
     return Context(
         search_provider="searxng",
         search_url=server.url,
         allowed_hosts="127.0.0.1",
         page_timeout=3.0,
+        **PAPER_RECOMPOSITION,
     )
 
 
@@ -206,6 +213,7 @@ def test_snippets_only_and_only_wikipedia(server: WebsearchServer) -> None:
         allowed_hosts="127.0.0.1",
         fetch_pages=False,
         web_cache_ttl=0,
+        **PAPER_RECOMPOSITION,
     )
     with use_components(fakes):
         out = graph.invoke({"question": QUESTION}, context=context)

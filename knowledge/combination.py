@@ -1,0 +1,68 @@
+"""Combine internal and external knowledge into what the generator reads.
+
+Correct runs have internal knowledge only, Incorrect runs external only, Ambiguous runs both
+(the paper's "both, combined"). Two things happen here:
+
+* **Duplicates go.** The web and the store can hold the same text (a Wikipedia page and its
+  ingested copy), so the same strip can come back from both branches; it is given once, where
+  it first appears (internal before external).
+* **Ambiguous knowledge can be pooled** (``ambiguous_knowledge="pooled"``): instead of each
+  branch's best ``strips_kept`` strips side by side (up to twice as much text), the best
+  ``strips_kept`` of both together, in their original order. A small generator reads short
+  knowledge better, and each branch's strips are scored by the same evaluator on the same
+  scale, so one ranking over both is meaningful.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from graph.state import KnowledgeStrip
+from knowledge.selection import select_top
+
+AmbiguousKnowledge = Literal["both", "pooled"]
+
+
+def _key(strip: KnowledgeStrip) -> str:
+    """Strips are the same when their text is, whitespace and case aside."""
+    return " ".join(strip["text"].split()).casefold()
+
+
+def without_duplicates(strips: Sequence[KnowledgeStrip]) -> list[KnowledgeStrip]:
+    """``strips`` with each text kept once, where it first appears."""
+    seen: set[str] = set()
+    unique: list[KnowledgeStrip] = []
+    for strip in strips:
+        key = _key(strip)
+        if key not in seen:
+            seen.add(key)
+            unique.append(strip)
+    return unique
+
+
+def combine_knowledge(
+    internal: Sequence[KnowledgeStrip],
+    external: Sequence[KnowledgeStrip],
+    *,
+    pooled_keep: int | None = None,
+) -> list[KnowledgeStrip]:
+    """Internal then external knowledge, without duplicates.
+
+    Args:
+        internal: The refined strips from the store, in their recomposed order.
+        external: The selected strips from the web, in page order.
+        pooled_keep: When both are given, keep only the ``pooled_keep`` best-scored strips of
+            the two together (unscored strips rank first), in their combined order; ``None``
+            keeps every strip.
+    """
+    strips = without_duplicates([*internal, *external])
+    if pooled_keep is None or not internal or not external:
+        return strips
+    scores = [1.0 if s["score"] is None else s["score"] for s in strips]
+    return select_top(strips, scores, pooled_keep, threshold=-float("inf"))
+
+
+def best_first(strips: Sequence[KnowledgeStrip]) -> list[KnowledgeStrip]:
+    """``strips`` ordered by score, best first (unscored first; ties keep their order)."""
+    return sorted(strips, key=lambda s: -(1.0 if s["score"] is None else s["score"]))
