@@ -156,18 +156,18 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         {"ambiguous_knowledge": "both"},
     ),
     Experiment(
-        "crag-passage-order",
+        "crag-best-first",
         "crag",
         "knowledge",
-        "knowledge in passage order (default: best-scored first)",
-        {"knowledge_order": "original"},
+        "knowledge best-scored first (default: in passage order)",
+        {"knowledge_order": "score"},
     ),
     Experiment(
         "crag-paper-recomposition",
         "crag",
         "knowledge",
         "the paper's recomposition: Ambiguous reads store and web strips side by side, each in "
-        "passage order (the defaults before pooling and best-first ordering)",
+        "passage order (the default before pooling)",
         {"ambiguous_knowledge": "both", "knowledge_order": "original"},
     ),
     Experiment(
@@ -217,6 +217,15 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         "crag",
         "retriever",
         "CRAG with the gold documents removed from the store for a share of the questions",
+        gold_removed=True,
+    ),
+    Experiment(
+        "crag-gold-removed-without-rewriting",
+        "crag",
+        "retriever",
+        "CRAG with the gold documents removed (as crag-gold-removed), the question itself "
+        "searched instead of the rewritten keywords",
+        {"rewrite_for_search": False},
         gold_removed=True,
     ),
     *(

@@ -53,8 +53,8 @@ def test_only_an_ambiguous_run_is_pooled() -> None:
     }
     assert [s["text"] for s in gathered_knowledge(state, pooled)] == ["b", "c"]
     assert [s["text"] for s in gathered_knowledge(state, paper)] == ["a", "b", "c"]
-    # the defaults: pooled, best first
-    assert [s["text"] for s in gathered_knowledge(state, Context(strips_kept=2))] == ["c", "b"]
+    # the defaults: pooled, in order
+    assert [s["text"] for s in gathered_knowledge(state, Context(strips_kept=2))] == ["b", "c"]
     state["action"] = "correct"  # (a state no real run has: both lists with Correct)
     assert len(gathered_knowledge(state, pooled)) == 3
     ordered = gathered_knowledge(state, Context(knowledge_order="score"))

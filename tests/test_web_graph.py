@@ -86,8 +86,8 @@ def components(scores: dict[str, float], default: float) -> WebComponents:
 
 
 # These tests pin which strips each branch gives, so they read them as the paper recomposes
-# them (each branch's strips side by side, in passage order); the defaults (pooled, best
-# first) are tested in test_knowledge_combination.py.
+# them (each branch's strips side by side, in passage order); the default (Ambiguous pooled)
+# is tested in test_knowledge_combination.py.
 PAPER_RECOMPOSITION: dict[str, Any] = {"ambiguous_knowledge": "both", "knowledge_order": "original"}
 
 
