@@ -188,18 +188,8 @@ def fit_thresholds(
     upper_gap = _upper_gap(gaps, target_precision)
     lower_gap = _lower_gap(gaps, target_precision)
     upper, lower, crossed = _place(gaps, upper_gap, lower_gap)
-    if upper_gap is None or lower_gap is None:
-        logger.info(
-            "no threshold reaches precision %.3f for %s; using the paper's value",
-            target_precision,
-            " and ".join(
-                name for name, gap in (("upper", upper_gap), ("lower", lower_gap)) if gap is None
-            ),
-        )
-    correct_pos = sum(1 for s, y in zip(scores, labels, strict=True) if s > upper and y > 0)
-    correct = sum(1 for s in scores if s > upper)
-    incorrect_neg = sum(1 for s, y in zip(scores, labels, strict=True) if s < lower and y <= 0)
-    incorrect = sum(1 for s in scores if s < lower)
+    _log_fallbacks(target_precision, upper_gap, lower_gap)
+    correct, correct_pos, incorrect, incorrect_neg = _decisions(scores, labels, upper, lower)
     positives, negatives = gaps.positives, gaps.negatives
     return Thresholds(
         upper=upper,
@@ -219,6 +209,29 @@ def fit_thresholds(
         lower_precision=_ratio(incorrect_neg, incorrect),
         lower_recall=_ratio(incorrect_neg, negatives),
     )
+
+
+def _log_fallbacks(target_precision: float, upper_gap: int | None, lower_gap: int | None) -> None:
+    """Say which thresholds no cut reached (they fall back to the paper's values)."""
+    if upper_gap is None or lower_gap is None:
+        logger.info(
+            "no threshold reaches precision %.3f for %s; using the paper's value",
+            target_precision,
+            " and ".join(
+                name for name, gap in (("upper", upper_gap), ("lower", lower_gap)) if gap is None
+            ),
+        )
+
+
+def _decisions(
+    scores: Sequence[float], labels: Sequence[int], upper: float, lower: float
+) -> tuple[int, int, int, int]:
+    """``(correct, correct positives, incorrect, incorrect negatives)`` at the thresholds."""
+    correct_pos = sum(1 for s, y in zip(scores, labels, strict=True) if s > upper and y > 0)
+    correct = sum(1 for s in scores if s > upper)
+    incorrect_neg = sum(1 for s, y in zip(scores, labels, strict=True) if s < lower and y <= 0)
+    incorrect = sum(1 for s in scores if s < lower)
+    return correct, correct_pos, incorrect, incorrect_neg
 
 
 def _check_inputs(scores: Sequence[float], labels: Sequence[int], target_precision: float) -> None:
