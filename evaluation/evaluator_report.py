@@ -22,7 +22,7 @@ import logging
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,57 @@ def _score_case(
     return dict(zip(texts, scores, strict=True)), seconds
 
 
+def _empty_table() -> dict[str, dict[str, int]]:
+    return {action: dict.fromkeys(GOLD_COLUMNS, 0) for action in ACTIONS}
+
+
+@dataclass
+class _Tally:
+    """What scoring the cases gathers: the action table, the scored pairs and the time."""
+
+    table: dict[str, dict[str, int]] = field(default_factory=_empty_table)
+    """Questions per action and gold column."""
+    pair_scores: list[float] = field(default_factory=list)
+    pair_labels: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def add(
+        self, case: RetrievalCase, by_text: dict[str, float], upper: float, lower: float
+    ) -> None:
+        """Count the case's action in the table and keep the scores of its labelled pairs."""
+        decision = trigger_action([by_text[text] for text, _ in case.retrieved], upper, lower)
+        column = GOLD_COLUMNS[0] if case.gold_in_top_k else GOLD_COLUMNS[1]
+        self.table[decision["action"]][column] += 1
+        if case.gold_passages:
+            for pair in pairs_from_cases([case]):
+                self.pair_scores.append(by_text[pair.passage])
+                self.pair_labels.append(pair.label)
+
+
+def _score_cases(
+    evaluator: RetrievalEvaluator,
+    cases: Sequence[RetrievalCase],
+    upper: float,
+    lower: float,
+    *,
+    progress: bool,
+) -> _Tally:
+    """Score every case, one evaluator call a question, and tally the actions and pairs."""
+    tally = _Tally()
+    for case in tqdm(
+        cases,
+        desc=f"scoring ({evaluator.name})",
+        unit="question",
+        file=sys.stderr,
+        disable=not progress,
+        leave=False,
+    ):
+        by_text, took = _score_case(evaluator, case)
+        tally.seconds += took
+        tally.add(case, by_text, upper, lower)
+    return tally
+
+
 def evaluate_backend(
     evaluator: RetrievalEvaluator,
     cases: Sequence[RetrievalCase],
@@ -129,28 +180,8 @@ def evaluate_backend(
     """
     if lower > upper:
         raise ValueError(f"lower threshold {lower} is above upper threshold {upper}")
-    table = {action: dict.fromkeys(GOLD_COLUMNS, 0) for action in ACTIONS}
-    pair_scores: list[float] = []
-    pair_labels: list[int] = []
-    seconds = 0.0
-    for case in tqdm(
-        cases,
-        desc=f"scoring ({evaluator.name})",
-        unit="question",
-        file=sys.stderr,
-        disable=not progress,
-        leave=False,
-    ):
-        by_text, took = _score_case(evaluator, case)
-        seconds += took
-        decision = trigger_action([by_text[text] for text, _ in case.retrieved], upper, lower)
-        column = GOLD_COLUMNS[0] if case.gold_in_top_k else GOLD_COLUMNS[1]
-        table[decision["action"]][column] += 1
-        if case.gold_passages:
-            for pair in pairs_from_cases([case]):
-                pair_scores.append(by_text[pair.passage])
-                pair_labels.append(pair.label)
-
+    tally = _score_cases(evaluator, cases, upper, lower, progress=progress)
+    table, pair_scores, pair_labels = tally.table, tally.pair_scores, tally.pair_labels
     agreeing = table["correct"][GOLD_COLUMNS[0]] + table["incorrect"][GOLD_COLUMNS[1]]
     questions = len(cases)
     decided = questions - sum(table["ambiguous"].values())
@@ -172,7 +203,7 @@ def evaluate_backend(
         decided=decided,
         agreement=_ratio(agreeing, questions),
         agreement_excluding_ambiguous=_ratio(agreeing, decided),
-        seconds=seconds,
+        seconds=tally.seconds,
     )
 
 
