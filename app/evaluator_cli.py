@@ -28,7 +28,7 @@ import argparse
 import json
 import logging
 import sys
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,7 @@ def _describe(result: Any) -> list[str]:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Fine-tune an evaluator on pair files."""
+    from evaluation.evaluator_training.options import TrainingOptions
     from evaluation.evaluator_training.trainer import train_evaluator
     from evaluation.pairs import read_pairs
 
@@ -150,19 +151,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"training a {args.kind} evaluator on {len(pairs)} pairs ({positives} positive, "
         f"{len(pairs) - positives} negative) into {args.out}"
     )
-    options: dict[str, Any] = {
-        "base_model": args.base_model,
-        "epochs": args.epochs,
-        "batch_size": args.batch_size,
-        "seed": args.seed,
-        "resume": not args.no_resume,
-        "progress": True,
-    }
-    if args.learning_rate is not None:
-        options["learning_rate"] = args.learning_rate
+    options = TrainingOptions(
+        base_model=args.base_model,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        seed=args.seed,
+        resume=not args.no_resume,
+        progress=True,
+    )
     if args.max_length is not None:
-        options["max_length"] = args.max_length
-    result = train_evaluator(args.kind, pairs, Path(args.out), **options)
+        options = replace(options, max_length=args.max_length)
+    result = train_evaluator(args.kind, pairs, Path(args.out), options)
     _out("done:")
     for line in _describe(result):
         _out(line)

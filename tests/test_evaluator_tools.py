@@ -599,10 +599,13 @@ def test_train_command_calls_the_trainer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import evaluation.evaluator_training.trainer as trainer
+    from evaluation.evaluator_training.options import TrainingOptions
 
     calls: list[tuple[Any, ...]] = []
 
-    def fake_train(kind: str, pairs: Any, out_dir: Path, **options: Any) -> dict[str, Any]:
+    def fake_train(
+        kind: str, pairs: Any, out_dir: Path, options: TrainingOptions
+    ) -> dict[str, Any]:
         calls.append((kind, list(pairs), out_dir, options))
         return {"steps": 3}
 
@@ -614,14 +617,14 @@ def test_train_command_calls_the_trainer(
     assert run([*argv, "--epochs", "2", "--batch-size", "4", "--seed", "7", "--no-resume"]) == 0
     ((kind, got, out_dir, options),) = calls
     assert (kind, len(got), out_dir) == ("cross-encoder", 7, tmp_path / "m")
-    assert options == {
-        "base_model": None,
-        "epochs": 2,
-        "batch_size": 4,
-        "seed": 7,
-        "resume": False,
-        "progress": True,
-    }
+    assert options == TrainingOptions(
+        base_model=None,
+        epochs=2,
+        batch_size=4,
+        seed=7,
+        resume=False,
+        progress=True,
+    )
     assert "--set evaluator=cross-encoder" in capsys.readouterr().out
 
     dev_leaf = leaf_questions([DEV_IDS[0]])[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator, Sequence
-from functools import partial
+from dataclasses import replace
 from pathlib import Path
 from typing import TypedDict, cast
 
@@ -17,6 +17,7 @@ from evaluation.evaluator_training import (
     CHECKPOINT_DIR,
     METADATA_FILE,
     TrainingError,
+    TrainingOptions,
     loss_weights,
     train_evaluator,
 )
@@ -36,7 +37,7 @@ FILLERS = (
 
 
 class FastSettings(TypedDict):
-    """Keyword arguments of ``train_evaluator`` that make a test run fast."""
+    """Fields of ``TrainingOptions`` that make a test run fast."""
 
     batch_size: int
     learning_rate: float
@@ -127,9 +128,8 @@ def test_cross_encoder_learns_and_loads_with_crossencoder(tiny_bert: Path, tmp_p
     from sentence_transformers import CrossEncoder
 
     out = tmp_path / "ce"
-    result = train_evaluator(
-        "cross-encoder", PAIRS, out, base_model=str(tiny_bert), epochs=10, **FAST
-    )
+    options = TrainingOptions(base_model=str(tiny_bert), epochs=10, **FAST)
+    result = train_evaluator("cross-encoder", PAIRS, out, options)
     assert result.finished and result.resumed_from_step is None
     assert result.steps == 10 * 5 and result.epochs == 10
     assert result.epoch_losses[-1] < 0.5 * result.epoch_losses[0]
@@ -153,7 +153,8 @@ def test_cross_encoder_learns_and_loads_with_crossencoder(tiny_bert: Path, tmp_p
 
 def test_t5_learns_and_loads_with_t5_evaluator(tiny_t5: Path, tmp_path: Path) -> None:
     out = tmp_path / "t5"
-    result = train_evaluator("t5", PAIRS, out, base_model=str(tiny_t5), epochs=8, **FAST)
+    options = TrainingOptions(base_model=str(tiny_t5), epochs=8, **FAST)
+    result = train_evaluator("t5", PAIRS, out, options)
     assert result.finished and result.steps == 8 * 5
     assert result.epoch_losses[-1] < 0.5 * result.epoch_losses[0]
 
@@ -175,24 +176,23 @@ def test_t5_learns_and_loads_with_t5_evaluator(tiny_t5: Path, tmp_path: Path) ->
 def test_resumed_run_ends_like_an_uninterrupted_one(
     kind: Kind, tiny_bert: Path, tiny_t5: Path, tmp_path: Path
 ) -> None:
-    train = partial(
-        train_evaluator,
+    options = TrainingOptions(
         base_model=base_of(kind, tiny_bert, tiny_t5),
         epochs=3,
         checkpoint_every=4,
         deterministic=True,
         **FAST,
     )
-    whole = train(kind, PAIRS, tmp_path / "whole")
+    whole = train_evaluator(kind, PAIRS, tmp_path / "whole", options)
 
     cut = tmp_path / "cut"
-    first = train(kind, PAIRS, cut, stop_after=7)
+    first = train_evaluator(kind, PAIRS, cut, replace(options, stop_after=7))
     assert not first.finished and first.steps == 7 and first.epochs == 1
     assert not (cut / METADATA_FILE).exists()
     state = json.loads((cut / CHECKPOINT_DIR / "trainer_state.json").read_text(encoding="utf-8"))
     assert (state["step"], state["epoch"], state["position"]) == (7, 1, 16)
 
-    second = train(kind, PAIRS, cut)
+    second = train_evaluator(kind, PAIRS, cut, options)
     assert second.resumed_from_step == 7 and second.finished
     assert second.steps == whole.steps == 15
     assert second.epoch_losses == pytest.approx(whole.epoch_losses, abs=1e-6)
@@ -200,12 +200,10 @@ def test_resumed_run_ends_like_an_uninterrupted_one(
 
 
 def test_seeded_runs_are_identical_and_seeds_matter(tiny_bert: Path, tmp_path: Path) -> None:
-    train = partial(
-        train_evaluator, base_model=str(tiny_bert), epochs=1, keep_checkpoint=False, **FAST
-    )
-    a = train("cross-encoder", PAIRS, tmp_path / "a", seed=1)
-    b = train("cross-encoder", PAIRS, tmp_path / "b", seed=1)
-    c = train("cross-encoder", PAIRS, tmp_path / "c", seed=2)
+    options = TrainingOptions(base_model=str(tiny_bert), epochs=1, keep_checkpoint=False, **FAST)
+    a = train_evaluator("cross-encoder", PAIRS, tmp_path / "a", replace(options, seed=1))
+    b = train_evaluator("cross-encoder", PAIRS, tmp_path / "b", replace(options, seed=1))
+    c = train_evaluator("cross-encoder", PAIRS, tmp_path / "c", replace(options, seed=2))
     assert c.epoch_losses != a.epoch_losses
     assert a.epoch_losses == b.epoch_losses
     assert max_difference(weights(tmp_path / "a"), weights(tmp_path / "b")) == 0.0
@@ -217,13 +215,13 @@ def test_seeded_runs_are_identical_and_seeds_matter(tiny_bert: Path, tmp_path: P
 def test_resume_refuses_other_settings_and_resume_false_starts_over(
     tiny_t5: Path, tmp_path: Path
 ) -> None:
-    train = partial(train_evaluator, base_model=str(tiny_t5), epochs=2, **FAST)
-    train("t5", PAIRS, tmp_path, stop_after=3)
+    options = TrainingOptions(base_model=str(tiny_t5), epochs=2, **FAST)
+    train_evaluator("t5", PAIRS, tmp_path, replace(options, stop_after=3))
     with pytest.raises(TrainingError, match="learning_rate"):
-        train("t5", PAIRS, tmp_path, learning_rate=1e-3)
+        train_evaluator("t5", PAIRS, tmp_path, replace(options, learning_rate=1e-3))
     with pytest.raises(TrainingError, match="pairs_sha256"):
-        train("t5", PAIRS[:-1], tmp_path)
-    fresh = train("t5", PAIRS, tmp_path, resume=False, stop_after=2)
+        train_evaluator("t5", PAIRS[:-1], tmp_path, options)
+    fresh = train_evaluator("t5", PAIRS, tmp_path, replace(options, resume=False, stop_after=2))
     assert fresh.resumed_from_step is None and fresh.steps == 2
 
 
@@ -296,7 +294,10 @@ def test_bad_input_is_refused_with_a_clear_message(
     with pytest.raises(TrainingError, match=message):
         # "bert" is not a Kind: the test checks that train_evaluator refuses it at run time.
         train_evaluator(
-            cast(Kind, kind), pairs, tmp_path / "out", base_model=base_model, progress=False
+            cast(Kind, kind),
+            pairs,
+            tmp_path / "out",
+            TrainingOptions(base_model=base_model, progress=False),
         )
     assert not (tmp_path / "out" / METADATA_FILE).exists()
 
@@ -305,4 +306,4 @@ def test_a_file_is_not_a_base_model(tmp_path: Path) -> None:
     file = tmp_path / "model.bin"
     file.write_bytes(b"")
     with pytest.raises(TrainingError, match="is a file"):
-        train_evaluator("t5", PAIRS, tmp_path / "out", base_model=str(file))
+        train_evaluator("t5", PAIRS, tmp_path / "out", TrainingOptions(base_model=str(file)))

@@ -7,11 +7,8 @@ from evaluation.evaluator_training.backends import METADATA_FILE
 from evaluation.evaluator_training.checkpoints import CHECKPOINT_DIR
 from evaluation.evaluator_training.data import KINDS, Kind, loss_weights
 from evaluation.evaluator_training.errors import TrainingError
-from evaluation.evaluator_training.trainer import (
-    DEFAULT_LEARNING_RATES,
-    TrainResult,
-    train_evaluator,
-)
+from evaluation.evaluator_training.options import DEFAULT_LEARNING_RATES, TrainingOptions
+from evaluation.evaluator_training.trainer import TrainResult, train_evaluator
 
 __all__ = [
     "CHECKPOINT_DIR",
@@ -21,6 +18,7 @@ __all__ = [
     "Kind",
     "TrainResult",
     "TrainingError",
+    "TrainingOptions",
     "loss_weights",
     "train_evaluator",
 ]

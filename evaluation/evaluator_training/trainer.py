@@ -39,7 +39,6 @@ from evaluation.evaluator_training.checkpoints import (
     restore_rng,
 )
 from evaluation.evaluator_training.data import (
-    KINDS,
     Features,
     Kind,
     check_pairs,
@@ -50,12 +49,10 @@ from evaluation.evaluator_training.data import (
 )
 from evaluation.evaluator_training.errors import TrainingError
 from evaluation.evaluator_training.loop import RunPlan, TrainingLoop
+from evaluation.evaluator_training.options import TrainingOptions
 from evaluation.pairs import LabelledPair
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_LEARNING_RATES: dict[str, float] = {"cross-encoder": 2e-5, "t5": 1e-4}
-"""Peak learning rates: the usual BERT fine-tuning rate, and AdamW's usual rate for T5."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ class TrainResult:
         seconds: Wall time of this call.
         resumed_from_step: Step the run resumed from; ``None`` when it started afresh.
         finished: Whether all epochs ran and the model was written (``False`` after
-            ``stop_after``).
+            :attr:`TrainingOptions.stop_after`).
         epoch_losses: Mean step loss of every finished epoch.
     """
 
@@ -111,34 +108,6 @@ def _deterministic(enabled: bool) -> Iterator[None]:
         yield
     finally:
         torch.use_deterministic_algorithms(was_on, warn_only=was_warn)
-
-
-def _check_arguments(
-    kind: str,
-    epochs: int,
-    batch_size: int,
-    learning_rate: float,
-    max_length: int,
-    checkpoint_every: int,
-    warmup_ratio: float,
-    stop_after: int | None,
-) -> None:
-    if kind not in KINDS:
-        raise TrainingError(f"unknown evaluator kind {kind!r}; valid kinds: {', '.join(KINDS)}")
-    if epochs < 1:
-        raise TrainingError(f"epochs must be at least 1, got {epochs}")
-    if batch_size < 1:
-        raise TrainingError(f"batch_size must be at least 1, got {batch_size}")
-    if not (learning_rate > 0 and math.isfinite(learning_rate)):
-        raise TrainingError(f"learning_rate must be a positive number, got {learning_rate}")
-    if max_length < 8:
-        raise TrainingError(f"max_length must be at least 8 tokens, got {max_length}")
-    if checkpoint_every < 1:
-        raise TrainingError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
-    if not 0.0 <= warmup_ratio < 1.0:
-        raise TrainingError(f"warmup_ratio must be in [0, 1), got {warmup_ratio}")
-    if stop_after is not None and stop_after < 1:
-        raise TrainingError(f"stop_after must be at least 1, got {stop_after}")
 
 
 def _encode(backend: Backend, pairs: Sequence[LabelledPair], max_length: int) -> list[Features]:
@@ -182,24 +151,7 @@ def train_evaluator(
     kind: Kind,
     pairs: Sequence[LabelledPair],
     out_dir: Path,
-    *,
-    base_model: str | None = None,
-    epochs: int = 1,
-    batch_size: int = 16,
-    learning_rate: float | None = None,
-    max_length: int = 256,
-    seed: int = 0,
-    checkpoint_every: int = 200,
-    resume: bool = True,
-    progress: bool = True,
-    balance: bool = True,
-    warmup_ratio: float = 0.1,
-    weight_decay: float = 0.01,
-    max_grad_norm: float = 1.0,
-    device: str | None = None,
-    deterministic: bool = False,
-    keep_checkpoint: bool = True,
-    stop_after: int | None = None,
+    options: TrainingOptions | None = None,
 ) -> TrainResult:
     """Fine-tune a one-logit regression evaluator onto the pairs' +1/-1 labels (MSE).
 
@@ -216,75 +168,59 @@ def train_evaluator(
         kind: ``"cross-encoder"`` or ``"t5"``.
         pairs: Labelled (question, passage) pairs; both labels must occur.
         out_dir: Output folder (created if missing).
-        base_model: Model directory or hub id to start from. Default for the cross-encoder:
-            the shipped all-MiniLM-L6-v2 (its encoder; the head is new). Required for T5.
-        epochs: Passes over the pairs.
-        batch_size: Pairs per optimizer step.
-        learning_rate: Peak AdamW learning rate; default 2e-5 (cross-encoder), 1e-4 (T5).
-        max_length: Token budget per pair.
-        seed: Seeds Python, NumPy and torch (head initialisation, dropout) and the shuffling.
-        checkpoint_every: Steps between checkpoints.
-        resume: Continue from ``out_dir/checkpoint`` if there is one (it must come from a run
-            with the same settings and pairs); otherwise start afresh and replace it.
-        progress: Show a tqdm progress bar (on stderr, with the loss).
-        balance: Weight the loss so positives and negatives count equally (see
-            :func:`evaluation.evaluator_training.data.loss_weights`: keeps 0 the regression's
-            decision point despite FanOutQA's ~1:9 imbalance).
-        warmup_ratio: Fraction of the steps with linearly rising learning rate; it then decays
-            linearly to 0.
-        weight_decay: AdamW weight decay (not on biases and norm weights).
-        max_grad_norm: Gradient norm clipping threshold.
-        device: ``"cuda"``, ``"cpu"``, ...; default CUDA when available.
-        deterministic: Ask torch for deterministic algorithms during the run (for GPUs; CPU
-            runs are reproducible at a fixed thread count anyway).
-        keep_checkpoint: Keep ``out_dir/checkpoint`` after a finished run (it holds the
-            optimizer state, about twice the model's size).
-        stop_after: Stop once this many steps are done in total, as if interrupted: the
-            checkpoint is saved, the final model is not written (for tests and time-boxed runs).
+        options: How to train (base model, epochs, batch size, learning rate, ...); default
+            ``TrainingOptions()``, the recipe's settings.
 
     Returns:
         What was done; see :class:`TrainResult`.
 
     Raises:
-        TrainingError: Unknown kind, bad arguments, empty or one-label pairs, T5 without a
+        TrainingError: Unknown kind, bad options, empty or one-label pairs, T5 without a
             base model, a base model that is missing or does not load, a checkpoint of other
             settings, or a loss that became NaN.
     """
     started = time.perf_counter()
-    lr = DEFAULT_LEARNING_RATES.get(kind, 0.0) if learning_rate is None else learning_rate
-    _check_arguments(
-        kind, epochs, batch_size, lr, max_length, checkpoint_every, warmup_ratio, stop_after
-    )
+    options = TrainingOptions() if options is None else options
+    options.check(kind)
     positives, negatives = check_pairs(pairs)
-    plan = RunPlan(
-        kind=kind,
-        source=resolve_base_model(kind, base_model),
-        out_dir=Path(out_dir),
-        pair_count=len(pairs),
-        pairs_sha256=pairs_digest(pairs),
-        epochs=epochs,
-        batch_size=batch_size,
-        learning_rate=lr,
-        max_length=max_length,
-        seed=seed,
-        balance=balance,
-        warmup_ratio=warmup_ratio,
-        weight_decay=weight_decay,
-        max_grad_norm=max_grad_norm,
-        checkpoint_every=checkpoint_every,
-        stop_after=stop_after,
-    )
-    run_device = _run_device(device)
+    plan = _plan(kind, pairs, Path(out_dir), options)
+    run_device = _run_device(options.device)
     remove_stale(plan.out_dir)
-    checkpoint, state = _resume_state(plan.out_dir, plan.settings) if resume else (None, None)
+    checkpoint, state = (
+        _resume_state(plan.out_dir, plan.settings) if options.resume else (None, None)
+    )
     loop = _prepare_loop(plan, pairs, run_device, checkpoint, state)
     resumed_from = state.step if checkpoint is not None and state is not None else None
     _log_start(plan, positives, negatives, run_device)
-    with _deterministic(deterministic):
-        loop.run(progress)
+    with _deterministic(options.deterministic):
+        loop.run(options.progress)
     if loop.state.step >= plan.total_steps:
-        _export(loop, positives, keep_checkpoint)
+        _export(loop, positives, options.keep_checkpoint)
     return _result(loop, time.perf_counter() - started, resumed_from)
+
+
+def _plan(
+    kind: Kind, pairs: Sequence[LabelledPair], out_dir: Path, options: TrainingOptions
+) -> RunPlan:
+    """The run's plan: the base model found, the learning rate defaulted, the pairs' digest."""
+    return RunPlan(
+        kind=kind,
+        source=resolve_base_model(kind, options.base_model),
+        out_dir=out_dir,
+        pair_count=len(pairs),
+        pairs_sha256=pairs_digest(pairs),
+        epochs=options.epochs,
+        batch_size=options.batch_size,
+        learning_rate=options.learning_rate_for(kind),
+        max_length=options.max_length,
+        seed=options.seed,
+        balance=options.balance,
+        warmup_ratio=options.warmup_ratio,
+        weight_decay=options.weight_decay,
+        max_grad_norm=options.max_grad_norm,
+        checkpoint_every=options.checkpoint_every,
+        stop_after=options.stop_after,
+    )
 
 
 def _result(loop: TrainingLoop, seconds: float, resumed_from: int | None) -> TrainResult:

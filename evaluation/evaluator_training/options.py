@@ -1,0 +1,94 @@
+"""The options of a training run: :class:`TrainingOptions`, with their checks.
+
+:func:`evaluation.evaluator_training.trainer.train_evaluator` takes what to train (the kind of
+evaluator), on what (the pairs) and where to (the output folder) as arguments, and how to
+train as one :class:`TrainingOptions`, whose defaults are the recipe's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from evaluation.evaluator_training.data import KINDS
+from evaluation.evaluator_training.errors import TrainingError
+
+DEFAULT_LEARNING_RATES: dict[str, float] = {"cross-encoder": 2e-5, "t5": 1e-4}
+"""Peak learning rates: the usual BERT fine-tuning rate, and AdamW's usual rate for T5."""
+
+
+@dataclass(frozen=True)
+class TrainingOptions:
+    """How to fine-tune an evaluator: every setting of a run but the kind, pairs and folder."""
+
+    base_model: str | None = None
+    """Model directory or hub id to start from. Default for the cross-encoder: the shipped
+    all-MiniLM-L6-v2 (its encoder; the head is new). Required for T5."""
+    epochs: int = 1
+    """Passes over the pairs."""
+    batch_size: int = 16
+    """Pairs per optimizer step."""
+    learning_rate: float | None = None
+    """Peak AdamW learning rate; default 2e-5 (cross-encoder), 1e-4 (T5)."""
+    max_length: int = 256
+    """Token budget per pair."""
+    seed: int = 0
+    """Seeds Python, NumPy and torch (head initialisation, dropout) and the shuffling."""
+    checkpoint_every: int = 200
+    """Steps between checkpoints."""
+    resume: bool = True
+    """Continue from ``out_dir/checkpoint`` if there is one (it must come from a run with the
+    same settings and pairs); otherwise start afresh and replace it."""
+    progress: bool = True
+    """Show a tqdm progress bar (on stderr, with the loss)."""
+    balance: bool = True
+    """Weight the loss so positives and negatives count equally (see
+    :func:`evaluation.evaluator_training.data.loss_weights`: keeps 0 the regression's decision
+    point despite FanOutQA's ~1:9 imbalance)."""
+    warmup_ratio: float = 0.1
+    """Fraction of the steps with linearly rising learning rate; it then decays linearly to 0."""
+    weight_decay: float = 0.01
+    """AdamW weight decay (not on biases and norm weights)."""
+    max_grad_norm: float = 1.0
+    """Gradient norm clipping threshold."""
+    device: str | None = None
+    """``"cuda"``, ``"cpu"``, ...; default CUDA when available."""
+    deterministic: bool = False
+    """Ask torch for deterministic algorithms during the run (for GPUs; CPU runs are
+    reproducible at a fixed thread count anyway)."""
+    keep_checkpoint: bool = True
+    """Keep ``out_dir/checkpoint`` after a finished run (it holds the optimizer state, about
+    twice the model's size)."""
+    stop_after: int | None = None
+    """Stop once this many steps are done in total, as if interrupted: the checkpoint is saved,
+    the final model is not written (for tests and time-boxed runs)."""
+
+    def learning_rate_for(self, kind: str) -> float:
+        """The peak learning rate: ``learning_rate``, else the default of ``kind`` (0 if none)."""
+        if self.learning_rate is None:
+            return DEFAULT_LEARNING_RATES.get(kind, 0.0)
+        return self.learning_rate
+
+    def check(self, kind: str) -> None:
+        """Refuse an unknown ``kind`` or an option out of its range.
+
+        Raises:
+            TrainingError: The first problem found, named with the option.
+        """
+        if kind not in KINDS:
+            raise TrainingError(f"unknown evaluator kind {kind!r}; valid kinds: {', '.join(KINDS)}")
+        if self.epochs < 1:
+            raise TrainingError(f"epochs must be at least 1, got {self.epochs}")
+        if self.batch_size < 1:
+            raise TrainingError(f"batch_size must be at least 1, got {self.batch_size}")
+        learning_rate = self.learning_rate_for(kind)
+        if not (learning_rate > 0 and math.isfinite(learning_rate)):
+            raise TrainingError(f"learning_rate must be a positive number, got {learning_rate}")
+        if self.max_length < 8:
+            raise TrainingError(f"max_length must be at least 8 tokens, got {self.max_length}")
+        if self.checkpoint_every < 1:
+            raise TrainingError(f"checkpoint_every must be at least 1, got {self.checkpoint_every}")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise TrainingError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if self.stop_after is not None and self.stop_after < 1:
+            raise TrainingError(f"stop_after must be at least 1, got {self.stop_after}")
