@@ -104,6 +104,18 @@ def test_without_rewriting_the_question_itself_is_searched(fake_components: Fake
     assert out["answer"]
 
 
+def test_by_default_the_question_itself_is_searched_and_rewriting_is_opt_in(
+    fake_components: FakeComponents,
+) -> None:
+    fake_components.web = StaticSearch(
+        [SearchResult("Mona Lisa - Wikipedia", "https://en.wikipedia.org/wiki/Mona_Lisa", "x")]
+    )
+    _run(force_action="incorrect", prefer_wikipedia=False)
+    _run(force_action="incorrect", prefer_wikipedia=False, rewrite_for_search=True)
+    # the default searches the question; the paper's rewrite searches the model's keywords
+    assert fake_components.web.queries == ["Who painted the Mona Lisa?", "Mona Lisa, painter"]
+
+
 def test_without_selection_web_results_are_kept_in_order_unscored(
     fake_components: FakeComponents,
 ) -> None:

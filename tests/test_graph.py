@@ -76,7 +76,8 @@ def test_correct_branch(fake_components: FakeComponents) -> None:
 def test_incorrect_branch_uses_only_the_web(fake_components: FakeComponents) -> None:
     fake_components.scorer = FixedScoreEvaluator({"painted by Leonardo": 0.8}, default=-1.0)
     fake_components.web = StaticSearch([WIKI])
-    out = run(fetch_pages=False)  # snippets only: no page of the internet is read
+    # snippets only: no page of the internet is read; the paper's keyword rewrite
+    out = run(fetch_pages=False, rewrite_for_search=True)
     assert out["action"] == "incorrect"
     assert [k["source"] for k in out["knowledge"]] == [WIKI.url]
     assert fake_components.web.queries == ["Mona Lisa, painter wikipedia"]

@@ -34,6 +34,9 @@ def node_runtime(context: Context | None = None) -> Runtime[Context]:
 
 RT = node_runtime()
 
+KEYWORDS_RT = node_runtime(Context(rewrite_for_search=True))
+"""The paper's keyword rewrite (not the default: the question itself is searched)."""
+
 
 def passage(
     text: str, score: float | None, source: str = "doc", chunk: int = 0
@@ -134,7 +137,7 @@ def test_refine_notes_when_nothing_survives(fake_components: FakeComponents) -> 
 
 
 def test_rewrite_query_uses_model_keywords(fake_components: FakeComponents) -> None:
-    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, RT)
+    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, KEYWORDS_RT)
     assert update == {"search_query": "Mona Lisa, painter"}
     messages = fake_components.chat.prompts[-1]
     assert messages[0].type == "system" and messages[0].text.startswith("Extract at most three")
@@ -146,7 +149,7 @@ def test_rewrite_query_rejects_keywords_copied_from_the_examples(
     fake_components: FakeComponents,
 ) -> None:
     fake_components.chat = ScriptedChatModel(respond=lambda m: "query: John Gwynn", prompts=[])
-    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, RT)
+    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, KEYWORDS_RT)
     assert update["search_query"] == "Mona Lisa, painted"
 
 
@@ -155,7 +158,7 @@ def test_rewrite_query_falls_back_when_output_unusable(
     fake_components: FakeComponents, reply: str
 ) -> None:
     fake_components.chat = ScriptedChatModel(respond=lambda m: reply, prompts=[])
-    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, RT)
+    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, KEYWORDS_RT)
     assert update["search_query"] == "Mona Lisa, painted"
     assert "no usable keywords" in first_note(update)
 
@@ -165,7 +168,7 @@ def test_rewrite_query_falls_back_when_model_fails(fake_components: FakeComponen
         raise ConnectionError("provider down")
 
     fake_components.chat = ScriptedChatModel(respond=boom, prompts=[])
-    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, RT)
+    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, KEYWORDS_RT)
     assert update["search_query"] == "Mona Lisa, painted"
 
 

@@ -208,7 +208,7 @@ def test_updates_tokens_and_progress_are_streamed(collect: Any) -> None:
 
 def test_incorrect_branch_reports_rewrite_and_search_progress() -> None:
     with use_components(fakes(scorer=FixedScoreEvaluator({}, default=-1.0))):
-        parts = collect_sync(Context(abstain_without_knowledge=False))
+        parts = collect_sync(Context(abstain_without_knowledge=False, rewrite_for_search=True))
     progress = [(c["node"], c["event"]) for mode, c in parts if mode == "custom"]
     decided = progress.index(("decide_action", "decided"))
     assert progress[decided + 1 :] == [

@@ -85,10 +85,16 @@ def components(scores: dict[str, float], default: float) -> WebComponents:
     )
 
 
-# These tests pin which strips each branch gives, so they read them as the paper recomposes
-# them (each branch's strips side by side, in passage order); the default (Ambiguous pooled)
-# is tested in test_knowledge_combination.py.
-PAPER_RECOMPOSITION: dict[str, Any] = {"ambiguous_knowledge": "both", "knowledge_order": "original"}
+# These tests pin which strips each branch gives and which query was searched, so they run the
+# paper's recomposition (each branch's strips side by side, in passage order) and its keyword
+# rewrite; the defaults (Ambiguous pooled, the question itself searched) are tested in
+# test_knowledge_combination.py and test_ablations.py.
+PAPER_SETTINGS: dict[str, Any] = {
+    "ambiguous_knowledge": "both",
+    "knowledge_order": "original",
+    "rewrite_for_search": True,
+}
+"""The paper's recomposition and keyword rewrite (not the defaults), which these tests pin."""
 
 
 def settings(server: WebsearchServer) -> Context:
@@ -97,7 +103,7 @@ def settings(server: WebsearchServer) -> Context:
         search_url=server.url,
         allowed_hosts="127.0.0.1",
         page_timeout=3.0,
-        **PAPER_RECOMPOSITION,
+        **PAPER_SETTINGS,
     )
 
 
@@ -213,7 +219,7 @@ def test_snippets_only_and_only_wikipedia(server: WebsearchServer) -> None:
         allowed_hosts="127.0.0.1",
         fetch_pages=False,
         web_cache_ttl=0,
-        **PAPER_RECOMPOSITION,
+        **PAPER_SETTINGS,
     )
     with use_components(fakes):
         out = graph.invoke({"question": QUESTION}, context=context)
@@ -227,6 +233,7 @@ def test_snippets_only_and_only_wikipedia(server: WebsearchServer) -> None:
             search_url=server.url,
             allowed_hosts="127.0.0.1",
             only_wikipedia=True,
+            rewrite_for_search=True,
         )
         out = graph.invoke({"question": QUESTION}, context=only)
     assert out["knowledge"] == []
