@@ -16,17 +16,21 @@ Correct runs have internal knowledge only, Incorrect runs external only, Ambiguo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 from graph.state import KnowledgeStrip
 from knowledge.selection import select_top
 
-AmbiguousKnowledge = Literal["both", "pooled"]
+UNSCORED_RANK = 1.0
+"""Where a strip without a score ranks: above any score (unscored knowledge was kept unjudged)."""
 
 
 def _key(strip: KnowledgeStrip) -> str:
     """Strips are the same when their text is, whitespace and case aside."""
     return " ".join(strip["text"].split()).casefold()
+
+
+def _rank(strip: KnowledgeStrip) -> float:
+    return UNSCORED_RANK if strip["score"] is None else strip["score"]
 
 
 def without_duplicates(strips: Sequence[KnowledgeStrip]) -> list[KnowledgeStrip]:
@@ -59,10 +63,9 @@ def combine_knowledge(
     strips = without_duplicates([*internal, *external])
     if pooled_keep is None or not internal or not external:
         return strips
-    scores = [1.0 if s["score"] is None else s["score"] for s in strips]
-    return select_top(strips, scores, pooled_keep, threshold=-float("inf"))
+    return select_top(strips, [_rank(s) for s in strips], pooled_keep, threshold=-float("inf"))
 
 
 def best_first(strips: Sequence[KnowledgeStrip]) -> list[KnowledgeStrip]:
     """``strips`` ordered by score, best first (unscored first; ties keep their order)."""
-    return sorted(strips, key=lambda s: -(1.0 if s["score"] is None else s["score"]))
+    return sorted(strips, key=lambda s: -_rank(s))
