@@ -502,14 +502,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.set_defaults(func=cmd_bench_server)
 
+    _add_research_commands(sub)
+    return parser
+
+
+def _add_research_commands(sub: Any) -> None:
+    """``crag evaluator ...``, ``crag eval`` and ``crag eval-reader``."""
+    from app.eval_cli import add_eval_command
+    from app.eval_reader_cli import add_eval_reader_command
     from app.evaluator_cli import add_evaluator_commands
 
     add_evaluator_commands(sub)
-
-    from app.eval_cli import add_eval_command
-
     add_eval_command(sub)
-    return parser
+    add_eval_reader_command(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

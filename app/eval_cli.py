@@ -137,6 +137,17 @@ def add_eval_command(sub: Any) -> None:
         "level (--no-gold-removal-curve: only the removed share, about half the work of the "
         "gold-removed experiments)",
     )
+    run.add_argument(
+        "--record-prompts",
+        action="store_true",
+        help="keep every generator prompt in rows.jsonl, for `crag eval-reader`",
+    )
+    run.add_argument(
+        "--prompts-only",
+        action="store_true",
+        help="record the prompts and generate no answer (no accuracy is reported): the "
+        "input of `crag eval-reader` on a machine with a faster generator",
+    )
     run.add_argument("--json", action="store_true", help="print every figure as JSON")
     run.set_defaults(func=cmd_eval)
 
@@ -321,6 +332,8 @@ def build_options(args: argparse.Namespace) -> Any:
         workers=args.workers,
         latency_questions=args.latency_questions,
         gold_removal_curve=args.gold_removal_curve,
+        record_prompts=args.record_prompts,
+        prompts_only=args.prompts_only,
     )
 
 

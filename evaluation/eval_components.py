@@ -1,4 +1,4 @@
-"""The components ``crag eval`` runs the graphs with: the real ones, plus two measuring hooks.
+"""The components ``crag eval`` runs the graphs with: the real ones, plus measuring hooks.
 
 * The store can hide a question's gold documents, exactly as if they had been removed from the
   store (a metadata filter on the same search), for the worse-retriever experiments; or show
@@ -114,9 +114,14 @@ class CachingEvaluator:
 class EvalComponents:
     """The real components with a source-filtering store view and a score cache."""
 
-    def __init__(self, inner: Components) -> None:
-        """Wrap the components the graphs would use otherwise."""
+    def __init__(self, inner: Components, chat_model: BaseChatModel | None = None) -> None:
+        """Wrap the components the graphs would use otherwise.
+
+        ``chat_model``: answer with this generator instead of the configured one
+        (``crag eval --prompts-only``).
+        """
         self.inner = inner
+        self._chat_model = chat_model
         self.filters: dict[str, SourceFilter] = {}
         """Question → the sources its retrieval sees (set by the runner per run)."""
         self._evaluators: dict[int, CachingEvaluator] = {}
@@ -137,6 +142,8 @@ class EvalComponents:
 
     def chat_model(self, context: Context) -> BaseChatModel:
         """The generator (its answers are cached by LangChain's LLM cache while eval runs)."""
+        if self._chat_model is not None:
+            return self._chat_model
         return self.inner.chat_model(context)
 
     def search(self, context: Context) -> SearchProvider:

@@ -282,6 +282,16 @@ def overview_section(results: dict[str, Any]) -> str:
         parts += ["", f"> **Note: the web was simulated.** {meta['web']}"]
     if meta.get("match"):
         parts += ["", f"**Match metric:** an answer counts as correct when {meta['match']}."]
+    swap = meta.get("reader_swap")
+    if swap:
+        parts += [
+            "",
+            f"> **Reader swapped.** {READER_SWAP_NOTE} Prompts recorded by "
+            f"`{_text(swap.get('recorded_generator'))}` in {_text(swap.get('source'))}; "
+            f"{_text(swap.get('asked'))} prompts asked again, {_text(swap.get('kept'))} runs "
+            f"kept as recorded (no generator call), {_text(swap.get('not_replayable'))} not "
+            "replayable (more than one generator call).",
+        ]
     return "\n".join(parts)
 
 
@@ -676,10 +686,27 @@ def reproduce_section() -> str:
     )
 
 
+READER_SWAP_NOTE = (
+    "Every answer below was written by this generator from the prompt another run recorded: "
+    "the knowledge each pipeline chose is held fixed and only the reader differs. Latency was "
+    "not measured (the generator ran on another machine, in batches)."
+)
+
+PROMPTS_ONLY_NOTE = (
+    "## Prompts only\n\n"
+    "This run recorded the prompts each pipeline sends its generator and generated no answer, "
+    "so it reports no accuracy. `crag eval-reader RUN_DIR --generator SPEC --out DIR` answers "
+    "the recorded prompts with a generator and writes the full report."
+)
+
+
 def render_report(
     results: dict[str, Any], plots: Sequence[Path] = (), plots_note: str | None = None
 ) -> str:
-    """The whole Markdown report."""
+    """The whole Markdown report (a short one for a prompts-only run)."""
+    if _section(results, "meta").get("prompts_only"):
+        short = [overview_section(results), PROMPTS_ONLY_NOTE, data_section(results)]
+        return "\n\n".join(short) + "\n"
     plotted = {p.name for p in plots}
     sections = [
         overview_section(results),
@@ -907,7 +934,9 @@ def write_report(results: dict[str, Any], out: Path) -> list[Path]:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     plots: list[Path] = []
     note = None
-    if matplotlib_available():
+    if _section(results, "meta").get("prompts_only"):
+        pass  # nothing to plot: no answers were generated
+    elif matplotlib_available():
         plots = write_plots(results, out)
     else:
         logger.warning("crag eval: matplotlib is not installed; plots skipped (crag[eval])")

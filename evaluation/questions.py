@@ -17,7 +17,7 @@ from typing import Any
 
 from evaluation.answer_lists import Fail, distinct_nonblank, json_lines, string_list
 from evaluation.fanoutqa import leaf_questions
-from vectorstore.corpus import SOURCE_PREFIX
+from vectorstore.sources import SOURCE_PREFIX
 
 POPQA_SUFFIXES = (".jsonl", ".json", ".tsv", ".csv")
 """The question file formats :func:`read_popqa` reads."""

@@ -42,6 +42,7 @@ from evaluation.experiments import (
     GOLD_REMOVAL_LEVELS,
     Experiment,
 )
+from evaluation.prompt_recording import PromptRecorder, PromptsOnlyChatModel, RecordedCall
 from evaluation.questions import EvalQuestion
 from evaluation.significance import CONFIDENCE, RESAMPLES, compare_outcomes
 from evaluation.timing import STAGE_ORDER, StageTimer
@@ -94,6 +95,17 @@ class EvalOptions:
     gold_removal_curve: bool = True
     """Run every question with its gold removed (Figure 3's curve at every level); off: only
     the removed share, which is all the gold-removed figures and comparisons need."""
+    record_prompts: bool = False
+    """Keep each run's generator prompts in its row (``crag eval-reader`` answers them again
+    with another generator)."""
+    prompts_only: bool = False
+    """Record the prompts and generate no answer (implies ``record_prompts``); the rows'
+    answers are empty and no accuracy is reported."""
+
+    def __post_init__(self) -> None:
+        """A prompts-only run records its prompts."""
+        if self.prompts_only:
+            self.record_prompts = True
 
 
 @dataclass
@@ -128,6 +140,10 @@ class Row:
     calibration replays the action trigger on them)."""
     abstained: bool = False
     """The run found no knowledge and said so instead of asking the generator."""
+    gold_sources: list[str] = field(default_factory=list)
+    """The question's gold documents (empty when unknown)."""
+    prompts: list[RecordedCall] | None = None
+    """Every generator call of the run, with ``record_prompts`` (else ``None``)."""
 
 
 def run_graph(
@@ -136,15 +152,22 @@ def run_graph(
     context: Context,
     timer: StageTimer,
     experiment: str,
+    record_prompts: bool = False,
 ) -> Row:
-    """Run one question through one graph and judge the answer."""
+    """Run one question through one graph and judge the answer.
+
+    ``record_prompts``: keep the generator's prompts in the row
+    (:mod:`evaluation.prompt_recording`).
+    """
     timer.reset()
+    recorder = PromptRecorder() if record_prompts else None
+    callbacks: list[Any] = [timer] if recorder is None else [timer, recorder]
     started = time.perf_counter()
     error: str | None = None
     output: dict[str, Any] = {}
     try:
         output = graph.invoke(
-            {"question": question.question}, context=context, config={"callbacks": [timer]}
+            {"question": question.question}, context=context, config={"callbacks": callbacks}
         )
     except Exception as exc:  # noqa: BLE001 - one failed run is a row with its error
         logger.warning("%s: question %s failed: %s", experiment, question.id, exc)
@@ -176,6 +199,8 @@ def run_graph(
         error=error,
         scores=[d["score"] for d in documents if d.get("score") is not None],
         abstained=bool(output.get("abstained")),
+        gold_sources=list(question.gold_sources),
+        prompts=None if recorder is None else list(recorder.calls),
     )
 
 
@@ -336,7 +361,9 @@ def run_experiments(
             components.filters.pop(question.question, None)
         try:
             graph, run_context = graphs[experiment.graph], contexts[experiment.name]
-            row = run_graph(graph, question, run_context, timer, experiment.name)
+            row = run_graph(
+                graph, question, run_context, timer, experiment.name, options.record_prompts
+            )
         finally:
             components.filters.pop(question.question, None)
         row.gold_removed = run.view is not None and not run.view.only
@@ -650,6 +677,7 @@ def _meta(options: EvalOptions, context: Context, seconds: float) -> dict[str, A
         "seed": options.seed,
         "gold_removed_share": options.gold_removed_share,
         "gold_removal_curve": options.gold_removal_curve,
+        "prompts_only": options.prompts_only,
         "workers": options.workers,
         "latency_questions": (
             len(options.questions)
@@ -746,17 +774,20 @@ def run_eval(options: EvalOptions) -> dict[str, Any]:
     started = time.perf_counter()
     with SimulatedWeb() as web:
         context = base_context(options, web.base_url, web.allowed_hosts)
-        components = EvalComponents(current_components())
+        components = EvalComponents(
+            current_components(), PromptsOnlyChatModel() if options.prompts_only else None
+        )
         performance: dict[str, Any] = {}
         with use_components(components):
             components.vectorstore(context)  # builds the store first when it is empty
-        if options.performance:
+        measure = options.performance and not options.prompts_only
+        if measure:
             performance["cold_start"] = measure_cold_start(context, options.questions[0].question)
         with use_components(components), llm_cache():
             if options.workers > 1:
                 batch_generation(components.chat_model(context), options.workers)
             rows = run_experiments(options, context, components)
-        if options.performance:
+        if measure:
             performance["ingestion"] = measure_ingestion(
                 context.embedder, options.ingestion_docs, seed=options.seed
             )

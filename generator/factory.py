@@ -16,8 +16,10 @@ def load_chat_model(spec: str, max_new_tokens: int = 128) -> BaseChatModel:
 
     Args:
         spec: ``"smollm2"`` (shipped default), ``"local:/path"`` (a transformers folder with a
-            chat template) or ``"provider:model"`` for any LangChain chat model
-            (``init_chat_model``; e.g. ``"openai:gpt-4o-mini"``, ``"ollama:llama3.1"``).
+            chat template), ``"gguf:/path/model.gguf"`` (a GGUF chat model, converted once to
+            a transformers folder under the cache: :mod:`generator.gguf`) or
+            ``"provider:model"`` for any LangChain chat model (``init_chat_model``; e.g.
+            ``"openai:gpt-4o-mini"``, ``"ollama:llama3.1"``).
         max_new_tokens: Longest answer, in tokens.
     """
     from generator.local import LocalChatModel
@@ -29,9 +31,17 @@ def load_chat_model(spec: str, max_new_tokens: int = 128) -> BaseChatModel:
         return LocalChatModel(model_path=str(ensure_smollm2()), max_new_tokens=max_new_tokens)
     if spec.startswith("local:"):
         return LocalChatModel(model_path=spec.removeprefix("local:"), max_new_tokens=max_new_tokens)
+    if spec.startswith("gguf:"):
+        from pathlib import Path
+
+        from generator.gguf import ensure_converted
+
+        folder = ensure_converted(Path(spec.removeprefix("gguf:")).expanduser())
+        return LocalChatModel(model_path=str(folder), max_new_tokens=max_new_tokens)
     if ":" not in spec:
         raise ValueError(
-            f"generator {spec!r} not understood: use 'smollm2', 'local:/path' or 'provider:model'"
+            f"generator {spec!r} not understood: use 'smollm2', 'local:/path', "
+            "'gguf:/path/model.gguf' or 'provider:model'"
         )
     from langchain.chat_models import init_chat_model
 

