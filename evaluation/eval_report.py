@@ -284,10 +284,15 @@ def overview_section(results: dict[str, Any]) -> str:
         parts += ["", f"**Match metric:** an answer counts as correct when {meta['match']}."]
     swap = meta.get("reader_swap")
     if swap:
+        recorder = (
+            "a prompts-only run"
+            if swap.get("recorded_prompts_only")
+            else f"a run of `{_text(swap.get('recorded_generator'))}`"
+        )
         parts += [
             "",
-            f"> **Reader swapped.** {READER_SWAP_NOTE} Prompts recorded by "
-            f"`{_text(swap.get('recorded_generator'))}` in {_text(swap.get('source'))}; "
+            f"> **Reader swapped.** {READER_SWAP_NOTE} Prompts recorded by {recorder} in "
+            f"{_text(swap.get('source'))}; "
             f"{_text(swap.get('asked'))} prompts asked again, {_text(swap.get('kept'))} runs "
             f"kept as recorded (no generator call), {_text(swap.get('not_replayable'))} not "
             "replayable (more than one generator call).",

@@ -668,7 +668,7 @@ def _meta(options: EvalOptions, context: Context, seconds: float) -> dict[str, A
         "question_source": options.question_source,
         "store": options.store_description or options.store_path,
         "web": WEB_DESCRIPTION,
-        "generator": context.generator,
+        "generator": "none (prompts only)" if options.prompts_only else context.generator,
         "max_new_tokens": context.max_new_tokens,
         "evaluator": context.evaluator,
         "upper_threshold": context.upper_threshold,
