@@ -121,11 +121,12 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         {"strip_scoring": "passages"},
     ),
     Experiment(
-        "crag-web-paragraphs",
+        "crag-web-strips",
         "crag",
         "knowledge",
-        "whole web paragraphs scored and kept instead of their strips",
-        {"refine_web_knowledge": False},
+        "web paragraphs refined into strips as retrieved passages are (the paper), instead of "
+        "whole paragraphs",
+        {"refine_web_knowledge": True},
     ),
     Experiment(
         "crag-strips-wide",

@@ -357,11 +357,13 @@ class Context(Settings):
         },
     )
     refine_web_knowledge: bool = field(
-        default=True,
+        default=False,
         metadata={
-            "description": "Refine web knowledge as retrieved knowledge is refined (the "
-            "paper): web paragraphs are decomposed into strips, scored, and the best "
-            "strips_kept above strip_threshold kept; off: whole paragraphs are scored and kept."
+            "description": "Off (default): whole web paragraphs are scored by the evaluator and "
+            "the best strips_kept above strip_threshold kept (the relevant paragraphs), which "
+            "answered more dev questions; on: they are refined as retrieved knowledge is "
+            "(decomposed into strips, scored, the best kept), as the paper refines web "
+            "knowledge."
         },
     )
     # Components

@@ -41,10 +41,10 @@ def web_search(state: State, runtime: Runtime[Context]) -> StateUpdate:
     Wikipedia is preferred as in the paper (query bias and ranking; ``only_wikipedia`` keeps
     nothing else). The pages of the top ``pages_to_read`` results are read concurrently and
     split into title-prefixed paragraphs; a page that cannot be read gives its search snippet
-    instead. The paragraphs and snippets are refined as retrieved passages are (decomposed into
-    strips, ``refine_web_knowledge``), every strip is scored by the evaluator in one batch and
-    the best ``strips_kept`` above ``strip_threshold`` become the external knowledge, each with
-    its URL. A search engine or page that is down, slow, refused or rate-limited does not stop the
+    instead. The paragraphs and snippets are scored by the evaluator in one batch (or, with
+    ``refine_web_knowledge``, first decomposed into strips as retrieved passages are) and the
+    best ``strips_kept`` above ``strip_threshold`` become the external knowledge, each with its
+    URL. A search engine or page that is down, slow, refused or rate-limited does not stop the
     run: the graph goes on with the knowledge it has and ``notes`` says what happened.
     """
     context = runtime.context

@@ -1,5 +1,6 @@
 """Unit tests per node, with fixed-score evaluators, scripted chat models and static stores."""
 
+import dataclasses
 from typing import Any, Literal
 
 import pytest
@@ -292,10 +293,11 @@ def test_refine_scores_strips_with_the_strip_calibration_unless_told_otherwise(
         assert len(texts) == 3 and "Louvre" in texts[-1]
 
 
-@pytest.mark.parametrize("refine_web", [True, False])
-def test_web_paragraphs_are_refined_into_strips_like_retrieved_passages(
-    fake_components: FakeComponents, refine_web: bool
+@pytest.mark.parametrize("refine_web", [True, False, None])
+def test_web_paragraphs_are_kept_whole_or_refined_into_strips(
+    fake_components: FakeComponents, refine_web: bool | None
 ) -> None:
+    """Whole paragraphs by default (None: the setting left alone); strips with the setting."""
     evaluator = StripAwareEvaluator()
     fake_components.scorer = evaluator
     paragraph = (
@@ -309,7 +311,10 @@ def test_web_paragraphs_are_refined_into_strips_like_retrieved_passages(
             )
         ]
     )
-    runtime = node_runtime(Context(fetch_pages=False, refine_web_knowledge=refine_web))
+    context = Context(fetch_pages=False)
+    if refine_web is not None:
+        context = dataclasses.replace(context, refine_web_knowledge=refine_web)
+    runtime = node_runtime(context)
     update = web_search({"question": "q", "search_query": "Mona Lisa"}, runtime)
     texts = [s["text"] for s in update["external_knowledge"]]
     if refine_web:
