@@ -52,7 +52,12 @@ def cmd_eval_reader(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from evaluation.eval_report import main_table, write_report
-    from evaluation.reader_swap import load_recorded_run, reanswer, reanswered_results
+    from evaluation.reader_swap import (
+        asks_generator,
+        load_recorded_run,
+        reanswer,
+        reanswered_results,
+    )
     from evaluation.runner import batch_generation
     from generator.factory import load_chat_model
 
@@ -64,7 +69,7 @@ def cmd_eval_reader(args: argparse.Namespace) -> int:
     model = load_chat_model(args.generator, max_new_tokens)
     if args.workers > 1:
         batch_generation(model, args.workers)
-    asked = sum(1 for row in rows if len(row.prompts or []) == 1)
+    asked = sum(1 for row in rows if asks_generator(row))
     with tqdm(total=asked, desc="crag eval-reader", unit="prompt", file=sys.stderr) as bar:
         new_rows = reanswer(rows, model, args.workers, progress=bar.update)
     results = reanswered_results(

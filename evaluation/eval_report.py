@@ -940,7 +940,7 @@ def write_report(results: dict[str, Any], out: Path) -> list[Path]:
     plots: list[Path] = []
     note = None
     if _section(results, "meta").get("prompts_only"):
-        pass  # nothing to plot: no answers were generated
+        logger.info("crag eval: prompts only, nothing to plot")
     elif matplotlib_available():
         plots = write_plots(results, out)
     else:

@@ -32,16 +32,7 @@ from evaluation.answers import answer_in_text
 from evaluation.experiments import EXPERIMENTS, Experiment
 from evaluation.prompt_recording import RecordedCall, messages_of
 from evaluation.questions import EvalQuestion
-from evaluation.runner import (
-    Row,
-    abstention_figures,
-    agreement_figures,
-    experiment_figures,
-    gold_removal_figures,
-    machine_info,
-    removed_share,
-    statistics_figures,
-)
+from evaluation.runner import Row, answer_figures, machine_info
 from evaluation.significance import RESAMPLES
 from knowledge.attribution import strip_markers
 
@@ -83,6 +74,11 @@ def load_recorded_run(run_dir: Path) -> tuple[dict[str, Any], list[Row]]:
     return results, rows
 
 
+def asks_generator(row: Row) -> bool:
+    """Whether ``row``'s run made exactly one generator call (a prompt to answer again)."""
+    return len(row.prompts or []) == 1
+
+
 def _answer(model: BaseChatModel, call: RecordedCall, cites: bool) -> tuple[str, float]:
     """The generator's answer to one recorded prompt, as the node would keep it, and seconds."""
     started = time.perf_counter()
@@ -105,7 +101,9 @@ def reanswer(
     together). Rows without a call keep their answers; rows with several become errors
     (:data:`NOT_REPLAYABLE`). Every new row is marked untimed: its seconds are generation only.
     """
-    prompts = {i: calls[0] for i, row in enumerate(rows) if len(calls := row.prompts or []) == 1}
+    prompts = {
+        i: row.prompts[0] for i, row in enumerate(rows) if row.prompts and asks_generator(row)
+    }
     answers: dict[int, tuple[str, float]] = {}
 
     def ask(index: int) -> None:
@@ -183,7 +181,6 @@ def reanswered_results(
     meta = dict(recorded["meta"])
     seed = int(meta.get("seed", 0))
     share = int(meta.get("gold_removed_share", 50))
-    questions = questions_of(rows)
     recorded_generator = meta.get("generator")
     meta.update(
         {
@@ -195,27 +192,18 @@ def reanswered_results(
                 "source": source,
                 "recorded_generator": recorded_generator,
                 "recorded_prompts_only": bool(recorded["meta"].get("prompts_only")),
-                "asked": sum(1 for r in rows if len(r.prompts or []) == 1),
+                "asked": sum(1 for r in rows if asks_generator(r)),
                 "kept": sum(1 for r in rows if not r.prompts),
                 "not_replayable": sum(1 for r in rows if r.error == NOT_REPLAYABLE),
             },
         }
     )
-    by_experiment: dict[str, list[Row]] = {}
-    for row in rows:
-        by_experiment.setdefault(row.experiment, []).append(row)
     return {
         "meta": meta,
         "data": recorded.get("data", {}),
-        "experiments": [experiment_figures(e, by_experiment.get(e.name, [])) for e in experiments],
-        "gold_removal": {
-            **gold_removal_figures(rows, questions, seed),
-            "share": share,
-            "removed_questions": len(removed_share(questions, share, seed)),
-        },
-        "statistics": statistics_figures(experiments, rows, seed, resamples),
-        "agreement": agreement_figures(by_experiment.get("crag", [])),
-        "abstention": abstention_figures(rows),
+        **answer_figures(
+            experiments, rows, questions_of(rows), seed=seed, share=share, resamples=resamples
+        ),
         "latency": {"experiments": {}, "crag_over_rag": {}},
         "rows": [dataclasses.asdict(r) for r in rows],
     }

@@ -706,35 +706,59 @@ def _data(options: EvalOptions) -> dict[str, Any]:
     }
 
 
+def _by_experiment(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    """The rows of each experiment, in run order."""
+    grouped: dict[str, list[Row]] = {}
+    for row in rows:
+        grouped.setdefault(row.experiment, []).append(row)
+    return grouped
+
+
 def summarise(
     options: EvalOptions, context: Context, rows: Sequence[Row], seconds: float
 ) -> dict[str, Any]:
     """Every figure of a finished run, JSON-ready (the per-question rows included)."""
-    by_experiment: dict[str, list[Row]] = {}
-    for row in rows:
-        by_experiment.setdefault(row.experiment, []).append(row)
-    experiments = [
-        experiment_figures(e, by_experiment.get(e.name, [])) for e in options.experiments
-    ]
-    latency = _latency(options, by_experiment)
     return {
         "meta": _meta(options, context, seconds),
         "data": _data(options),
-        "experiments": experiments,
-        "gold_removal": {
-            **gold_removal_figures(rows, options.questions, options.seed),
-            "share": options.gold_removed_share,
-            "removed_questions": len(
-                removed_share(options.questions, options.gold_removed_share, options.seed)
-            ),
-        },
-        "statistics": statistics_figures(
-            options.experiments, rows, options.seed, options.resamples
+        **answer_figures(
+            options.experiments,
+            rows,
+            options.questions,
+            seed=options.seed,
+            share=options.gold_removed_share,
+            resamples=options.resamples,
         ),
+        "latency": _latency(options, _by_experiment(rows)),
+        "rows": [dataclasses.asdict(r) for r in rows],
+    }
+
+
+def answer_figures(
+    experiments: Sequence[Experiment],
+    rows: Sequence[Row],
+    questions: Sequence[EvalQuestion],
+    *,
+    seed: int,
+    share: int,
+    resamples: int,
+) -> dict[str, Any]:
+    """The figures that follow from the rows' answers.
+
+    Per experiment, the gold-removed split, the paired comparisons, the evaluator agreement and
+    the abstention check (everything but the run's metadata and latency).
+    """
+    by_experiment = _by_experiment(rows)
+    return {
+        "experiments": [experiment_figures(e, by_experiment.get(e.name, [])) for e in experiments],
+        "gold_removal": {
+            **gold_removal_figures(rows, questions, seed),
+            "share": share,
+            "removed_questions": len(removed_share(questions, share, seed)),
+        },
+        "statistics": statistics_figures(experiments, rows, seed, resamples),
         "agreement": agreement_figures(by_experiment.get("crag", [])),
         "abstention": abstention_figures(rows),
-        "latency": latency,
-        "rows": [dataclasses.asdict(r) for r in rows],
     }
 
 
