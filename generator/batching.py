@@ -1,25 +1,25 @@
-"""Batch the generation requests that arrive together into one padded ``generate`` call.
+"""Decode concurrent generation requests together, rows joining and leaving between steps.
 
 On a CPU, decoding one sequence leaves most of the arithmetic units idle: a decoding step
 costs about as much for eight sequences as for one (SmolLM2-135M on 2 cores: 100-token
 prompts, 24 new tokens: 1.06 s for one, 2.04 s for eight). When runs overlap (a LangGraph
-server answering several users, ``crag eval --workers N``), the requests that queue while the
-model is busy are decoded together.
+server answering several users, ``crag eval --workers N``), their requests are decoded as one
+batch that changes as it goes (continuous batching): a request that arrives while others are
+decoding has its prompt read and joins at the next step, and a row that ends leaves at once,
+so nobody waits for a batch to drain and no prompt is padded to another's length
+(:mod:`generator.step_decoding` does the tensor work).
 
-No request waits for company: the first caller to find the model idle becomes the leader and
-runs whatever is queued at that moment (its own request at least), then hands over; callers
-that arrive meanwhile wait and form the next batch. A lone request therefore runs at once, as
-a batch of one, exactly as without batching. Requests are grouped by their decoding settings
-(token limit, stop strings), since one ``generate`` call has one of each, and by prompt
-length, since padding a short prompt to a long one's length costs what reading a long one
-does.
+No request waits for company: the first caller to find the decoder idle drives it (admits what
+is queued, decodes a step, hands out what ended) until its own request has ended, then hands
+over to a caller whose request is still decoding. A lone request therefore runs at once.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from graph.cancellation import CancelToken
 
@@ -41,102 +41,134 @@ class GenerationRequest:
     done: bool = field(default=False, init=False)
 
     @property
-    def key(self) -> tuple[int, tuple[str, ...]]:
-        """Requests with equal keys can share one ``generate`` call."""
-        return (self.max_new_tokens, self.stop)
+    def cancelled(self) -> bool:
+        """Whether the run this request works for was cancelled."""
+        return self.token is not None and self.token.cancelled
 
 
-PADDING_ALLOWANCE = 1.25
-"""Most padded prompt tokens a batch may read per real prompt token."""
+class RowDecoder(Protocol):
+    """A batch of rows decoded a step at a time (:class:`generator.step_decoding.StepDecoder`)."""
 
-BatchRunner = Callable[[Sequence[GenerationRequest]], list[list[int]]]
-"""Generates a batch of requests with equal keys; returns each one's new token ids, in order."""
+    @property
+    def size(self) -> int:
+        """Rows decoding now."""
+        ...
+
+    def admit(self, request: GenerationRequest) -> None:
+        """Read the request's prompt and add its row."""
+        ...
+
+    def step(self) -> None:
+        """Decode one token for every row."""
+        ...
+
+    def take_finished(self) -> list[GenerationRequest]:
+        """Remove the rows that ended and return their requests, outputs set."""
+        ...
+
+    def fail_all(self) -> list[GenerationRequest]:
+        """Drop every row and return their requests."""
+        ...
 
 
 class GenerationBatcher:
-    """Runs concurrent requests through ``run_batch``, up to ``max_batch_size`` at a time."""
+    """Runs concurrent requests through one :class:`RowDecoder`, ``max_batch_size`` rows at most."""
 
-    def __init__(self, run_batch: BatchRunner, max_batch_size: int = 8) -> None:
-        """Batch calls to ``run_batch``.
+    def __init__(
+        self,
+        decoder: RowDecoder,
+        max_batch_size: int = 8,
+        model_lock: threading.Lock | None = None,
+    ) -> None:
+        """Batch requests through ``decoder``.
+
+        Args:
+            decoder: Does the decoding.
+            max_batch_size: Most rows decoded at once.
+            model_lock: Held around every use of the decoder, so that other users of the same
+                model (a lone ``generate``, streaming) never run at the same time.
 
         Raises:
             ValueError: ``max_batch_size`` is below 1.
         """
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
-        self._run_batch = run_batch
+        self._decoder = decoder
         self.max_batch_size = max_batch_size
+        self._model_lock: AbstractContextManager[object] = model_lock or nullcontext()
         self._pending: list[GenerationRequest] = []
-        self._running = False
+        self._driving = False
         self._condition = threading.Condition()
-        self.batch_sizes: list[int] = []
-        """Size of every batch run so far (for benchmarks and tests)."""
+        self.step_sizes: list[int] = []
+        """Rows decoded by every step so far (for benchmarks and tests)."""
 
     def generate(self, request: GenerationRequest) -> list[int]:
-        """Generate ``request`` (in a batch with whatever else is waiting) and return its tokens.
+        """Generate ``request`` (decoded together with whatever else is running) and return it.
 
         Raises:
-            BaseException: Whatever generating its batch raised.
+            BaseException: Whatever decoding raised while the request was in the batch.
         """
         with self._condition:
             self._pending.append(request)
         while True:
             with self._condition:
-                while not request.done and self._running:
+                while not request.done and self._driving:
                     self._condition.wait()
                 if request.done:
                     break
-                self._running = True
-                batch = self._take_batch()
+                self._driving = True
             try:
-                self._run(batch)
+                self._drive_until(request)
             finally:
                 with self._condition:
-                    self._running = False
+                    self._driving = False
                     self._condition.notify_all()
         if request.error is not None:
             raise request.error
         assert request.output is not None
         return request.output
 
-    def _take_batch(self) -> list[GenerationRequest]:
-        """The oldest waiting request and the waiting ones that fit with it.
+    def _drive_until(self, request: GenerationRequest) -> None:
+        """Admit, decode and hand out, a step at a time, until ``request`` has ended."""
+        while not request.done:
+            admitted = self._take_pending()
+            try:
+                with self._model_lock:
+                    while admitted:
+                        self._decoder.admit(admitted[0])
+                        admitted.pop(0)
+                    self._finish(self._decoder.take_finished())
+                    if self._decoder.size:
+                        self.step_sizes.append(self._decoder.size)
+                        self._decoder.step()
+                        self._finish(self._decoder.take_finished())
+            except BaseException as exc:  # noqa: BLE001 - handed to every caller, re-raised there
+                self._fail([*admitted, *self._decoder.fail_all()], exc)
 
-        They fit when they have its key and a prompt of a similar length: the batch's prompts
-        are padded to the longest, and reading a prompt costs in proportion to its padded
-        length, so a 60-token prompt batched with a 1,300-token one would cost as much as a
-        second long one. Candidates closest in length join first, while the padded tokens stay
-        within :data:`PADDING_ALLOWANCE` times the real ones.
-        """
-        first = self._pending[0]
-        candidates = sorted(
-            (r for r in self._pending[1:] if r.key == first.key),
-            key=lambda r: abs(len(r.input_ids) - len(first.input_ids)),
-        )
-        batch = [first]
-        longest, tokens = len(first.input_ids), len(first.input_ids)
-        for request in candidates:
-            if len(batch) >= self.max_batch_size:
-                break
-            padded_longest = max(longest, len(request.input_ids))
-            real = tokens + len(request.input_ids)
-            if padded_longest * (len(batch) + 1) <= PADDING_ALLOWANCE * real:
-                batch.append(request)
-                longest, tokens = padded_longest, real
-        taken = set(map(id, batch))
-        self._pending = [r for r in self._pending if id(r) not in taken]
-        self.batch_sizes.append(len(batch))
-        return batch
-
-    def _run(self, batch: list[GenerationRequest]) -> None:
-        try:
-            outputs = self._run_batch(batch)
-        except BaseException as exc:  # noqa: BLE001 - handed to every caller, re-raised there
-            for request in batch:
-                request.error = exc
-        else:
-            for request, output in zip(batch, outputs, strict=True):
-                request.output = output
+    def _take_pending(self) -> list[GenerationRequest]:
+        """The oldest waiting requests that fit in the batch; cancelled ones end at once."""
         with self._condition:
-            for request in batch:
+            room = self.max_batch_size - self._decoder.size
+            taken = self._pending[: max(room, 0)]
+            del self._pending[: len(taken)]
+        admitted: list[GenerationRequest] = []
+        cancelled: list[GenerationRequest] = []
+        for request in taken:
+            (cancelled if request.cancelled else admitted).append(request)
+        for request in cancelled:
+            request.output = []
+        self._finish(cancelled)
+        return admitted
+
+    def _finish(self, requests: list[GenerationRequest]) -> None:
+        if not requests:
+            return
+        with self._condition:
+            for request in requests:
                 request.done = True
+            self._condition.notify_all()
+
+    def _fail(self, requests: list[GenerationRequest], exc: BaseException) -> None:
+        for request in requests:
+            request.error = exc
+        self._finish(requests)

@@ -25,6 +25,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from pydantic import ConfigDict, PrivateAttr
 
 from generator.batching import GenerationBatcher, GenerationRequest
+from generator.step_decoding import StepDecoder, end_token_ids
 from graph.cancellation import CancelToken, current_token, holding
 
 logger = logging.getLogger(__name__)
@@ -105,10 +106,12 @@ class LocalChatModel(BaseChatModel):
     nearly always identical), else float32."""
 
     max_batch_size: int = 1
-    """Most requests decoded together when runs overlap (:mod:`generator.batching`); 1 (the
-    default) turns batching off. Off by default because in bfloat16 an answer decoded in a
-    batch can differ from the same prompt decoded alone, and a served graph's answers should
-    not depend on what else it is running; ``crag eval --workers`` turns it on."""
+    """Most requests decoded together when runs overlap (:mod:`generator.batching`: rows join
+    and leave the batch between decoding steps); 1 (the default) turns batching off, and each
+    request is decoded alone by ``generate``. Off by default because in bfloat16 an answer
+    decoded in a batch can differ from the same prompt decoded alone, and a served graph's
+    answers should not depend on what else it is running; ``crag eval --workers`` turns it
+    on."""
 
     _model: Any = PrivateAttr(default=None)
     _tokenizer: Any = PrivateAttr(default=None)
@@ -129,7 +132,9 @@ class LocalChatModel(BaseChatModel):
         model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         self._model = model.to(device).eval()
         self.device = device
-        self._batcher = GenerationBatcher(self._generate_batch, self.max_batch_size)
+        self._batcher = GenerationBatcher(
+            StepDecoder(self._model, self._tokenizer), self.max_batch_size, self._lock
+        )
         logger.info("generator %s loaded on %s in %s", path.name, device, dtype)
 
     @property
@@ -209,7 +214,10 @@ class LocalChatModel(BaseChatModel):
         )
         if self._batcher is None:
             raise RuntimeError("the generator was not loaded")
-        new_tokens = self._batcher.generate(request)
+        if self.max_batch_size > 1:
+            new_tokens = self._batcher.generate(request)
+        else:
+            new_tokens = self._generate_alone(request)
         if token is not None:
             token.raise_if_cancelled()
         text = self._tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
@@ -236,41 +244,26 @@ class LocalChatModel(BaseChatModel):
         self._batcher.max_batch_size = max_batch_size
         self.max_batch_size = max_batch_size
 
-    def _generate_batch(self, requests: Sequence[GenerationRequest]) -> list[list[int]]:
-        """Greedy-decode prompts of equal settings together, left-padded to one length.
+    def _generate_alone(self, request: GenerationRequest) -> list[int]:
+        """Greedy-decode one prompt with ``generate`` (batching off: nothing else shares it).
 
-        The attention mask hides the padding and the model derives positions from it, so each
-        row is continued as if alone (up to floating-point rounding in the padded matrix
-        products). A row stops at its own end-of-sequence token, stop string or cancellation;
-        its new tokens are returned without the padding that follows.
+        The row stops at its end-of-sequence token (left out, as the step decoder leaves it
+        out), its stop string or cancellation.
         """
         import torch
 
-        pad_id = self._tokenizer.pad_token_id or self._tokenizer.eos_token_id
-        longest = max(len(r.input_ids) for r in requests)
-        filler = 0 if pad_id is None else pad_id  # hidden by the attention mask
-        input_ids = torch.full((len(requests), longest), filler, dtype=torch.long)
-        attention_mask = torch.zeros((len(requests), longest), dtype=torch.long)
-        for row, request in enumerate(requests):
-            input_ids[row, longest - len(request.input_ids) :] = torch.tensor(request.input_ids)
-            attention_mask[row, longest - len(request.input_ids) :] = 1
-        first = requests[0]
-        kwargs = self._generation_kwargs(list(first.stop), max_new_tokens=first.max_new_tokens)
-        tokens = [r.token for r in requests]
+        kwargs = self._generation_kwargs(list(request.stop), max_new_tokens=request.max_new_tokens)
         with holding(self._lock), torch.inference_mode():
+            ids = torch.tensor([request.input_ids], device=self._model.device)
             output = self._model.generate(
-                input_ids=input_ids.to(self._model.device),
-                attention_mask=attention_mask.to(self._model.device),
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
                 **kwargs,
-                **_cancel_criteria_rows(tokens),
+                **_cancel_criteria_rows([request.token]),
             )
-        special = {pad_id, self._tokenizer.eos_token_id} - {None}
-        results: list[list[int]] = []
-        for row in output[:, longest:].tolist():
-            while row and row[-1] in special:
-                row.pop()
-            results.append(row)
-        return results
+        tokens: list[int] = output[0, len(request.input_ids) :].tolist()
+        ended = bool(tokens) and tokens[-1] in end_token_ids(self._model, self._tokenizer)
+        return tokens[:-1] if ended else tokens
 
     def _stream(
         self,

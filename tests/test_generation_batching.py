@@ -1,131 +1,166 @@
-"""Overlapping generation requests share one padded ``generate`` call, each getting its own.
+"""Overlapping generation requests are decoded as one changing batch, each getting its own.
 
-The batcher is checked with a scripted batch runner (which requests ran together, in what
-order, errors); the local chat model with a tiny Llama built from a config: prompts of
-different lengths decoded in one batch give the tokens each gives alone.
+The batcher is checked with a scripted decoder (which rows shared each step, who joined when,
+errors, cancellation); the step decoder and the local chat model with a tiny Llama built from a
+config: prompts of different lengths, joining the batch at different steps, get the tokens
+each gets alone from ``generate``.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from generator import decode_attention
 from generator.batching import GenerationBatcher, GenerationRequest
+from generator.decode_attention import crag_sdpa_attention
 from generator.local import LocalChatModel
+from generator.step_decoding import StepDecoder
+from graph.cancellation import CancelToken
 from tests.tiny_causal_lm import build_tiny_causal_lm
 
 
-class ScriptedRunner:
-    """Answers each request with its prompt reversed; the first batch waits to be released."""
+class ScriptedDecoder:
+    """Each row writes its prompt back, a token a step; the first step waits to be released."""
 
-    def __init__(self) -> None:
-        self.batches: list[list[list[int]]] = []
+    def __init__(self, fail_on_step: int | None = None) -> None:
+        self.rows: list[tuple[GenerationRequest, list[int]]] = []
+        self.steps: list[list[list[int]]] = []
+        self.admitted: list[list[int]] = []
         self.first_started = threading.Event()
         self.release_first = threading.Event()
+        self.fail_on_step = fail_on_step
 
-    def __call__(self, requests: Sequence[GenerationRequest]) -> list[list[int]]:
-        self.batches.append([r.input_ids for r in requests])
-        if len(self.batches) == 1:
+    @property
+    def size(self) -> int:
+        return len(self.rows)
+
+    def admit(self, request: GenerationRequest) -> None:
+        self.admitted.append(request.input_ids)
+        self.rows.append((request, []))
+
+    def step(self) -> None:
+        self.steps.append([request.input_ids for request, _ in self.rows])
+        if len(self.steps) == 1:
             self.first_started.set()
             assert self.release_first.wait(10)
-        return [list(reversed(r.input_ids)) for r in requests]
+        if self.fail_on_step == len(self.steps):
+            raise RuntimeError("out of memory")
+        for request, written in self.rows:
+            written.append(request.input_ids[len(written)])
+
+    def take_finished(self) -> list[GenerationRequest]:
+        ended = [(r, w) for r, w in self.rows if len(w) == min(len(r.input_ids), r.max_new_tokens)]
+        for request, written in ended:
+            request.output = written
+        self.rows = [row for row in self.rows if row not in ended]
+        return [request for request, _ in ended]
+
+    def fail_all(self) -> list[GenerationRequest]:
+        requests = [request for request, _ in self.rows]
+        self.rows = []
+        return requests
 
 
 def _submit_while_busy(
-    batcher: GenerationBatcher, runner: ScriptedRunner, later: list[GenerationRequest]
+    batcher: GenerationBatcher,
+    decoder: ScriptedDecoder,
+    first: GenerationRequest,
+    later: list[GenerationRequest],
 ) -> list[list[int]]:
-    """Run one request, queue ``later`` while it runs, then let everything finish."""
+    """Run ``first``, queue ``later`` while its first step runs, then let everything finish."""
     with ThreadPoolExecutor(len(later) + 1) as pool:
-        first = pool.submit(batcher.generate, GenerationRequest([0], 8))
-        assert runner.first_started.wait(10)
+        first_future = pool.submit(batcher.generate, first)
+        assert decoder.first_started.wait(10)
         futures = [pool.submit(batcher.generate, r) for r in later]
         for _ in range(1000):  # until every later request waits in the queue
             if len(batcher._pending) == len(later):
                 break
             threading.Event().wait(0.01)
-        runner.release_first.set()
-        assert first.result(10) == [0]
-        return [f.result(10) for f in futures]
+        decoder.release_first.set()
+        return [first_future.result(10)] + [f.result(10) for f in futures]
 
 
-def test_requests_that_queue_while_the_model_is_busy_run_as_one_batch() -> None:
-    runner = ScriptedRunner()
-    batcher = GenerationBatcher(runner, max_batch_size=8)
-    later = [GenerationRequest([i, i + 1, i + 2], 8) for i in range(1, 6)]
-    outputs = _submit_while_busy(batcher, runner, later)
-    assert outputs == [[i + 2, i + 1, i] for i in range(1, 6)]
-    assert batcher.batch_sizes == [1, 5]
-    assert sorted(runner.batches[1]) == sorted(r.input_ids for r in later)
+def test_requests_that_arrive_while_decoding_join_the_running_batch() -> None:
+    decoder = ScriptedDecoder()
+    batcher = GenerationBatcher(decoder, max_batch_size=8)
+    first = GenerationRequest([9, 9, 9, 9, 9], 8)
+    later = [GenerationRequest(list(range(i, i + 1 + i)), 8) for i in range(1, 4)]
+    outputs = _submit_while_busy(batcher, decoder, first, later)
+    assert outputs == [[9, 9, 9, 9, 9]] + [r.input_ids for r in later]
+    # the first row decoded alone for one step, then all four together; rows left as they ended
+    assert batcher.step_sizes == [1, 4, 4, 3, 2]
+    assert all(r.input_ids in decoder.steps[1] for r in later)
 
 
-def test_batches_hold_at_most_the_batch_size_and_only_equal_settings() -> None:
-    runner = ScriptedRunner()
-    batcher = GenerationBatcher(runner, max_batch_size=2)
-    later = [
-        GenerationRequest([1], 8),
-        GenerationRequest([2], 16),
-        GenerationRequest([3], 8),
-        GenerationRequest([4], 8),
-        GenerationRequest([5], 8, stop=("\n",)),
-    ]
-    outputs = _submit_while_busy(batcher, runner, later)
-    assert outputs == [[1], [2], [3], [4], [5]]
-    assert max(batcher.batch_sizes) == 2
-    assert sum(batcher.batch_sizes) == 6
-    for batch in runner.batches[1:]:
-        keys = {next(r.key for r in later if r.input_ids == ids) for ids in batch}
-        assert len(keys) == 1, f"settings mixed in one batch: {batch}"
+def test_rows_never_exceed_the_batch_size_and_the_queue_joins_as_rows_leave() -> None:
+    decoder = ScriptedDecoder()
+    batcher = GenerationBatcher(decoder, max_batch_size=2)
+    first = GenerationRequest([7, 7, 7], 8)
+    later = [GenerationRequest([i], 8) for i in range(1, 5)]
+    outputs = _submit_while_busy(batcher, decoder, first, later)
+    assert outputs == [[7, 7, 7], [1], [2], [3], [4]]
+    assert max(batcher.step_sizes) == 2
+    assert decoder.admitted == [[7, 7, 7], [1], [2], [3], [4]]  # oldest first
 
 
-def test_prompts_of_very_different_lengths_are_not_padded_into_one_batch() -> None:
-    runner = ScriptedRunner()
-    batcher = GenerationBatcher(runner, max_batch_size=8)
-    short = [GenerationRequest([i] * 10, 8) for i in range(1, 4)]
-    long = [GenerationRequest([i] * 1000, 8) for i in range(4, 6)]
-    outputs = _submit_while_busy(batcher, runner, [short[0], long[0], short[1], long[1], short[2]])
-    assert outputs == [r.input_ids for r in (short[0], long[0], short[1], long[1], short[2])]
-    assert sorted(len(b) for b in runner.batches[1:]) == [2, 3]
-    for batch in runner.batches[1:]:
-        lengths = {len(ids) for ids in batch}
-        assert len(lengths) == 1, f"a short prompt was padded to a long one: {lengths}"
+def test_each_row_keeps_its_own_token_limit() -> None:
+    decoder = ScriptedDecoder()
+    batcher = GenerationBatcher(decoder, max_batch_size=8)
+    first = GenerationRequest([5, 6, 7, 8], 2)
+    later = [GenerationRequest([1, 2, 3], 3), GenerationRequest([4, 4, 4, 4], 1)]
+    assert _submit_while_busy(batcher, decoder, first, later) == [[5, 6], [1, 2, 3], [4]]
 
 
-def test_a_lone_request_runs_at_once_as_a_batch_of_one() -> None:
-    calls: list[int] = []
-
-    def run(requests: Sequence[GenerationRequest]) -> list[list[int]]:
-        calls.append(len(requests))
-        return [[7] for _ in requests]
-
-    batcher = GenerationBatcher(run)
-    assert batcher.generate(GenerationRequest([1, 2], 4)) == [7]
-    assert batcher.generate(GenerationRequest([3], 4)) == [7]
-    assert calls == [1, 1]
+def test_a_lone_request_runs_at_once() -> None:
+    decoder = ScriptedDecoder()
+    decoder.release_first.set()
+    batcher = GenerationBatcher(decoder)
+    assert batcher.generate(GenerationRequest([1, 2], 4)) == [1, 2]
+    assert batcher.generate(GenerationRequest([3], 4)) == [3]
+    assert batcher.step_sizes == [1, 1, 1]
 
 
-def test_an_error_reaches_every_request_of_its_batch_and_the_batcher_goes_on() -> None:
-    failing = True
+def test_an_error_reaches_every_row_of_the_batch_and_the_batcher_goes_on() -> None:
+    decoder = ScriptedDecoder(fail_on_step=2)
+    batcher = GenerationBatcher(decoder, max_batch_size=8)
+    first = GenerationRequest([1, 2, 3], 8)
+    later = [GenerationRequest([4, 5], 8), GenerationRequest([6, 7], 8)]
+    with ThreadPoolExecutor(3) as pool:
+        futures = [pool.submit(batcher.generate, first)]
+        assert decoder.first_started.wait(10)
+        futures += [pool.submit(batcher.generate, r) for r in later]
+        for _ in range(1000):
+            if len(batcher._pending) == len(later):
+                break
+            threading.Event().wait(0.01)
+        decoder.release_first.set()
+        for future in futures:
+            with pytest.raises(RuntimeError, match="out of memory"):
+                future.result(10)
+    assert decoder.size == 0
+    assert batcher.generate(GenerationRequest([8, 9], 4)) == [8, 9]
 
-    def run(requests: Sequence[GenerationRequest]) -> list[list[int]]:
-        if failing:
-            raise RuntimeError("out of memory")
-        return [[1] for _ in requests]
 
-    batcher = GenerationBatcher(run)
-    with pytest.raises(RuntimeError, match="out of memory"):
-        batcher.generate(GenerationRequest([1], 4))
-    failing = False
-    assert batcher.generate(GenerationRequest([1], 4)) == [1]
+def test_a_request_cancelled_while_queued_is_never_read() -> None:
+    decoder = ScriptedDecoder()
+    batcher = GenerationBatcher(decoder, max_batch_size=8)
+    token = CancelToken()
+    cancelled = GenerationRequest([4, 4, 4], 8, token=token)
+    token.cancel()
+    outputs = _submit_while_busy(batcher, decoder, GenerationRequest([1, 2], 8), [cancelled])
+    assert outputs == [[1, 2], []]
+    assert [4, 4, 4] not in decoder.admitted
 
 
 def test_batch_size_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="max_batch_size must be at least 1"):
-        GenerationBatcher(lambda requests: [], max_batch_size=0)
+        GenerationBatcher(ScriptedDecoder(), max_batch_size=0)
 
 
 @pytest.fixture(scope="module")
@@ -133,22 +168,54 @@ def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_causal_lm(tmp_path_factory.mktemp("tiny_lm"))
 
 
-def test_prompts_decoded_together_get_the_answers_they_get_alone(tiny_lm: Path) -> None:
+QUESTIONS = [
+    "who painted the mona lisa",
+    "who",
+    "was it leonardo da vinci in paris in the louvre",
+    "the louvre is in paris",
+    "is this the mona lisa in the louvre in paris and was it painted by leonardo da vinci",
+]
+
+
+def _prompts() -> list[list[BaseMessage]]:
+    return [[SystemMessage("answer the question"), HumanMessage(q)] for q in QUESTIONS]
+
+
+def _decode_staggered(model: LocalChatModel, requests: list[GenerationRequest]) -> None:
+    """Admit one request per step, so that rows join a batch already decoding."""
+    decoder = StepDecoder(model._model, model._tokenizer)
+    waiting = list(requests)
+    while waiting or decoder.size:
+        if waiting:
+            decoder.admit(waiting.pop(0))
+        decoder.take_finished()
+        if decoder.size:
+            decoder.step()
+            decoder.take_finished()
+
+
+def test_rows_that_join_a_running_batch_get_the_tokens_they_get_alone(tiny_lm: Path) -> None:
     model = LocalChatModel(model_path=str(tiny_lm), max_new_tokens=6, dtype="float32")
-    questions = [
-        "who painted the mona lisa",
-        "who",
-        "was it leonardo da vinci in paris in the louvre",
-        "the louvre is in paris",
-    ]
-    prompts = [[SystemMessage("answer the question"), HumanMessage(q)] for q in questions]
-    alone = [model.invoke(p).text for p in prompts]
-    assert model._batcher is not None
-    requests = [GenerationRequest(model._encode(p)["input_ids"][0].tolist(), 6) for p in prompts]
-    together = model._generate_batch(requests)
-    decoded = [model._tokenizer.decode(t, skip_special_tokens=True).strip() for t in together]
-    assert decoded == alone
-    assert all(len(t) == 6 for t in together)  # no end token: each row runs to the limit
+    encoded = [model._encode(p)["input_ids"][0].tolist() for p in _prompts()]
+    limits = [6, 3, 6, 1, 5]
+    pairs = list(zip(encoded, limits, strict=True))
+    alone = [model._generate_alone(GenerationRequest(ids, n)) for ids, n in pairs]
+    requests = [GenerationRequest(ids, n) for ids, n in pairs]
+    _decode_staggered(model, requests)
+    assert [r.output for r in requests] == alone
+    assert [len(tokens) for tokens in alone] == limits  # no end token: each runs to its limit
+
+
+def test_a_row_ends_at_the_end_token_as_generate_ends_it(tiny_lm: Path) -> None:
+    model = LocalChatModel(model_path=str(tiny_lm), max_new_tokens=8, dtype="float32")
+    encoded = [model._encode(p)["input_ids"][0].tolist() for p in _prompts()]
+    unlimited = model._generate_alone(GenerationRequest(encoded[0], 8))
+    model._model.generation_config.eos_token_id = unlimited[2]  # its third token ends it now
+    alone = [model._generate_alone(GenerationRequest(ids, 8)) for ids in encoded]
+    assert alone[0] == unlimited[:2]
+    requests = [GenerationRequest(ids, 8) for ids in encoded]
+    _decode_staggered(model, requests)
+    assert [r.output for r in requests] == alone
 
 
 def test_concurrent_invokes_are_batched_and_each_gets_its_own_answer(tiny_lm: Path) -> None:
@@ -157,12 +224,63 @@ def test_concurrent_invokes_are_batched_and_each_gets_its_own_answer(tiny_lm: Pa
     prompts = [[HumanMessage(f"who painted the {w}")] for w in ("mona lisa", "louvre", "it")] * 4
     alone = [model.invoke(p).text for p in prompts]
     assert model._batcher is not None
+    assert model._batcher.step_sizes == [], "alone, generate decodes without the batcher"
     model.enable_batching(8)
     assert model._batcher.max_batch_size == 8
     with pytest.raises(ValueError, match="at least 1"):
         model.enable_batching(0)
-    before = len(model._batcher.batch_sizes)
     with ThreadPoolExecutor(len(prompts)) as pool:
         together = list(pool.map(lambda p: model.invoke(p).text, prompts))
     assert together == alone
-    assert sum(model._batcher.batch_sizes[before:]) == len(prompts)
+    assert max(model._batcher.step_sizes) > 1
+    assert not model._lock.locked()
+
+
+def test_decode_attention_matches_sdpa_over_a_padded_cache() -> None:
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    torch.manual_seed(0)
+    rows, heads, key_heads, positions, dim = 3, 6, 2, 9, 8
+    query = torch.randn(rows, heads, 1, dim)
+    key = torch.randn(rows, key_heads, positions, dim)
+    value = torch.randn(rows, key_heads, positions, dim)
+    mask = torch.ones(rows, 1, 1, positions, dtype=torch.bool)
+    mask[1, :, :, :4] = False  # left padding of a shorter row
+    mask[2, :, :, :1] = False
+
+    class GroupedAttention(torch.nn.Module):
+        num_key_value_groups = heads // key_heads
+        is_causal = True
+
+    module = GroupedAttention()
+    expected, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=0.3)
+    got, weights = crag_sdpa_attention(
+        module, query, key, value, mask, scaling=0.3, decode_step=True
+    )
+    assert weights is None
+    assert got.shape == expected.shape
+    assert torch.allclose(got, expected, atol=1e-5)
+    unflagged, _ = crag_sdpa_attention(module, query, key, value, mask, scaling=0.3)
+    assert torch.equal(unflagged, expected)  # without the flag: transformers' SDPA as it is
+
+
+def test_the_step_decoder_decodes_with_the_decode_attention(
+    tiny_lm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = LocalChatModel(model_path=str(tiny_lm), max_new_tokens=4, dtype="float32")
+    calls: list[int] = []
+    original = decode_attention._decode_attention
+
+    def counting(query: Any, *args: Any) -> Any:
+        calls.append(query.shape[0])
+        return original(query, *args)
+
+    monkeypatch.setattr(decode_attention, "_decode_attention", counting)
+    alone = model._generate_alone(GenerationRequest([5, 6, 7], 4))
+    assert calls == [], "generate keeps transformers' attention"
+    requests = [GenerationRequest([5, 6, 7], 4), GenerationRequest([8, 9], 4)]
+    _decode_staggered(model, requests)
+    assert model._model.config._attn_implementation == decode_attention.IMPLEMENTATION
+    assert calls and max(calls) == 2  # both rows in one call, once per layer and step
+    assert requests[0].output == alone
