@@ -9,9 +9,10 @@ decoding has its prompt read and joins at the next step, and a row that ends lea
 so nobody waits for a batch to drain and no prompt is padded to another's length
 (:mod:`generator.step_decoding` does the tensor work).
 
-No request waits for company: the first caller to find the decoder idle drives it (admits what
-is queued, decodes a step, hands out what ended) until its own request has ended, then hands
-over to a caller whose request is still decoding. A lone request therefore runs at once.
+No request waits for company: one decoding thread, started by the first request and ending
+when no row or request is left, admits what is queued, decodes a step and hands out what
+ended, over and over; callers wait for their own request. A lone request therefore runs at
+once.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class GenerationBatcher:
         self.max_batch_size = max_batch_size
         self._model_lock: AbstractContextManager[object] = model_lock or nullcontext()
         self._pending: list[GenerationRequest] = []
-        self._driving = False
+        self._driver: threading.Thread | None = None
         self._condition = threading.Condition()
         self.step_sizes: list[int] = []
         """Rows decoded by every step so far (for benchmarks and tests)."""
@@ -110,40 +111,60 @@ class GenerationBatcher:
         """
         with self._condition:
             self._pending.append(request)
-        while True:
-            with self._condition:
-                while not request.done and self._driving:
-                    self._condition.wait()
-                if request.done:
-                    break
-                self._driving = True
-            try:
-                self._drive_until(request)
-            finally:
-                with self._condition:
-                    self._driving = False
-                    self._condition.notify_all()
+            if self._driver is None:
+                self._driver = threading.Thread(
+                    target=self._drive, name="crag-generation", daemon=True
+                )
+                self._driver.start()
+            while not request.done:
+                self._condition.wait()
         if request.error is not None:
             raise request.error
         assert request.output is not None
         return request.output
 
-    def _drive_until(self, request: GenerationRequest) -> None:
-        """Admit, decode and hand out, a step at a time, until ``request`` has ended."""
-        while not request.done:
-            admitted = self._take_pending()
-            try:
-                with self._model_lock:
-                    while admitted:
-                        self._decoder.admit(admitted[0])
-                        admitted.pop(0)
+    def _drive(self) -> None:
+        """The decoding thread: admit, decode a step, hand out what ended; while work remains.
+
+        One thread does all the decoding, rather than whichever caller is waiting: the
+        batch's cache is reallocated at every step, and glibc serves each thread from its own
+        memory arena, so a decoding role passed between threads spread those allocations over
+        up to 16 arenas that do not share freed memory (a 1,000-question `crag eval --workers
+        16` grew past 24 GB and was killed; one thread: about 2-3 GB).
+        """
+        try:
+            while self._has_work():
+                self._step_once()
+        except BaseException as exc:  # noqa: BLE001 - no caller may be left waiting
+            with self._condition:
+                pending, self._pending = self._pending, []
+                rows = self._decoder.fail_all()
+                self._driver = None
+            self._fail([*pending, *rows], exc)
+
+    def _has_work(self) -> bool:
+        """Whether rows or requests remain; if not, the decoding thread ends (atomically)."""
+        with self._condition:
+            if self._pending or self._decoder.size:
+                return True
+            self._driver = None
+            return False
+
+    def _step_once(self) -> None:
+        """Admit what fits, decode one step and hand out the rows that ended."""
+        admitted = self._take_pending()
+        try:
+            with self._model_lock:
+                while admitted:
+                    self._decoder.admit(admitted[0])
+                    admitted.pop(0)
+                self._finish(self._decoder.take_finished())
+                if self._decoder.size:
+                    self.step_sizes.append(self._decoder.size)
+                    self._decoder.step()
                     self._finish(self._decoder.take_finished())
-                    if self._decoder.size:
-                        self.step_sizes.append(self._decoder.size)
-                        self._decoder.step()
-                        self._finish(self._decoder.take_finished())
-            except BaseException as exc:  # noqa: BLE001 - handed to every caller, re-raised there
-                self._fail([*admitted, *self._decoder.fail_all()], exc)
+        except BaseException as exc:  # noqa: BLE001 - handed to every caller, re-raised there
+            self._fail([*admitted, *self._decoder.fail_all()], exc)
 
     def _take_pending(self) -> list[GenerationRequest]:
         """The oldest waiting requests that fit in the batch; cancelled ones end at once."""

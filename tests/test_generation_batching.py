@@ -35,6 +35,7 @@ class ScriptedDecoder:
         self.first_started = threading.Event()
         self.release_first = threading.Event()
         self.fail_on_step = fail_on_step
+        self.threads: set[int] = set()
 
     @property
     def size(self) -> int:
@@ -45,6 +46,7 @@ class ScriptedDecoder:
         self.rows.append((request, []))
 
     def step(self) -> None:
+        self.threads.add(threading.get_ident())
         self.steps.append([request.input_ids for request, _ in self.rows])
         if len(self.steps) == 1:
             self.first_started.set()
@@ -96,6 +98,33 @@ def test_requests_that_arrive_while_decoding_join_the_running_batch() -> None:
     # the first row decoded alone for one step, then all four together; rows left as they ended
     assert batcher.step_sizes == [1, 4, 4, 3, 2]
     assert all(r.input_ids in decoder.steps[1] for r in later)
+
+
+def test_one_thread_of_its_own_decodes_whoever_asks() -> None:
+    """Not the callers: the cache's memory then comes from one thread's malloc arena."""
+    decoder = ScriptedDecoder()
+    batcher = GenerationBatcher(decoder, max_batch_size=2)
+    first = GenerationRequest([7, 7, 7], 8)
+    later = [GenerationRequest([i, i], 8) for i in range(1, 5)]
+    callers: set[int] = set()
+
+    def generate(request: GenerationRequest) -> list[int]:
+        callers.add(threading.get_ident())
+        return batcher.generate(request)
+
+    with ThreadPoolExecutor(len(later) + 1) as pool:
+        futures = [pool.submit(generate, first)]
+        assert decoder.first_started.wait(10)
+        futures += [pool.submit(generate, r) for r in later]
+        decoder.release_first.set()
+        assert [f.result(10) for f in futures] == [[7, 7, 7]] + [r.input_ids for r in later]
+    assert len(decoder.threads) == 1
+    assert not decoder.threads & callers
+    for _ in range(1000):  # the decoding thread ends once nothing is left
+        if batcher._driver is None:
+            break
+        threading.Event().wait(0.01)
+    assert batcher._driver is None
 
 
 def test_rows_never_exceed_the_batch_size_and_the_queue_joins_as_rows_leave() -> None:
