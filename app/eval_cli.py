@@ -119,7 +119,7 @@ def add_eval_command(sub: Any) -> None:
         metavar="N",
         help="questions run at once, their generator prompts decoded in batches: faster, but "
         "answers can differ slightly between runs (default 1: one at a time, reproducible; "
-        "8 is a good value on 2 cores)",
+        "16 was the fastest measured on 2 cores)",
     )
     run.add_argument(
         "--latency-questions",
