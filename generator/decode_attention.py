@@ -8,7 +8,8 @@ grouped key and value heads for every query head before calling it whenever a ma
 Here the query heads of a group attend their shared key head with two matrix products (no
 repeated heads), the softmax in float32.
 
-Only the step decoder asks for it, per call (``decode_step=True``); every other call (prompts,
+Only the step decoder asks for it, per call (``decode_step=N``: attend the first ``N`` cached
+positions, all of them with ``True``); every other call (prompts,
 ``generate``) goes to transformers' own SDPA attention unchanged, so batching-off answers stay
 what they were.
 """
@@ -24,21 +25,34 @@ IMPLEMENTATION = "crag_sdpa"
 """The attention implementation name a local generator model is set to."""
 
 
-def _decode_attention(query: Any, key: Any, value: Any, attention_mask: Any, scaling: float) -> Any:
-    """Attention of one query position per row; returns (rows, 1, query heads, head dim)."""
+def _decode_attention(
+    query: Any, key: Any, value: Any, attention_mask: Any, scaling: float, positions: int
+) -> Any:
+    """Attention of one query position per row over the first ``positions`` cached positions.
+
+    Returns (rows, 1, query heads, head dim). ``key`` and ``value`` may run past ``positions``
+    (an :class:`~generator.appendable_cache.AppendableLayer` passes its whole buffers, whose
+    unfilled room is zeros): whole buffers because a matrix product over a view of their filled
+    part is several times slower in bfloat16 on a CPU (it is copied first). The mask, when
+    given, covers the last ``positions`` (transformers leaves it out for an unpadded batch).
+    """
     import torch
+    import torch.nn.functional as F
 
     rows, heads, _, dim = query.shape
+    capacity = key.shape[2]
     groups = heads // key.shape[1]
     grouped = query.reshape(rows, key.shape[1], groups, dim)  # query heads by shared key head
-    scores = torch.matmul(grouped, key.transpose(-1, -2)).float() * scaling
+    scores = torch.matmul(grouped, key.transpose(-1, -2))[..., :positions].float() * scaling
     if attention_mask is not None:
-        mask = attention_mask[:, :, -1:, -key.shape[2] :]  # (rows, 1, 1, positions)
+        mask = attention_mask[:, :, -1:, -positions:]  # (rows, 1, 1, positions)
         if mask.dtype == torch.bool:
             scores = scores.masked_fill(~mask, float("-inf"))
         else:
             scores = scores + mask.float()
     weights = torch.softmax(scores, dim=-1).to(value.dtype)
+    if capacity > positions:
+        weights = F.pad(weights, (0, capacity - positions))
     output = torch.matmul(weights, value)  # (rows, key heads, groups, dim)
     return output.reshape(rows, heads, 1, dim).transpose(1, 2)
 
@@ -56,10 +70,11 @@ def crag_sdpa_attention(
     """SDPA attention, with :func:`_decode_attention` for the step decoder's steps."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    if kwargs.pop("decode_step", False) and query.shape[2] == 1:
+    positions = kwargs.pop("decode_step", None)
+    if positions is not None and query.shape[2] == 1:
         scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-        return _decode_attention(query, key, value, attention_mask, scale), None
-    kwargs.pop("decode_step", None)
+        count = key.shape[2] if positions is True else int(positions)
+        return _decode_attention(query, key, value, attention_mask, scale, count), None
     output, weights = sdpa_attention_forward(
         module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
     )

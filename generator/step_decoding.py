@@ -65,7 +65,7 @@ class StepDecoder:
         self._tokenizer = tokenizer
         self._eos = end_token_ids(model, tokenizer)
         fast = decode_attention and use_decode_attention(model)
-        self._decode_step_kwargs = {"decode_step": True} if fast else {}
+        self._decode_attention = fast
         self._rows: list[_Row] = []
         self._cache: Any = None
         self._mask: Any = None
@@ -81,6 +81,8 @@ class StepDecoder:
         import torch
         from transformers import DynamicCache
 
+        from generator.appendable_cache import make_appendable
+
         device = self._model.device
         cache = DynamicCache(config=self._model.config)
         with torch.inference_mode():
@@ -92,6 +94,8 @@ class StepDecoder:
         row = _Row(request, [first], len(request.input_ids))
         mask = torch.ones((1, row.length), dtype=torch.long, device=device)
         if self._cache is None:
+            if self._decode_attention:  # only the decode attention reads appendable layers
+                make_appendable(cache)
             self._cache, self._mask = cache, mask
         else:
             self._merge(cache, mask)
@@ -101,14 +105,15 @@ class StepDecoder:
         """Append one row's cache to the batch's, left-padding the shorter to the other."""
         import torch
 
+        from generator.appendable_cache import set_layer
+
         width = self._mask.shape[1]
         grow, pad = max(0, mask.shape[1] - width), max(0, width - mask.shape[1])
         for batch_layer, row_layer in zip(self._cache.layers, cache.layers, strict=True):
-            batch_layer.keys = torch.cat(
-                [_left_pad(batch_layer.keys, grow), _left_pad(row_layer.keys, pad)]
-            )
-            batch_layer.values = torch.cat(
-                [_left_pad(batch_layer.values, grow), _left_pad(row_layer.values, pad)]
+            set_layer(
+                batch_layer,
+                torch.cat([_left_pad(batch_layer.keys, grow), _left_pad(row_layer.keys, pad)]),
+                torch.cat([_left_pad(batch_layer.values, grow), _left_pad(row_layer.values, pad)]),
             )
         padded = torch.nn.functional.pad
         self._mask = torch.cat([padded(self._mask, (grow, 0)), padded(mask, (pad, 0))])
@@ -129,7 +134,7 @@ class StepDecoder:
                 position_ids=positions,
                 past_key_values=self._cache,
                 use_cache=True,
-                **self._decode_step_kwargs,
+                **({"decode_step": mask.shape[1]} if self._decode_attention else {}),
             )
         self._mask = mask
         tokens = output.logits[:, -1].argmax(dim=-1).tolist()
@@ -157,13 +162,18 @@ class StepDecoder:
         """Keep only rows ``keep`` of the cache, dropping padding columns no row needs."""
         import torch
 
+        from generator.appendable_cache import set_layer
+
         index = torch.tensor(keep, device=self._mask.device)
         mask = self._mask.index_select(0, index)
         start = int(mask.any(dim=0).int().argmax())  # first position some row uses
         self._mask = mask[:, start:]
         for layer in self._cache.layers:
-            layer.keys = layer.keys.index_select(0, index)[:, :, start:]
-            layer.values = layer.values.index_select(0, index)[:, :, start:]
+            set_layer(
+                layer,
+                layer.keys.index_select(0, index)[:, :, start:],
+                layer.values.index_select(0, index)[:, :, start:],
+            )
 
     def fail_all(self) -> list[GenerationRequest]:
         """Drop every row (after an error) and return their requests."""
