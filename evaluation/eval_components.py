@@ -71,6 +71,22 @@ class SourceFilteringStore:
         result: list[Document] = self._inner.similarity_search(query, k=k, **kwargs)
         return result
 
+    def similarity_search_with_vectors(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, Any]]:
+        """As :meth:`similarity_search`, each passage with its stored vector.
+
+        The vector is ``None`` when the wrapped store does not give vectors.
+        """
+        search = getattr(self._inner, "similarity_search_with_vectors", None)
+        if not callable(search):
+            return [(document, None) for document in self.similarity_search(query, k, **kwargs)]
+        source_filter = self._filters.get(query)
+        if source_filter is not None and source_filter.sources:
+            kwargs["filter"] = source_filter.where()
+        result: list[tuple[Document, Any]] = search(query, k=k, **kwargs)
+        return result
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 

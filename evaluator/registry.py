@@ -116,9 +116,13 @@ def _load_cached(
 
     from evaluator.embedding import DEFAULT_INTERCEPT, DEFAULT_SLOPE, EmbeddingEvaluator
     from vectorstore.embeddings import EmbedderError, load_embeddings
+    from vectorstore.vector_memo import RememberingEmbeddings, vector_memo
 
     try:
-        embeddings = load_embeddings(embeddings_name)
+        # retrieved passages come with the store's vectors: grading does not embed them again
+        embeddings = RememberingEmbeddings(
+            load_embeddings(embeddings_name), vector_memo(embeddings_name)
+        )
     except EmbedderError as exc:
         raise EvaluatorError(f"the embedding evaluator could not load its embedder: {exc}") from exc
     logger.info(

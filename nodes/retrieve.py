@@ -11,6 +11,7 @@ from graph.context import Context
 from graph.progress import emit
 from graph.state import RetrievedPassage, State, StateUpdate, run_reset
 from graph.validation import validate_question
+from vectorstore.vector_memo import similarity_search_remembering, vector_memo
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +26,9 @@ def retrieve(state: State, runtime: Runtime[Context]) -> StateUpdate:
     context = runtime.context
     question = validate_question(state.get("question"), context.max_question_chars)
     store = current_components().vectorstore(context)
-    hits = store.similarity_search(question, k=context.top_k)
+    # the passages' stored vectors go to the embedding evaluator, which then need not embed them
+    memo = vector_memo(context.embedder)
+    hits = similarity_search_remembering(store, question, context.top_k, memo)
     documents: list[RetrievedPassage] = [
         {
             "text": doc.page_content,

@@ -216,10 +216,14 @@ def test_registry_unknown_name_lists_the_valid_ones() -> None:
 
 def test_registry_embedding_shares_the_store_embedder(fresh_registry: None) -> None:
     from vectorstore.embeddings import load_embeddings
+    from vectorstore.vector_memo import RememberingEmbeddings, vector_memo
 
     ev = load_evaluator("embedding")
     assert isinstance(ev, EmbeddingEvaluator)
-    assert ev.embeddings is load_embeddings("all-MiniLM-L6-v2")
+    # the shared embedder, answering from the store's vectors of retrieved passages
+    assert isinstance(ev.embeddings, RememberingEmbeddings)
+    assert ev.embeddings.inner is load_embeddings("all-MiniLM-L6-v2")
+    assert ev.embeddings.memo is vector_memo("all-MiniLM-L6-v2")
     assert (ev.slope, ev.intercept) == (DEFAULT_SLOPE, DEFAULT_INTERCEPT)
     assert load_evaluator("embedding", model="ignored", batch_size=7) is ev
     scores = ev.score(QUESTION, [MONA_LISA, PHOTOSYNTHESIS])
