@@ -32,8 +32,9 @@ class AppendableLayer(DynamicLayer):  # type: ignore[no-untyped-call]  # untyped
     """
 
     def __init__(self, keys: Any, values: Any, headroom: int | None = None) -> None:
-        """Hold a copy of ``keys`` and ``values`` with ``headroom`` free positions after them
-        (default :data:`HEADROOM`).
+        """Hold a copy of ``keys`` and ``values`` with free positions after them.
+
+        ``headroom``: how many (default :data:`HEADROOM`).
 
         Raises:
             ValueError: ``headroom`` is below 1.
