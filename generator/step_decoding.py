@@ -52,7 +52,14 @@ class StepDecoder:
     run is cancelled. Not thread-safe: one thread drives it at a time.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, decode_attention: bool = True) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        decode_attention: bool = True,
+        append_in_place: bool = True,
+    ) -> None:
         """Decode with ``model`` and ``tokenizer``.
 
         Args:
@@ -60,12 +67,16 @@ class StepDecoder:
             tokenizer: Its tokenizer (stop strings are matched on decoded text).
             decode_attention: Decode steps with :mod:`generator.decode_attention` when the model
                 runs SDPA attention (else with the model's own attention).
+            append_in_place: With the decode attention, hold the cache in
+                :class:`~generator.appendable_cache.AppendableLayer` layers (a step writes its
+                keys into spare room) rather than transformers' (a step copies the whole cache).
         """
         self._model = model
         self._tokenizer = tokenizer
         self._eos = end_token_ids(model, tokenizer)
         fast = decode_attention and use_decode_attention(model)
         self._decode_attention = fast
+        self._append_in_place = fast and append_in_place
         self._rows: list[_Row] = []
         self._cache: Any = None
         self._mask: Any = None
@@ -94,7 +105,7 @@ class StepDecoder:
         row = _Row(request, [first], len(request.input_ids))
         mask = torch.ones((1, row.length), dtype=torch.long, device=device)
         if self._cache is None:
-            if self._decode_attention:  # only the decode attention reads appendable layers
+            if self._append_in_place:  # only the decode attention reads appendable layers
                 make_appendable(cache)
             self._cache, self._mask = cache, mask
         else:

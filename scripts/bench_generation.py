@@ -5,8 +5,9 @@ Wikipedia summaries, so prompt lengths range from ~60 to ~1,500 tokens) for the 
 questions, then, in each of ``--repeats`` rounds: (1) every prompt alone through ``generate``
 (batching off, as a served graph runs), (2) the same prompts from ``--threads`` threads at once,
 decoded by the step decoder (``crag eval --workers``), and (3) decoding steps of 8 rows over
-~1,300 cached tokens with the decode attention and with transformers' SDPA. Prints each
-round's figures and the medians; ratios are taken within a round.
+~1,300 cached tokens: with the decode attention over appendable cache layers (the default),
+with it over transformers' cache layers (each step copies the cache), and with transformers'
+SDPA. Prints each round's figures and the medians; ratios are taken within a round.
 
 Usage:
     .venv/bin/python scripts/bench_generation.py [--prompts 24] [--threads 8] [--repeats 3]
@@ -75,9 +76,13 @@ def time_batched(model: LocalChatModel, prompts: list[list[BaseMessage]], thread
     return elapsed
 
 
-def step_milliseconds(model: LocalChatModel, long_prompt: list[int], *, fast: bool) -> float:
+def step_milliseconds(
+    model: LocalChatModel, long_prompt: list[int], *, fast: bool, in_place: bool = True
+) -> float:
     """Median milliseconds of a decoding step of 8 rows over ``long_prompt``'s length."""
-    decoder = StepDecoder(model._model, model._tokenizer, decode_attention=fast)
+    decoder = StepDecoder(
+        model._model, model._tokenizer, decode_attention=fast, append_in_place=in_place
+    )
     for _ in range(8):
         decoder.admit(GenerationRequest(list(long_prompt), 1000))
     decoder.step()
@@ -98,13 +103,16 @@ def run_round(
     alone = time_alone(model, prompts)
     batched = time_batched(model, prompts, threads)
     fast = step_milliseconds(model, long_prompt, fast=True)
+    copying = step_milliseconds(model, long_prompt, fast=True, in_place=False)
     sdpa = step_milliseconds(model, long_prompt, fast=False)
     return {
         "alone_s": alone,
         "batched_s": batched,
         "batched_speedup": alone / batched,
         "step_ms_decode_attention": fast,
+        "step_ms_copying_cache": copying,
         "step_ms_sdpa": sdpa,
+        "in_place_speedup": copying / fast,
         "step_speedup": sdpa / fast,
         "cached_tokens": len(long_prompt),
     }
@@ -129,8 +137,9 @@ def main() -> None:
     medians = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
     logger.info(
         "medians over %d rounds, %d prompts, %d threads: alone %.1f s, batched %.1f s "
-        "(%.2fx); decoding step, 8 rows over %d tokens: %.0f ms with the decode attention, "
-        "%.0f ms with SDPA (%.2fx)",
+        "(%.2fx); decoding step, 8 rows over %d tokens: %.0f ms with the decode attention "
+        "appending in place, %.0f ms copying the cache each step (%.2fx), %.0f ms with SDPA "
+        "(%.2fx)",
         args.repeats,
         args.prompts,
         args.threads,
@@ -139,6 +148,8 @@ def main() -> None:
         medians["batched_speedup"],
         medians["cached_tokens"],
         medians["step_ms_decode_attention"],
+        medians["step_ms_copying_cache"],
+        medians["in_place_speedup"],
         medians["step_ms_sdpa"],
         medians["step_speedup"],
     )

@@ -134,3 +134,19 @@ def test_a_cache_of_other_layers_is_left_as_it_is() -> None:
     full.layers = [plain]
     assert make_appendable(full) and isinstance(full.layers[0], AppendableLayer)
     assert make_appendable(full)  # already appendable
+
+
+def test_without_append_in_place_the_cache_keeps_transformers_layers(
+    model: LocalChatModel,
+) -> None:
+    prompts = [[5, 6, 7], [8, 9]]
+    alone = [model._generate_alone(GenerationRequest(ids, 5)) for ids in prompts]
+    decoder = StepDecoder(model._model, model._tokenizer, append_in_place=False)
+    requests = [GenerationRequest(ids, 5) for ids in prompts]
+    for request in requests:
+        decoder.admit(request)
+    assert not any(isinstance(layer, AppendableLayer) for layer in decoder._cache.layers)
+    while decoder.size:
+        decoder.step()
+        decoder.take_finished()
+    assert [r.output for r in requests] == alone
