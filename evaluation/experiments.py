@@ -129,6 +129,13 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         {"refine_web_knowledge": True},
     ),
     Experiment(
+        "crag-best-passage-whole",
+        "crag",
+        "knowledge",
+        "the passage of the best strip kept whole in place of its strips",
+        {"best_passage_whole": True},
+    ),
+    Experiment(
         "crag-strips-wide",
         "crag",
         "knowledge",
@@ -228,6 +235,15 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         "CRAG with the gold documents removed (as crag-gold-removed), the web searched with the "
         "paper's rewritten keywords instead of the question itself",
         {"rewrite_for_search": True},
+        gold_removed=True,
+    ),
+    Experiment(
+        "crag-gold-removed-best-passage-whole",
+        "crag",
+        "retriever",
+        "CRAG with the gold documents removed (as crag-gold-removed), the passage of the best "
+        "strip kept whole",
+        {"best_passage_whole": True},
         gold_removed=True,
     ),
     *(

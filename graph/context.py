@@ -340,6 +340,14 @@ class Context(Settings):
             "passages not judged irrelevant go to the generator whole (ablation)."
         },
     )
+    best_passage_whole: bool = field(
+        default=False,
+        metadata={
+            "description": "Refinement keeps the passage of the best-scored strip whole, in "
+            "place of its strips (one entry among the strips_kept), so the generator reads the "
+            "most relevant passage as written; off: strips only, as the paper refines."
+        },
+    )
     rewrite_for_search: bool = field(
         default=False,
         metadata={

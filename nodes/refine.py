@@ -11,7 +11,7 @@ from graph.components import current_components
 from graph.context import Context
 from graph.progress import emit
 from graph.state import KnowledgeStrip, RetrievedPassage, State, StateUpdate
-from knowledge.selection import select_top
+from knowledge.selection import best_passage_whole, select_top
 from knowledge.strips import as_internal_knowledge, decompose
 
 logger = logging.getLogger(__name__)
@@ -25,7 +25,8 @@ def refine(state: State, runtime: Runtime[Context]) -> StateUpdate:
     in one batch (with its strip calibration where it has one, :func:`score_strips`); the top
     ``strips_kept`` above ``strip_threshold`` survive. Recompose: the
     survivors are put back in their original order (passage rank, then position). With
-    ``refine_knowledge`` off (an ablation) the relevant passages are kept whole.
+    ``refine_knowledge`` off (an ablation) the relevant passages are kept whole; with
+    ``best_passage_whole`` the passage of the best strip replaces its kept strips, whole.
     """
     context = runtime.context
     relevant = [
@@ -52,6 +53,8 @@ def refine(state: State, runtime: Runtime[Context]) -> StateUpdate:
         for (text, source, chunk), score in zip(candidates, scores, strict=True)
     ]
     kept = select_top(strips, scores, context.strips_kept, context.strip_threshold)
+    if context.best_passage_whole:
+        kept = best_passage_whole(kept, relevant)
     logger.info(
         "refine: %d strips from %d passages, kept %d", len(strips), len(relevant), len(kept)
     )

@@ -1,7 +1,8 @@
 import pytest
 
+from graph.state import KnowledgeStrip, RetrievedPassage
 from knowledge.lexical import content_tokens, heading_named, heading_of
-from knowledge.selection import select_top
+from knowledge.selection import best_passage_whole, select_top
 from knowledge.strips import decompose, split_sentences
 from nodes.generate import render_strip
 from prompts.rewrite import rewrite_prompt, rewrite_turns
@@ -141,3 +142,39 @@ def test_rewrite_turns_give_examples_as_chat_turns() -> None:
     turns = rewrite_turns("Who painted the Mona Lisa?")
     assert turns[0][0] == "system" and len(turns) == 1 + 2 * 4 + 1
     assert turns[-1] == ("human", "question: Who painted the Mona Lisa?")
+
+
+def _strip(text: str, source: str, chunk: int, score: float | None) -> KnowledgeStrip:
+    return {"text": text, "source": source, "chunk": chunk, "origin": "internal", "score": score}
+
+
+def _passage(text: str, source: str, chunk: int) -> RetrievedPassage:
+    return {"text": text, "source": source, "chunk": chunk, "score": 0.5}
+
+
+def test_best_passage_whole_replaces_the_best_strips_passage_and_keeps_the_rest() -> None:
+    kept = [
+        _strip("A1.", "a", 0, -0.5),
+        _strip("B1.", "b", 0, 0.3),
+        _strip("A2.", "a", 0, 0.1),
+        _strip("A1.", "a", 1, 0.2),
+    ]
+    passages = [_passage("A1. A2. A3.", "a", 0), _passage("A1. Other.", "a", 1)]
+    # the best strip (B1.) has no passage given: nothing changes
+    assert best_passage_whole(kept, passages) == kept
+    passages.append(_passage("B0. B1. B2.", "b", 0))
+    assert best_passage_whole(kept, passages) == [
+        kept[0],
+        {"text": "B0. B1. B2.", "source": "b", "chunk": 0, "origin": "internal", "score": 0.3},
+        kept[2],
+        kept[3],
+    ]
+    # chunk 0 of "a" is the best now: its two strips become one passage, where the first was
+    kept[2]["score"] = 0.9
+    assert [s["text"] for s in best_passage_whole(kept, passages)] == ["A1. A2. A3.", "B1.", "A1."]
+
+
+def test_best_passage_whole_leaves_unscored_or_empty_knowledge_alone() -> None:
+    unscored = [_strip("A1.", "a", 0, None)]
+    assert best_passage_whole(unscored, [_passage("A1. A2.", "a", 0)]) == unscored
+    assert best_passage_whole([], []) == []

@@ -130,6 +130,32 @@ def test_refine_respects_strips_kept(fake_components: FakeComponents) -> None:
     assert [s["score"] for s in update["internal_knowledge"]] == [0.9]
 
 
+def test_refine_keeps_the_best_strips_passage_whole_when_asked(
+    fake_components: FakeComponents,
+) -> None:
+    photosynthesis = "Photosynthesis feeds plants. It needs light. The Louvre has none."
+    docs = [
+        passage(photosynthesis, 0.1, "other", 3),
+        passage(MONA_LISA, 0.9, "wikipedia:Mona Lisa"),
+    ]
+    context = Context(best_passage_whole=True, strips_kept=3)
+    update = refine({"question": "q", "documents": docs}, node_runtime(context))
+    knowledge = update["internal_knowledge"]
+    # Kept strips: "The Louvre has none." (0.2, passage 1), Leonardo's sentence (0.9) and the
+    # Louvre sentence (0.2) of the Mona Lisa; the best strip's passage replaces both of its
+    # strips, whole, with the best strip's score, in recomposed (passage) order.
+    assert [(k["text"], k["source"], k["chunk"], k["score"]) for k in knowledge] == [
+        ("The Louvre has none.", "other", 3, 0.2),
+        (MONA_LISA, "wikipedia:Mona Lisa", 0, 0.9),
+    ]
+    plain = refine({"question": "q", "documents": docs}, node_runtime(Context(strips_kept=3)))
+    assert [k["text"] for k in plain["internal_knowledge"]] == [
+        "The Louvre has none.",
+        "The Mona Lisa is a half-length portrait painting by the Italian artist Leonardo da Vinci.",
+        "The painting is held at the Louvre in Paris.",
+    ]
+
+
 def test_refine_notes_when_nothing_survives(fake_components: FakeComponents) -> None:
     docs = [passage("Nothing relevant. At all. Really.", 0.0)]
     update = refine({"question": "q", "documents": docs}, RT)
