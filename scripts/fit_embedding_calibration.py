@@ -1,4 +1,7 @@
-"""Fit the embedding evaluator's score map on FanOutQA ``train`` questions.
+"""Fit an embedding evaluator passage map on FanOutQA ``train`` questions (the earlier map).
+
+The map that ships is fitted on the open-domain dev sets by ``fit_passage_calibration.py``;
+this one (cosine and heading only) is kept to compare with on FanOutQA's questions.
 
 Pairs follow the paper's recipe: for each leaf question whose gold Wikipedia page is in the
 store, the gold page's passages are positives (+1) and the retrieved top-k passages from other

@@ -244,7 +244,9 @@ def test_strip_calibration_weighs_the_questions_words() -> None:
     calibration = StripCalibration(
         slope=2.0, heading_weight=0.0, overlap_weight=4.0, intercept=-3.0
     )
-    ev = EmbeddingEvaluator(WordEmbeddings(), slope=4.0, intercept=-1.0, strips=calibration)
+    ev = EmbeddingEvaluator(
+        WordEmbeddings(), slope=4.0, intercept=-1.0, overlap_weight=0.0, strips=calibration
+    )
     question = "Who painted the Mona Lisa?"
     strips = ["Leonardo painted the Mona Lisa.", "It is a portrait.", ""]
     passages = ev.score(question, strips)
@@ -282,3 +284,19 @@ def test_question_overlap_counts_content_words() -> None:
     assert question_overlap("Who painted the Mona Lisa?", "Mona Lisa, painting") == 1.0
     assert question_overlap("Who painted the Mona Lisa?", "the Louvre") == 0.0
     assert question_overlap("Who is it?", "anything") == 0.0
+
+
+def test_passage_map_weighs_heading_and_the_questions_words() -> None:
+    ev = EmbeddingEvaluator(
+        WordEmbeddings(), slope=4.0, intercept=-1.0, heading_weight=0.5, overlap_weight=2.0
+    )
+    question = "Who painted the Mona Lisa?"
+    passages = ["Mona Lisa\nLeonardo painted it.", "It is a portrait.", ""]
+    overlap = question_overlap(question, passages[0])
+    assert overlap == 1.0
+    scores = ev.score(question, passages)
+    assert scores[0] == pytest.approx(math.tanh((4.0 + 0.5 + 2.0 * overlap - 1.0) / 2))
+    assert scores[1] == pytest.approx(math.tanh((4.0 - 1.0) / 2))
+    assert scores[2] == -1.0
+    with pytest.raises(EvaluatorError, match="finite"):
+        EmbeddingEvaluator(WordEmbeddings(), slope=1.0, intercept=0.0, overlap_weight=math.inf)
