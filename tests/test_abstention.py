@@ -32,7 +32,7 @@ def test_no_knowledge_abstains_without_the_generator(fake_components: FakeCompon
     assert out["notes"] == [
         "web search unavailable: search is off in this test; answered without web knowledge",
         "abstained, the generator was not asked: no knowledge passed the strip threshold "
-        "(-0.99); store: no passage used: every passage scores below lower threshold -0.99 "
+        "(-0.99); store: no passage used: every passage scores below lower threshold -0.9 "
         "(best -1.000); web: web search unavailable: search is off in this test",
     ]
     ai = out["messages"][-1]
@@ -102,10 +102,10 @@ def test_crag_ask_prints_the_abstention_and_why(
 
 
 def test_knowledge_too_weak_to_answer_from_abstains(fake_components: FakeComponents) -> None:
-    # every passage and strip scores -0.95: ambiguous, the strips pass the strip threshold
-    # (-0.99) but none scores above the abstention threshold (-0.9)
+    # every passage and strip scores -0.95: ambiguous (the paper's lower threshold, -0.99), the
+    # strips pass the strip threshold (-0.99) but none scores above the abstention threshold
     fake_components.scorer = FixedScoreEvaluator({}, default=-0.95)
-    out = graph.invoke({"question": QUESTION})
+    out = graph.invoke({"question": QUESTION}, context=Context(lower_threshold=-0.99))
     assert out["action"] == "ambiguous"
     assert out["abstained"] is True and out["answer"] == ABSTENTION
     assert out["knowledge"] == []
@@ -121,7 +121,10 @@ def test_an_abstention_threshold_of_minus_one_abstains_only_without_knowledge(
     fake_components: FakeComponents,
 ) -> None:
     fake_components.scorer = FixedScoreEvaluator({}, default=-0.95)
-    out = graph.invoke({"question": QUESTION}, context=dict_context(abstention_threshold=-1.0))
+    out = graph.invoke(
+        {"question": QUESTION},
+        context=dict_context(abstention_threshold=-1.0, lower_threshold=-0.99),
+    )
     assert out["abstained"] is False and out["answer"] == "Leonardo da Vinci."
     assert out["knowledge"] and all(k["score"] == pytest.approx(-0.95) for k in out["knowledge"])
 

@@ -80,7 +80,8 @@ def test_crag_ask_prints_the_numbered_sources_under_the_answer(
     fake_components.store = StaticStore(
         [Document(page_content=titled, metadata={"source": "docs/mona.md", "chunk": 3})]
     )
-    fake_components.scorer.keyword_scores = {"Leonardo": 0.3, "Louvre": 0.2, "Salai": 0.1}
+    # below the upper threshold (0.1): Ambiguous
+    fake_components.scorer.keyword_scores = {"Leonardo": 0.05, "Louvre": 0.02, "Salai": 0.01}
     fake_components.web = StaticSearch(
         [SearchResult("Salai - Wikipedia", "https://en.wikipedia.org/wiki/Salai", "Salai sat.")]
     )

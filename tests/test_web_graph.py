@@ -93,8 +93,11 @@ PAPER_SETTINGS: dict[str, Any] = {
     "ambiguous_knowledge": "both",
     "knowledge_order": "original",
     "rewrite_for_search": True,
+    "upper_threshold": 0.59,
+    "lower_threshold": -0.99,
 }
-"""The paper's recomposition and keyword rewrite (not the defaults), which these tests pin."""
+"""The paper's recomposition, keyword rewrite and thresholds (not the defaults), which these
+tests pin: their scripted scores were chosen around the paper's thresholds."""
 
 
 def settings(server: WebsearchServer) -> Context:
@@ -271,7 +274,7 @@ def test_a_search_endpoint_on_a_non_public_address_needs_allowed_hosts(
     assert out["notes"] == [
         f"{refused}; answered without web knowledge",
         "abstained, the generator was not asked: no knowledge passed the strip threshold "
-        "(-0.99); store: no passage used: every passage scores below lower threshold -0.99 "
+        "(-0.99); store: no passage used: every passage scores below lower threshold -0.9 "
         f"(best -1.000); web: {refused}",
     ]
     assert server.requests_to("/search") == []
