@@ -25,7 +25,12 @@ import numpy as np
 from evaluation.answers import answer_in_text
 from evaluation.datasets import load_dataset
 from evaluation.logistic import fit_logistic
-from evaluator.embedding import DEFAULT_HEADING_WEIGHT, DEFAULT_SLOPE, _unit_rows
+from evaluator.embedding import (
+    DEFAULT_HEADING_WEIGHT,
+    DEFAULT_OVERLAP_WEIGHT,
+    DEFAULT_SLOPE,
+    _unit_rows,
+)
 from knowledge.lexical import heading_named, heading_of, question_overlap
 from knowledge.strips import decompose
 from vectorstore.embeddings import load_embeddings
@@ -91,7 +96,11 @@ def main() -> None:
     sets = {name: strips_of(name, args.limit, store, embeddings, args.k) for name in DEV_SETS}
 
     def passage_map(x: np.ndarray) -> np.ndarray:
-        return np.asarray(DEFAULT_SLOPE * x[:, 0] + DEFAULT_HEADING_WEIGHT * x[:, 1])
+        return np.asarray(
+            DEFAULT_SLOPE * x[:, 0]
+            + DEFAULT_HEADING_WEIGHT * x[:, 1]
+            + DEFAULT_OVERLAP_WEIGHT * x[:, 2]
+        )
 
     for name, cases in sets.items():
         others = np.vstack([rows for other, c in sets.items() if other != name for rows in c])
