@@ -75,7 +75,10 @@ def _comparisons(
     if "crag" not in by_experiment:
         pairs = []
     if {"crag-gold-removed", "rag-gold-removed"} <= set(by_experiment):
-        pairs.append(("crag-gold-removed", "rag-gold-removed", "removed"))
+        pairs += [
+            ("crag-gold-removed", "rag-gold-removed", "all"),
+            ("crag-gold-removed", "rag-gold-removed", "removed"),
+        ]
     found = []
     for a, b, scope in pairs:
         a_rows, b_rows = by_experiment[a], by_experiment[b]

@@ -53,8 +53,9 @@ def test_per_set_figures_split_pool_and_compare() -> None:
     assert crag_rag["accuracy"]["difference"] == pytest.approx(0.5)
     wq = figures["wq-test"]
     assert wq["experiments"]["crag"]["abstained"] == 1
-    removed = [c for c in wq["comparisons"] if c["scope"] == "removed"]
-    assert len(removed) == 1 and removed[0]["questions"] == 1
+    gold_removed = [c for c in wq["comparisons"] if c["a"] == "crag-gold-removed"]
+    assert [(c["scope"], c["questions"]) for c in gold_removed] == [("all", 2), ("removed", 1)]
+    removed = gold_removed[1:]
     assert removed[0]["accuracy"]["difference"] == pytest.approx(1.0)
     pooled = figures[POOLED]["experiments"]["rag"]
     assert (pooled["questions"], pooled["accuracy"]) == (3, 2 / 3)
