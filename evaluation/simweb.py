@@ -45,6 +45,9 @@ import bm25s
 import numpy as np
 
 logger = logging.getLogger(__name__)
+# bm25s sets its own logger to DEBUG when imported, which prints index-building lines at every
+# level of `crag eval`; NOTSET hands the choice back to the application's logging setup.
+logging.getLogger("bm25s").setLevel(logging.NOTSET)
 
 DEFAULT_RESULTS = 10
 """Results per search when the request does not ask for a number."""

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from urllib.error import HTTPError
 from urllib.request import urlopen
@@ -200,3 +201,10 @@ def test_default_corpus_finds_mona_lisa() -> None:
         results = provider(web).search(wikipedia_query("Who painted the Mona Lisa?"), 3)
         assert "Mona Lisa - Wikipedia" in [r.title for r in results]
         assert web.document("Mona Lisa") == mona
+
+
+def test_bm25s_logs_at_the_applications_level_not_its_own_debug() -> None:
+    """bm25s sets its logger to DEBUG on import; the simulated web hands that back."""
+    bm25s_logger = logging.getLogger("bm25s")
+    assert bm25s_logger.level == logging.NOTSET
+    assert bm25s_logger.getEffectiveLevel() == logging.getLogger().getEffectiveLevel()
