@@ -21,12 +21,14 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from graph.context import PAPER_THRESHOLDS
+
 logger = logging.getLogger(__name__)
 
-PAPER_UPPER: float = 0.59
+PAPER_UPPER: float = PAPER_THRESHOLDS[0]
 """The paper's upper threshold (PopQA), used when no threshold reaches the target."""
 
-PAPER_LOWER: float = -0.99
+PAPER_LOWER: float = PAPER_THRESHOLDS[1]
 """The paper's lower threshold (PopQA), used when no threshold reaches the target."""
 
 EDGE_MARGIN: float = 0.01

@@ -28,6 +28,8 @@ __all__ = [
     "DEFAULT_CHROMA_PORT",
     "DEFAULT_COLLECTION",
     "DEFAULT_STORE_PATH",
+    "EVALUATOR_THRESHOLDS",
+    "PAPER_THRESHOLDS",
     "Context",
     "IngestContext",
     "InvalidSettingError",
@@ -40,6 +42,12 @@ DEFAULT_STORE_PATH = ".crag/chroma"
 DEFAULT_COLLECTION = "crag"
 DEFAULT_CHROMA_PORT = 8000
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+
+PAPER_THRESHOLDS: tuple[float, float] = (0.59, -0.99)
+"""The paper's action thresholds (upper, lower), set for its fine-tuned T5 on PopQA."""
+EVALUATOR_THRESHOLDS: dict[str, tuple[float, float]] = {"embedding": (0.1, -0.9)}
+"""Action thresholds calibrated on an evaluator's own score scale (the embedding evaluator's
+passage map on the open-domain dev sets); an evaluator not named here takes the paper's."""
 
 CHROMA_HOST_DESCRIPTION = (
     "Host name or IP of a Chroma server (`chroma run`) holding the store; empty: the on-disk "
@@ -134,20 +142,21 @@ class Context(Settings):
         metadata={"description": "Passages retrieved from the store per question (paper: 10)."},
     )
     # Action trigger
-    upper_threshold: float = field(
-        default=0.1,
+    upper_threshold: float | None = field(
+        default=None,
         metadata={
-            "description": "Correct if any passage scores above this: 0.1, calibrated on the "
-            "open-domain dev sets for the default embedding evaluator (the paper's value for "
-            "its T5 on PopQA: 0.59)."
+            "description": "Correct if any passage scores above this. Unset (null): the "
+            "evaluator's own: 0.1 for the default embedding evaluator (calibrated on the "
+            "open-domain dev sets), the paper's 0.59 for 't5', 'cross-encoder' and 'llm'."
         },
     )
-    lower_threshold: float = field(
-        default=-0.9,
+    lower_threshold: float | None = field(
+        default=None,
         metadata={
-            "description": "Incorrect if every passage scores below this: -0.9 (P(relevant) = "
-            "0.05 on the embedding evaluator's scale), calibrated on the open-domain dev sets "
-            "(the paper's value for its T5 on PopQA: -0.99)."
+            "description": "Incorrect if every passage scores below this. Unset (null): the "
+            "evaluator's own: -0.9 for the default embedding evaluator (P(relevant) = 0.05 on "
+            "its scale, calibrated on the open-domain dev sets), the paper's -0.99 for 't5', "
+            "'cross-encoder' and 'llm'."
         },
     )
     # Knowledge refinement
@@ -436,6 +445,31 @@ class Context(Settings):
         "max_question_chars", 2000, "Longer questions are rejected with a clear error."
     )
 
+    def action_thresholds(self) -> tuple[float, float]:
+        """The action trigger's (upper, lower) thresholds: each as set, else the evaluator's.
+
+        Thresholds belong to an evaluator's score scale, so an unset one follows the
+        ``evaluator`` setting (:data:`EVALUATOR_THRESHOLDS`, else :data:`PAPER_THRESHOLDS`):
+        an operator who switches to the paper's T5 gets the paper's thresholds without setting
+        them, and a run that sets one keeps it whatever the evaluator.
+        """
+        upper, lower = EVALUATOR_THRESHOLDS.get(self.evaluator, PAPER_THRESHOLDS)
+        return (
+            upper if self.upper_threshold is None else self.upper_threshold,
+            lower if self.lower_threshold is None else self.lower_threshold,
+        )
+
+    def _threshold_origin(self) -> str:
+        """Where an unset threshold's value came from, for the order error (empty if both set)."""
+        unset = [
+            name
+            for name, value in (("upper", self.upper_threshold), ("lower", self.lower_threshold))
+            if value is None
+        ]
+        if not unset:
+            return ""
+        return f" ({' and '.join(unset)}: the {self.evaluator} evaluator's default)"
+
     def check_together(self) -> None:
         """Thresholds in order, no contradictory ablations, a readable allow-list.
 
@@ -443,10 +477,11 @@ class Context(Settings):
         grading rather than at ``decide_action``. Equal thresholds are allowed (no Ambiguous
         band); with ``disable_action='ambiguous'`` the one cut is halfway between them.
         """
-        if self.lower_threshold > self.upper_threshold:
+        upper, lower = self.action_thresholds()
+        if lower > upper:
             raise InvalidSettingError(
-                f"setting lower_threshold ({self.lower_threshold:g}) must not be above "
-                f"upper_threshold ({self.upper_threshold:g})"
+                f"setting lower_threshold ({lower:g}) must not be above upper_threshold "
+                f"({upper:g}){self._threshold_origin()}"
             )
         if self.force_action and self.force_action == self.disable_action:
             raise InvalidSettingError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import types
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any, ClassVar, Literal, Self, get_args, get_origin, get_type_hints
@@ -45,8 +46,22 @@ def parse_bool(raw: str, what: str) -> bool:
     raise InvalidSettingError(f"{what} must be true or false, not {raw!r}")
 
 
+def optional_arm(declared: Any) -> Any:
+    """``T`` for a setting declared ``T | None``, else ``None``.
+
+    ``None`` as a setting's value means "not set: follow another setting" (the action
+    thresholds follow the evaluator), never "off".
+    """
+    if get_origin(declared) is types.UnionType:
+        arms = [arm for arm in get_args(declared) if arm is not type(None)]
+        if len(arms) == 1:
+            return arms[0]
+    return None
+
+
 def _text_type(declared: Any) -> type:
     """The type a setting declared as ``declared`` is read as from text (a ``Literal``: str)."""
+    declared = optional_arm(declared) or declared
     if get_origin(declared) is not None:
         return type(get_args(declared)[0])
     return declared if isinstance(declared, type) else str
@@ -106,7 +121,15 @@ def check_known(given: Iterable[str], known: Iterable[str]) -> None:
 
 
 def check_value(name: str, value: Any, annotation: Any) -> Any:
-    """Return ``value`` (an int given for a float becomes a float) or raise naming the problem."""
+    """Return ``value`` (an int given for a float becomes a float) or raise naming the problem.
+
+    A setting declared ``T | None`` takes ``None`` (not set) or a value of ``T``.
+    """
+    arm = optional_arm(annotation)
+    if arm is not None:
+        if value is None:
+            return None
+        annotation = arm
     if get_origin(annotation) is Literal:
         choices = get_args(annotation)
         if value not in choices:
@@ -166,6 +189,8 @@ class Settings:
         for f in fields(self):  # type: ignore[arg-type]
             value = check_value(f.name, getattr(self, f.name), hints[f.name])
             setattr(self, f.name, value)
+            if value is None:  # an optional setting left unset: nothing to bound
+                continue
             low = self.MINIMUMS.get(f.name)
             if low is not None and value < low:
                 raise InvalidSettingError(f"setting {f.name} must be at least {low:g}, not {value}")

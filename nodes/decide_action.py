@@ -14,10 +14,11 @@ def decide_action(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Record the action for the graded passages."""
     context = runtime.context
     scores = [d["score"] for d in state.get("documents", []) if d["score"] is not None]
+    upper, lower = context.action_thresholds()
     decision = trigger_action(
         scores,
-        context.upper_threshold,
-        context.lower_threshold,
+        upper,
+        lower,
         force=context.force_action,
         disable=context.disable_action,
     )

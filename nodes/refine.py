@@ -29,11 +29,8 @@ def refine(state: State, runtime: Runtime[Context]) -> StateUpdate:
     ``best_passage_whole`` the passage of the best strip replaces its kept strips, whole.
     """
     context = runtime.context
-    relevant = [
-        d
-        for d in state.get("documents", [])
-        if d["score"] is None or d["score"] >= context.lower_threshold
-    ]
+    _, lower = context.action_thresholds()
+    relevant = [d for d in state.get("documents", []) if d["score"] is None or d["score"] >= lower]
     if not context.refine_knowledge:
         return _whole_passages(relevant, runtime)
     candidates: list[tuple[str, str, int]] = [

@@ -50,9 +50,9 @@ def main() -> None:
         for removed, label in ((False, "gold kept"), (True, "gold-removed setting")):
             part = [c for c in cases if c.gold_removed_setting == removed]
             if part:
-                current = evaluate(part, defaults.upper_threshold, defaults.lower_threshold)
+                current = evaluate(part, *defaults.action_thresholds())
                 logger.info("%s", _line(f"current, {label}", current))
-        current = evaluate(cases, defaults.upper_threshold, defaults.lower_threshold)
+        current = evaluate(cases, *defaults.action_thresholds())
         logger.info("%s", _line("current, both", current))
         for rank, outcome in enumerate(grid(cases)[: args.top], start=1):
             logger.info("%s", _line(f"best #{rank}", outcome))
@@ -62,7 +62,7 @@ def main() -> None:
             best = grid(cases)[0]
             others = [c for other, rest in sets.items() if other != name for c in rest]
             held = evaluate(others, best.upper, best.lower)
-            baseline = evaluate(others, defaults.upper_threshold, defaults.lower_threshold)
+            baseline = evaluate(others, *defaults.action_thresholds())
             logger.info(
                 "fitted on %s: %s | current there: accuracy %.3f",
                 name,

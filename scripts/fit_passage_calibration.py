@@ -127,7 +127,7 @@ def figures(cases: list[Question], logits: Any, actions: bool = True) -> dict[st
     if actions:
         defaults = Context()
         for label, upper, lower in (
-            ("default", defaults.upper_threshold, defaults.lower_threshold),
+            ("default", *defaults.action_thresholds()),
             ("paper", PAPER_UPPER, PAPER_LOWER),
         ):
             counts[f"correct_ambiguous_incorrect ({label} thresholds)"] = [

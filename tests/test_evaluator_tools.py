@@ -46,7 +46,8 @@ def test_default_thresholds_are_the_dev_calibrated_ones_not_the_papers() -> None
     # calibrated on the open-domain dev sets for the embedding evaluator (README); the paper's
     # PopQA values for its T5 stay the calibration tool's fallback
     context = Context()
-    assert (context.upper_threshold, context.lower_threshold) == (0.1, -0.9)
+    assert (context.upper_threshold, context.lower_threshold) == (None, None)
+    assert context.action_thresholds() == (0.1, -0.9)
     assert (PAPER_UPPER, PAPER_LOWER) == (0.59, -0.99)
 
 

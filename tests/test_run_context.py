@@ -159,7 +159,9 @@ def test_the_served_schema_shows_bounds_and_marks_deployment_settings_read_only(
     properties = graph.get_context_jsonschema()["properties"]  # type: ignore[index]
     assert set(properties) == Context.setting_names()
     assert (properties["top_k"]["minimum"], properties["top_k"]["maximum"]) == (1, 100)
-    assert properties["upper_threshold"]["maximum"] == 1
+    # an optional setting (unset: follows the evaluator) keeps its bounds on the number arm
+    assert properties["upper_threshold"]["anyOf"][0]["maximum"] == 1
+    assert properties["upper_threshold"]["anyOf"][1] == {"type": "null"}
     assert "readOnly" not in properties["top_k"]
     assert properties["top_k"]["default"] == 10
     for name in CONTEXT_DEPLOYMENT:
@@ -223,6 +225,31 @@ def test_reversed_thresholds_are_refused_when_the_context_is_built() -> None:
         )
     # Equal thresholds leave no Ambiguous band; disabling Ambiguous then cuts at that value.
     assert Context(upper_threshold=0.2, lower_threshold=0.2, disable_action="ambiguous")
+
+
+def test_unset_thresholds_follow_the_evaluator(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The embedding evaluator's pair was calibrated on its own scale; the paper's T5 (and the
+    # other trained or prompted evaluators) take the paper's PopQA pair.
+    assert Context().action_thresholds() == (0.1, -0.9)
+    for evaluator in ("t5", "cross-encoder", "llm"):
+        assert Context(evaluator=evaluator).action_thresholds() == (0.59, -0.99), evaluator
+    # A threshold a run sets is kept whatever the evaluator; the other still follows it.
+    assert Context(evaluator="t5", upper_threshold=0.3).action_thresholds() == (0.3, -0.99)
+    assert Context(lower_threshold=-0.5).action_thresholds() == (0.1, -0.5)
+    # A served run follows the operator's evaluator (CRAG_EVALUATOR).
+    monkeypatch.setenv(env_name("evaluator"), "t5")
+    assert RunContext().action_thresholds() == (0.59, -0.99)
+    assert RunContext(upper_threshold=0.7).action_thresholds() == (0.7, -0.99)
+
+
+def test_a_set_threshold_is_checked_against_the_evaluators_default() -> None:
+    with pytest.raises(InvalidSettingError) as info:
+        Context(lower_threshold=0.5)
+    assert str(info.value) == (
+        "setting lower_threshold (0.5) must not be above upper_threshold (0.1) "
+        "(upper: the embedding evaluator's default)"
+    )
+    assert Context(evaluator="t5", lower_threshold=0.5).action_thresholds() == (0.59, 0.5)
 
 
 def test_reversed_thresholds_fail_before_retrieval(fake_components: FakeComponents) -> None:
