@@ -102,6 +102,23 @@ def _unit_rows(matrix: np.ndarray) -> np.ndarray:
     return unit
 
 
+def pair_features(question: str, texts: Sequence[str], cosines: np.ndarray) -> np.ndarray:
+    """The features of the passage and strip maps, one row per text.
+
+    Per text: its cosine with the question, whether the question names its heading (0/1), and
+    the share of the question's content words it holds. The scripts that fit the passage and
+    strip maps build their rows with this too, so a map is fitted on the features it is applied
+    to.
+    """
+    return np.column_stack(
+        [
+            np.asarray(cosines, dtype=float),
+            [float(heading_named(question, text)) for text in texts],
+            [question_overlap(question, text) for text in texts],
+        ]
+    )
+
+
 @dataclass(frozen=True)
 class StripCalibration:
     """The logistic map from a strip's features to P(the strip states the answer)."""
@@ -242,23 +259,9 @@ class EmbeddingEvaluator(BatchedEvaluator):
         self, question: str, texts: list[str], cosines: np.ndarray, strips: bool
     ) -> np.ndarray:
         """The calibrated logits of ``texts`` (the passage map, or the strip map)."""
-        named = np.array([heading_named(question, text) for text in texts])
-        overlap = np.array([question_overlap(question, text) for text in texts])
-        if not strips:
-            logits: np.ndarray = (
-                self.slope * cosines
-                + self.heading_weight * named
-                + self.overlap_weight * overlap
-                + self.intercept
-            )
-            return logits
-        calibration = self.strips
-        logits = (
-            calibration.slope * cosines
-            + calibration.heading_weight * named
-            + calibration.overlap_weight * overlap
-            + calibration.intercept
-        )
+        map_ = self.strips if strips else self
+        weights = np.asarray([map_.slope, map_.heading_weight, map_.overlap_weight])
+        logits: np.ndarray = pair_features(question, texts, cosines) @ weights + map_.intercept
         return logits
 
     def _embed(self, texts: list[str]) -> np.ndarray:

@@ -33,6 +33,7 @@ import numpy as np
 from evaluation.answers import answer_in_text
 from evaluation.datasets import load_dataset
 from evaluation.evaluator_calibration import PAPER_LOWER, PAPER_UPPER
+from evaluation.evaluator_metrics import roc_auc
 from evaluation.logistic import fit_logistic
 from evaluator.embedding import (
     DEFAULT_HEADING_WEIGHT,
@@ -40,9 +41,9 @@ from evaluator.embedding import (
     DEFAULT_OVERLAP_WEIGHT,
     DEFAULT_SLOPE,
     _unit_rows,
+    pair_features,
 )
 from graph.context import Context
-from knowledge.lexical import heading_named, question_overlap
 from vectorstore.embeddings import load_embeddings
 from vectorstore.store import open_store, retrieve
 
@@ -74,13 +75,9 @@ def questions_of(name: str, limit: int, store: Any, embeddings: Any, k: int) -> 
         texts = [p["text"] for p in passages]
         query = _unit_rows(np.asarray(embeddings.embed_query(question.question), dtype=float))
         cosines = _unit_rows(np.asarray(embeddings.embed_documents(texts), dtype=float)) @ query
-        features = [
-            [float(c), heading_named(question.question, t), question_overlap(question.question, t)]
-            for c, t in zip(cosines, texts, strict=True)
-        ]
         cases.append(
             Question(
-                np.asarray(features),
+                pair_features(question.question, texts, cosines),
                 np.asarray([p["source"] in question.gold_sources for p in passages]),
                 np.asarray([answer_in_text(question.answers, t) for t in texts]),
             )
@@ -95,26 +92,18 @@ def fit(cases: list[Question]) -> np.ndarray:
     return fit_logistic(x, t, l2=L2)
 
 
-def _auc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """ROC AUC by the rank-sum formula (ties broken by order)."""
-    order = scores.argsort(kind="stable")
-    ranks = np.empty(len(scores))
-    ranks[order] = np.arange(1, len(scores) + 1)
-    n_pos, n_neg = labels.sum(), (~labels).sum()
-    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-
-
 def figures(cases: list[Question], logits: Any, actions: bool = True) -> dict[str, Any]:
     """AUC over all pairs, and how often the best-scored passage is gold / holds the answer.
 
     With ``actions``, also the actions the default thresholds would take, and the paper's.
     """
     z = [logits(c.features) for c in cases]
+    labels = [int(g) for c in cases for g in c.gold]
     best = [int(np.argmax(zc)) for zc in z]
     with_gold = [c for c in cases if c.gold.any()]
     top = np.asarray([np.tanh(zc.max() / 2) for zc in z])
-    counts = {
-        "auc": round(_auc(np.concatenate(z), np.concatenate([c.gold for c in cases])), 3),
+    counts: dict[str, Any] = {
+        "auc": round(roc_auc(np.concatenate(z).tolist(), labels) or 0.0, 3),
         "best_is_gold": round(
             sum(bool(c.gold[b]) for c, b in zip(cases, best, strict=True) if c.gold.any())
             / max(1, len(with_gold)),

@@ -30,8 +30,9 @@ from evaluator.embedding import (
     DEFAULT_OVERLAP_WEIGHT,
     DEFAULT_SLOPE,
     _unit_rows,
+    pair_features,
 )
-from knowledge.lexical import heading_named, heading_of, question_overlap
+from knowledge.lexical import heading_of
 from knowledge.strips import decompose
 from vectorstore.embeddings import load_embeddings
 from vectorstore.store import open_store, retrieve
@@ -58,18 +59,9 @@ def strips_of(name: str, limit: int, store: Any, embeddings: Any, k: int) -> lis
         query = np.asarray(embeddings.embed_query(question.question), dtype=np.float64)
         vectors = np.asarray(embeddings.embed_documents(strips), dtype=np.float64)
         cosines = _unit_rows(vectors) @ _unit_rows(query)
-        rows = []
-        for strip, cosine in zip(strips, cosines, strict=True):
-            body = strip.partition("\n")[2] if heading_of(strip) else strip
-            rows.append(
-                [
-                    float(cosine),
-                    heading_named(question.question, strip),
-                    question_overlap(question.question, strip),
-                    float(answer_in_text(question.answers, body)),
-                ]
-            )
-        cases.append(np.asarray(rows))
+        bodies = [strip.partition("\n")[2] if heading_of(strip) else strip for strip in strips]
+        labels = [float(answer_in_text(question.answers, body)) for body in bodies]
+        cases.append(np.column_stack([pair_features(question.question, strips, cosines), labels]))
     return cases
 
 
