@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaluation.significance import format_p
 from evaluation.timing import STAGE_ORDER
 
 if TYPE_CHECKING:
@@ -174,9 +175,7 @@ def _interval(figures: dict[str, Any]) -> str:
 
 def _p(value: Any) -> str:
     """A p-value with 3 decimals (``< 0.001`` below that), or a dash."""
-    if value is None:
-        return NONE
-    return "< 0.001" if value < 0.001 else f"{value:.3f}"
+    return NONE if value is None else format_p(value)
 
 
 def _verdict(figures: dict[str, Any], a: Any) -> str:

@@ -16,12 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluation.significance import compare_outcomes
+from evaluation.significance import MEASURES, compare_outcomes, format_p, report_pairs
 
 POOLED = "all"
 """The name of the group that pools every set."""
-
-MEASURES = ("accuracy", "knowledge_recall")
 
 
 def question_set(question_id: str) -> str:
@@ -34,7 +32,8 @@ def read_rows(run_dir: Path) -> list[dict[str, Any]]:
     """The counted rows of a run's ``rows.jsonl``.
 
     Raises:
-        ValueError: The file is missing or unreadable, or holds no counted row.
+        ValueError: The file is missing or unreadable, a line is not a row, or no row is
+            counted.
     """
     path = run_dir / "rows.jsonl"
     try:
@@ -42,13 +41,17 @@ def read_rows(run_dir: Path) -> list[dict[str, Any]]:
         rows = [json.loads(line) for line in lines if line.strip()]
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"cannot read {path}: {exc}") from exc
-    counted = [r for r in rows if isinstance(r, dict) and r.get("counted", True)]
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, dict):
+            raise ValueError(f"cannot read {path}: row {number} is not an object")
+    counted = [r for r in rows if r.get("counted", True)]
     if not counted:
         raise ValueError(f"{path} holds no counted rows")
     return counted
 
 
-def _outcomes(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, bool]]:
+def row_outcomes(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, bool]]:
+    """Question id → each of :data:`~evaluation.significance.MEASURES` of the rows."""
     return {
         str(r["id"]): {
             "accuracy": bool(r["correct"]),
@@ -71,22 +74,14 @@ def _experiment(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def _comparisons(
     by_experiment: Mapping[str, list[Mapping[str, Any]]], seed: int, resamples: int
 ) -> list[dict[str, Any]]:
-    pairs = [("crag", name, "all") for name in by_experiment if name != "crag"]
-    if "crag" not in by_experiment:
-        pairs = []
-    if {"crag-gold-removed", "rag-gold-removed"} <= set(by_experiment):
-        pairs += [
-            ("crag-gold-removed", "rag-gold-removed", "all"),
-            ("crag-gold-removed", "rag-gold-removed", "removed"),
-        ]
     found = []
-    for a, b, scope in pairs:
+    for a, b, scope in report_pairs(by_experiment):
         a_rows, b_rows = by_experiment[a], by_experiment[b]
         if scope == "removed":
             a_rows = [r for r in a_rows if r.get("gold_removed")]
             b_rows = [r for r in b_rows if r.get("gold_removed")]
         figures = compare_outcomes(
-            _outcomes(a_rows), _outcomes(b_rows), MEASURES, seed=seed, resamples=resamples
+            row_outcomes(a_rows), row_outcomes(b_rows), MEASURES, seed=seed, resamples=resamples
         )
         if figures is not None:
             found.append({"a": a, "b": b, "scope": scope, **figures})
@@ -115,11 +110,10 @@ def per_set_figures(
 
 
 def _rate(rate: Mapping[str, Any]) -> str:
-    p = rate["p_value"]
-    shown = "< 0.001" if p < 0.001 else f"{p:.3f}"
     verdict = "" if rate["significant"] else " (n.s.)"
     return (
-        f"{rate['difference']:+.3f} [{rate['low']:+.3f}, {rate['high']:+.3f}], p {shown}{verdict}"
+        f"{rate['difference']:+.3f} [{rate['low']:+.3f}, {rate['high']:+.3f}], "
+        f"p {format_p(rate['p_value'])}{verdict}"
     )
 
 

@@ -9,16 +9,12 @@ recall, over the questions both ran (optionally only those whose gold documents 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from evaluation.significance import compare_outcomes
-
-Scope = Literal["all", "removed"]
-
-MEASURES = ("accuracy", "knowledge_recall")
+from evaluation.per_set import read_rows, row_outcomes
+from evaluation.significance import MEASURES, Scope, compare_outcomes, format_p
 
 
 @dataclass(frozen=True)
@@ -52,25 +48,15 @@ def load_outcomes(side: Side, scope: Scope = "all") -> dict[str, dict[str, bool]
             row of the experiment (in the scope).
     """
     path = side.run_dir / "rows.jsonl"
-    outcomes: dict[str, dict[str, bool]] = {}
+    rows = [
+        row
+        for row in read_rows(side.run_dir)
+        if row.get("experiment") == side.experiment and (scope == "all" or row.get("gold_removed"))
+    ]
     try:
-        with path.open(encoding="utf-8") as lines:
-            for number, line in enumerate(lines, start=1):
-                if not line.strip():
-                    continue
-                row = json.loads(line)
-                if not isinstance(row, dict):
-                    raise ValueError(f"line {number} is not a row")
-                if row.get("experiment") != side.experiment or not row.get("counted", True):
-                    continue
-                if scope == "removed" and not row.get("gold_removed"):
-                    continue
-                outcomes[str(row["id"])] = {
-                    "accuracy": bool(row["correct"]),
-                    "knowledge_recall": bool(row["answer_in_knowledge"]),
-                }
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError) as exc:
-        raise ValueError(f"cannot read {path}: {exc}") from exc
+        outcomes = row_outcomes(rows)
+    except KeyError as exc:
+        raise ValueError(f"cannot read {path}: a row has no {exc}") from exc
     if not outcomes:
         raise ValueError(f"{path} holds no counted rows of {side.experiment!r} ({scope})")
     return outcomes
@@ -102,10 +88,9 @@ def describe(comparison: dict[str, Any]) -> str:
     lines[0] += f"{comparison['questions']} questions"
     for measure in MEASURES:
         rate = comparison[measure]
-        p = rate["p_value"]
         lines.append(
             f"  {measure}: {rate['a']:.3f} vs {rate['b']:.3f}, {rate['difference']:+.3f} "
             f"[{rate['low']:+.3f}, {rate['high']:+.3f}], McNemar p "
-            f"{'< 0.001' if p < 0.001 else f'{p:.3f}'} ({rate['a_only']} / {rate['b_only']})"
+            f"{format_p(rate['p_value'])} ({rate['a_only']} / {rate['b_only']})"
         )
     return "\n".join(lines)

@@ -44,7 +44,13 @@ from evaluation.experiments import (
 )
 from evaluation.prompt_recording import PromptRecorder, PromptsOnlyChatModel, RecordedCall
 from evaluation.questions import EvalQuestion
-from evaluation.significance import CONFIDENCE, RESAMPLES, compare_outcomes
+from evaluation.significance import (
+    CONFIDENCE,
+    MEASURES,
+    RESAMPLES,
+    compare_outcomes,
+    report_pairs,
+)
 from evaluation.timing import STAGE_ORDER, StageTimer
 from graph.components import current_components, use_components
 from graph.context import Context
@@ -561,28 +567,14 @@ def statistics_figures(
     for row in rows:
         if row.counted:
             counted.setdefault(row.experiment, []).append(row)
-    pairs: list[tuple[str, str, str]] = [
-        ("crag", e.name, "all") for e in experiments if e.name != "crag" and e.name in counted
-    ]
-    if "crag" not in counted:
-        pairs = []
-    if "crag-gold-removed" in counted and "rag-gold-removed" in counted:
-        pairs += [
-            ("crag-gold-removed", "rag-gold-removed", "all"),
-            ("crag-gold-removed", "rag-gold-removed", "removed"),
-        ]
     comparisons = []
-    for a, b, scope in pairs:
+    for a, b, scope in report_pairs(e.name for e in experiments if e.name in counted):
         a_rows, b_rows = counted[a], counted[b]
         if scope == "removed":
             a_rows = [r for r in a_rows if r.gold_removed]
             b_rows = [r for r in b_rows if r.gold_removed]
         figures = compare_outcomes(
-            _outcomes(a_rows),
-            _outcomes(b_rows),
-            ("accuracy", "knowledge_recall"),
-            resamples=resamples,
-            seed=seed,
+            _outcomes(a_rows), _outcomes(b_rows), MEASURES, resamples=resamples, seed=seed
         )
         if figures is not None:
             comparisons.append({"a": a, "b": b, "scope": scope, **figures})
@@ -663,6 +655,7 @@ def _latency(options: EvalOptions, by_experiment: dict[str, list[Row]]) -> dict[
 
 def _meta(options: EvalOptions, context: Context, seconds: float) -> dict[str, Any]:
     """What the run was: questions, store, models, settings, machine."""
+    upper, lower = context.action_thresholds()
     return {
         "questions": len(options.questions),
         "question_source": options.question_source,
@@ -671,8 +664,8 @@ def _meta(options: EvalOptions, context: Context, seconds: float) -> dict[str, A
         "generator": "none (prompts only)" if options.prompts_only else context.generator,
         "max_new_tokens": context.max_new_tokens,
         "evaluator": context.evaluator,
-        "upper_threshold": context.action_thresholds()[0],
-        "lower_threshold": context.action_thresholds()[1],
+        "upper_threshold": upper,
+        "lower_threshold": lower,
         "top_k": context.top_k,
         "seed": options.seed,
         "gold_removed_share": options.gold_removed_share,

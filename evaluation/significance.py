@@ -15,7 +15,7 @@ below 0.05. Everything here is numpy and the standard library (no scipy at runti
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
 from typing import Any, Literal, TypedDict, Unpack
@@ -32,6 +32,13 @@ ALPHA = 0.05
 """A p-value below this (with an interval that leaves out 0) is significant."""
 
 Verdict = Literal["better", "worse", "not significant"]
+
+Scope = Literal["all", "removed"]
+"""The questions a comparison is over: all it shares, or those whose gold documents were
+removed."""
+
+MEASURES: tuple[str, ...] = ("accuracy", "knowledge_recall")
+"""The paired outcomes of a question: answered right, and the answer reached the generator."""
 
 
 class BootstrapSettings(TypedDict, total=False):
@@ -195,3 +202,26 @@ def compare_outcomes(
         )
         figures[measure] = rate.as_dict()
     return figures
+
+
+def report_pairs(experiments: Iterable[str]) -> list[tuple[str, str, Scope]]:
+    """The comparisons the report makes among the named experiments (in their order).
+
+    CRAG against every other experiment (when CRAG ran), and gold-removed CRAG against
+    gold-removed RAG over all their questions and over the removed ones (when both ran).
+    """
+    names = list(experiments)
+    pairs: list[tuple[str, str, Scope]] = (
+        [("crag", name, "all") for name in names if name != "crag"] if "crag" in names else []
+    )
+    if "crag-gold-removed" in names and "rag-gold-removed" in names:
+        pairs += [
+            ("crag-gold-removed", "rag-gold-removed", "all"),
+            ("crag-gold-removed", "rag-gold-removed", "removed"),
+        ]
+    return pairs
+
+
+def format_p(value: float) -> str:
+    """A p-value as the reports print it: 3 decimals, ``< 0.001`` below that."""
+    return "< 0.001" if value < 0.001 else f"{value:.3f}"
