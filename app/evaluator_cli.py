@@ -2,6 +2,10 @@
 
 Commands:
 
+``mine``
+    (question, passage, label) and (question, strip, label) pairs from every question of the
+    DPR dev sets over the store, split into train / select / measure (the shipped evaluator's
+    training data; :mod:`evaluation.pair_mining`).
 ``pairs``
     (question, passage, label) pairs from FanOutQA ``train`` or ``dev`` questions over the
     store, as JSON Lines.
@@ -127,6 +131,45 @@ def cmd_pairs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mine(args: argparse.Namespace) -> int:
+    """Mine labelled pairs from the DPR dev sets (and FanOutQA train) over the store."""
+    import tempfile
+
+    from evaluation.dpr_sets import download_jar
+    from evaluation.pair_mining import (
+        Labeller,
+        MiningOptions,
+        measured_ids,
+        mine_pairs,
+        read_dev_sets,
+        store_retriever,
+        write_mined,
+    )
+    from vectorstore.corpus import load_corpus
+    from vectorstore.embeddings import load_embeddings
+
+    if args.k < 1:
+        raise ValueError(f"--k must be at least 1, got {args.k}")
+    store = _open_store(args)
+    with tempfile.TemporaryDirectory() as folder:
+        jar = Path(args.jar) if args.jar else download_jar(Path(folder))
+        questions = read_dev_sets(jar)
+    if args.limit:
+        questions = {name: items[: args.limit] for name, items in questions.items()}
+    labeller = Labeller([(doc.source, doc.text) for doc in load_corpus()])
+    retriever = store_retriever(store, load_embeddings(), args.k)
+    mined = mine_pairs(questions, retriever, labeller, measured_ids(), MiningOptions(k=args.k))
+    counts = write_mined(Path(args.out), mined)
+    for split, number in sorted(counts.questions.items()):
+        with_positive = counts.questions_with_positive.get(split, 0)
+        _out(f"{split}: {number} questions, {with_positive} with a positive pair")
+    for key, number in sorted(counts.pairs.items()):
+        positives = counts.positives.get(key, 0)
+        _out(f"  {key}: {number} pairs, {positives} positive ({positives / number:.1%})")
+    _out(f"wrote {args.out}/{{train,select,measure}}.jsonl and counts.json")
+    return 0
+
+
 # --- train -----------------------------------------------------------------------------------
 
 
@@ -140,11 +183,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Fine-tune an evaluator on pair files."""
     from evaluation.evaluator_training.options import TrainingOptions
     from evaluation.evaluator_training.trainer import train_evaluator
+    from evaluation.held_out import refuse_held_out
     from evaluation.pairs import read_pairs
 
     pairs = read_pairs(Path(p) for p in args.pairs)
     if not pairs:
         raise ValueError("the pair files hold no pairs")
+    refuse_held_out((pair.question_id for pair in pairs), "train")
     _check_pair_parts(pairs, _split(args), "train")
     positives = sum(1 for pair in pairs if pair.label > 0)
     _out(
@@ -159,6 +204,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         seed=args.seed,
         resume=not args.no_resume,
         progress=True,
+        train_layers=args.train_layers,
+        freeze_embeddings=args.freeze_embeddings,
+        lora_rank=args.lora_rank,
+        prior=args.prior,
+        group_by_length=args.group_by_length,
+        checkpoint_every=args.checkpoint_every,
     )
     if args.max_length is not None:
         options = replace(options, max_length=args.max_length)
@@ -423,6 +474,22 @@ def _add_pairs_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     pairs.set_defaults(func=cmd_pairs)
 
 
+def _add_mine_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``crag evaluator mine``."""
+    mine = commands.add_parser(
+        "mine", help="labelled passage and strip pairs from the DPR dev sets over the store"
+    )
+    mine.add_argument(
+        "--jar",
+        help="anserini-0.14.3-fatjar.jar of pyserini==0.17.0 (default: pip download, 110 MB)",
+    )
+    mine.add_argument("--out", required=True, help="output folder")
+    mine.add_argument("--k", type=int, default=10, help="passages retrieved per question")
+    mine.add_argument("--limit", type=int, default=0, help="first N questions of each set")
+    _store_options(mine)
+    mine.set_defaults(func=cmd_mine)
+
+
 def _add_train_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``crag evaluator train``."""
     train = commands.add_parser("train", help="fine-tune a cross-encoder or T5 evaluator")
@@ -438,6 +505,27 @@ def _add_train_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     train.add_argument(
         "--no-resume", action="store_true", help="start afresh even if a checkpoint exists"
     )
+    train.add_argument(
+        "--train-layers", type=int, help="cross-encoder: fine-tune only the top N layers"
+    )
+    train.add_argument(
+        "--freeze-embeddings",
+        action="store_true",
+        help="cross-encoder: keep the embedding layer as the base model's",
+    )
+    train.add_argument(
+        "--lora-rank", type=int, default=0, help="cross-encoder: LoRA adapters of this rank (peft)"
+    )
+    train.add_argument(
+        "--prior",
+        action="store_true",
+        help="cross-encoder: learn a correction of the embedding evaluator's map (the shipped "
+        "evaluator's recipe)",
+    )
+    train.add_argument(
+        "--group-by-length", action="store_true", help="batch pairs of similar length (faster)"
+    )
+    train.add_argument("--checkpoint-every", type=int, default=200, help="steps between saves")
     _split_option(train)
     train.set_defaults(func=cmd_train)
 
@@ -522,6 +610,7 @@ def add_evaluator_commands(
     )
     commands = evaluator.add_subparsers(dest="evaluator_command", required=True)
 
+    _add_mine_parser(commands)
     _add_pairs_parser(commands)
     _add_train_parser(commands)
     _add_calibrate_parser(commands)

@@ -60,3 +60,23 @@ def answer_in_text(answers: Sequence[str], text: str) -> bool:
         if needle and f" {needle} " in haystack:
             return True
     return False
+
+
+LOOP_NGRAM = 4
+"""Words in the n-grams :func:`is_looping` looks for."""
+
+
+def is_looping(answer: str, size: int = LOOP_NGRAM) -> bool:
+    """Whether an answer repeats itself: some run of ``size`` words occurs at least twice.
+
+    A one-sentence answer never needs to (the benchmark's answers are short); a degenerate
+    reply ("The Grapes of Wrath: The Grapes of Wrath: ...") always does.
+    """
+    words = normalize_answer(answer).split()
+    seen: set[tuple[str, ...]] = set()
+    for start in range(len(words) - size + 1):
+        gram = tuple(words[start : start + size])
+        if gram in seen:
+            return True
+        seen.add(gram)
+    return False

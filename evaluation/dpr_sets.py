@@ -22,12 +22,17 @@ import ast
 import csv
 import functools
 import io
+import logging
+import subprocess
+import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from evaluation.answer_lists import distinct_nonblank, json_lines, string_list
+
+logger = logging.getLogger(__name__)
 
 PYSERINI_DISTRIBUTION = "pyserini==0.17.0"
 JAR_IN_WHEEL = "pyserini/resources/jars/anserini-0.14.3-fatjar.jar"
@@ -142,6 +147,20 @@ def jar_from_wheel(wheel: Path, folder: Path) -> Path:
         raise DprSetError(f"{wheel} holds no {JAR_IN_WHEEL}") from exc
     except (OSError, zipfile.BadZipFile) as exc:
         raise DprSetError(f"cannot read the pyserini wheel {wheel}: {exc}") from exc
+
+
+def download_jar(folder: Path) -> Path:
+    """Fetch the pyserini wheel with pip (no dependencies) and extract its Anserini jar."""
+    logger.info("downloading %s (about 110 MB) into %s", PYSERINI_DISTRIBUTION, folder)
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet"]
+    try:
+        subprocess.run([*command, PYSERINI_DISTRIBUTION, "-d", str(folder)], check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise DprSetError(f"could not download {PYSERINI_DISTRIBUTION}: {exc}") from exc
+    wheels = sorted(folder.glob("pyserini-*.whl"))
+    if not wheels:
+        raise DprSetError(f"pip download left no pyserini wheel in {folder}")
+    return jar_from_wheel(wheels[0], folder)
 
 
 def parse_set(spec: DprSet, text: str) -> list[SourceQuestion]:

@@ -219,6 +219,8 @@ def main_table(results: dict[str, Any]) -> str:
         "web searches",
         "errors",
         "abstained",
+        "looping answers",
+        "knowledge words (median)",
     ]
     against = _against_crag(results)
     rows = []
@@ -246,6 +248,8 @@ def main_table(results: dict[str, Any]) -> str:
                 _text(e.get("searched_web")),
                 _text(e.get("errors")),
                 _fig(e.get("abstention_rate")),
+                _text(e.get("looping")),
+                _text(e.get("knowledge_words_median")),
             ]
         )
     return _table(header, rows)

@@ -34,7 +34,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from evaluation.answers import answer_in_text
+from evaluation.answers import answer_in_text, is_looping
 from evaluation.eval_components import EvalComponents, SourceFilter
 from evaluation.experiments import (
     DEFAULT_GOLD_REMOVED_SHARE,
@@ -150,6 +150,10 @@ class Row:
     """The question's gold documents (empty when unknown)."""
     prompts: list[RecordedCall] | None = None
     """Every generator call of the run, with ``record_prompts`` (else ``None``)."""
+    looping: bool = False
+    """The answer repeats itself (:func:`evaluation.answers.is_looping`)."""
+    knowledge_words: int = 0
+    """Words of the knowledge the generator read."""
 
 
 def run_graph(
@@ -207,6 +211,8 @@ def run_graph(
         abstained=bool(output.get("abstained")),
         gold_sources=list(question.gold_sources),
         prompts=None if recorder is None else list(recorder.calls),
+        looping=is_looping(answer),
+        knowledge_words=sum(len(str(k["text"]).split()) for k in knowledge),
     )
 
 
@@ -449,6 +455,10 @@ def experiment_figures(experiment: Experiment, rows: Sequence[Row]) -> dict[str,
         "errors": sum(1 for r in counted if r.error),
         "notes": sum(1 for r in counted if r.notes),
         "abstained": sum(1 for r in counted if r.abstained),
+        "looping": sum(1 for r in counted if r.looping),
+        "knowledge_words_median": (
+            statistics.median(r.knowledge_words for r in counted) if counted else None
+        ),
         "abstention_rate": (
             sum(1 for r in counted if r.abstained) / len(counted) if counted else None
         ),

@@ -453,14 +453,19 @@ class CrossEncoderEvaluator(BatchedEvaluator):
             self._log_truncation(question, passages, indices)
 
         def score(batch: list[int]) -> list[float]:
-            with torch.inference_mode():
-                values = self._model.predict(
-                    [(question, passages[i]) for i in batch],
-                    batch_size=self.batch_size,
-                    activation_fn=self._identity,
-                    show_progress_bar=False,
-                    convert_to_numpy=True,
-                )
-            return [self._mapped(float(v)) for v in values.reshape(-1).tolist()]
+            raw = self.raw_outputs(question, [passages[i] for i in batch])
+            return [self._mapped(float(v)) for v in raw]
 
         return BatchScorer(score, sizes=[len(passages[i]) for i in indices])
+
+    def raw_outputs(self, question: str, texts: Sequence[str]) -> list[float]:
+        """The head's raw outputs (identity activation) for ``(question, text)`` pairs, in order."""
+        with torch.inference_mode():
+            values = self._model.predict(
+                [(question, text) for text in texts],
+                batch_size=self.batch_size,
+                activation_fn=self._identity,
+                show_progress_bar=False,
+                convert_to_numpy=True,
+            )
+        return [float(v) for v in values.reshape(-1).tolist()]

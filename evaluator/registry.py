@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from evaluator.base import EvaluatorError, RetrievalEvaluator
 
@@ -29,8 +30,16 @@ _CHECKPOINT_BACKENDS = ("t5", "cross-encoder")
 
 
 def _checkpoint(name: str, model: str) -> str:
-    """The checkpoint of a model-backed evaluator: an absolute path if it exists, else as given."""
+    """The checkpoint of a model-backed evaluator: an absolute path if it exists, else as given.
+
+    The cross-encoder without a checkpoint is the shipped one (:mod:`evaluator.shipped`),
+    built in the cache on first use.
+    """
     checkpoint = model.strip()
+    if not checkpoint and name == "cross-encoder":
+        from evaluator.shipped import shipped_folder
+
+        return str(shipped_folder())
     if not checkpoint:
         example = " (e.g. cross-encoder/ms-marco-MiniLM-L6-v2)" if name == "cross-encoder" else ""
         raise EvaluatorError(
@@ -60,8 +69,9 @@ def load_evaluator(
             ``"provider:model"``; empty means :data:`DEFAULT_LLM`). Ignored by ``"embedding"``.
         batch_size: For ``"t5"`` and ``"cross-encoder"``: pairs per forward pass. Ignored by
             the others.
-        embeddings_name: For ``"embedding"``: the embedder name or path, as the vector store
-            takes it. Ignored by the others.
+        embeddings_name: For ``"embedding"`` and a ``"cross-encoder"`` trained on the
+            embedding prior: the embedder name or path, as the vector store takes it. Ignored
+            by the others.
         int8: For ``"t5"`` and ``"cross-encoder"``: quantise the model's Linear layers to int8
             on the CPU (faster; scores drift slightly; refused on CUDA). An int8 and a float
             evaluator of the same checkpoint are cached apart. Ignored by ``"embedding"`` and
@@ -78,7 +88,9 @@ def load_evaluator(
     if key not in BACKENDS:
         raise EvaluatorError(f"unknown evaluator {name!r}; valid evaluators: {', '.join(BACKENDS)}")
     if key in _CHECKPOINT_BACKENDS:
-        return _load_cached(key, _checkpoint(key, model), batch_size, "", int8)
+        # a cross-encoder trained on the embedding prior reads the store's embedder too
+        embedder = embeddings_name if key == "cross-encoder" else ""
+        return _load_cached(key, _checkpoint(key, model), batch_size, embedder, int8)
     if key == "llm":
         return _load_cached(key, model.strip() or DEFAULT_LLM, 0, "", False)
     return _load_cached(key, "", 0, embeddings_name, False)
@@ -99,8 +111,14 @@ def _load_cached(
         return T5Evaluator(model, batch_size=batch_size, int8=int8)
     if name == "cross-encoder":
         from evaluator.cross_encoder import CrossEncoderEvaluator
+        from evaluator.prior_cross_encoder import PriorCrossEncoderEvaluator, prior_of
 
-        return CrossEncoderEvaluator(model, batch_size=batch_size, int8=int8)
+        cross_encoder = CrossEncoderEvaluator(model, batch_size=batch_size, int8=int8)
+        prior = prior_of(cross_encoder.metadata)
+        if prior is None:
+            return cross_encoder
+        logger.info("cross-encoder %s corrects its embedding prior %s", model, prior)
+        return PriorCrossEncoderEvaluator(cross_encoder, _shared_embeddings(embeddings_name), prior)
     if name == "llm":
         from evaluator.llm import LLMEvaluator
         from generator.factory import load_chat_model
@@ -115,16 +133,8 @@ def _load_cached(
         return LLMEvaluator(chat_model)
 
     from evaluator.embedding import DEFAULT_INTERCEPT, DEFAULT_SLOPE, EmbeddingEvaluator
-    from vectorstore.embeddings import EmbedderError, load_embeddings
-    from vectorstore.vector_memo import RememberingEmbeddings, vector_memo
 
-    try:
-        # retrieved passages come with the store's vectors: grading does not embed them again
-        embeddings = RememberingEmbeddings(
-            load_embeddings(embeddings_name), vector_memo(embeddings_name)
-        )
-    except EmbedderError as exc:
-        raise EvaluatorError(f"the embedding evaluator could not load its embedder: {exc}") from exc
+    embeddings = _shared_embeddings(embeddings_name)
     logger.info(
         "embedding evaluator on %s (slope %.4g, intercept %.4g)",
         embeddings_name,
@@ -132,3 +142,19 @@ def _load_cached(
         DEFAULT_INTERCEPT,
     )
     return EmbeddingEvaluator(embeddings, slope=DEFAULT_SLOPE, intercept=DEFAULT_INTERCEPT)
+
+
+def _shared_embeddings(embeddings_name: str) -> Any:
+    """The store's embedder, answering retrieved passages from the store's own vectors.
+
+    Raises:
+        EvaluatorError: The embedder does not load.
+    """
+    from vectorstore.embeddings import EmbedderError, load_embeddings
+    from vectorstore.vector_memo import RememberingEmbeddings, vector_memo
+
+    try:
+        # retrieved passages come with the store's vectors: grading does not embed them again
+        return RememberingEmbeddings(load_embeddings(embeddings_name), vector_memo(embeddings_name))
+    except EmbedderError as exc:
+        raise EvaluatorError(f"the evaluator could not load its embedder: {exc}") from exc

@@ -25,6 +25,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from pydantic import ConfigDict, PrivateAttr
 
 from generator.batching import GenerationBatcher, GenerationRequest
+from generator.repetition import DEFAULT_NGRAM, ReplyNGramBlocker
 from generator.step_decoding import StepDecoder, end_token_ids
 from graph.cancellation import CancelToken, current_token, holding
 
@@ -105,6 +106,10 @@ class LocalChatModel(BaseChatModel):
     arithmetic (AVX512-BF16 or AMX: about 1.4x faster prefill and decoding on 2 cores, answers
     nearly always identical), else float32."""
 
+    no_repeat_ngram_size: int = DEFAULT_NGRAM
+    """A reply never repeats an n-gram of its own tokens this long (:mod:`generator.repetition`;
+    the prompt is not counted, so copying from the knowledge is free); 0: off."""
+
     max_batch_size: int = 1
     """Most requests decoded together when runs overlap (:mod:`generator.batching`: rows join
     and leave the batch between decoding steps); 1 (the default) turns batching off, and each
@@ -132,9 +137,10 @@ class LocalChatModel(BaseChatModel):
         model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         self._model = model.to(device).eval()
         self.device = device
-        self._batcher = GenerationBatcher(
-            StepDecoder(self._model, self._tokenizer), self.max_batch_size, self._lock
+        decoder = StepDecoder(
+            self._model, self._tokenizer, no_repeat_ngram_size=self.no_repeat_ngram_size
         )
+        self._batcher = GenerationBatcher(decoder, self.max_batch_size, self._lock)
         logger.info("generator %s loaded on %s in %s", path.name, device, dtype)
 
     @property
@@ -147,6 +153,7 @@ class LocalChatModel(BaseChatModel):
             "model_path": self.model_path,
             "max_new_tokens": self.max_new_tokens,
             "dtype": self.dtype,
+            "no_repeat_ngram_size": self.no_repeat_ngram_size,
         }
 
     def _encode(self, messages: list[BaseMessage]) -> Any:
@@ -156,8 +163,14 @@ class LocalChatModel(BaseChatModel):
         )
         return {k: v.to(self._model.device) for k, v in encoded.items()}
 
-    def _generation_kwargs(self, stop: list[str] | None, **kwargs: Any) -> dict[str, Any]:
+    def _generation_kwargs(
+        self, stop: list[str] | None, prompt_length: int, **kwargs: Any
+    ) -> dict[str, Any]:
+        from transformers import LogitsProcessorList
+
+        guard = ReplyNGramBlocker(prompt_length, self.no_repeat_ngram_size)
         return {
+            "logits_processor": LogitsProcessorList([guard]),
             "max_new_tokens": int(kwargs.get("max_new_tokens", self.max_new_tokens)),
             "do_sample": False,
             "pad_token_id": self._tokenizer.pad_token_id or self._tokenizer.eos_token_id,
@@ -252,7 +265,9 @@ class LocalChatModel(BaseChatModel):
         """
         import torch
 
-        kwargs = self._generation_kwargs(list(request.stop), max_new_tokens=request.max_new_tokens)
+        kwargs = self._generation_kwargs(
+            list(request.stop), len(request.input_ids), max_new_tokens=request.max_new_tokens
+        )
         with holding(self._lock), torch.inference_mode():
             ids = torch.tensor([request.input_ids], device=self._model.device)
             output = self._model.generate(
@@ -289,7 +304,9 @@ class LocalChatModel(BaseChatModel):
                         self._model.generate(
                             **inputs,
                             streamer=streamer,
-                            **self._generation_kwargs(stop, **kwargs),
+                            **self._generation_kwargs(
+                                stop, int(inputs["input_ids"].shape[1]), **kwargs
+                            ),
                             **_cancel_criteria_rows([token]),
                         )
                 except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread

@@ -18,6 +18,7 @@ from typing import Any
 
 from generator.batching import GenerationRequest
 from generator.decode_attention import use_decode_attention
+from generator.repetition import block_repeats
 
 
 @dataclass(eq=False)
@@ -59,6 +60,7 @@ class StepDecoder:
         *,
         decode_attention: bool = True,
         append_in_place: bool = True,
+        no_repeat_ngram_size: int = 0,
     ) -> None:
         """Decode with ``model`` and ``tokenizer``.
 
@@ -70,6 +72,8 @@ class StepDecoder:
             append_in_place: With the decode attention, hold the cache in
                 :class:`~generator.appendable_cache.AppendableLayer` layers (a step writes its
                 keys into spare room) rather than transformers' (a step copies the whole cache).
+            no_repeat_ngram_size: A row never repeats an n-gram of its own new tokens this
+                long (:mod:`generator.repetition`); 0: off.
         """
         self._model = model
         self._tokenizer = tokenizer
@@ -77,6 +81,7 @@ class StepDecoder:
         fast = decode_attention and use_decode_attention(model)
         self._decode_attention = fast
         self._append_in_place = fast and append_in_place
+        self._no_repeat = no_repeat_ngram_size
         self._rows: list[_Row] = []
         self._cache: Any = None
         self._mask: Any = None
@@ -148,7 +153,10 @@ class StepDecoder:
                 **({"decode_step": mask.shape[1]} if self._decode_attention else {}),
             )
         self._mask = mask
-        tokens = output.logits[:, -1].argmax(dim=-1).tolist()
+        logits = block_repeats(
+            output.logits[:, -1].float(), [row.tokens for row in self._rows], self._no_repeat
+        )
+        tokens = logits.argmax(dim=-1).tolist()
         for row, token in zip(self._rows, tokens, strict=True):
             row.length += 1
             row.tokens.append(int(token))

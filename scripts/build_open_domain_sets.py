@@ -17,30 +17,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from evaluation.dpr_sets import (
-    DPR_SETS,
-    PYSERINI_DISTRIBUTION,
-    DprSetError,
-    dpr_set,
-    jar_from_wheel,
-)
+from evaluation.dpr_sets import DPR_SETS, DprSetError, download_jar, dpr_set
 from evaluation.open_domain import MAX_GOLD_DOCUMENTS, build_sets
 from vectorstore.corpus import load_corpus
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "evaluation" / "data" / "open_domain"
 
 logger = logging.getLogger("build_open_domain_sets")
-
-
-def download_jar(folder: Path) -> Path:
-    """Fetch the pyserini wheel with pip (no dependencies) and extract its Anserini jar."""
-    logger.info("downloading %s (about 110 MB) into %s", PYSERINI_DISTRIBUTION, folder)
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet"]
-    subprocess.run([*command, PYSERINI_DISTRIBUTION, "-d", str(folder)], check=True)
-    wheels = sorted(folder.glob("pyserini-*.whl"))
-    if not wheels:
-        raise DprSetError(f"pip download left no pyserini wheel in {folder}")
-    return jar_from_wheel(wheels[0], folder)
 
 
 def main() -> int:

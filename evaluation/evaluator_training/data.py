@@ -88,13 +88,33 @@ def loss_weights(labels: Sequence[int], balance: bool) -> list[float]:
     return [pos_weight if label == 1 else neg_weight for label in labels]
 
 
-def epoch_order(size: int, seed: int, epoch: int) -> list[int]:
+def epoch_order(
+    size: int,
+    seed: int,
+    epoch: int,
+    lengths: Sequence[int] | None = None,
+    batch_size: int = 1,
+) -> list[int]:
     """The shuffled order of pair indices for ``epoch``: a function of the seed and epoch only.
 
-    Resuming a run therefore replays the same order without saving it.
+    Resuming a run therefore replays the same order without saving it. With ``lengths``
+    (``group_by_length``), the shuffled order is cut into windows of 50 batches, each window
+    sorted by length into batches of similar pairs, and the full batches shuffled; a short
+    last batch stays last, so every step but the last trains ``batch_size`` pairs.
     """
     rng = np.random.default_rng([seed, epoch])
-    return [int(i) for i in rng.permutation(size)]
+    order = [int(i) for i in rng.permutation(size)]
+    if lengths is None:
+        return order
+    window = 50 * batch_size
+    batches: list[list[int]] = []
+    for start in range(0, size, window):
+        part = sorted(order[start : start + window], key=lambda i: lengths[i], reverse=True)
+        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
+    short = [b for b in batches if len(b) < batch_size]
+    full = [b for b in batches if len(b) == batch_size]
+    shuffled = [full[int(i)] for i in rng.permutation(len(full))]
+    return [i for batch in [*shuffled, *short] for i in batch]
 
 
 def encode_cross_encoder(

@@ -46,6 +46,11 @@ class RunPlan:
     max_grad_norm: float
     checkpoint_every: int
     stop_after: int | None
+    train_layers: int | None = None
+    freeze_embeddings: bool = False
+    lora_rank: int = 0
+    group_by_length: bool = False
+    prior: bool = False
 
     @property
     def steps_per_epoch(self) -> int:
@@ -80,6 +85,11 @@ class RunPlan:
             "weight_decay": self.weight_decay,
             "max_grad_norm": self.max_grad_norm,
             "template": DEFAULT_TEMPLATE if self.kind == "t5" else None,
+            "train_layers": self.train_layers,
+            "freeze_embeddings": self.freeze_embeddings,
+            "lora_rank": self.lora_rank,
+            "group_by_length": self.group_by_length,
+            "prior": self.prior,
         }
 
 
@@ -97,12 +107,19 @@ class TrainingLoop:
     weights: torch.Tensor
     device: torch.device
     state: TrainerState
+    trainable_parameters: int = 0
+    offsets: torch.Tensor | None = None
+    """Each pair's prior logit (``prior`` runs), added to the model's output."""
+    prior_map: dict[str, float] | None = None
+    """The fitted prior map (``prior`` runs), for the exported metadata."""
 
     def step(self, chunk: list[int]) -> float:
         """One optimizer step on the pairs at ``chunk``; the step's (weighted MSE) loss."""
         padded = pad_batch([self.features[i] for i in chunk], self.backend.pad_id)
         batch = {key: value.to(self.device) for key, value in padded.items()}
         scores = self.model(**batch).logits[:, 0].float()
+        if self.offsets is not None:
+            scores = torch.tanh((scores + self.offsets[chunk].to(self.device)) / 2)
         errors = (scores - self.targets[chunk].to(self.device)) ** 2
         loss = (self.weights[chunk].to(self.device) * errors).mean()
         value = float(loss.detach())
@@ -154,7 +171,13 @@ class TrainingLoop:
             while state.step < plan.total_steps:
                 epoch, index = divmod(state.step, plan.steps_per_epoch)
                 if epoch != order_epoch:
-                    order, order_epoch = epoch_order(plan.pair_count, plan.seed, epoch), epoch
+                    lengths = (
+                        [len(f["input_ids"]) for f in self.features]
+                        if plan.group_by_length
+                        else None
+                    )
+                    order = epoch_order(plan.pair_count, plan.seed, epoch, lengths, plan.batch_size)
+                    order_epoch = epoch
                 value = self.step(order[index * plan.batch_size : (index + 1) * plan.batch_size])
                 self.record(value, epoch)
                 bar.update(1)

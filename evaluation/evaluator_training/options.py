@@ -59,6 +59,23 @@ class TrainingOptions:
     keep_checkpoint: bool = True
     """Keep ``out_dir/checkpoint`` after a finished run (it holds the optimizer state, about
     twice the model's size)."""
+    train_layers: int | None = None
+    """Cross-encoder only: fine-tune only the top this many transformer layers, the pooler and
+    the head (the rest stay the base model's); ``None``: every layer."""
+    freeze_embeddings: bool = False
+    """Cross-encoder only: keep the token, position and type embeddings as the base model's
+    (the shipped evaluator does: its weight file then holds no copy of the vocabulary)."""
+    lora_rank: int = 0
+    """Cross-encoder only: train LoRA adapters of this rank on every attention and
+    feed-forward projection (``peft``), the head in full, the rest frozen; merged into the
+    weights when the run ends. 0: no adapters."""
+    prior: bool = False
+    """Cross-encoder only: train on top of the embedding prior (:mod:`evaluator.prior`): the
+    model's output is added to a logistic map of the MiniLM cosine, heading and question words,
+    fitted on the same pairs first, and ``tanh`` of the sum is regressed onto the labels."""
+    group_by_length: bool = False
+    """Batch pairs of similar length (shuffled in windows of 50 batches, sorted by length
+    inside each): less padding, the same pairs an epoch, a different step order."""
     stop_after: int | None = None
     """Stop once this many steps are done in total, as if interrupted: the checkpoint is saved,
     the final model is not written (for tests and time-boxed runs)."""
@@ -90,5 +107,23 @@ class TrainingOptions:
             raise TrainingError(f"checkpoint_every must be at least 1, got {self.checkpoint_every}")
         if not 0.0 <= self.warmup_ratio < 1.0:
             raise TrainingError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        self._check_trainable(kind)
         if self.stop_after is not None and self.stop_after < 1:
             raise TrainingError(f"stop_after must be at least 1, got {self.stop_after}")
+
+    def _check_trainable(self, kind: str) -> None:
+        """Refuse the partial-training options where they do not apply or conflict."""
+        partial = (
+            self.train_layers is not None or self.freeze_embeddings or self.lora_rank or self.prior
+        )
+        if kind != "cross-encoder" and partial:
+            raise TrainingError(
+                "train_layers, freeze_embeddings, lora_rank and prior apply to the "
+                "cross-encoder only"
+            )
+        if self.train_layers is not None and self.train_layers < 0:
+            raise TrainingError(f"train_layers must be 0 or more, got {self.train_layers}")
+        if self.lora_rank < 0:
+            raise TrainingError(f"lora_rank must be 0 or more, got {self.lora_rank}")
+        if self.lora_rank and self.train_layers is not None:
+            raise TrainingError("choose one of lora_rank and train_layers, not both")

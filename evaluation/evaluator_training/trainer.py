@@ -50,6 +50,13 @@ from evaluation.evaluator_training.data import (
 from evaluation.evaluator_training.errors import TrainingError
 from evaluation.evaluator_training.loop import RunPlan, TrainingLoop
 from evaluation.evaluator_training.options import TrainingOptions
+from evaluation.evaluator_training.trainable import (
+    add_lora,
+    count_parameters,
+    freeze,
+    load_adapter,
+    merge_lora,
+)
 from evaluation.pairs import LabelledPair
 
 logger = logging.getLogger(__name__)
@@ -70,6 +77,7 @@ class TrainResult:
         finished: Whether all epochs ran and the model was written (``False`` after
             :attr:`TrainingOptions.stop_after`).
         epoch_losses: Mean step loss of every finished epoch.
+        trainable_parameters: Weights the run trained (LoRA: the adapters and head).
     """
 
     out_dir: Path
@@ -80,6 +88,7 @@ class TrainResult:
     resumed_from_step: int | None
     finished: bool
     epoch_losses: tuple[float, ...]
+    trainable_parameters: int = 0
 
 
 def _linear_schedule(step: int, *, warmup: int, total: int) -> float:
@@ -220,6 +229,11 @@ def _plan(
         max_grad_norm=options.max_grad_norm,
         checkpoint_every=options.checkpoint_every,
         stop_after=options.stop_after,
+        train_layers=options.train_layers,
+        freeze_embeddings=options.freeze_embeddings,
+        lora_rank=options.lora_rank,
+        group_by_length=options.group_by_length,
+        prior=options.prior,
     )
 
 
@@ -234,6 +248,7 @@ def _result(loop: TrainingLoop, seconds: float, resumed_from: int | None) -> Tra
         resumed_from_step=resumed_from,
         finished=state.step >= loop.plan.total_steps,
         epoch_losses=tuple(state.epoch_losses),
+        trainable_parameters=loop.trainable_parameters,
     )
 
 
@@ -276,10 +291,14 @@ def _prepare_loop(
 ) -> TrainingLoop:
     """Seed, load and encode, then set up the optimizer: afresh, or as ``checkpoint`` left it."""
     _seed_everything(plan.seed)
-    backend = load_backend(plan.kind, str(checkpoint) if checkpoint else plan.source)
+    full_checkpoint = checkpoint if checkpoint is not None and not plan.lora_rank else None
+    backend = load_backend(plan.kind, str(full_checkpoint) if full_checkpoint else plan.source)
+    trainable = _make_trainable(backend, plan, checkpoint)
     features = _encode(backend, pairs, plan.max_length)
     targets = torch.tensor([float(pair.label) for pair in pairs])
-    weights = torch.tensor(loss_weights([pair.label for pair in pairs], plan.balance))
+    pair_weights = loss_weights([pair.label for pair in pairs], plan.balance)
+    weights = torch.tensor(pair_weights)
+    offsets, prior_map = _prior(plan, pairs, pair_weights)
     try:
         model = backend.model.to(run_device)
     except (RuntimeError, AssertionError) as exc:
@@ -299,14 +318,65 @@ def _prepare_loop(
         remove_checkpoint(plan.out_dir)
         state = TrainerState(0, 0, 0, plan.total_steps, plan.settings)
     return TrainingLoop(
-        plan, backend, model, optimizer, scheduler, features, targets, weights, run_device, state
+        plan,
+        backend,
+        model,
+        optimizer,
+        scheduler,
+        features,
+        targets,
+        weights,
+        run_device,
+        state,
+        trainable,
+        offsets,
+        prior_map,
     )
+
+
+def _prior(
+    plan: RunPlan, pairs: Sequence[LabelledPair], weights: Sequence[float]
+) -> tuple[torch.Tensor | None, dict[str, float] | None]:
+    """A ``prior`` run's per-pair prior logits and fitted map; ``(None, None)`` otherwise."""
+    if not plan.prior:
+        return None, None
+    from evaluation.evaluator_training.prior import (
+        fit_prior,
+        pair_cosines,
+        pair_feature_rows,
+        prior_offsets,
+    )
+    from vectorstore.embeddings import load_embeddings
+
+    features = pair_feature_rows(pairs, pair_cosines(pairs, load_embeddings()))
+    prior = fit_prior(features, [pair.label for pair in pairs], weights)
+    offsets = prior_offsets(prior, pairs, features)
+    return torch.tensor(offsets, dtype=torch.float32), prior.to_dict()
+
+
+def _make_trainable(backend: Backend, plan: RunPlan, checkpoint: Path | None) -> int:
+    """Freeze what the run does not train, or add LoRA adapters (restored from a checkpoint)."""
+    if plan.lora_rank:
+        backend.model = add_lora(backend.model, plan.lora_rank, plan.seed)
+        if checkpoint is not None:
+            load_adapter(backend.model, checkpoint)
+        trainable, total = count_parameters(backend.model)
+    else:
+        trainable, total = freeze(
+            backend.model,
+            train_layers=plan.train_layers,
+            freeze_embeddings=plan.freeze_embeddings,
+        )
+    logger.info("training %d of %d parameters", trainable, total)
+    return trainable
 
 
 def _export(loop: TrainingLoop, positives: int, keep_checkpoint: bool) -> None:
     """Write the trained model and ``crag_evaluator.json`` to the output folder."""
     plan, state = loop.plan, loop.state
     loop.model.eval()
+    if plan.lora_rank:
+        loop.backend.model = merge_lora(loop.backend.model)
     export_model(
         loop.backend,
         plan.out_dir,
@@ -322,6 +392,11 @@ def _export(loop: TrainingLoop, positives: int, keep_checkpoint: bool) -> None:
             "batch_size": plan.batch_size,
             "steps": state.step,
             "final_loss": state.epoch_losses[-1] if state.epoch_losses else None,
+            "train_layers": plan.train_layers,
+            "freeze_embeddings": plan.freeze_embeddings,
+            "lora_rank": plan.lora_rank,
+            "group_by_length": plan.group_by_length,
+            **({"output": "logit", "prior": loop.prior_map} if loop.prior_map else {}),
         },
     )
     if not keep_checkpoint:
