@@ -6,6 +6,9 @@ Commands:
     (question, passage, label) and (question, strip, label) pairs from every question of the
     DPR dev sets over the store, split into train / select / measure (the shipped evaluator's
     training data; :mod:`evaluation.pair_mining`).
+``ship``
+    Write a cross-encoder trained from the installed MiniLM as the shipped evaluator's weight
+    file (what training changed, float16: :mod:`evaluator.shipped`).
 ``pairs``
     (question, passage, label) pairs from FanOutQA ``train`` or ``dev`` questions over the
     store, as JSON Lines.
@@ -225,6 +228,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ship(args: argparse.Namespace) -> int:
+    """Write a trained cross-encoder as the shipped evaluator's delta file."""
+    from evaluator.shipped import DELTA_FILE, write_delta
+
+    out = Path(args.out) if args.out else DELTA_FILE
+    written = write_delta(Path(args.model), out)
+    _out(
+        f"wrote {out}: {written['tensors']} tensors, {written['parameters']:,} parameters, "
+        f"{written['bytes'] / 2**20:.1f} MiB (and {out.with_suffix('.json').name})"
+    )
+    return 0
+
+
 # --- calibrate -------------------------------------------------------------------------------
 
 
@@ -250,9 +266,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     if not 0.0 < args.target_precision <= 1.0:
         raise ValueError(f"--target-precision must be in (0, 1], got {args.target_precision}")
+    from evaluation.held_out import refuse_held_out
+
     pairs = read_pairs(Path(p) for p in args.pairs)
     if not pairs:
         raise ValueError("the pair files hold no pairs")
+    refuse_held_out((pair.question_id for pair in pairs), "calibrate")
     _check_pair_parts(pairs, _split(args), "calibrate")
     evaluator = load_evaluator(
         args.evaluator, model=args.model or "", batch_size=args.batch_size, int8=args.int8
@@ -530,6 +549,16 @@ def _add_train_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     train.set_defaults(func=cmd_train)
 
 
+def _add_ship_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``crag evaluator ship``."""
+    ship = commands.add_parser(
+        "ship", help="write a trained MiniLM cross-encoder as the shipped evaluator's weights"
+    )
+    ship.add_argument("--model", required=True, help="the trained cross-encoder folder")
+    ship.add_argument("--out", help="the .safetensors file (default: the shipped one)")
+    ship.set_defaults(func=cmd_ship)
+
+
 def _add_calibrate_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``crag evaluator calibrate``."""
     calibrate = commands.add_parser(
@@ -613,6 +642,7 @@ def add_evaluator_commands(
     _add_mine_parser(commands)
     _add_pairs_parser(commands)
     _add_train_parser(commands)
+    _add_ship_parser(commands)
     _add_calibrate_parser(commands)
     _add_report_parser(commands)
     _add_bench_parser(commands)

@@ -152,11 +152,11 @@ class StepDecoder:
                 use_cache=True,
                 **({"decode_step": mask.shape[1]} if self._decode_attention else {}),
             )
+            logits = block_repeats(
+                output.logits[:, -1].float(), [row.tokens for row in self._rows], self._no_repeat
+            )
+            tokens = logits.argmax(dim=-1).tolist()
         self._mask = mask
-        logits = block_repeats(
-            output.logits[:, -1].float(), [row.tokens for row in self._rows], self._no_repeat
-        )
-        tokens = logits.argmax(dim=-1).tolist()
         for row, token in zip(self._rows, tokens, strict=True):
             row.length += 1
             row.tokens.append(int(token))

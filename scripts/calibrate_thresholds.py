@@ -16,6 +16,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from evaluation.held_out import refuse_held_out
 from evaluation.threshold_calibration import Case, Outcome, evaluate, grid, load_cases
 from graph.context import Context
 
@@ -44,6 +45,7 @@ def main() -> None:
 
     defaults = Context()
     sets: dict[str, list[Case]] = {str(p): load_cases(_rows_path(p)) for p in args.runs}
+    refuse_held_out((c.id for cases in sets.values() for c in cases), "calibrate")
     everything = [c for cases in sets.values() for c in cases]
     for name, cases in [*sets.items(), ("all", everything)]:
         logger.info("== %s: %d cases", name, len(cases))

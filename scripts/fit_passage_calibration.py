@@ -34,6 +34,7 @@ from evaluation.answers import answer_in_text
 from evaluation.datasets import load_dataset
 from evaluation.evaluator_calibration import PAPER_LOWER, PAPER_UPPER
 from evaluation.evaluator_metrics import roc_auc
+from evaluation.held_out import refuse_held_out
 from evaluation.logistic import fit_logistic
 from evaluator.embedding import (
     DEFAULT_HEADING_WEIGHT,
@@ -66,7 +67,9 @@ class Question:
 def questions_of(name: str, limit: int, store: Any, embeddings: Any, k: int) -> list[Question]:
     """The retrieved top-k of each of the set's first ``limit`` questions, with features."""
     cases: list[Question] = []
-    for index, question in enumerate(load_dataset(name)[:limit]):
+    questions = load_dataset(name)[:limit]
+    refuse_held_out((q.id for q in questions), "fit")
+    for index, question in enumerate(questions):
         if index % 100 == 0:
             logger.info("%s: %d questions", name, index)
         passages = retrieve(store, question.question, k)

@@ -457,9 +457,11 @@ def test_the_abstention_rate_per_experiment_and_its_cost() -> None:
         "wrong_without_abstention": 0,
     }
     table = main_table(results)
-    assert table.splitlines()[0].endswith("| abstained |")
-    assert table.splitlines()[2].endswith("| 0.250 |")
-    assert table.splitlines()[3].endswith("| 0.000 |")
+    assert table.splitlines()[0].endswith(
+        "| abstained | looping answers | knowledge words (median) |"
+    )
+    assert "| 0.250 |" in table.splitlines()[2]
+    assert "| 0.000 |" in table.splitlines()[3]
     report = render_report(results)
     assert "## Abstention" in report
     assert "| crag | 1 / 4 | 0.250 |" in report

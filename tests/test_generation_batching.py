@@ -212,7 +212,9 @@ def _prompts() -> list[list[BaseMessage]]:
 
 def _decode_staggered(model: LocalChatModel, requests: list[GenerationRequest]) -> None:
     """Admit one request per step, so that rows join a batch already decoding."""
-    decoder = StepDecoder(model._model, model._tokenizer)
+    decoder = StepDecoder(
+        model._model, model._tokenizer, no_repeat_ngram_size=model.no_repeat_ngram_size
+    )
     waiting = list(requests)
     while waiting or decoder.size:
         if waiting:

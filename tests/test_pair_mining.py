@@ -14,6 +14,7 @@ from evaluation.pair_mining import (
     MinedPair,
     MiningError,
     MiningOptions,
+    Unit,
     check_mining_sets,
     measured_ids,
     mine_pairs,
@@ -167,7 +168,7 @@ def test_held_out_questions_are_refused_in_code() -> None:
 
 
 def test_ranking_figures_on_a_hand_made_question() -> None:
-    def pair(unit: str, source: str, rank: int, label: int, holds: bool) -> MinedPair:
+    def pair(unit: Unit, source: str, rank: int, label: int, holds: bool) -> MinedPair:
         return MinedPair(
             "q",
             "question",
@@ -179,7 +180,7 @@ def test_ranking_figures_on_a_hand_made_question() -> None:
             "select",
             holds,
             True,
-        )  # type: ignore[arg-type]
+        )
 
     pairs = [
         pair("passage", "a", 0, -1, False),

@@ -90,3 +90,20 @@ def test_rows_without_scores_or_forced_runs_are_refused(tmp_path: Path) -> None:
     partial.write_text(json.dumps(_row("crag", "q1", [0.5], True)) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match="--experiments thresholds"):
         load_cases(partial)
+
+
+def test_the_calibration_script_refuses_test_set_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import runpy
+    import sys
+
+    from evaluation.held_out import HeldOutError
+
+    run = _write_run(tmp_path / "rows.jsonl")
+    text = run.read_text(encoding="utf-8").replace('"q3"', '"nq-test-17"')
+    run.write_text(text, encoding="utf-8")
+    monkeypatch.setattr(sys, "argv", ["calibrate_thresholds.py", str(run)])
+    script = Path(__file__).resolve().parents[1] / "scripts" / "calibrate_thresholds.py"
+    with pytest.raises(HeldOutError, match="test set"):
+        runpy.run_path(str(script), run_name="__main__")

@@ -56,8 +56,9 @@ def test_lora_adapters_train_and_merge_into_a_plain_model(
     pytest.importorskip("peft")
     from sentence_transformers import CrossEncoder
 
-    options = TrainingOptions(
-        base_model=str(tiny_bert), epochs=12, lora_rank=4, **{**FAST, "learning_rate": 1e-2}
+    options = replace(
+        TrainingOptions(base_model=str(tiny_bert), epochs=12, lora_rank=4, **FAST),
+        learning_rate=1e-2,
     )
     result = train_evaluator("cross-encoder", PAIRS, tmp_path / "lora", options)
     assert result.finished and result.epoch_losses[-1] < result.epoch_losses[0]
