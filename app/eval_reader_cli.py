@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from generator.repetition import DEFAULT_NGRAM
+
 logger = logging.getLogger(__name__)
 
 
@@ -44,6 +46,14 @@ def add_eval_reader_command(sub: Any) -> None:
         metavar="N",
         help="longest answer (default: the recorded run's)",
     )
+    reader.add_argument(
+        "--no-repeat-ngram-size",
+        type=int,
+        default=DEFAULT_NGRAM,
+        metavar="N",
+        help=f"a local reader's reply never repeats an n-gram of its own tokens this long "
+        f"(default {DEFAULT_NGRAM}; 0: off)",
+    )
     reader.set_defaults(func=cmd_eval_reader)
 
 
@@ -66,7 +76,7 @@ def cmd_eval_reader(args: argparse.Namespace) -> int:
     recorded, rows = load_recorded_run(args.run)
     max_new_tokens = args.max_new_tokens or int(recorded["meta"].get("max_new_tokens") or 48)
     started = time.perf_counter()
-    model = load_chat_model(args.generator, max_new_tokens)
+    model = load_chat_model(args.generator, max_new_tokens, args.no_repeat_ngram_size)
     if args.workers > 1:
         batch_generation(model, args.workers)
     asked = sum(1 for row in rows if asks_generator(row))

@@ -116,7 +116,12 @@ def cmd_pairs(args: argparse.Namespace) -> int:
     ids = read_ids_file(Path(args.ids)) if args.ids else split[args.split]
     check_ids(ids, split, (args.split,))
     store = _open_store(args)
-    cases = retrieval_cases(ids, store, k=args.k)
+    from evaluation.pair_mining import store_retriever
+    from vectorstore.embeddings import load_embeddings
+
+    # exact search over the store's vectors: the same pairs every time (training data)
+    exact = store_retriever(store, load_embeddings(), args.k)
+    cases = retrieval_cases(ids, store, k=args.k, retrieve=exact)
     with_gold = [case for case in cases if case.gold_passages]
     pairs = pairs_from_cases(with_gold)
     written = write_pairs(Path(args.out), pairs)
@@ -213,6 +218,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         prior=args.prior,
         group_by_length=args.group_by_length,
         checkpoint_every=args.checkpoint_every,
+        loss=args.loss,
     )
     if args.max_length is not None:
         options = replace(options, max_length=args.max_length)
@@ -545,6 +551,13 @@ def _add_train_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "--group-by-length", action="store_true", help="batch pairs of similar length (faster)"
     )
     train.add_argument("--checkpoint-every", type=int, default=200, help="steps between saves")
+    train.add_argument(
+        "--loss",
+        choices=("mse", "listwise"),
+        default="mse",
+        help="mse: the paper's regression; listwise: each question's texts ranked against each "
+        "other (with --prior; --batch-size then counts questions)",
+    )
     _split_option(train)
     train.set_defaults(func=cmd_train)
 

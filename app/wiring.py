@@ -145,7 +145,9 @@ class DefaultComponents:
         from generator.factory import load_chat_model
 
         with self._lock:
-            return load_chat_model(context.generator, context.max_new_tokens)
+            return load_chat_model(
+                context.generator, context.max_new_tokens, context.no_repeat_ngram_size
+            )
 
     def search(self, context: Context) -> SearchProvider:
         """The web search provider named by ``context.search_provider``."""

@@ -403,23 +403,33 @@ def read_mined(path: Path, unit: Unit | None = None) -> list[MinedPair]:
 
 
 def store_retriever(store: Any, embeddings: Any, k: int) -> Retriever:
-    """A :data:`Retriever` over a Chroma store: questions embedded a batch at a time.
+    """An exact :data:`Retriever` over a Chroma store's own vectors.
 
-    The same vectors and search as :func:`vectorstore.store.retrieve` (the embedder's query
-    vector is its document vector for the same text), without one embedder call per question.
+    The same cosine ranking as :func:`vectorstore.store.retrieve`, without the approximation
+    of the HNSW index.
+
+    The graph searches Chroma's HNSW index, which is approximate and, right after ingestion,
+    not always the same from one process to the next (a question's first passage differed
+    between two mining runs over one store); mining reads every stored vector once and ranks by
+    exact cosine (ties by chunk id), so the same store and questions always give the same pairs.
     """
+    import numpy as np
+
+    collection = store._collection
+    stored = collection.get(include=["embeddings", "documents", "metadatas"])
+    order = sorted(range(len(stored["ids"])), key=lambda i: stored["ids"][i])
+    vectors = np.asarray([stored["embeddings"][i] for i in order], dtype=np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    texts = [stored["documents"][i] for i in order]
+    sources = [str((stored["metadatas"][i] or {}).get("source", "")) for i in order]
 
     def retrieve(questions: Sequence[str]) -> list[list[dict[str, Any]]]:
-        vectors = embeddings.embed_documents(list(questions))
+        queries = np.asarray(embeddings.embed_documents(list(questions)), dtype=np.float32)
+        queries /= np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
         results = []
-        for vector in vectors:
-            docs = store.similarity_search_by_vector(vector, k=k)
-            results.append(
-                [
-                    {"text": d.page_content, "source": str(d.metadata.get("source", ""))}
-                    for d in docs
-                ]
-            )
+        for similarities in queries @ vectors.T:
+            best = np.lexsort((np.arange(len(similarities)), -similarities))[:k]
+            results.append([{"text": texts[i], "source": sources[i]} for i in best])
         return results
 
     return retrieve

@@ -8,7 +8,7 @@ project's own store, so the negatives are the hard ones the evaluator meets in t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -51,21 +51,38 @@ class RetrievalCase:
         return any(source == self.gold_source for _, source in self.retrieved)
 
 
-def retrieval_cases(top_ids: Sequence[str], store: Any, k: int = 10) -> list[RetrievalCase]:
+def retrieval_cases(
+    top_ids: Sequence[str],
+    store: Any,
+    k: int = 10,
+    retrieve: Callable[[Sequence[str]], list[list[dict[str, Any]]]] | None = None,
+) -> list[RetrievalCase]:
     """Retrieve the top-k passages for every leaf question of ``top_ids`` from ``store``.
 
     ``store`` is a LangChain Chroma store filled with the bundled corpus (sources
     ``wikipedia:<title>``). Questions whose gold page is not in the store are kept: for them
-    the right action is Incorrect.
+    the right action is Incorrect. ``retrieve`` (top-k ``text`` and ``source`` for a batch of
+    questions) replaces the store's own search, e.g. the exact search of
+    :func:`evaluation.pair_mining.store_retriever`, which makes training pairs reproducible.
     """
+    leaves = leaf_questions(top_ids)
+    if retrieve is None:
+        hits = [
+            [
+                {"text": d.page_content, "source": str(d.metadata.get("source", ""))}
+                for d in store.similarity_search(leaf.question, k=k)
+            ]
+            for leaf in leaves
+        ]
+    else:
+        hits = retrieve([leaf.question for leaf in leaves])
     cases = []
-    for leaf in leaf_questions(top_ids):
+    for leaf, found in zip(leaves, hits, strict=True):
         gold = store.get(where={"source": f"wikipedia:{leaf.gold_title}"}, include=["documents"])
-        hits = store.similarity_search(leaf.question, k=k)
         cases.append(
             RetrievalCase(
                 question=leaf,
-                retrieved=[(d.page_content, str(d.metadata.get("source", ""))) for d in hits],
+                retrieved=[(h["text"], h["source"]) for h in found],
                 gold_passages=list(gold.get("documents") or []),
             )
         )

@@ -120,3 +120,69 @@ def score_mined(
         for i, value in zip(indices, values, strict=True):
             out[i] = value
     return out
+
+
+@dataclass(frozen=True)
+class ThresholdMeaning:
+    """What a pair of action thresholds means on some questions (their best passage score)."""
+
+    upper: float
+    lower: float
+    correct: int
+    """Questions whose best passage scores above ``upper``."""
+    correct_with_gold: int
+    """Of those, questions with a gold passage in the top-k."""
+    incorrect: int
+    """Questions whose every passage scores below ``lower``."""
+    incorrect_without_gold: int
+    """Of those, questions with no gold passage in the top-k."""
+    questions: int
+
+    @property
+    def correct_precision(self) -> float | None:
+        """P(gold in the top-k | Correct)."""
+        return self.correct_with_gold / self.correct if self.correct else None
+
+    @property
+    def incorrect_precision(self) -> float | None:
+        """P(no gold in the top-k | Incorrect)."""
+        return self.incorrect_without_gold / self.incorrect if self.incorrect else None
+
+
+def best_passages(
+    pairs: Sequence[MinedPair],
+    scores: Sequence[float],
+    gold: Mapping[str, frozenset[str]] | None = None,
+) -> list[tuple[float, bool]]:
+    """Per question: its best passage score and whether a gold passage is in its top-k."""
+    gold = gold or {}
+    out: list[tuple[float, bool]] = []
+    for indices in _by_question(pairs).values():
+        passages = [i for i in indices if pairs[i].unit == "passage"]
+        if not passages:
+            continue
+        qid = pairs[passages[0]].question_id
+        sources = gold.get(qid)
+        has_gold = any(
+            (pairs[i].source in sources) if sources is not None else pairs[i].label == 1
+            for i in passages
+        )
+        out.append((max(scores[i] for i in passages), has_gold))
+    return out
+
+
+def threshold_meaning(
+    best: Sequence[tuple[float, bool]], upper: float, lower: float
+) -> ThresholdMeaning:
+    """How the trigger with ``upper`` and ``lower`` splits the questions, against gold."""
+    correct = [has for score, has in best if score > upper]
+    incorrect = [has for score, has in best if score < lower]
+    return ThresholdMeaning(
+        upper=upper,
+        lower=lower,
+        correct=len(correct),
+        correct_with_gold=sum(correct),
+        incorrect=len(incorrect),
+        incorrect_without_gold=sum(1 for has in incorrect if not has),
+        questions=len(best),
+    )

@@ -8,6 +8,10 @@ the cross-encoder's raw output for the pair read together:
 
     score = tanh((prior_logit + cross_encoder_output) / 2)
 
+A checkpoint trained with the listwise loss records a ``correction`` too (its output ranks but
+has no scale of its own; :mod:`evaluation.evaluator_training.listwise`), and the sum is then
+``prior_weight * prior_logit + weight * cross_encoder_output + bias``.
+
 Passages, strips and web paragraphs are all scored this way, on one scale, so anything that is
 ranked together or compared with one threshold is comparable (:mod:`evaluator.prior`).
 """
@@ -41,9 +45,16 @@ class PriorCrossEncoderEvaluator(BatchedEvaluator):
     """
 
     def __init__(
-        self, cross_encoder: CrossEncoderEvaluator, embeddings: Embeddings, prior: PriorMap
+        self,
+        cross_encoder: CrossEncoderEvaluator,
+        embeddings: Embeddings,
+        prior: PriorMap,
+        correction: tuple[float, float, float] = (1.0, 1.0, 0.0),
     ) -> None:
-        """Combine a loaded cross-encoder, the embedder and the checkpoint's prior map."""
+        """Combine a loaded cross-encoder, the embedder and the checkpoint's prior map.
+
+        ``correction``: ``(prior_weight, weight, bias)`` of the sum (see the module).
+        """
         self.name: str = "cross-encoder"
         self.cross_encoder = cross_encoder
         self.embeddings = embeddings
@@ -51,6 +62,7 @@ class PriorCrossEncoderEvaluator(BatchedEvaluator):
         self.batch_size = cross_encoder.batch_size
         self.model_name_or_path = cross_encoder.model_name_or_path
         self.int8 = cross_encoder.int8
+        self.correction = correction
 
     def __repr__(self) -> str:
         return f"PriorCrossEncoderEvaluator({self.cross_encoder!r}, prior={self.prior})"
@@ -75,7 +87,9 @@ class PriorCrossEncoderEvaluator(BatchedEvaluator):
             cosines = np.clip(_unit_rows(docs) @ query, -1.0, 1.0)
             prior = self.prior.logits(question, texts, cosines)
             raw = np.asarray(self.cross_encoder.raw_outputs(question, texts), dtype=np.float64)
-            values: list[float] = np.tanh((prior + raw) / 2.0).tolist()
+            prior_weight, weight, bias = self.correction
+            z = prior_weight * prior + weight * raw + bias
+            values: list[float] = np.tanh(z / 2.0).tolist()
             return values
 
         return BatchScorer(score, sizes=[len(passages[i]) for i in indices])
@@ -89,3 +103,17 @@ def prior_of(metadata: dict[str, Any] | None) -> PriorMap | None:
     if not isinstance(data, dict):
         raise EvaluatorError(f"crag_evaluator.json has a prior that is not an object: {data!r}")
     return PriorMap.from_dict(data)
+
+
+def correction_of(metadata: dict[str, Any] | None) -> tuple[float, float, float]:
+    """The ``(prior_weight, weight, bias)`` a checkpoint records; ``(1, 1, 0)`` if none."""
+    data = (metadata or {}).get("correction")
+    if data is None:
+        return (1.0, 1.0, 0.0)
+    try:
+        values = (float(data["prior_weight"]), float(data["weight"]), float(data["bias"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise EvaluatorError(f"bad correction {data!r} in crag_evaluator.json: {exc}") from exc
+    if not all(np.isfinite(values)):
+        raise EvaluatorError(f"bad correction {data!r} in crag_evaluator.json")
+    return values

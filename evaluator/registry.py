@@ -111,14 +111,23 @@ def _load_cached(
         return T5Evaluator(model, batch_size=batch_size, int8=int8)
     if name == "cross-encoder":
         from evaluator.cross_encoder import CrossEncoderEvaluator
-        from evaluator.prior_cross_encoder import PriorCrossEncoderEvaluator, prior_of
+        from evaluator.prior_cross_encoder import (
+            PriorCrossEncoderEvaluator,
+            correction_of,
+            prior_of,
+        )
 
         cross_encoder = CrossEncoderEvaluator(model, batch_size=batch_size, int8=int8)
         prior = prior_of(cross_encoder.metadata)
         if prior is None:
             return cross_encoder
         logger.info("cross-encoder %s corrects its embedding prior %s", model, prior)
-        return PriorCrossEncoderEvaluator(cross_encoder, _shared_embeddings(embeddings_name), prior)
+        return PriorCrossEncoderEvaluator(
+            cross_encoder,
+            _shared_embeddings(embeddings_name),
+            prior,
+            correction_of(cross_encoder.metadata),
+        )
     if name == "llm":
         from evaluator.llm import LLMEvaluator
         from generator.factory import load_chat_model

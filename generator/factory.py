@@ -7,11 +7,15 @@ import logging
 
 from langchain_core.language_models import BaseChatModel
 
+from generator.repetition import DEFAULT_NGRAM
+
 logger = logging.getLogger(__name__)
 
 
 @functools.lru_cache(maxsize=4)
-def load_chat_model(spec: str, max_new_tokens: int = 128) -> BaseChatModel:
+def load_chat_model(
+    spec: str, max_new_tokens: int = 128, no_repeat_ngram_size: int = DEFAULT_NGRAM
+) -> BaseChatModel:
     """Load the chat model named by ``spec``.
 
     Args:
@@ -21,6 +25,8 @@ def load_chat_model(spec: str, max_new_tokens: int = 128) -> BaseChatModel:
             ``"provider:model"`` for any LangChain chat model (``init_chat_model``; e.g.
             ``"openai:gpt-4o-mini"``, ``"ollama:llama3.1"``).
         max_new_tokens: Longest answer, in tokens.
+        no_repeat_ngram_size: Local models: a reply never repeats an n-gram of its own tokens
+            this long (:mod:`generator.repetition`; 0: off). API models: not applied.
     """
     from generator.local import LocalChatModel
 
@@ -28,16 +34,28 @@ def load_chat_model(spec: str, max_new_tokens: int = 128) -> BaseChatModel:
     if spec in ("", "smollm2"):
         from generator.smollm2 import ensure_smollm2
 
-        return LocalChatModel(model_path=str(ensure_smollm2()), max_new_tokens=max_new_tokens)
+        return LocalChatModel(
+            model_path=str(ensure_smollm2()),
+            max_new_tokens=max_new_tokens,
+            no_repeat_ngram_size=no_repeat_ngram_size,
+        )
     if spec.startswith("local:"):
-        return LocalChatModel(model_path=spec.removeprefix("local:"), max_new_tokens=max_new_tokens)
+        return LocalChatModel(
+            model_path=spec.removeprefix("local:"),
+            max_new_tokens=max_new_tokens,
+            no_repeat_ngram_size=no_repeat_ngram_size,
+        )
     if spec.startswith("gguf:"):
         from pathlib import Path
 
         from generator.gguf import ensure_converted
 
         folder = ensure_converted(Path(spec.removeprefix("gguf:")).expanduser())
-        return LocalChatModel(model_path=str(folder), max_new_tokens=max_new_tokens)
+        return LocalChatModel(
+            model_path=str(folder),
+            max_new_tokens=max_new_tokens,
+            no_repeat_ngram_size=no_repeat_ngram_size,
+        )
     if ":" not in spec:
         raise ValueError(
             f"generator {spec!r} not understood: use 'smollm2', 'local:/path', "

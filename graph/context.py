@@ -45,9 +45,15 @@ DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 
 PAPER_THRESHOLDS: tuple[float, float] = (0.59, -0.99)
 """The paper's action thresholds (upper, lower), set for its fine-tuned T5 on PopQA."""
-EVALUATOR_THRESHOLDS: dict[str, tuple[float, float]] = {"embedding": (0.1, -0.9)}
+EVALUATOR_THRESHOLDS: dict[str, tuple[float, float]] = {
+    "embedding": (0.1, -0.9),
+    "cross-encoder": (0.59, -0.99),
+}
 """Action thresholds calibrated on an evaluator's own score scale (the embedding evaluator's
-passage map on the open-domain dev sets); an evaluator not named here takes the paper's."""
+passage map on the open-domain dev sets; the shipped cross-encoder's scores on the ``select``
+split of the mined dev pairs); an evaluator not named here takes the paper's. The
+``cross-encoder`` entry is the shipped checkpoint's: a cross-encoder named by
+``evaluator_model`` takes the paper's."""
 
 CHROMA_HOST_DESCRIPTION = (
     "Host name or IP of a Chroma server (`chroma run`) holding the store; empty: the on-disk "
@@ -116,6 +122,7 @@ class Context(Settings):
         "web_cache_ttl": 0,
         "evaluator_batch_size": 1,
         "max_new_tokens": 1,
+        "no_repeat_ngram_size": 0,
         "default_corpus_limit": 0,
         "max_question_chars": 1,
         "chroma_port": 1,
@@ -424,6 +431,13 @@ class Context(Settings):
         default=128,
         metadata={"description": "Longest answer the generator may write, in tokens."},
     )
+    no_repeat_ngram_size: int = _deployment(
+        "no_repeat_ngram_size",
+        4,
+        "A local generator's reply never repeats an n-gram of its own tokens this long (the "
+        "prompt is not counted, so copying from the knowledge is free): no degenerate loops. "
+        "0: off.",
+    )
     embedder: str = _embedder_field(
         "Sentence-transformers embedder: 'all-MiniLM-L6-v2' (shipped) or a local model path."
     )
@@ -453,7 +467,10 @@ class Context(Settings):
         an operator who switches to the paper's T5 gets the paper's thresholds without setting
         them, and a run that sets one keeps it whatever the evaluator.
         """
-        upper, lower = EVALUATOR_THRESHOLDS.get(self.evaluator, PAPER_THRESHOLDS)
+        own = self.evaluator != "cross-encoder" or not self.evaluator_model.strip()
+        upper, lower = (
+            EVALUATOR_THRESHOLDS.get(self.evaluator, PAPER_THRESHOLDS) if own else PAPER_THRESHOLDS
+        )
         return (
             upper if self.upper_threshold is None else self.upper_threshold,
             lower if self.lower_threshold is None else self.lower_threshold,

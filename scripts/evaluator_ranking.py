@@ -26,10 +26,12 @@ from typing import Any
 
 from evaluation.pair_mining import MinedPair, read_mined
 from evaluation.ranking_figures import (
+    best_passages,
     gold_documents,
     ranking_figures,
     retriever_scores,
     score_mined,
+    threshold_meaning,
 )
 from evaluator.base import score_strips
 from evaluator.registry import load_evaluator
@@ -70,9 +72,29 @@ def figures_of(
     passage_scores = score_mined(evaluator.score, passages)
     strip_scores = score_mined(lambda q, t: score_strips(evaluator, q, t), strips)
     figures = asdict(ranking_figures(passages + strips, passage_scores + strip_scores, gold))
+    best = best_passages(passages, passage_scores, gold)
+    figures["thresholds"] = {
+        "upper": {
+            f"{t:g}": _meaning(best, t, -2.0, "correct")
+            for t in (-0.5, -0.3, -0.1, 0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+        },
+        "lower": {
+            f"{t:g}": _meaning(best, 2.0, t, "incorrect")
+            for t in (-0.99, -0.97, -0.95, -0.9, -0.85, -0.8, -0.7, -0.6, -0.5)
+        },
+    }
     figures["seconds"] = round(time.perf_counter() - started, 1)
     figures["pairs"] = len(passages) + len(strips)
     return figures
+
+
+def _meaning(best: list[tuple[float, bool]], upper: float, lower: float, side: str) -> str:
+    """One side of the trigger at one threshold: questions, their share, its precision."""
+    m = threshold_meaning(best, upper, lower)
+    count = m.correct if side == "correct" else m.incorrect
+    precision = m.correct_precision if side == "correct" else m.incorrect_precision
+    shown = "-" if precision is None else f"{precision:.2f}"
+    return f"{count} ({count / max(1, m.questions):.0%}) precision {shown}"
 
 
 def main() -> None:

@@ -51,6 +51,8 @@ from vectorstore.store import open_store, retrieve
 logger = logging.getLogger("fit_passage_calibration")
 
 DEV_SETS = ("nq-dev", "trivia-dev")
+CHECK_TOLERANCE = 1e-3
+"""How far ``--check`` lets a refitted constant be from the shipped one (printing rounds to 4)."""
 L2 = 1e-2
 """A light L2 penalty (weights and intercept), as for the strip map."""
 
@@ -141,6 +143,9 @@ def main() -> None:
     parser.add_argument("--collection", default="crag")
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--limit", type=int, default=400, help="questions per dev set")
+    parser.add_argument(
+        "--check", action="store_true", help="fail unless the fit gives the shipped constants"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     embeddings = load_embeddings()
@@ -168,6 +173,11 @@ def main() -> None:
         "cosine_at_score_0.59_no_overlap": round((2 * math.atanh(0.59) - b) / a, 4),
     }
     print(json.dumps(report, indent=2))
+    if args.check:
+        fitted = np.asarray([a, h, o, b])
+        if not np.allclose(fitted, current, atol=CHECK_TOLERANCE):
+            raise SystemExit(f"the shipped passage map {current} is not what this fit gives")
+        logger.info("the shipped passage map is reproduced (within %g)", CHECK_TOLERANCE)
 
 
 if __name__ == "__main__":

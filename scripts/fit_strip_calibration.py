@@ -30,6 +30,10 @@ from evaluator.embedding import (
     DEFAULT_HEADING_WEIGHT,
     DEFAULT_OVERLAP_WEIGHT,
     DEFAULT_SLOPE,
+    DEFAULT_STRIP_HEADING_WEIGHT,
+    DEFAULT_STRIP_INTERCEPT,
+    DEFAULT_STRIP_OVERLAP_WEIGHT,
+    DEFAULT_STRIP_SLOPE,
     _unit_rows,
     pair_features,
 )
@@ -42,6 +46,8 @@ logger = logging.getLogger("fit_strip_calibration")
 
 DEV_SETS = ("nq-dev", "trivia-dev")
 KEPT = 5
+CHECK_TOLERANCE = 1e-3
+"""How far ``--check`` lets a refitted constant be from the shipped one (printing rounds to 4)."""
 L2 = 1e-2
 """The strip map's light L2 penalty (weights and intercept)."""
 
@@ -85,6 +91,9 @@ def main() -> None:
     parser.add_argument(
         "--limit", type=int, default=200, help="questions per dev set (the shipped map: 200)"
     )
+    parser.add_argument(
+        "--check", action="store_true", help="fail unless the fit gives the shipped constants"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     embeddings = load_embeddings()
@@ -117,6 +126,18 @@ def main() -> None:
     print(f"DEFAULT_STRIP_HEADING_WEIGHT: float = {w[1]:.4f}")
     print(f"DEFAULT_STRIP_OVERLAP_WEIGHT: float = {w[2]:.4f}")
     print(f"DEFAULT_STRIP_INTERCEPT: float = {w[3]:.4f}")
+    if args.check:
+        shipped = np.asarray(
+            [
+                DEFAULT_STRIP_SLOPE,
+                DEFAULT_STRIP_HEADING_WEIGHT,
+                DEFAULT_STRIP_OVERLAP_WEIGHT,
+                DEFAULT_STRIP_INTERCEPT,
+            ]
+        )
+        if not np.allclose(w, shipped, atol=CHECK_TOLERANCE):
+            raise SystemExit(f"the shipped strip map {shipped} is not what this fit gives")
+        logger.info("the shipped strip map is reproduced (within %g)", CHECK_TOLERANCE)
 
 
 if __name__ == "__main__":

@@ -95,7 +95,7 @@ def test_rows_decoded_past_the_room_get_the_tokens_they_get_alone(
     monkeypatch.setattr(appendable_cache, "HEADROOM", 3)  # the room fills every few steps
     prompts = [[5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16], [17]]
     alone = [model._generate_alone(GenerationRequest(ids, 12)) for ids in prompts]
-    decoder = StepDecoder(model._model, model._tokenizer)
+    decoder = StepDecoder(model._model, model._tokenizer, no_repeat_ngram_size=4)
     requests = [GenerationRequest(ids, 12) for ids in prompts]
     waiting = list(requests)
     grown = False
@@ -141,7 +141,9 @@ def test_without_append_in_place_the_cache_keeps_transformers_layers(
 ) -> None:
     prompts = [[5, 6, 7], [8, 9]]
     alone = [model._generate_alone(GenerationRequest(ids, 5)) for ids in prompts]
-    decoder = StepDecoder(model._model, model._tokenizer, append_in_place=False)
+    decoder = StepDecoder(
+        model._model, model._tokenizer, append_in_place=False, no_repeat_ngram_size=4
+    )
     requests = [GenerationRequest(ids, 5) for ids in prompts]
     for request in requests:
         decoder.admit(request)

@@ -196,6 +196,8 @@ def test_bad_arguments(backend: Backend, checkpoint: Path) -> None:
 
 @pytest.mark.parametrize("model", ["", "  "])
 def test_registry_needs_a_model(backend: Backend, model: str) -> None:
+    if backend.name == "cross-encoder":
+        pytest.skip("the cross-encoder without a checkpoint is the shipped one")
     with pytest.raises(EvaluatorError, match=f"{backend.name} evaluator needs evaluator_model"):
         load_evaluator(backend.name, model=model)
 

@@ -39,6 +39,7 @@ CONTEXT_DEPLOYMENT = {
     "evaluator_model",
     "evaluator_int8",
     "generator",
+    "no_repeat_ngram_size",
     "search_provider",
     "search_url",
     "search_timeout",

@@ -153,3 +153,35 @@ def test_length_grouped_order_is_a_permutation_with_full_batches_first() -> None
     spread = [max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches[:-1]]
     assert sum(spread) / len(spread) < 8  # similar lengths share a batch
     assert len(batches[-1]) == 103 % 8  # the short batch is last
+
+
+def test_listwise_run_ranks_each_question_and_records_its_calibration(
+    tiny_bert: Path,  # noqa: F811 - the fixture
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "listwise"
+    options = replace(
+        TrainingOptions(base_model=str(tiny_bert), epochs=6, prior=True, loss="listwise", **FAST),
+        batch_size=2,
+    )
+    result = train_evaluator("cross-encoder", PAIRS, out, options)
+    assert result.finished and result.steps == 6 * 5  # 9 questions, 2 a step
+    meta = json.loads((out / METADATA_FILE).read_text(encoding="utf-8"))
+    assert meta["loss"] == "listwise" and set(meta["correction"]) == {
+        "prior_weight",
+        "weight",
+        "bias",
+    }
+    clear_evaluator_cache()
+    try:
+        evaluator = load_evaluator("cross-encoder", model=str(out))
+        assert isinstance(evaluator, PriorCrossEncoderEvaluator)
+        assert evaluator.correction == tuple(meta["correction"].values())
+        for index in range(0, len(PAIRS), 4):  # each question's positive ranks first
+            group = PAIRS[index : index + 4]
+            scores = evaluator.score(group[0].question, [p.passage for p in group])
+            assert scores[0] == max(scores)
+    finally:
+        clear_evaluator_cache()
+    with pytest.raises(TrainingError, match="set prior"):
+        train_evaluator("cross-encoder", PAIRS, tmp_path / "x", TrainingOptions(loss="listwise"))

@@ -51,11 +51,14 @@ class RunPlan:
     lora_rank: int = 0
     group_by_length: bool = False
     prior: bool = False
+    loss: str = "mse"
+    units: int = 0
+    """What a step draws from: pairs (``mse``), or questions (``listwise``); 0: the pairs."""
 
     @property
     def steps_per_epoch(self) -> int:
         """Optimizer steps per pass over the pairs (the last batch may be short)."""
-        return math.ceil(self.pair_count / self.batch_size)
+        return math.ceil((self.units or self.pair_count) / self.batch_size)
 
     @property
     def total_steps(self) -> int:
@@ -90,6 +93,7 @@ class RunPlan:
             "lora_rank": self.lora_rank,
             "group_by_length": self.group_by_length,
             "prior": self.prior,
+            "loss": self.loss,
         }
 
 
@@ -112,16 +116,31 @@ class TrainingLoop:
     """Each pair's prior logit (``prior`` runs), added to the model's output."""
     prior_map: dict[str, float] | None = None
     """The fitted prior map (``prior`` runs), for the exported metadata."""
+    groups: list[list[int]] | None = None
+    """``listwise`` runs: the pair positions of each question (a step draws questions)."""
 
-    def step(self, chunk: list[int]) -> float:
-        """One optimizer step on the pairs at ``chunk``; the step's (weighted MSE) loss."""
+    def raw_outputs(self, chunk: list[int]) -> torch.Tensor:
+        """The model's outputs for the pairs at ``chunk`` (one padded batch)."""
         padded = pad_batch([self.features[i] for i in chunk], self.backend.pad_id)
         batch = {key: value.to(self.device) for key, value in padded.items()}
-        scores = self.model(**batch).logits[:, 0].float()
+        outputs: torch.Tensor = self.model(**batch).logits[:, 0].float()
+        return outputs
+
+    def _loss(self, chunk: list[int]) -> torch.Tensor:
+        """The step's loss: weighted MSE on ``chunk``'s pairs, or listwise on its questions."""
+        if self.groups is not None:
+            from evaluation.evaluator_training.listwise import listwise_loss
+
+            return listwise_loss(self, [self.groups[g] for g in chunk])
+        scores = self.raw_outputs(chunk)
         if self.offsets is not None:
             scores = torch.tanh((scores + self.offsets[chunk].to(self.device)) / 2)
         errors = (scores - self.targets[chunk].to(self.device)) ** 2
-        loss = (self.weights[chunk].to(self.device) * errors).mean()
+        return (self.weights[chunk].to(self.device) * errors).mean()
+
+    def step(self, chunk: list[int]) -> float:
+        """One optimizer step on the pairs (or questions) at ``chunk``; the step's loss."""
+        loss = self._loss(chunk)
         value = float(loss.detach())
         if not math.isfinite(value):
             raise TrainingError(
@@ -142,7 +161,7 @@ class TrainingLoop:
         state.epoch_loss_sum += value
         state.epoch_loss_steps += 1
         state.epoch, position = divmod(state.step, plan.steps_per_epoch)
-        state.position = min(position * plan.batch_size, plan.pair_count)
+        state.position = min(position * plan.batch_size, plan.units or plan.pair_count)
         if position == 0:
             mean = state.epoch_loss_sum / state.epoch_loss_steps
             state.epoch_losses.append(mean)
@@ -173,10 +192,11 @@ class TrainingLoop:
                 if epoch != order_epoch:
                     lengths = (
                         [len(f["input_ids"]) for f in self.features]
-                        if plan.group_by_length
+                        if plan.group_by_length and self.groups is None
                         else None
                     )
-                    order = epoch_order(plan.pair_count, plan.seed, epoch, lengths, plan.batch_size)
+                    units = plan.units or plan.pair_count
+                    order = epoch_order(units, plan.seed, epoch, lengths, plan.batch_size)
                     order_epoch = epoch
                 value = self.step(order[index * plan.batch_size : (index + 1) * plan.batch_size])
                 self.record(value, epoch)

@@ -73,6 +73,13 @@ class TrainingOptions:
     """Cross-encoder only: train on top of the embedding prior (:mod:`evaluator.prior`): the
     model's output is added to a logistic map of the MiniLM cosine, heading and question words,
     fitted on the same pairs first, and ``tanh`` of the sum is regressed onto the labels."""
+    loss: str = "mse"
+    """``"mse"``: the paper's regression onto +1/-1 (``batch_size`` pairs a step);
+    ``"listwise"`` (cross-encoder only): each question's pairs compete in one softmax, the
+    positives against the question's own negatives (``batch_size`` *questions* a step), so the
+    model must tell a question's texts apart and cannot lower the loss by a shift shared by all;
+    its output is calibrated to a probability afterwards (:mod:`evaluation.evaluator_training.
+    listwise`)."""
     group_by_length: bool = False
     """Batch pairs of similar length (shuffled in windows of 50 batches, sorted by length
     inside each): less padding, the same pairs an epoch, a different step order."""
@@ -108,6 +115,10 @@ class TrainingOptions:
         if not 0.0 <= self.warmup_ratio < 1.0:
             raise TrainingError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         self._check_trainable(kind)
+        if self.loss not in ("mse", "listwise"):
+            raise TrainingError(f"loss must be 'mse' or 'listwise', got {self.loss!r}")
+        if self.loss == "listwise" and not self.prior:
+            raise TrainingError("the listwise loss trains a correction of the prior: set prior")
         if self.stop_after is not None and self.stop_after < 1:
             raise TrainingError(f"stop_after must be at least 1, got {self.stop_after}")
 

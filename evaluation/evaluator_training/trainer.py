@@ -48,6 +48,7 @@ from evaluation.evaluator_training.data import (
     pairs_digest,
 )
 from evaluation.evaluator_training.errors import TrainingError
+from evaluation.evaluator_training.listwise import fit_correction, question_groups
 from evaluation.evaluator_training.loop import RunPlan, TrainingLoop
 from evaluation.evaluator_training.options import TrainingOptions
 from evaluation.evaluator_training.trainable import (
@@ -234,6 +235,8 @@ def _plan(
         lora_rank=options.lora_rank,
         group_by_length=options.group_by_length,
         prior=options.prior,
+        loss=options.loss,
+        units=len(question_groups(pairs)) if options.loss == "listwise" else 0,
     )
 
 
@@ -296,9 +299,8 @@ def _prepare_loop(
     trainable = _make_trainable(backend, plan, checkpoint)
     features = _encode(backend, pairs, plan.max_length)
     targets = torch.tensor([float(pair.label) for pair in pairs])
-    pair_weights = loss_weights([pair.label for pair in pairs], plan.balance)
-    weights = torch.tensor(pair_weights)
-    offsets, prior_map = _prior(plan, pairs, pair_weights)
+    weights = torch.tensor(loss_weights([pair.label for pair in pairs], plan.balance))
+    offsets, prior_map = _prior(plan, pairs)
     try:
         model = backend.model.to(run_device)
     except (RuntimeError, AssertionError) as exc:
@@ -331,17 +333,19 @@ def _prepare_loop(
         trainable,
         offsets,
         prior_map,
+        question_groups(pairs) if plan.loss == "listwise" else None,
     )
 
 
 def _prior(
-    plan: RunPlan, pairs: Sequence[LabelledPair], weights: Sequence[float]
+    plan: RunPlan, pairs: Sequence[LabelledPair]
 ) -> tuple[torch.Tensor | None, dict[str, float] | None]:
     """A ``prior`` run's per-pair prior logits and fitted map; ``(None, None)`` otherwise."""
     if not plan.prior:
         return None, None
     from evaluation.evaluator_training.prior import (
         fit_prior,
+        fitting_rows,
         pair_cosines,
         pair_feature_rows,
         prior_offsets,
@@ -349,7 +353,12 @@ def _prior(
     from vectorstore.embeddings import load_embeddings
 
     features = pair_feature_rows(pairs, pair_cosines(pairs, load_embeddings()))
-    prior = fit_prior(features, [pair.label for pair in pairs], weights)
+    rows = fitting_rows(pairs)
+    prior = fit_prior(
+        features[rows],
+        [pairs[i].label for i in rows],
+        loss_weights([pairs[i].label for i in rows], plan.balance),
+    )
     offsets = prior_offsets(prior, pairs, features)
     return torch.tensor(offsets, dtype=torch.float32), prior.to_dict()
 
@@ -375,6 +384,7 @@ def _export(loop: TrainingLoop, positives: int, keep_checkpoint: bool) -> None:
     """Write the trained model and ``crag_evaluator.json`` to the output folder."""
     plan, state = loop.plan, loop.state
     loop.model.eval()
+    correction = fit_correction(loop, plan.seed) if loop.groups is not None else None
     if plan.lora_rank:
         loop.backend.model = merge_lora(loop.backend.model)
     export_model(
@@ -383,6 +393,7 @@ def _export(loop: TrainingLoop, positives: int, keep_checkpoint: bool) -> None:
         {
             "base_model": plan.source,
             "trained_pairs": plan.pair_count,
+            "pairs_sha256": plan.pairs_sha256,
             "positives": positives,
             "epochs": plan.epochs,
             "seed": plan.seed,
@@ -396,7 +407,9 @@ def _export(loop: TrainingLoop, positives: int, keep_checkpoint: bool) -> None:
             "freeze_embeddings": plan.freeze_embeddings,
             "lora_rank": plan.lora_rank,
             "group_by_length": plan.group_by_length,
+            "loss": plan.loss,
             **({"output": "logit", "prior": loop.prior_map} if loop.prior_map else {}),
+            **({"output": "logit", "correction": correction} if correction else {}),
         },
     )
     if not keep_checkpoint:
