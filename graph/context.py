@@ -110,6 +110,7 @@ class Context(Settings):
         "upper_threshold": -1,
         "lower_threshold": -1,
         "strip_threshold": -1,
+        "strip_margin": 0,
         "abstention_threshold": -1,
         "strip_size": 1,
         "strips_kept": 1,
@@ -200,6 +201,14 @@ class Context(Settings):
             "description": "Strips scoring at or below this are dropped (paper: -0.5 on its "
             "T5's scale; -0.99 here, the lower threshold: the embedding evaluator scores single "
             "sentences lower than passages, and at -0.5 it dropped most answer-bearing strips)."
+        },
+    )
+    strip_margin: float | None = field(
+        default=None,
+        metadata={
+            "description": "Strips whose logit (2 atanh(score)) is more than this below the "
+            "best kept strip's are dropped too, store and web alike: distractors the reader "
+            "would copy. Null: off."
         },
     )
     # External knowledge

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -10,18 +11,36 @@ from graph.state import KnowledgeStrip, RetrievedPassage
 T = TypeVar("T")
 
 
-def select_top(items: Sequence[T], scores: Sequence[float], keep: int, threshold: float) -> list[T]:
+def select_top(
+    items: Sequence[T],
+    scores: Sequence[float],
+    keep: int,
+    threshold: float,
+    margin: float | None = None,
+) -> list[T]:
     """Keep the ``keep`` best-scoring items that score above ``threshold``, in original order.
 
     Filtering drops what the evaluator judged irrelevant; recomposition restores the order the
-    strips had in their passages so the generator reads coherent text.
+    strips had in their passages so the generator reads coherent text. With ``margin``, an item
+    whose logit (``2 atanh(score)``: scores are expected labels, ``2 P - 1``) is more than
+    ``margin`` below the best item's is dropped too: a strip the evaluator finds far less
+    likely than the best one is a distractor the reader may copy, not knowledge.
     """
     if len(items) != len(scores):
         raise ValueError(f"{len(items)} items but {len(scores)} scores")
     ranked = sorted(
         (i for i, s in enumerate(scores) if s > threshold), key=lambda i: (-scores[i], i)
-    )
-    return [items[i] for i in sorted(ranked[: max(0, keep)])]
+    )[: max(0, keep)]
+    if margin is not None and ranked:
+        floor = score_logit(scores[ranked[0]]) - margin
+        ranked = [i for i in ranked if score_logit(scores[i]) >= floor]
+    return [items[i] for i in sorted(ranked)]
+
+
+def score_logit(score: float) -> float:
+    """The logit of a score in [-1, 1] read as ``2 P - 1`` (clipped away from infinity)."""
+    clipped = min(max(score, -0.999999), 0.999999)
+    return 2.0 * math.atanh(clipped)
 
 
 def best_passage_whole(

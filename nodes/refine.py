@@ -49,7 +49,9 @@ def refine(state: State, runtime: Runtime[Context]) -> StateUpdate:
         {"text": text, "source": source, "chunk": chunk, "origin": "internal", "score": score}
         for (text, source, chunk), score in zip(candidates, scores, strict=True)
     ]
-    kept = select_top(strips, scores, context.strips_kept, context.strip_threshold)
+    kept = select_top(
+        strips, scores, context.strips_kept, context.strip_threshold, context.strip_margin
+    )
     if context.best_passage_whole:
         kept = best_passage_whole(kept, relevant)
     logger.info(

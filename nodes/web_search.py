@@ -172,7 +172,9 @@ def _best(
         }
         for (text, source), score in zip(candidates, scores, strict=True)
     ]
-    kept = select_top(strips, scores, context.strips_kept, context.strip_threshold)
+    kept = select_top(
+        strips, scores, context.strips_kept, context.strip_threshold, context.strip_margin
+    )
     if not kept:
         what = "paragraphs and snippets" if any(p.from_page for p in passages) else "results"
         notes.append(

@@ -178,3 +178,15 @@ def test_best_passage_whole_leaves_unscored_or_empty_knowledge_alone() -> None:
     unscored = [_strip("A1.", "a", 0, None)]
     assert best_passage_whole(unscored, [_passage("A1. A2.", "a", 0)]) == unscored
     assert best_passage_whole([], []) == []
+
+
+def test_select_top_margin_drops_strips_far_below_the_best() -> None:
+    from knowledge.selection import score_logit, select_top
+
+    items = ["answer", "close", "distractor", "weak"]
+    scores = [0.0, -0.4, -0.9, -0.95]  # logits 0, -0.85, -2.94, -3.66
+    assert select_top(items, scores, 5, -0.99) == items
+    assert select_top(items, scores, 5, -0.99, margin=2.0) == ["answer", "close"]
+    assert select_top(items, scores, 1, -0.99, margin=2.0) == ["answer"]
+    assert select_top(items, scores, 5, 0.5, margin=2.0) == []  # nothing above the threshold
+    assert score_logit(1.0) < 30 and score_logit(0.0) == 0.0

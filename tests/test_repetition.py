@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 
 from evaluation.answers import is_looping
 from generator.batching import GenerationRequest
@@ -49,7 +49,7 @@ def _has_repeat(tokens: list[int], size: int) -> bool:
 
 def test_a_looping_model_no_longer_loops_alone_or_in_a_batch(tiny_lm: Path) -> None:
     """The tiny random model loops without the guard; with it neither decoding path repeats."""
-    prompt = [HumanMessage("who painted the mona lisa")]
+    prompt: list[BaseMessage] = [HumanMessage("who painted the mona lisa")]
     loose = LocalChatModel(
         model_path=str(tiny_lm), max_new_tokens=40, dtype="float32", no_repeat_ngram_size=0
     )

@@ -147,7 +147,7 @@ class TrainingLoop:
                 f"the training loss became {value} at step {self.state.step + 1}; lower the "
                 f"learning rate (now {self.plan.learning_rate:g})"
             )
-        loss.backward()
+        torch.autograd.backward(loss)
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.plan.max_grad_norm)
         self.optimizer.step()
         self.scheduler.step()
