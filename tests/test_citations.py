@@ -18,6 +18,9 @@ LEONARDO = (
     "The Mona Lisa is a half-length portrait painting by the Italian artist Leonardo da Vinci."
 )
 LOUVRE = "The painting is held at the Louvre in Paris."
+BOTH_KEPT = Context(strip_margin=None)
+"""Both strips reach the prompt: the fake scores (0.9 and 0.2) are not calibrated, and the
+default strip margin would drop the Louvre strip as far below the best one."""
 
 
 def answering(answer: str) -> ScriptedChatModel:
@@ -29,7 +32,7 @@ def test_by_default_the_prompt_does_not_number_the_knowledge(
     fake_components: FakeComponents,
 ) -> None:
     fake_components.chat = answering("It is held at the Louvre.")
-    out = graph.invoke({"question": QUESTION})
+    out = graph.invoke({"question": QUESTION}, context=BOTH_KEPT)
     prompt: list[BaseMessage] = fake_components.chat.prompts[-1]
     assert f"<knowledge>\n{LEONARDO}\n{LOUVRE}\n</knowledge>" in prompt[-1].text
     assert out["citations"] == [2]  # attributed by overlap: "Louvre"
@@ -39,7 +42,9 @@ def test_numbered_knowledge_lets_the_models_citation_stand(
     fake_components: FakeComponents,
 ) -> None:
     fake_components.chat = answering("It is held at the Louvre [2].")
-    out = graph.invoke({"question": QUESTION}, context=Context(number_knowledge=True))
+    out = graph.invoke(
+        {"question": QUESTION}, context=Context(number_knowledge=True, strip_margin=None)
+    )
     assert [k["text"] for k in out["knowledge"]] == [LEONARDO, LOUVRE]
     prompt: list[BaseMessage] = fake_components.chat.prompts[-1]
     assert f"<knowledge>\n[1] {LEONARDO}\n[2] {LOUVRE}\n</knowledge>" in prompt[-1].text
@@ -66,7 +71,7 @@ def test_numbers_are_checked_and_missing_ones_attributed(
     fake_components: FakeComponents, answer: str, citations: list[int]
 ) -> None:
     fake_components.chat = answering(answer)
-    out = graph.invoke({"question": QUESTION})
+    out = graph.invoke({"question": QUESTION}, context=BOTH_KEPT)
     assert out["citations"] == citations
     assert "[5]" not in out["answer"]
     assert [c["number"] for c in out["messages"][-1].additional_kwargs["citations"]] == citations

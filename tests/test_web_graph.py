@@ -134,7 +134,7 @@ MODES = ["invoke", "ainvoke", "stream", "astream"]
 
 @pytest.mark.parametrize("mode", MODES)
 def test_incorrect_answers_from_page_paragraphs(server: WebsearchServer, mode: str) -> None:
-    fakes = components({"1503": 0.8, "permanent display": 0.4}, default=-1.0)
+    fakes = components({"1503": 0.8, "permanent display": 0.6}, default=-1.0)
     with use_components(fakes):
         out = run(mode, server)
     wiki = server.url_for("/wiki/Mona_Lisa")
@@ -166,7 +166,7 @@ def test_incorrect_answers_from_page_paragraphs(server: WebsearchServer, mode: s
 
 @pytest.mark.parametrize("mode", MODES)
 def test_ambiguous_combines_store_and_pages(server: WebsearchServer, mode: str) -> None:
-    fakes = components({"1503": 0.8, "permanent display": 0.4, "Leonardo": 0.3}, default=-1.0)
+    fakes = components({"1503": 0.8, "permanent display": 0.6, "Leonardo": 0.3}, default=-1.0)
     with use_components(fakes):
         out = run(mode, server)
     assert out["action"] == "ambiguous"
