@@ -316,9 +316,10 @@ class Context(Settings):
         default=-0.9,
         metadata={
             "description": "Abstain also when knowledge was kept but none of it scores above "
-            "this (the embedding evaluator's strip scale: -0.9 is P(the strip states the "
-            "answer) = 0.05); strips with no score always count. -1: only empty knowledge "
-            "abstains."
+            "this (on the embedding evaluator's strip map -0.9 is P(the strip states the "
+            "answer) = 0.05; whole web paragraphs are scored with its passage map, where it is "
+            "P(from a gold document) = 0.05); strips with no score always count. -1: only "
+            "empty knowledge abstains."
         },
     )
     ambiguous_knowledge: Literal["both", "pooled"] = field(

@@ -9,8 +9,11 @@ Correct runs have internal knowledge only, Incorrect runs external only, Ambiguo
 * **Ambiguous knowledge can be pooled** (``ambiguous_knowledge="pooled"``): instead of each
   branch's best ``strips_kept`` strips side by side (up to twice as much text), the best
   ``strips_kept`` of both together, in their original order. A small generator reads short
-  knowledge better, and each branch's strips are scored by the same evaluator on the same
-  scale, so one ranking over both is meaningful.
+  knowledge better. Both branches are scored by the same evaluator, but not always on one
+  scale: the embedding evaluator scores store strips with its strip map and whole web
+  paragraphs (``refine_web_knowledge`` off, the default) with its passage map. Scoring the
+  paragraphs with the strip map too put everything on one scale but answered fewer dev
+  questions (README, "Changes judged on dev"), so the pooled ranking mixes the two maps.
 """
 
 from __future__ import annotations
