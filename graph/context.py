@@ -137,6 +137,7 @@ class Context(Settings):
         "abstention_threshold": 1,
         "strip_size": 1000,
         "strips_kept": 100,
+        "strip_margin": 100,
         "web_results": 50,
         "pages_to_read": 20,
         "evaluator_batch_size": 512,
@@ -203,12 +204,12 @@ class Context(Settings):
             "sentences lower than passages, and at -0.5 it dropped most answer-bearing strips)."
         },
     )
-    strip_margin: float | None = field(
+    strip_margin: float = field(
         default=1.0,
         metadata={
             "description": "Strips whose logit (2 atanh(score)) is more than this below the "
             "best kept strip's are dropped too, store and web alike: distractors the reader "
-            "would copy (1.0: more right answers on the dev sets, see Benchmark). Null: off."
+            "would copy (1.0: more right answers on the dev sets, see Benchmark). 0: off."
         },
     )
     # External knowledge

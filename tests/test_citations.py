@@ -18,7 +18,7 @@ LEONARDO = (
     "The Mona Lisa is a half-length portrait painting by the Italian artist Leonardo da Vinci."
 )
 LOUVRE = "The painting is held at the Louvre in Paris."
-BOTH_KEPT = Context(strip_margin=None)
+BOTH_KEPT = Context(strip_margin=0)
 """Both strips reach the prompt: the fake scores (0.9 and 0.2) are not calibrated, and the
 default strip margin would drop the Louvre strip as far below the best one."""
 
@@ -43,7 +43,7 @@ def test_numbered_knowledge_lets_the_models_citation_stand(
 ) -> None:
     fake_components.chat = answering("It is held at the Louvre [2].")
     out = graph.invoke(
-        {"question": QUESTION}, context=Context(number_knowledge=True, strip_margin=None)
+        {"question": QUESTION}, context=Context(number_knowledge=True, strip_margin=0)
     )
     assert [k["text"] for k in out["knowledge"]] == [LEONARDO, LOUVRE]
     prompt: list[BaseMessage] = fake_components.chat.prompts[-1]

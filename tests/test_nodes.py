@@ -109,7 +109,7 @@ def test_decide_action_uses_context_thresholds() -> None:
 def test_refine_keeps_relevant_strips_in_original_order(fake_components: FakeComponents) -> None:
     docs = [passage(MONA_LISA, 0.9, "wikipedia:Mona Lisa"), passage("Irrelevant. Text.", -0.995)]
     # The fake scores are not calibrated: no margin, or the 0.2 strip would go as far below 0.9.
-    update = refine({"question": "q", "documents": docs}, node_runtime(Context(strip_margin=None)))
+    update = refine({"question": "q", "documents": docs}, node_runtime(Context(strip_margin=0)))
     texts = [s["text"] for s in update["internal_knowledge"]]
     # Sentence 1 mentions Leonardo (0.9); sentence 3 mentions the Louvre (0.2); sentence 2
     # scores -1 and is dropped. The passage below the lower threshold is not decomposed.
@@ -139,7 +139,7 @@ def test_refine_keeps_the_best_strips_passage_whole_when_asked(
         passage(photosynthesis, 0.1, "other", 3),
         passage(MONA_LISA, 0.9, "wikipedia:Mona Lisa"),
     ]
-    context = Context(best_passage_whole=True, strips_kept=3, strip_margin=None)
+    context = Context(best_passage_whole=True, strips_kept=3, strip_margin=0)
     update = refine({"question": "q", "documents": docs}, node_runtime(context))
     knowledge = update["internal_knowledge"]
     # Kept strips: "The Louvre has none." (0.2, passage 1), Leonardo's sentence (0.9) and the
@@ -149,7 +149,7 @@ def test_refine_keeps_the_best_strips_passage_whole_when_asked(
         ("The Louvre has none.", "other", 3, 0.2),
         (MONA_LISA, "wikipedia:Mona Lisa", 0, 0.9),
     ]
-    plain_context = Context(strips_kept=3, strip_margin=None)
+    plain_context = Context(strips_kept=3, strip_margin=0)
     plain = refine({"question": "q", "documents": docs}, node_runtime(plain_context))
     assert [k["text"] for k in plain["internal_knowledge"]] == [
         "The Louvre has none.",
