@@ -31,28 +31,10 @@ def load_chat_model(
     from generator.local import LocalChatModel
 
     spec = spec.strip()
-    if spec in ("", "smollm2"):
-        from generator.smollm2 import ensure_smollm2
-
+    folder = _local_model_folder(spec)
+    if folder is not None:
         return LocalChatModel(
-            model_path=str(ensure_smollm2()),
-            max_new_tokens=max_new_tokens,
-            no_repeat_ngram_size=no_repeat_ngram_size,
-        )
-    if spec.startswith("local:"):
-        return LocalChatModel(
-            model_path=spec.removeprefix("local:"),
-            max_new_tokens=max_new_tokens,
-            no_repeat_ngram_size=no_repeat_ngram_size,
-        )
-    if spec.startswith("gguf:"):
-        from pathlib import Path
-
-        from generator.gguf import ensure_converted
-
-        folder = ensure_converted(Path(spec.removeprefix("gguf:")).expanduser())
-        return LocalChatModel(
-            model_path=str(folder),
+            model_path=folder,
             max_new_tokens=max_new_tokens,
             no_repeat_ngram_size=no_repeat_ngram_size,
         )
@@ -65,3 +47,20 @@ def load_chat_model(
 
     logger.info("generator %s via init_chat_model", spec)
     return init_chat_model(spec, temperature=0, max_tokens=max_new_tokens)
+
+
+def _local_model_folder(spec: str) -> str | None:
+    """The transformers folder a local spec names (smollm2, local:, gguf:); None otherwise."""
+    if spec in ("", "smollm2"):
+        from generator.smollm2 import ensure_smollm2
+
+        return str(ensure_smollm2())
+    if spec.startswith("local:"):
+        return spec.removeprefix("local:")
+    if spec.startswith("gguf:"):
+        from pathlib import Path
+
+        from generator.gguf import ensure_converted
+
+        return str(ensure_converted(Path(spec.removeprefix("gguf:")).expanduser()))
+    return None

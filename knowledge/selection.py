@@ -16,22 +16,22 @@ def select_top(
     scores: Sequence[float],
     keep: int,
     threshold: float,
-    margin: float | None = None,
+    margin: float = 0.0,
 ) -> list[T]:
     """Keep the ``keep`` best-scoring items that score above ``threshold``, in original order.
 
     Filtering drops what the evaluator judged irrelevant; recomposition restores the order the
-    strips had in their passages so the generator reads coherent text. With ``margin``, an item
-    whose logit (``2 atanh(score)``: scores are expected labels, ``2 P - 1``) is more than
-    ``margin`` below the best item's is dropped too: a strip the evaluator finds far less
-    likely than the best one is a distractor the reader may copy, not knowledge.
+    strips had in their passages so the generator reads coherent text. With a positive
+    ``margin`` (0: off), an item whose logit (``2 atanh(score)``: scores are expected labels,
+    ``2 P - 1``) is more than ``margin`` below the best item's is dropped too: a strip the
+    evaluator finds far less likely than the best one is a distractor the reader may copy.
     """
     if len(items) != len(scores):
         raise ValueError(f"{len(items)} items but {len(scores)} scores")
     ranked = sorted(
         (i for i, s in enumerate(scores) if s > threshold), key=lambda i: (-scores[i], i)
     )[: max(0, keep)]
-    if margin is not None and ranked:
+    if margin > 0 and ranked:
         floor = score_logit(scores[ranked[0]]) - margin
         ranked = [i for i in ranked if score_logit(scores[i]) >= floor]
     return [items[i] for i in sorted(ranked)]

@@ -50,7 +50,7 @@ def refine(state: State, runtime: Runtime[Context]) -> StateUpdate:
         for (text, source, chunk), score in zip(candidates, scores, strict=True)
     ]
     kept = select_top(
-        strips, scores, context.strips_kept, context.strip_threshold, context.strip_margin or None
+        strips, scores, context.strips_kept, context.strip_threshold, context.strip_margin
     )
     if context.best_passage_whole:
         kept = best_passage_whole(kept, relevant)

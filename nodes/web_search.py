@@ -173,7 +173,7 @@ def _best(
         for (text, source), score in zip(candidates, scores, strict=True)
     ]
     kept = select_top(
-        strips, scores, context.strips_kept, context.strip_threshold, context.strip_margin or None
+        strips, scores, context.strips_kept, context.strip_threshold, context.strip_margin
     )
     if not kept:
         what = "paragraphs and snippets" if any(p.from_page for p in passages) else "results"
