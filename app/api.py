@@ -10,6 +10,13 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.threads import (
+    DEFAULT_THREADS_PATH,
+    ThreadsDatabaseError,
+    async_checkpointer,
+    checkpointer,
+    configured_threads_db,
+)
 from graph.builder import build_graph, graph
 from graph.context import Context
 from graph.state import ChatOutputState
@@ -31,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_THREADS_PATH",
     "OUTPUT_KEYS",
+    "ThreadsDatabaseError",
     "aask",
     "apersistent_graph",
     "ask",
@@ -57,9 +65,6 @@ OUTPUT_KEYS = (
 """What :func:`output_of` keeps; ``standalone_question`` is there only for contextualised runs
 (a thread's follow-ups), and the chat ``messages`` are left to chat front-ends."""
 
-DEFAULT_THREADS_PATH = ".crag/threads.sqlite"
-"""Where :func:`persistent_graph` and ``crag ask --thread`` keep conversations."""
-
 
 def output_of(state: Mapping[str, Any]) -> ChatOutputState:
     """The output fields of a run's final state (what ``crag ask --json`` prints)."""
@@ -82,40 +87,36 @@ def thread_config(thread_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id}}
 
 
-def _threads_file(path: str | Path) -> str:
-    db = Path(path).expanduser()
-    db.parent.mkdir(parents=True, exist_ok=True)
-    return str(db)
-
-
 @contextmanager
-def persistent_graph(path: str | Path = DEFAULT_THREADS_PATH) -> Iterator[CragGraph]:
-    """The CRAG graph with a SQLite checkpointer: threads survive the process.
+def persistent_graph(target: str | Path | None = None) -> Iterator[CragGraph]:
+    """The CRAG graph with a checkpointer: threads survive the process.
 
     Example::
 
         with persistent_graph() as g:
             g.invoke({"question": "Who painted the Mona Lisa?"}, thread_config("t1"))
 
-    Every run on a thread is checkpointed in ``path``; a later process opening the same file
-    sees the thread's state and history (``g.get_state``, ``g.get_state_history``). Each run
-    still starts by resetting its own fields (``retrieve``).
+    Every run on a thread is checkpointed in ``target``; a later process opening the same
+    database sees the thread's state and history (``g.get_state``, ``g.get_state_history``).
+    Each run still starts by resetting its own fields (``retrieve``).
 
     Args:
-        path: The SQLite file (created with its directory when missing).
-    """
-    from langgraph.checkpoint.sqlite import SqliteSaver
+        target: A SQLite file (created with its directory when missing) or a PostgreSQL
+            connection string (``postgresql://...``, the ``postgres`` extra); default: the
+            deployment setting ``CRAG_THREADS_DB``, else ``.crag/threads.sqlite``.
 
-    with SqliteSaver.from_conn_string(_threads_file(path)) as saver:
+    Raises:
+        ThreadsDatabaseError: PostgreSQL cannot be reached (at opening, or during a run; the
+            run can be retried on the same graph once the database is back).
+    """
+    with checkpointer(target or configured_threads_db()) as saver:
         yield build_graph(checkpointer=saver)
 
 
 @asynccontextmanager
-async def apersistent_graph(path: str | Path = DEFAULT_THREADS_PATH) -> AsyncIterator[CragGraph]:
-    """Async :func:`persistent_graph` (``aiosqlite``), for ``ainvoke`` and ``astream``."""
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-    async with AsyncSqliteSaver.from_conn_string(_threads_file(path)) as saver:
+async def apersistent_graph(target: str | Path | None = None) -> AsyncIterator[CragGraph]:
+    """Async :func:`persistent_graph` (``aiosqlite`` or psycopg's async pool)."""
+    async with async_checkpointer(target or configured_threads_db()) as saver:
         yield build_graph(checkpointer=saver)
 
 

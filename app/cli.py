@@ -15,6 +15,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from app.threads import ThreadsDatabaseError, describe_threads_db
 from graph.context import DEFAULT_COLLECTION, Context
 from graph.conversation import source_location, source_title
 from nodes.generate import render_strip
@@ -318,8 +319,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     """Print the questions and answers of a thread, oldest first."""
     from app.api import persistent_graph, thread_turns
+    from app.threads import is_postgres
 
-    if not Path(args.threads_db).expanduser().is_file():
+    if not is_postgres(args.threads_db) and not Path(args.threads_db).expanduser().is_file():
         raise ValueError(f"no conversations yet: {args.threads_db} does not exist")
     with persistent_graph(args.threads_db) as threaded:
         turns = thread_turns(threaded, args.thread)
@@ -327,7 +329,9 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(json.dumps(turns, indent=2, ensure_ascii=False))
         return 0
     if not turns:
-        _err(f"thread {args.thread!r} has no finished runs in {args.threads_db}")
+        _err(
+            f"thread {args.thread!r} has no finished runs in {describe_threads_db(args.threads_db)}"
+        )
         return 1
     for number, turn in enumerate(turns, start=1):
         print(f"{number}. Q: {turn['question']}")
@@ -416,14 +420,15 @@ def build_parser() -> argparse.ArgumentParser:
             help="any setting of the context schema, e.g. --set top_k=5 (repeatable)",
         )
 
-    from app.api import DEFAULT_THREADS_PATH
+    from app.threads import DEFAULT_THREADS_PATH, THREADS_DB_ENV, configured_threads_db
 
     def thread_options(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--threads-db",
-            default=DEFAULT_THREADS_PATH,
-            metavar="PATH",
-            help=f"SQLite file keeping the threads (default: {DEFAULT_THREADS_PATH})",
+            default=configured_threads_db(),
+            metavar="PATH_OR_URL",
+            help="SQLite file or PostgreSQL URL (postgresql://...) keeping the threads "
+            f"(default: ${THREADS_DB_ENV}, else {DEFAULT_THREADS_PATH})",
         )
 
     ask = sub.add_parser("ask", help="answer a question")
@@ -528,7 +533,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return int(args.func(args))
-    except (InvalidQuestionError, StoreError, EvaluatorError, ValueError) as exc:
+    except (
+        InvalidQuestionError,
+        StoreError,
+        EvaluatorError,
+        ThreadsDatabaseError,
+        ValueError,
+    ) as exc:
         _err(f"crag: error: {exc}")
         return 2
     except KeyboardInterrupt:

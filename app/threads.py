@@ -1,0 +1,235 @@
+"""Where conversation threads are checkpointed: a SQLite file, or a PostgreSQL database.
+
+SQLite is the zero-setup default (``.crag/threads.sqlite``). A team that serves several users,
+or restarts crag, points the deployment setting ``CRAG_THREADS_DB`` (or ``--threads-db``) at
+PostgreSQL instead, the database LangGraph's own server keeps threads in: any value that starts
+with ``postgresql://`` or ``postgres://`` is a connection string, anything else a SQLite path.
+The PostgreSQL savers need the ``postgres`` extra (``langgraph-checkpoint-postgres``).
+
+PostgreSQL connections come from a pool that checks each connection before lending it, so a
+database that went away and came back serves the next run without reopening the graph; while
+it is away, a run fails with :class:`ThreadsDatabaseError` (one line, the password left out)
+and can be retried.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+__all__ = [
+    "DEFAULT_THREADS_PATH",
+    "THREADS_DB_ENV",
+    "ThreadsDatabaseError",
+    "async_checkpointer",
+    "checkpointer",
+    "configured_threads_db",
+    "describe_threads_db",
+    "is_postgres",
+]
+
+DEFAULT_THREADS_PATH = ".crag/threads.sqlite"
+"""Where threads are kept when neither ``--threads-db`` nor ``CRAG_THREADS_DB`` says."""
+
+THREADS_DB_ENV = "CRAG_THREADS_DB"
+"""The deployment setting naming the threads database (a SQLite path or a PostgreSQL URL)."""
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+POOL_SIZE = 4
+"""Most PostgreSQL connections one process holds (runs on threads of one graph share them)."""
+
+CONNECT_TIMEOUT_S = 10
+"""How long a run waits for a PostgreSQL connection before it fails with a clear error."""
+
+
+class ThreadsDatabaseError(RuntimeError):
+    """The threads database cannot be reached or used (the message says which and why)."""
+
+
+def configured_threads_db() -> str:
+    """The threads database the environment names (``CRAG_THREADS_DB``), or the default file."""
+    return os.environ.get(THREADS_DB_ENV, "").strip() or DEFAULT_THREADS_PATH
+
+
+def is_postgres(target: str | Path) -> bool:
+    """Whether ``target`` is a PostgreSQL connection string rather than a SQLite path."""
+    return str(target).strip().lower().startswith(POSTGRES_SCHEMES)
+
+
+def describe_threads_db(target: str | Path) -> str:
+    """``target`` for messages: a SQLite path as given, a PostgreSQL URL without its password."""
+    if not is_postgres(target):
+        return str(target)
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(str(target))
+    except Exception:  # noqa: BLE001 - a malformed URL is reported when it is used
+        return "PostgreSQL (unparsable connection string)"
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    host = parts.get("host") or "localhost"
+    port = f":{parts['port']}" if parts.get("port") else ""
+    return f"PostgreSQL {user}{host}{port}/{parts.get('dbname') or ''}"
+
+
+def _sqlite_file(path: str | Path) -> str:
+    db = Path(path).expanduser()
+    db.parent.mkdir(parents=True, exist_ok=True)
+    return str(db)
+
+
+def _unreachable(target: str | Path, exc: BaseException) -> ThreadsDatabaseError:
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return ThreadsDatabaseError(
+        f"the threads database ({describe_threads_db(target)}) cannot be used: {reason}; "
+        "retry when it is reachable"
+    )
+
+
+def _postgres_modules() -> Any:
+    try:
+        import psycopg_pool
+        from langgraph.checkpoint.postgres import PostgresSaver  # noqa: F401
+    except ImportError as exc:
+        raise ThreadsDatabaseError(
+            "PostgreSQL threads need the postgres extra: pip install 'crag[postgres]'"
+        ) from exc
+    return psycopg_pool
+
+
+def _connection_kwargs() -> dict[str, Any]:
+    """What LangGraph's savers need of each connection (as their ``from_conn_string`` sets)."""
+    from psycopg.rows import dict_row
+
+    return {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+
+
+def _lost_connection_errors() -> tuple[type[BaseException], ...]:
+    import psycopg
+    import psycopg_pool
+
+    return (psycopg.OperationalError, psycopg_pool.PoolTimeout)
+
+
+@functools.cache
+def _reporting_savers() -> tuple[type[Any], type[Any]]:
+    """LangGraph's PostgreSQL savers, with a lost database reported as one clear error.
+
+    Every query the savers make goes through their ``_cursor``; a connection that fails there
+    (or a pool that has none to lend) becomes :class:`ThreadsDatabaseError`, so a run that
+    meets an outage fails with a line that says what to do, wherever the checkpoint is written.
+    """
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    class ReportingPostgresSaver(PostgresSaver):
+        target = ""
+
+        @contextmanager
+        def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
+            try:
+                with super()._cursor(pipeline=pipeline) as cursor:
+                    yield cursor
+            except _lost_connection_errors() as exc:
+                raise _unreachable(self.target, exc) from exc
+
+    class ReportingAsyncPostgresSaver(AsyncPostgresSaver):
+        target = ""
+
+        @asynccontextmanager
+        async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[Any]:
+            try:
+                async with super()._cursor(pipeline=pipeline) as cursor:
+                    yield cursor
+            except _lost_connection_errors() as exc:
+                raise _unreachable(self.target, exc) from exc
+
+    return ReportingPostgresSaver, ReportingAsyncPostgresSaver
+
+
+def _pool_options() -> dict[str, Any]:
+    return {
+        "min_size": 1,
+        "max_size": POOL_SIZE,
+        "kwargs": _connection_kwargs(),
+        "timeout": CONNECT_TIMEOUT_S,
+        "open": False,
+    }
+
+
+@contextmanager
+def _postgres_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
+    import psycopg
+
+    pool_module = _postgres_modules()
+    pool_class = pool_module.ConnectionPool
+    pool = pool_class(url, check=pool_class.check_connection, **_pool_options())
+    try:
+        try:
+            pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+            saver = _reporting_savers()[0](pool)
+            saver.target = url
+            saver.setup()  # creates or migrates LangGraph's tables; idempotent
+        except (psycopg.Error, pool_module.PoolTimeout) as exc:
+            raise _unreachable(url, exc) from exc
+        yield saver
+    finally:
+        pool.close()
+
+
+@asynccontextmanager
+async def _async_postgres_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    import psycopg
+
+    pool_module = _postgres_modules()
+    pool_class = pool_module.AsyncConnectionPool
+    pool = pool_class(url, check=pool_class.check_connection, **_pool_options())
+    try:
+        try:
+            await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+            saver = _reporting_savers()[1](pool)
+            saver.target = url
+            await saver.setup()
+        except (psycopg.Error, pool_module.PoolTimeout) as exc:
+            raise _unreachable(url, exc) from exc
+        yield saver
+    finally:
+        await pool.close()
+
+
+@contextmanager
+def checkpointer(target: str | Path) -> Iterator[BaseCheckpointSaver[Any]]:
+    """A checkpointer over ``target``: PostgreSQL for a connection string, else a SQLite file.
+
+    Raises:
+        ThreadsDatabaseError: PostgreSQL cannot be reached (at opening, or during a run).
+    """
+    if is_postgres(target):
+        with _postgres_saver(str(target).strip()) as saver:
+            yield saver
+        return
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    with SqliteSaver.from_conn_string(_sqlite_file(target)) as sqlite_saver:
+        yield sqlite_saver
+
+
+@asynccontextmanager
+async def async_checkpointer(target: str | Path) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """Async :func:`checkpointer` (``aiosqlite`` or psycopg's async pool)."""
+    if is_postgres(target):
+        async with _async_postgres_saver(str(target).strip()) as saver:
+            yield saver
+        return
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    async with AsyncSqliteSaver.from_conn_string(_sqlite_file(target)) as sqlite_saver:
+        yield sqlite_saver
