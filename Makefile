@@ -2,13 +2,16 @@
 #   make ask Q="Who painted the Mona Lisa?"   install everything, answer from the default corpus
 #   make test                                 install with dev tools, lint, type-check, check the
 #                                             import layers (lint-imports), test
-#   make serve                                LangGraph server (and Studio) on 127.0.0.1:$(PORT)
+#   make serve                                LangGraph server (and Studio) on 127.0.0.1:$(PORT),
+#                                             $(JOBS) runs at once
 #   make bench                                load test: $(RUNS) concurrent runs on a local server
 #   make eval EVAL_ARGS="--limit 5"           the benchmark: CRAG vs RAG, ablations (crag eval)
 #   make dockerfile                           the LangGraph API server's Dockerfile (deploy/)
 Q ?= Who painted the Mona Lisa?
 PORT ?= 8123
 RUNS ?= 20
+# Runs the server executes at once: plain `langgraph dev` runs one at a time.
+JOBS ?= 10
 
 EVAL_ARGS ?=
 
@@ -33,10 +36,11 @@ test: install-dev lint
 	.venv/bin/python -m pytest
 
 serve: install-dev
-	LANGGRAPH_CLI_NO_ANALYTICS=1 .venv/bin/langgraph dev --no-browser --host 127.0.0.1 --port $(PORT)
+	LANGGRAPH_CLI_NO_ANALYTICS=1 .venv/bin/langgraph dev --no-browser --host 127.0.0.1 --port $(PORT) \
+		--n-jobs-per-worker $(JOBS)
 
 bench: install-dev
-	.venv/bin/crag bench-server --runs $(RUNS)
+	.venv/bin/crag bench-server --runs $(RUNS) --jobs $(JOBS)
 
 eval:
 	scripts/bootstrap.sh eval

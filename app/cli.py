@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -34,9 +35,13 @@ def _configure_environment() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def _setup_logging(verbose: int) -> None:
+def _setup_logging(verbose: int, force: bool = False) -> None:
+    """Log to stderr; ``force`` replaces earlier handlers.
+
+    The warm server forces it: its stderr is a different client's for each command.
+    """
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", force=force)
     if verbose < 2:
         for noisy in ("httpx", "chromadb", "sentence_transformers", "transformers"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -55,8 +60,47 @@ def _context(args: argparse.Namespace) -> Context:
     return parse_settings(list(getattr(args, "set", None) or []), base)
 
 
-def _err(message: str) -> None:
-    print(message, file=sys.stderr)
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff]")
+"""What may not reach a terminal as it is: C0 controls but tab (ESC, BEL, NUL, CR, newline),
+DEL, C1 controls, and lone surrogates (a file name that is not UTF-8), which cannot even be
+encoded."""
+
+_CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def terminal_text(text: object, *, multiline: bool = False) -> str:
+    r"""``text`` with every control character shown as an escape (``\x1b``), for printing.
+
+    Documents, web pages, answers and file names reach the terminal through the progress lines,
+    the answer, its sources and the history; raw, an ESC sequence in an ingested file could
+    recolour, retitle or clear the user's terminal. Newlines are kept only with ``multiline``
+    (an answer): elsewhere one line stays one line.
+    """
+    pattern = _CONTROL_BUT_NEWLINE if multiline else _CONTROL
+    return pattern.sub(_escape, str(text))
+
+
+def _err(message: str, *, multiline: bool = False) -> None:
+    print(terminal_text(message, multiline=multiline), file=sys.stderr)
+
+
+def _out(text: str, *, multiline: bool = False) -> None:
+    print(terminal_text(text, multiline=multiline))
+
+
+def _json_text(value: Any) -> str:
+    r"""``value`` as indented JSON that is safe to print.
+
+    ``json`` escapes the C0 controls itself, but not DEL, the C1 controls and lone surrogates:
+    those are written as ``\u00XX`` too.
+    """
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    return _CONTROL_BUT_NEWLINE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _short(text: str, width: int = 90) -> str:
@@ -174,11 +218,11 @@ def _print_sources(output: dict[str, Any]) -> None:
     knowledge = output.get("knowledge") or []
     if not knowledge:
         return
-    print("Sources:")
+    _out("Sources:")
     for number, strip in enumerate(knowledge, start=1):
         title, location = source_title(strip), source_location(strip)
         shown = location if title == strip["source"] else f"{title} — {location}"
-        print(f"  [{number}] {shown}")
+        _out(f"  [{number}] {shown}")
 
 
 class _AnswerPrinter:
@@ -192,7 +236,7 @@ class _AnswerPrinter:
     def token(self, text: str) -> None:
         if not text:
             return
-        sys.stdout.write(text)
+        sys.stdout.write(terminal_text(text, multiline=True))
         sys.stdout.flush()
         self.text += text
         self.streamed = True
@@ -290,12 +334,12 @@ def _run_question(graph: Any, args: argparse.Namespace, config: RunnableConfig |
     printer = _AnswerPrinter()
     output = output_of(_stream_run(graph, args, config, printer))
     if args.json:
-        print(json.dumps(output, indent=2, ensure_ascii=False))
+        print(_json_text(output))
         return 0
     for note in output.get("notes", []):
         _err(f"note: {note}")
     if not printer.streamed:
-        print(output.get("answer", "") + _markers(output.get("citations") or []))
+        _out(output.get("answer", "") + _markers(output.get("citations") or []), multiline=True)
     _print_sources(dict(output))
     return 0
 
@@ -326,7 +370,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     with persistent_graph(args.threads_db) as threaded:
         turns = thread_turns(threaded, args.thread)
     if args.json:
-        print(json.dumps(turns, indent=2, ensure_ascii=False))
+        print(_json_text(turns))
         return 0
     if not turns:
         _err(
@@ -334,8 +378,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         )
         return 1
     for number, turn in enumerate(turns, start=1):
-        print(f"{number}. Q: {turn['question']}")
-        print(f"   A ({turn['action']}): {turn['answer']}")
+        _out(f"{number}. Q: {turn['question']}")
+        _out(f"   A ({turn['action']}): {turn['answer']}", multiline=True)
     return 0
 
 
@@ -360,10 +404,10 @@ def cmd_bench_server(args: argparse.Namespace) -> int:
             allow_remote=args.allow_remote,
         )
     except BenchError as exc:
-        _err(f"crag: error: {exc}")
+        _err(f"crag: error: {exc}", multiline=True)  # may end with the server's log
         return 2
     for line in report.lines():
-        print(line)
+        _out(line)
     return 0 if report.ok else 1
 
 
@@ -376,7 +420,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         _err(f"failed: {source}: {error}")
     for source in report.removed:
         _err(f"removed: {source}")
-    print(report.summary())
+    _out(report.summary())
     stored = report.added or report.replaced or report.skipped or report.removed
     return 1 if report.failed and not stored else 0
 
@@ -387,7 +431,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
     report = remove_from_store(args.sources, _context(args))
     for source in report.removed:
-        print(f"removed: {source}")
+        _out(f"removed: {source}")
     for item, _ in report.failed:
         _err(f"not in the store: {item}")
     print(f"{len(report.removed)} removed, {len(report.failed)} not found")
@@ -450,7 +494,14 @@ def build_parser() -> argparse.ArgumentParser:
     thread_options(history)
     history.set_defaults(func=cmd_history)
 
-    ingest = sub.add_parser("ingest", help="add .txt .md .html .jsonl files to the store")
+    ingest = sub.add_parser(
+        "ingest",
+        help="add .txt .md .html .jsonl files to the store",
+        description="Add .txt .md .html .jsonl files (and folders of them) to the store, as "
+        "the operator: any path this user can read is ingested (CRAG_INGEST_ROOT confines "
+        "only runs of the served ingest graph), and any stored document may be replaced, "
+        "including those written by served runs.",
+    )
     ingest.add_argument("paths", nargs="+")
     ingest.add_argument(
         "--prune",
@@ -497,7 +548,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--documents", type=int, default=50, help="summaries in the built store (default 50)"
     )
     bench.add_argument(
-        "--jobs", type=int, help="runs the started server executes at once (its default: 10)"
+        "--jobs",
+        type=int,
+        default=10,
+        help="runs the started server executes at once (default 10; langgraph dev alone runs 1)",
     )
     bench.add_argument(
         "--set", action="append", metavar="KEY=VALUE", help="run setting sent with every run"
@@ -507,8 +561,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.set_defaults(func=cmd_bench_server)
 
+    _add_serve_command(sub, store_options, warm_commands=(ask, ingest))
     _add_research_commands(sub)
     return parser
+
+
+def _add_serve_command(
+    sub: Any,
+    store_options: Callable[[argparse.ArgumentParser], None],
+    warm_commands: Sequence[argparse.ArgumentParser],
+) -> None:
+    """``crag serve`` and the ``--no-server`` option of the commands it answers."""
+    from app.warm import DEFAULT_SOCKET, NO_SERVER_OPTION, SOCKET_ENV
+
+    serve = sub.add_parser(
+        "serve",
+        help="keep the models loaded for crag ask / crag ingest (a local Unix socket)",
+        description="Load the store, the evaluator and the generator once and answer `crag "
+        f"ask` and `crag ingest` on a Unix socket (${SOCKET_ENV}, default {DEFAULT_SOCKET} "
+        "under the working directory; mode 0600) until `crag serve --stop`. The commands "
+        "run in-process when no server answers or its CRAG_* settings differ from theirs. "
+        "The store options choose what is loaded first.",
+    )
+    serve.add_argument("--stop", action="store_true", help="stop the running server")
+    store_options(serve)
+    serve.set_defaults(func=cmd_serve)
+    for command in warm_commands:
+        command.add_argument(
+            NO_SERVER_OPTION,
+            action="store_true",
+            help="run in this process even when `crag serve` is running",
+        )
 
 
 def _add_research_commands(sub: Any) -> None:
@@ -522,11 +605,53 @@ def _add_research_commands(sub: Any) -> None:
     add_eval_reader_command(sub)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve ``crag ask`` / ``crag ingest`` with the models loaded, or stop the server."""
+    from app.warm import WarmServer, socket_path, stop_server
+
+    if args.stop:
+        answered = stop_server()
+        if answered is None:
+            _err(f"crag serve: no server answers on {socket_path()}")
+            return 1
+        _err(f"crag serve: stopped after answering {answered} command(s)")
+        return 0
+    server = WarmServer(socket_path(), lambda argv: main(argv, reconfigure_logging=True))
+    server.bind()
+    _warm_up(_context(args))
+    _err(f"crag serve: ready on {server.path} (stop with `crag serve --stop`)")
+    server.serve_forever()
+    return 0
+
+
+def _warm_up(context: Context) -> None:
+    """Load what a run needs: the store, the evaluator and the generator.
+
+    The store is filled with the bundled corpus first when it is empty and that is allowed.
+    """
+    from graph.components import current_components
+
+    components = current_components()
+    components.vectorstore(context)
+    components.evaluator(context)
+    components.chat_model(context)
+
+
+def console_main() -> int:
+    """The ``crag`` command: ask a running ``crag serve`` first, else run in this process."""
+    from app.warm import run_on_server
+
+    _configure_environment()
+    argv = sys.argv[1:]
+    answered = run_on_server(argv)
+    return main(argv) if answered is None else answered
+
+
+def main(argv: Sequence[str] | None = None, *, reconfigure_logging: bool = False) -> int:
     """Run the CLI; errors the user can fix are printed as one line with exit code 2."""
     _configure_environment()
     args = build_parser().parse_args(argv)
-    _setup_logging(args.verbose)
+    _setup_logging(args.verbose, force=reconfigure_logging)
     from evaluator.base import EvaluatorError
     from graph.validation import InvalidQuestionError
     from vectorstore.store import StoreError

@@ -30,6 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 """The project root (holds ``langgraph.json``)."""
 
 HOST = "127.0.0.1"
+DEFAULT_JOBS_PER_WORKER = 10
+"""Runs a started server executes at once (as ``make serve`` starts it)."""
 
 OFFLINE_ENV: dict[str, str] = {
     "LANGGRAPH_CLI_NO_ANALYTICS": "1",
@@ -125,7 +127,7 @@ def start_dev_server(
     env: Mapping[str, str],
     *,
     port: int | None = None,
-    jobs_per_worker: int | None = None,
+    jobs_per_worker: int = DEFAULT_JOBS_PER_WORKER,
     startup_timeout: float = 90.0,
 ) -> DevServer:
     """Start ``langgraph dev`` on 127.0.0.1 and wait until it answers ``/ok``.
@@ -134,7 +136,8 @@ def start_dev_server(
         workdir: Its working directory (config, log and ``.langgraph_api`` go there).
         env: The graphs' environment (``CRAG_STORE_PATH`` ...), written into the config.
         port: The port (default: a free one).
-        jobs_per_worker: Runs executed at once (``--n-jobs-per-worker``; server default 10).
+        jobs_per_worker: Runs executed at once (``--n-jobs-per-worker``; passed always: the
+            installed ``langgraph dev`` starts one job without it, whatever its help says).
         startup_timeout: Seconds to wait for ``/ok``.
 
     Returns:
@@ -153,8 +156,7 @@ def start_dev_server(
         str(cli), "dev", "--no-browser", "--no-reload", "--host", HOST,
         "--port", str(port), "--config", str(config_file),
     ]  # fmt: skip
-    if jobs_per_worker:
-        command += ["--n-jobs-per-worker", str(jobs_per_worker)]
+    command += ["--n-jobs-per-worker", str(jobs_per_worker)]
     log = workdir / "server.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
@@ -202,7 +204,7 @@ def dev_server(
     env: Mapping[str, str],
     *,
     port: int | None = None,
-    jobs_per_worker: int | None = None,
+    jobs_per_worker: int = DEFAULT_JOBS_PER_WORKER,
     startup_timeout: float = 90.0,
 ) -> Iterator[DevServer]:
     """:func:`start_dev_server` as a context manager: the server is stopped on exit."""

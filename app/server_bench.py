@@ -325,7 +325,7 @@ def run_bench(
     Raises:
         BenchError: Bad arguments, or the server could not be started.
     """
-    from app.dev_server import DevServerError, dev_server, free_port
+    from app.dev_server import DEFAULT_JOBS_PER_WORKER, DevServerError, dev_server, free_port
 
     check_runs(runs)
     if timeout <= 0:
@@ -346,7 +346,8 @@ def run_bench(
         search_port = free_port()  # nothing listens there: searches are refused at once
         env = {**bench_environment(store_path, search_port), **extra_env}
         try:
-            with dev_server(root / "server", env, jobs_per_worker=jobs_per_worker) as server:
+            jobs = jobs_per_worker or DEFAULT_JOBS_PER_WORKER
+            with dev_server(root / "server", env, jobs_per_worker=jobs) as server:
                 return asyncio.run(abench(server.url, runs=runs, context=context, timeout=timeout))
         except DevServerError as exc:
             raise BenchError(str(exc)) from exc

@@ -161,6 +161,10 @@ def _pool_options() -> dict[str, Any]:
         "max_size": POOL_SIZE,
         "kwargs": _connection_kwargs(),
         "timeout": CONNECT_TIMEOUT_S,
+        # Give up reconnecting in the background after this long (the default, 5 minutes of
+        # growing back-off, left a database that came back unused for up to a minute); the
+        # next run that needs a connection starts a fresh attempt at once.
+        "reconnect_timeout": CONNECT_TIMEOUT_S,
         "open": False,
     }
 

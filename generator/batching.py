@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from graph.cancellation import CancelToken
+from graph.cancellation import CancelToken, RunCancelledError
 
 
 @dataclass(eq=False)
@@ -56,7 +56,11 @@ class RowDecoder(Protocol):
         ...
 
     def admit(self, request: GenerationRequest) -> None:
-        """Read the request's prompt and add its row."""
+        """Read the request's prompt and add its row.
+
+        Raises:
+            RunCancelledError: The request's run was cancelled meanwhile (no row added).
+        """
         ...
 
     def step(self) -> None:
@@ -156,7 +160,7 @@ class GenerationBatcher:
         try:
             with self._model_lock:
                 while admitted:
-                    self._decoder.admit(admitted[0])
+                    self._admit(admitted[0])
                     admitted.pop(0)
                 self._finish(self._decoder.take_finished())
                 if self._decoder.size:
@@ -165,6 +169,14 @@ class GenerationBatcher:
                     self._finish(self._decoder.take_finished())
         except BaseException as exc:  # noqa: BLE001 - handed to every caller, re-raised there
             self._fail([*admitted, *self._decoder.fail_all()], exc)
+
+    def _admit(self, request: GenerationRequest) -> None:
+        """Read ``request``'s prompt into the batch; cancelled meanwhile, it ends alone."""
+        try:
+            self._decoder.admit(request)
+        except RunCancelledError:
+            request.output = []
+            self._finish([request])
 
     def _take_pending(self) -> list[GenerationRequest]:
         """The oldest waiting requests that fit in the batch; cancelled ones end at once."""

@@ -8,6 +8,7 @@ import logging
 from langchain_core.language_models import BaseChatModel
 
 from generator.repetition import DEFAULT_NGRAM
+from graph.setting_checks import generator_spec_problem
 
 logger = logging.getLogger(__name__)
 
@@ -31,17 +32,15 @@ def load_chat_model(
     from generator.local import LocalChatModel
 
     spec = spec.strip()
+    problem = generator_spec_problem(spec)  # the check the settings make when they are built
+    if problem is not None:
+        raise ValueError(f"generator {spec!r} not understood: it {problem}")
     folder = _local_model_folder(spec)
     if folder is not None:
         return LocalChatModel(
             model_path=folder,
             max_new_tokens=max_new_tokens,
             no_repeat_ngram_size=no_repeat_ngram_size,
-        )
-    if ":" not in spec:
-        raise ValueError(
-            f"generator {spec!r} not understood: use 'smollm2', 'local:/path', "
-            "'gguf:/path/model.gguf' or 'provider:model'"
         )
     from langchain.chat_models import init_chat_model
 

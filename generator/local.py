@@ -8,13 +8,18 @@ token streaming (so LangGraph's ``"messages"`` stream mode works) and a lock so 
 instance is shared safely by concurrent runs. When the run it works for is cancelled
 (:mod:`graph.cancellation`), generation stops at the next token and raises
 ``RunCancelledError``, so the model and its lock are free again at once.
+
+A prompt never runs past the model's context: callers fit what they send (the generate node
+counts its knowledge with this model's tokenizer against :attr:`LocalChatModel.context_length`),
+and a prompt still too long loses its middle tokens, keeping the instructions at its start and
+the question at its end.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,12 +31,41 @@ from pydantic import ConfigDict, PrivateAttr
 
 from generator.batching import GenerationBatcher, GenerationRequest
 from generator.repetition import DEFAULT_NGRAM, ReplyNGramBlocker
-from generator.step_decoding import StepDecoder, end_token_ids
+from generator.step_decoding import StepDecoder, end_token_ids, stop_when_cancelled
 from graph.cancellation import CancelToken, current_token, holding
 
 logger = logging.getLogger(__name__)
 
 _ROLES = {"system": "system", "human": "user", "ai": "assistant"}
+
+_NO_LIMIT = 1_000_000
+"""A tokenizer's ``model_max_length`` at or above this is transformers' "no limit" value."""
+
+
+def model_context_length(config: Any, tokenizer: Any) -> int | None:
+    """The most tokens (prompt and reply) the model attends to: its position limit, if known."""
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    value = getattr(tokenizer, "model_max_length", None)
+    return value if isinstance(value, int) and 0 < value < _NO_LIMIT else None
+
+
+def keep_ends(encoded: Mapping[str, Any], limit: int) -> dict[str, Any]:
+    """``encoded`` (rows of token tensors) cut to ``limit`` tokens by dropping the middle.
+
+    A chat prompt's instructions are at its start and its question and generation prompt at
+    its end; the middle holds the knowledge or the history, which callers should have bounded.
+    """
+    import torch
+
+    head = limit // 2
+    tail = limit - head
+    return {
+        key: torch.cat([value[:, :head], value[:, value.shape[1] - tail :]], dim=1)
+        for key, value in encoded.items()
+    }
 
 
 def _first_token_ids(tokenizer: Any, candidate: str) -> set[int]:
@@ -106,6 +140,10 @@ class LocalChatModel(BaseChatModel):
     arithmetic (AVX512-BF16 or AMX: about 1.4x faster prefill and decoding on 2 cores, answers
     nearly always identical), else float32."""
 
+    context_length: int | None = None
+    """Most tokens of prompt and reply together; ``None``: the model's own position limit
+    (``max_position_embeddings``), read when it loads. A longer prompt loses its middle."""
+
     no_repeat_ngram_size: int = DEFAULT_NGRAM
     """A reply never repeats an n-gram of its own tokens this long (:mod:`generator.repetition`;
     the prompt is not counted, so copying from the knowledge is free); 0: off."""
@@ -137,6 +175,8 @@ class LocalChatModel(BaseChatModel):
         model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         self._model = model.to(device).eval()
         self.device = device
+        if self.context_length is None:
+            self.context_length = model_context_length(model.config, self._tokenizer)
         decoder = StepDecoder(
             self._model, self._tokenizer, no_repeat_ngram_size=self.no_repeat_ngram_size
         )
@@ -156,12 +196,41 @@ class LocalChatModel(BaseChatModel):
             "no_repeat_ngram_size": self.no_repeat_ngram_size,
         }
 
-    def _encode(self, messages: list[BaseMessage]) -> Any:
+    def _encode(self, messages: list[BaseMessage], reply_tokens: int = 0) -> Any:
+        """The chat-templated prompt, within the context less ``reply_tokens`` (keep_ends)."""
         chat = [{"role": _ROLES.get(m.type, "user"), "content": m.text} for m in messages]
         encoded = self._tokenizer.apply_chat_template(
             chat, add_generation_prompt=True, return_tensors="pt", return_dict=True
         )
+        length = int(encoded["input_ids"].shape[1])
+        limit = None if self.context_length is None else self.context_length - reply_tokens
+        if limit is not None and length > limit > 0:
+            logger.warning(
+                "prompt of %d tokens cut to %d in its middle (context %d, reply %d)",
+                length,
+                limit,
+                self.context_length,
+                reply_tokens,
+            )
+            encoded = keep_ends(encoded, limit)
         return {k: v.to(self._model.device) for k, v in encoded.items()}
+
+    def get_token_ids(self, text: str) -> list[int]:
+        """``text``'s tokens under this model's tokenizer (no special tokens)."""
+        return list(self._tokenizer.encode(text, add_special_tokens=False))
+
+    def get_num_tokens_from_messages(
+        self, messages: list[BaseMessage], tools: Sequence[Any] | None = None
+    ) -> int:
+        """The prompt's tokens as this model reads it: chat template and generation prompt."""
+        chat = [{"role": _ROLES.get(m.type, "user"), "content": m.text} for m in messages]
+        ids = self._tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, Mapping):  # transformers versions that return a BatchEncoding
+            ids = ids["input_ids"]
+        return len(ids)
+
+    def _reply_tokens(self, kwargs: Mapping[str, Any]) -> int:
+        return int(kwargs.get("max_new_tokens", self.max_new_tokens))
 
     def _generation_kwargs(
         self, stop: list[str] | None, prompt_length: int, **kwargs: Any
@@ -198,8 +267,12 @@ class LocalChatModel(BaseChatModel):
         """
         import torch
 
-        with holding(self._lock), torch.inference_mode():
-            inputs = self._encode(messages)
+        with (
+            holding(self._lock),
+            torch.inference_mode(),
+            stop_when_cancelled(self._model, current_token()),
+        ):
+            inputs = self._encode(messages, 1)
             logits = self._model(**inputs).logits[0, -1].float()
             probabilities = torch.softmax(logits, dim=-1).cpu()
         result: dict[str, float] = {}
@@ -218,7 +291,7 @@ class LocalChatModel(BaseChatModel):
     ) -> ChatResult:
 
         token = current_token()
-        prompt = self._encode(messages)["input_ids"][0].tolist()
+        prompt = self._encode(messages, self._reply_tokens(kwargs))["input_ids"][0].tolist()
         request = GenerationRequest(
             input_ids=prompt,
             max_new_tokens=int(kwargs.get("max_new_tokens", self.max_new_tokens)),
@@ -268,7 +341,11 @@ class LocalChatModel(BaseChatModel):
         kwargs = self._generation_kwargs(
             list(request.stop), len(request.input_ids), max_new_tokens=request.max_new_tokens
         )
-        with holding(self._lock), torch.inference_mode():
+        with (
+            holding(self._lock),
+            torch.inference_mode(),
+            stop_when_cancelled(self._model, request.token),
+        ):
             ids = torch.tensor([request.input_ids], device=self._model.device)
             output = self._model.generate(
                 input_ids=ids,
@@ -292,7 +369,7 @@ class LocalChatModel(BaseChatModel):
 
         token = current_token()
         with holding(self._lock):
-            inputs = self._encode(messages)
+            inputs = self._encode(messages, self._reply_tokens(kwargs))
             streamer = TextIteratorStreamer(
                 self._tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=300.0
             )
@@ -300,7 +377,7 @@ class LocalChatModel(BaseChatModel):
 
             def generate() -> None:
                 try:
-                    with torch.inference_mode():
+                    with torch.inference_mode(), stop_when_cancelled(self._model, token):
                         self._model.generate(
                             **inputs,
                             streamer=streamer,

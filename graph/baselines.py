@@ -9,7 +9,10 @@
   yes/no grade per passage, a rewritten web search whenever any passage is judged irrelevant,
   no refinement.
 
-Each takes the same input and context as the CRAG graph and returns the same output fields.
+Each takes the same context as the CRAG graph and returns the same output fields. Those that
+retrieve (``rag``, ``rag-web``, ``tutorial``) also take the same input: a ``question`` or chat
+``messages``, a follow-up made standalone first (``contextualize``, as in the CRAG graph), the
+answer appended to ``messages``. ``no-retrieval`` takes a question only.
 """
 
 from __future__ import annotations
@@ -22,45 +25,62 @@ from langgraph.graph.state import CompiledStateGraph
 
 from graph.context import Context
 from graph.node_runtime import graph_node
-from graph.routers import route_tutorial
+from graph.routers import route_start, route_tutorial
 from graph.run_context import RunContext
-from graph.state import InputState, OutputState, State
+from graph.state import ChatInputState, ChatOutputState, InputState, OutputState, State
 from nodes.closed_book import answer_closed_book
+from nodes.contextualize import contextualize, retrieve_with_input_notes
 from nodes.generate import generate
 from nodes.pass_passages import pass_passages
-from nodes.retrieve import retrieve
 from nodes.tutorial import grade_binary, transform_query, tutorial_web_search
 from nodes.web_search import web_search
 
 Graph = CompiledStateGraph[State, Context, InputState, OutputState]
+"""A graph that takes a question only (``no-retrieval``)."""
+ChatGraph = CompiledStateGraph[State, Context, ChatInputState, ChatOutputState]
+"""A graph that takes the CRAG graph's input: a question or chat messages."""
+ChatBuilder = StateGraph[State, Context, ChatInputState, ChatOutputState]
 
 
-def _builder() -> StateGraph[State, Context, InputState, OutputState]:
-    return StateGraph(
-        State, context_schema=RunContext, input_schema=InputState, output_schema=OutputState
+def _chat_builder() -> ChatBuilder:
+    """A builder with the CRAG graph's start: [contextualize →] retrieve (nothing after).
+
+    Chat runs (``messages`` input, or a thread with earlier turns) start at contextualize; a
+    single question at retrieve.
+    """
+    builder = StateGraph(
+        State,
+        context_schema=RunContext,
+        input_schema=ChatInputState,
+        output_schema=ChatOutputState,
     )
+    builder.add_node("contextualize", graph_node(contextualize))
+    builder.add_node("retrieve", graph_node(retrieve_with_input_notes))
+    builder.add_conditional_edges(START, route_start, ["contextualize", "retrieve"])
+    builder.add_edge("contextualize", "retrieve")
+    return builder
 
 
 def build_no_retrieval_graph() -> Graph:
     """The generator alone: no store, no web."""
-    builder = _builder()
+    builder = StateGraph(
+        State, context_schema=RunContext, input_schema=InputState, output_schema=OutputState
+    )
     builder.add_node("generate", graph_node(answer_closed_book))
     builder.add_edge(START, "generate")
     builder.add_edge("generate", END)
     return builder.compile(name="no-retrieval")
 
 
-def _retrieve_and_pass() -> StateGraph[State, Context, InputState, OutputState]:
-    """A builder with standard RAG's first steps: retrieve → pass_passages (nothing after)."""
-    builder = _builder()
-    builder.add_node("retrieve", graph_node(retrieve))
+def _retrieve_and_pass() -> ChatBuilder:
+    """A builder with standard RAG's first steps: [contextualize →] retrieve → pass_passages."""
+    builder = _chat_builder()
     builder.add_node("pass_passages", graph_node(pass_passages, cancellable=False))
-    builder.add_edge(START, "retrieve")
     builder.add_edge("retrieve", "pass_passages")
     return builder
 
 
-def build_rag_graph() -> Graph:
+def build_rag_graph() -> ChatGraph:
     """Standard RAG: retrieve → pass_passages → generate."""
     builder = _retrieve_and_pass()
     builder.add_node("generate", graph_node(generate))
@@ -69,7 +89,7 @@ def build_rag_graph() -> Graph:
     return builder.compile(name="rag")
 
 
-def build_rag_web_graph() -> Graph:
+def build_rag_web_graph() -> ChatGraph:
     """RAG with web results always added: retrieve → (pass_passages ∥ web_search) → generate."""
     builder = _retrieve_and_pass()
     builder.add_node("web_search", graph_node(web_search))
@@ -81,15 +101,16 @@ def build_rag_web_graph() -> Graph:
     return builder.compile(name="rag-web")
 
 
-def build_tutorial_graph() -> Graph:
-    """Tutorial: retrieve → grade → [any irrelevant: transform_query → web_search] → generate."""
-    builder = _builder()
-    builder.add_node("retrieve", graph_node(retrieve))
+def build_tutorial_graph() -> ChatGraph:
+    """Tutorial: retrieve → grade → [any irrelevant: transform_query → web_search] → generate.
+
+    Chat runs start at contextualize, as in every chat graph.
+    """
+    builder = _chat_builder()
     builder.add_node("grade", graph_node(grade_binary))
     builder.add_node("transform_query", graph_node(transform_query))
     builder.add_node("web_search", graph_node(tutorial_web_search))
     builder.add_node("generate", graph_node(generate))
-    builder.add_edge(START, "retrieve")
     builder.add_edge("retrieve", "grade")
     builder.add_conditional_edges("grade", route_tutorial, ["transform_query", "generate"])
     builder.add_edge("transform_query", "web_search")

@@ -12,11 +12,10 @@ from graph.routers import route_action, route_start
 from graph.run_context import RunContext
 from graph.state import ChatInputState, ChatOutputState, State
 from nodes.abstain import answer_or_abstain
-from nodes.contextualize import contextualize
+from nodes.contextualize import contextualize, retrieve_with_input_notes
 from nodes.decide_action import decide_action
 from nodes.grade import grade
 from nodes.refine import refine
-from nodes.retrieve import retrieve
 from nodes.rewrite_query import rewrite_query
 from nodes.web_search import web_search
 
@@ -48,7 +47,8 @@ def build_graph(
     # Every node gets the run's resolved settings; those that call models stop early when an
     # async run is cancelled (graph/node_runtime.py, graph/cancellation.py).
     builder.add_node("contextualize", graph_node(contextualize))
-    builder.add_node("retrieve", graph_node(retrieve))
+    # retrieve starts the run's notes with contextualize's (earlier turns left out or cut)
+    builder.add_node("retrieve", graph_node(retrieve_with_input_notes))
     builder.add_node("grade", graph_node(grade))
     builder.add_node("decide_action", graph_node(decide_action, cancellable=False))
     builder.add_node("refine", graph_node(refine))

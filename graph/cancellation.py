@@ -9,9 +9,12 @@ Instead, every node that calls a model is added to a graph with :func:`cancellab
 async path runs the sync node on a worker thread with a fresh :class:`CancelToken` in a
 ``ContextVar`` and cancels the token when the awaiting task is cancelled. The model code checks
 the token where it can stop cleanly: evaluators between batches (:func:`raise_if_cancelled`),
-the local generator at every token (a stopping criterion), lock waits while polling
-(:func:`holding`). A cancelled node raises :class:`RunCancelledError` in its thread, which
-releases the model's lock on the way out; nobody awaits that result any more.
+the local generator at every token (a stopping criterion) and, where it reads a prompt under
+``generator.step_decoding.stop_when_cancelled`` (the step decoder of batched generation),
+before each layer of the model, since a long prompt is read in one forward pass of several
+seconds; lock waits while polling (:func:`holding`). A cancelled node raises
+:class:`RunCancelledError` in its thread, which releases the model's lock on the way out;
+nobody awaits that result any more.
 
 The sync path (``invoke``/``stream``) is unchanged: no token is set unless a caller opens a
 :func:`cancellation_scope` (``crag ask`` does, and cancels it on Ctrl-C so that a parallel

@@ -21,13 +21,22 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from graph.allowed_hosts import parse_allowed_hosts
-from graph.setting_checks import InvalidSettingError, Settings, env_default, env_name
+from graph.setting_checks import (
+    InvalidSettingError,
+    Settings,
+    check_choice,
+    check_generator_spec,
+    env_default,
+    env_name,
+    refusing_unknown_names,
+)
 
 __all__ = [
     "CHROMA_HOST_DESCRIPTION",
     "DEFAULT_CHROMA_PORT",
     "DEFAULT_COLLECTION",
     "DEFAULT_STORE_PATH",
+    "EVALUATORS",
     "EVALUATOR_THRESHOLDS",
     "PAPER_THRESHOLDS",
     "Context",
@@ -42,6 +51,10 @@ DEFAULT_STORE_PATH = ".crag/chroma"
 DEFAULT_COLLECTION = "crag"
 DEFAULT_CHROMA_PORT = 8000
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+
+EVALUATORS: tuple[str, ...] = ("embedding", "t5", "cross-encoder", "llm")
+"""The evaluator backends (``evaluator.registry.BACKENDS``; a test keeps the two in step),
+named here so that a bad ``evaluator`` fails when the settings are built, not after retrieval."""
 
 PAPER_THRESHOLDS: tuple[float, float] = (0.59, -0.99)
 """The paper's action thresholds (upper, lower), set for its fine-tuned T5 on PopQA."""
@@ -101,6 +114,7 @@ def _embedder_field(description: str) -> Any:
     return _deployment("embedder", DEFAULT_EMBEDDER, description)
 
 
+@refusing_unknown_names
 @dataclass(kw_only=True)
 class Context(Settings):
     """Every setting of a CRAG run."""
@@ -126,6 +140,9 @@ class Context(Settings):
         "no_repeat_ngram_size": 0,
         "default_corpus_limit": 0,
         "max_question_chars": 1,
+        "max_history_turns": 0,
+        "max_history_chars": 0,
+        "max_knowledge_chars": 1,
         "chroma_port": 1,
     }
     MAXIMUMS: ClassVar[dict[str, float]] = {
@@ -469,6 +486,27 @@ class Context(Settings):
     max_question_chars: int = _deployment(
         "max_question_chars", 2000, "Longer questions are rejected with a clear error."
     )
+    max_history_turns: int = _deployment(
+        "max_history_turns",
+        3,
+        "Earlier turns of a chat the contextualizer reads to make a follow-up standalone: the "
+        "most recent ones (older turns are not read; 0: none).",
+    )
+    max_history_chars: int = _deployment(
+        "max_history_chars",
+        4000,
+        "Most characters of those earlier turns (questions and answers) the contextualizer "
+        "reads, newest first: a longer text is cut, and turns that no longer fit are not read "
+        "(the run's notes say so).",
+    )
+    max_knowledge_chars: int = _deployment(
+        "max_knowledge_chars",
+        12_000,
+        "Most characters of knowledge in the generator's prompt (about 3,000 tokens; ten "
+        "1,000-character passages fit): past it, or past a local model's context length, the "
+        "lowest-ranked entries are dropped (the question and instructions are kept; the run's "
+        "notes say so).",
+    )
 
     def action_thresholds(self) -> tuple[float, float]:
         """The action trigger's (upper, lower) thresholds: each as set, else the evaluator's.
@@ -487,6 +525,18 @@ class Context(Settings):
             lower if self.lower_threshold is None else self.lower_threshold,
         )
 
+    def check_components(self) -> None:
+        """A known evaluator and well-formed generator specs, before any work is done.
+
+        The evaluator is one of :data:`EVALUATORS` (any case, stored lower-case); ``generator``
+        (and ``evaluator_model`` for the ``llm`` evaluator) is a generator spec. Only names and
+        forms: a local path or a remote provider is tried when it is loaded.
+        """
+        self.evaluator = check_choice("evaluator", self.evaluator, EVALUATORS)
+        check_generator_spec("generator", self.generator)
+        if self.evaluator == "llm" and self.evaluator_model.strip():
+            check_generator_spec("evaluator_model", self.evaluator_model)
+
     def _threshold_origin(self) -> str:
         """Where an unset threshold's value came from, for the order error (empty if both set)."""
         unset = [
@@ -499,12 +549,14 @@ class Context(Settings):
         return f" ({' and '.join(unset)}: the {self.evaluator} evaluator's default)"
 
     def check_together(self) -> None:
-        """Thresholds in order, no contradictory ablations, a readable allow-list.
+        """Known components, thresholds in order, no contradictory ablations, a readable allow-list.
 
         Checked when the context is built, so that a bad combination fails before retrieval and
-        grading rather than at ``decide_action``. Equal thresholds are allowed (no Ambiguous
-        band); with ``disable_action='ambiguous'`` the one cut is halfway between them.
+        grading rather than at ``decide_action`` (or a bad evaluator at ``grade``, a bad
+        generator at ``generate``). Equal thresholds are allowed (no Ambiguous band); with
+        ``disable_action='ambiguous'`` the one cut is halfway between them.
         """
+        self.check_components()
         upper, lower = self.action_thresholds()
         if lower > upper:
             raise InvalidSettingError(
@@ -522,6 +574,7 @@ class Context(Settings):
             raise InvalidSettingError(f"setting {exc}") from None
 
 
+@refusing_unknown_names
 @dataclass(kw_only=True)
 class IngestContext(Settings):
     """The settings of the ingestion graph: which store, how documents are chunked."""
@@ -562,7 +615,18 @@ class IngestContext(Settings):
         "ingest_root",
         "",
         "The only directory whose files the ingest graph reads by path (empty: any path the "
-        "server can read).",
+        "server can read). Binds served runs only: crag ingest and the Python API are the "
+        "operator's.",
+    )
+    ingest_run_replace: Literal["none", "served", "all"] = _deployment(
+        "ingest_run_replace",
+        "none",
+        "What ingest-graph runs may replace (and, for lines gone from a re-ingested JSON Lines "
+        "file, remove) of what is already stored: 'none' (add new documents only; the server "
+        "cannot tell its callers apart, so no caller may change what another stored), 'served' "
+        "(what ingest-graph runs stored, never the operator's: crag ingest, the Python API, the "
+        "bundled corpus) or 'all'. A document out of reach is listed in failed and kept as it "
+        "is.",
     )
 
     def check_together(self) -> None:

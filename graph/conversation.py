@@ -18,7 +18,11 @@ from graph.state import KnowledgeStrip
 from knowledge.lexical import heading_of
 
 MAX_TURNS = 3
-"""Earlier turns given to the contextualiser: the most recent ones."""
+"""Earlier turns given to the contextualiser by default: the most recent ones (the setting
+``max_history_turns``)."""
+
+MIN_CUT_CHARS = 20
+"""A text cut shorter than this says nothing: the turn is left out instead."""
 
 
 class Turn(NamedTuple):
@@ -75,8 +79,8 @@ def question_from_messages(state_question: Any, messages: Sequence[BaseMessage])
     return state_question
 
 
-def earlier_turns(messages: Sequence[BaseMessage], limit: int = MAX_TURNS) -> list[Turn]:
-    """The thread's finished exchanges, oldest first, at most the last ``limit``.
+def earlier_turns(messages: Sequence[BaseMessage], limit: int | None = MAX_TURNS) -> list[Turn]:
+    """The thread's finished exchanges, oldest first, at most the last ``limit`` (None: all).
 
     An AI message's question is the one it recorded, else the human message before it (a
     history a client sent itself).
@@ -93,7 +97,60 @@ def earlier_turns(messages: Sequence[BaseMessage], limit: int = MAX_TURNS) -> li
             if question and answer:
                 turns.append(Turn(question, answer))
             last_human = ""
+    if limit is None:
+        return turns
     return turns[-limit:] if limit > 0 else []
+
+
+def clip_text(text: str, limit: int) -> str:
+    """``text`` if it has at most ``limit`` characters, else its start cut at a word and "…".
+
+    Empty when ``limit`` leaves fewer than :data:`MIN_CUT_CHARS` characters to keep.
+    """
+    if len(text) <= limit:
+        return text
+    if limit < MIN_CUT_CHARS:
+        return ""
+    head = text[: limit - 1]
+    mid_word = not head[-1].isspace() and not text[limit - 1].isspace()
+    word_end = head.rfind(" ")
+    if mid_word and word_end >= limit // 2:  # end at the last whole word
+        head = head[:word_end]
+    return head.rstrip() + "…"
+
+
+class History(NamedTuple):
+    """The earlier turns a run reads, and what was left out to bound them."""
+
+    turns: list[Turn]
+    """The turns read, oldest first, each text cut to fit."""
+    left_out: int
+    """Earlier turns not read: older than the most recent ``max_turns``, or no room left."""
+    cut: int
+    """Questions and answers read only in part."""
+
+
+def bounded_history(turns: Sequence[Turn], max_turns: int, max_chars: int) -> History:
+    """The most recent ``max_turns`` of ``turns`` in at most ``max_chars`` characters.
+
+    A chat may carry any text (a client sends the history it likes; an answer may be long), so
+    what the contextualizer reads is bounded: turns are taken newest first while there is room,
+    a text too long for the room left is cut (:func:`clip_text`), and the answer keeps at least
+    half of the room when it needs it (it usually names what a follow-up refers to).
+    """
+    recent = list(turns[-max_turns:]) if max_turns > 0 else []
+    room, cut = max_chars, 0
+    kept: list[Turn] = []
+    for turn in reversed(recent):
+        question = clip_text(turn.question, room - min(len(turn.answer), room // 2))
+        answer = clip_text(turn.answer, room - len(question))
+        if not question or not answer:
+            break
+        cut += (question != turn.question) + (answer != turn.answer)
+        kept.append(Turn(question, answer))
+        room -= len(question) + len(answer)
+    kept.reverse()
+    return History(kept, len(turns) - len(kept), cut)
 
 
 def sources_of(knowledge: Sequence[KnowledgeStrip]) -> list[str]:

@@ -10,7 +10,23 @@ stream (``{"node": "ingest", "event": "embedding", "done": 512, "total": 1800}``
 The deployment setting ``ingest_root`` (``CRAG_INGEST_ROOT`` in the server's environment), when
 set, confines the paths a caller may ingest to that directory: a named path outside it is an
 input error, and a file found in a named directory whose real path leaves it (a symbolic link
-pointing outside) is refused and listed in ``failed``.
+pointing outside) is refused and listed in ``failed``. The root binds served runs only:
+``crag ingest`` and the Python API are the operator's, and read any path they are given.
+
+**Trust model.** Whoever can reach the server may run this graph, and the server cannot tell
+its callers apart, so by default a run may only *add* documents: no caller may change or poison
+what other callers, or the operator (``crag ingest``, the Python API, the bundled corpus;
+chunks stored before writers were recorded count as the operator's), stored. Every chunk
+records its ``writer`` (``"operator"`` or ``"served"``), and a run that names a stored
+document's source with changed content (an inline document's ``source``, or a file ingested
+before whose content changed) gets it in ``failed`` ("already stored by the operator; this
+server does not let runs replace it (setting ingest_run_replace ...)", or "by a run of the
+ingest graph") with the store unchanged; lines gone from a re-ingested JSON Lines file are kept
+and listed in ``failed`` too. Unchanged documents are ``skipped`` as usual. The operator may
+allow more with the deployment setting ``ingest_run_replace`` (``CRAG_INGEST_RUN_REPLACE``):
+``"none"`` (the default), ``"served"`` (runs may replace and remove what runs stored, never
+the operator's documents) or ``"all"`` (anything). Runs never prune.
+Inline documents sent without a source get an ``inline:`` source from a hash of their text.
 """
 
 from __future__ import annotations
@@ -28,6 +44,8 @@ from graph.context import IngestContext, resolve_ingest_context
 from graph.progress import emit
 from graph.run_context import RunIngestContext
 from vectorstore.ingestion import ingest_into_store, inline_document
+from vectorstore.loaders import LoaderError, real_path
+from vectorstore.sources import served_writer
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +100,7 @@ class IngestOutput(TypedDict, total=False):
     removed: list[str]
     """Sources removed because they vanished from a re-ingested JSON Lines file."""
     failed: list[FailedDocument]
-    """What could not be ingested, and why."""
+    """What could not be ingested, or was the operator's and not this run's to change, and why."""
     chunks: int
     """Chunks embedded and written."""
     summary: str
@@ -93,23 +111,45 @@ class IngestState(IngestInput, IngestOutput, total=False):
     """The ingestion graph's state."""
 
 
-def _paths(value: Any, root: str) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+def _path_strings(value: Any) -> list[str]:
+    """The paths sent, each a string (the error names the first element that is not)."""
+    if not isinstance(value, list):
         raise InvalidIngestInputError(
             f"paths must be a list of strings, not {type(value).__name__}: {str(value)[:80]!r}"
         )
-    paths = [p for p in value if p.strip()]
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise InvalidIngestInputError(
+                f"paths[{index}] must be a string, not {type(item).__name__} ({str(item)[:60]})"
+            )
+    return [p for p in value if p.strip()]
+
+
+def _check_inside(path: str, base: Path) -> None:
+    """Refuse a named path whose real path leaves ``base`` (the ``ingest_root``).
+
+    A path that cannot be resolved (a symbolic link loop, a NUL character) is let through:
+    ingestion lists it in ``failed`` with the reason, and the other paths are still ingested.
+    """
+    try:
+        resolved = real_path(Path(path).expanduser())
+    except LoaderError:
+        return
+    if resolved != base and base not in resolved.parents:
+        raise InvalidIngestInputError(
+            f"path {path!r} is outside {base}, the only directory this server ingests "
+            "from (setting ingest_root)"
+        )
+
+
+def _paths(value: Any, root: str) -> list[str]:
+    if value is None:
+        return []
+    paths = _path_strings(value)
     if root:
         base = Path(root).expanduser().resolve()
         for path in paths:
-            resolved = Path(path).expanduser().resolve()
-            if resolved != base and base not in resolved.parents:
-                raise InvalidIngestInputError(
-                    f"path {path!r} is outside {base}, the only directory this server ingests "
-                    "from (setting ingest_root)"
-                )
+            _check_inside(path, base)
     return paths
 
 
@@ -153,7 +193,8 @@ def ingest_node(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str
     """The ``ingest`` node: validate the input, load files and inline documents, store chunks.
 
     With ``CRAG_INGEST_ROOT`` set, every file read (named or found in a named directory) must
-    have its real path, symbolic links followed, inside that directory.
+    have its real path, symbolic links followed, inside that directory. Chunks are written as
+    a served run's, which may not replace the operator's documents (see the module).
     """
     context = resolve_ingest_context(runtime.context)
     root = context.ingest_root.strip()
@@ -178,6 +219,7 @@ def ingest_node(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str
         root=root or None,
         progress=False,
         on_progress=on_progress,
+        writer=served_writer(context.ingest_run_replace),
     )
     emit(
         runtime,

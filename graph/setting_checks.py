@@ -8,12 +8,13 @@ setting, never an unrelated error deep inside a node.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
-from typing import Any, ClassVar, Literal, Self, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, Literal, Self, TypeVar, get_args, get_origin, get_type_hints
 
 ENV_PREFIX = "CRAG_"
 """Every deployment setting is read from ``CRAG_<NAME>`` (``store_path``: ``CRAG_STORE_PATH``)."""
@@ -25,6 +26,68 @@ _TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str:
 
 class InvalidSettingError(ValueError):
     """A setting is unknown, has the wrong type, a value out of range, or may not be set here."""
+
+
+GENERATOR_FORMS = (
+    "'smollm2', 'local:/path/to/hf-model', 'gguf:/path/model.gguf' or 'provider:model' "
+    "(e.g. 'openai:gpt-4o-mini')"
+)
+"""The forms a generator spec takes (:func:`generator.factory.load_chat_model`)."""
+
+_LOCAL_PREFIXES = ("local:", "gguf:")
+
+
+def _known_chat_providers() -> frozenset[str] | None:
+    """The providers LangChain's ``init_chat_model`` knows by name; ``None`` if it cannot say.
+
+    Read from LangChain (its table is private, so a version without it skips the check):
+    a ``provider:model`` spec whose provider is not in it fails in ``init_chat_model``.
+    """
+    try:
+        from langchain.chat_models import base
+    except ImportError:  # pragma: no cover - langchain is a dependency
+        return None
+    providers = getattr(base, "_BUILTIN_PROVIDERS", None)
+    return frozenset(providers) if isinstance(providers, Mapping | frozenset | set) else None
+
+
+def generator_spec_problem(spec: str) -> str | None:
+    """What is wrong with the form of generator ``spec``, or ``None`` when it is well formed.
+
+    Only the form is checked (and a provider's name against LangChain's list): whether a local
+    path holds a model or a remote provider answers is known only when the model is loaded.
+    """
+    spec = spec.strip()
+    if spec in ("", "smollm2"):
+        return None
+    prefix = next((p for p in _LOCAL_PREFIXES if spec.startswith(p)), None)
+    if prefix is not None:
+        return None if spec.removeprefix(prefix).strip() else f"must give a path after {prefix!r}"
+    provider, colon, model = spec.partition(":")
+    if not colon or not provider.strip() or not model.strip():
+        return f"must be {GENERATOR_FORMS}"
+    known = _known_chat_providers()
+    if known is not None and provider not in known:
+        listed = ", ".join(sorted(known))
+        return f"names the unknown provider {provider!r}; known providers: {listed}"
+    return None
+
+
+def check_generator_spec(setting: str, spec: str) -> None:
+    """Raise :class:`InvalidSettingError` naming ``setting`` if ``spec`` is not a generator spec."""
+    problem = generator_spec_problem(spec)
+    if problem is not None:
+        raise InvalidSettingError(f"setting {setting} {problem}, not {spec!r}")
+
+
+def check_choice(setting: str, value: str, choices: Iterable[str]) -> str:
+    """``value`` stripped and lower-cased if it is one of ``choices``, else a setting error."""
+    normal = value.strip().lower()
+    listed = tuple(choices)
+    if normal not in listed:
+        names = ", ".join(repr(choice) for choice in listed)
+        raise InvalidSettingError(f"setting {setting} must be one of {names}, not {value!r}")
+    return normal
 
 
 def env_name(setting: str) -> str:
@@ -118,6 +181,36 @@ def check_known(given: Iterable[str], known: Iterable[str]) -> None:
         raise InvalidSettingError(
             f"unknown setting{plural} {names}; valid: {', '.join(sorted(valid))}"
         )
+
+
+C = TypeVar("C", bound=type)
+
+
+def refusing_unknown_names(cls: C) -> C:
+    """Make a settings dataclass refuse unknown names with :class:`InvalidSettingError`.
+
+    A dataclass's generated ``__init__`` raises ``TypeError`` for a keyword it does not take
+    (``Context(bogus=1)``); every other mistake in a setting is an ``InvalidSettingError``
+    naming it, so the constructor checks the names first (:func:`check_known`: the unknown
+    ones and every valid one) and refuses positional values. Apply it above ``@dataclass``;
+    the wrapper keeps the generated signature (``functools.wraps``), which LangGraph and
+    pydantic read. A subclass built with ``make_dataclass`` gets an ``__init__`` of its own.
+    """
+    generated: Callable[..., None] = cls.__init__  # type: ignore[misc]
+
+    @functools.wraps(generated)
+    def __init__(self: Any, *args: Any, **values: Any) -> None:
+        if args:
+            plural = "s" if len(args) > 1 else ""
+            raise InvalidSettingError(
+                f"{type(self).__name__} takes settings as keywords (name=value), not "
+                f"{len(args)} positional value{plural}"
+            )
+        check_known(values, type(self).setting_names())
+        generated(self, **values)
+
+    cls.__init__ = __init__  # type: ignore[misc]
+    return cls
 
 
 def check_value(name: str, value: Any, annotation: Any) -> Any:

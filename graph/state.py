@@ -20,11 +20,12 @@ from typing import (
 )
 
 from langchain_core.messages import AnyMessage
-from langgraph.graph.message import add_messages
+from langgraph.graph.message import Messages, add_messages
 from langgraph.types import Overwrite
 from typing_extensions import TypedDict
 
 from graph.question_channel import QuestionChannel
+from graph.validation import chat_messages
 
 Action = Literal["correct", "incorrect", "ambiguous"]
 """The action trigger's verdict on the retrieved passages (the paper's three actions)."""
@@ -83,6 +84,16 @@ def merge_notes(left: list[str] | None, right: list[str] | None) -> list[str]:
     return merged
 
 
+def add_chat_messages(left: Messages, right: Messages) -> Messages:
+    """LangGraph's ``add_messages``, with a malformed message refused in one line.
+
+    The ``messages`` channel's reducer: what a caller sends is checked first
+    (:func:`~graph.validation.chat_messages`: an unknown role is an ``InvalidQuestionError``
+    naming the message's index and the roles allowed, not LangChain's raw ``ValueError``).
+    """
+    return add_messages(left, cast("Messages", chat_messages(right)))
+
+
 class InputState(TypedDict):
     """What a caller sends."""
 
@@ -122,7 +133,7 @@ class ChatInputState(TypedDict, total=False):
 
     question: str
     """The user's question."""
-    messages: Annotated[list[AnyMessage], add_messages]
+    messages: Annotated[list[AnyMessage], add_chat_messages]
     """Chat turns (LangChain messages or their JSON dicts), appended to the thread's."""
 
 
@@ -132,7 +143,7 @@ class ChatOutputState(OutputState, total=False):
     standalone_question: str
     """The question as answered: a follow-up rewritten from the thread's earlier turns. Set
     when the run was contextualised (a thread with earlier turns, or ``messages`` input)."""
-    messages: Annotated[list[AnyMessage], add_messages]
+    messages: Annotated[list[AnyMessage], add_chat_messages]
     """The thread's chat: each run appends its answer as an AI message whose
     ``additional_kwargs`` carry ``sources``, ``action`` and the ``question`` it answered."""
 
@@ -152,6 +163,10 @@ class State(ChatOutputState, total=False):
     """The rewritten web-search query (Incorrect and Ambiguous)."""
     external_knowledge: list[KnowledgeStrip]
     """Strips selected from web results (Incorrect and Ambiguous)."""
+    input_notes: list[str]
+    """Notes on the run's input (earlier chat turns left out or cut), written by contextualize.
+    It runs before the reset at ``retrieve`` clears ``notes``, so it leaves them here and
+    ``retrieve`` (as the chat graphs add it) moves them into ``notes``."""
 
 
 class StateUpdate(TypedDict, total=False):
@@ -175,12 +190,15 @@ class StateUpdate(TypedDict, total=False):
     internal_knowledge: list[KnowledgeStrip]
     search_query: str
     external_knowledge: list[KnowledgeStrip]
+    input_notes: list[str]
 
 
 NOT_RESET: Mapping[str, str] = {
     "question": "the run's input",
     "messages": "the thread's chat: carried across runs, the new turn is the run's input",
     "standalone_question": "written by contextualize, which runs before the reset",
+    "input_notes": "written by contextualize, which runs before the reset; retrieve moves it "
+    "into notes and empties it",
     "action": "no empty value: the action trigger writes it before anything reads it",
     "decision": "no empty value: the action trigger writes it before anything reads it",
 }

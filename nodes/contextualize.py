@@ -8,6 +8,11 @@ previous turn's key words appended, deterministically.
 A question with no earlier turns, or one that refers to nothing before it, passes through
 unchanged without a generator call: single questions (benchmarks) are answered exactly as
 without this node, and a small model never gets to spoil a question that needs no rewriting.
+
+The earlier turns read are bounded (settings ``max_history_turns`` and ``max_history_chars``):
+a chat may hold any text, and one 40,000-character answer made a single run take 102.5 s.
+What was left out is noted; ``retrieve`` starts the run's notes afresh, so the note waits in
+``input_notes`` and :func:`retrieve_with_input_notes` carries it over.
 """
 
 from __future__ import annotations
@@ -18,14 +23,22 @@ from collections.abc import Sequence
 
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 
 from graph.components import current_components
 from graph.context import Context
-from graph.conversation import Turn, earlier_turns, question_from_messages
+from graph.conversation import (
+    History,
+    Turn,
+    bounded_history,
+    earlier_turns,
+    question_from_messages,
+)
 from graph.progress import emit
 from graph.state import State, StateUpdate
 from graph.validation import validate_question
 from knowledge.lexical import STOPWORDS, content_tokens
+from nodes.retrieve import retrieve
 from prompts.contextualize import contextualize_turns
 from prompts.generate import NO_ANSWER
 
@@ -141,8 +154,25 @@ def _rewrite(question: str, turns: Sequence[Turn], context: Context) -> tuple[st
     return fallback_question(question, turns, context.max_question_chars), True
 
 
+def history_note(history: History, context: Context) -> str | None:
+    """The note saying which earlier turns were left out or cut; ``None`` when none was."""
+    if not history.left_out and not history.cut:
+        return None
+    read = len(history.turns)
+    parts = [f"read {read} of {read + history.left_out} earlier turns"]
+    if history.cut:
+        parts.append(f"{history.cut} {'text' if history.cut == 1 else 'texts'} of them cut short")
+    return (
+        f"chat history bounded for the follow-up: {', '.join(parts)} (max_history_turns "
+        f"{context.max_history_turns}, max_history_chars {context.max_history_chars:,})"
+    )
+
+
 def contextualize(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Pick the run's question (``question`` or the new human message) and make it standalone.
+
+    Only the most recent earlier turns are read, within ``max_history_chars``; a note in
+    ``input_notes`` says what was left out.
 
     Raises:
         InvalidQuestionError: no question, or an empty, non-text or too long one (the same
@@ -152,12 +182,30 @@ def contextualize(state: State, runtime: Runtime[Context]) -> StateUpdate:
     messages = state.get("messages", [])
     asked = question_from_messages(state.get("question"), messages)
     question = validate_question(asked, context.max_question_chars)
-    turns = earlier_turns(messages)
-    if not turns or not needs_context(question):
-        emit(runtime, "contextualize", "unchanged", turns=len(turns))
-        return {"question": question, "standalone_question": question}
+    every_turn = earlier_turns(messages, limit=None)
+    read = every_turn if needs_context(question) else []  # the turns are read only if needed
+    history = bounded_history(read, context.max_history_turns, context.max_history_chars)
+    note = history_note(history, context)
+    update: StateUpdate = {"input_notes": [note] if note else []}
+    turns = history.turns
+    if not turns:
+        emit(runtime, "contextualize", "unchanged", turns=len(every_turn))
+        return {**update, "question": question, "standalone_question": question}
     emit(runtime, "contextualize", "rewriting", turns=len(turns))
     standalone, fallback = _rewrite(question, turns, context)
     logger.info("standalone question: %r (fallback: %s)", standalone, fallback)
     emit(runtime, "contextualize", "rewritten", question=standalone, fallback=fallback)
-    return {"question": standalone, "standalone_question": standalone}
+    return {**update, "question": standalone, "standalone_question": standalone}
+
+
+def retrieve_with_input_notes(state: State, runtime: Runtime[Context]) -> StateUpdate:
+    """``retrieve``, starting the run's notes with those ``contextualize`` left on its input.
+
+    ``retrieve`` clears what an earlier run on the thread left, ``notes`` included; the notes
+    this run's ``contextualize`` wrote before it (``input_notes``) are kept and ``input_notes``
+    is emptied. The chat graphs add this as their ``retrieve`` node.
+    """
+    update = retrieve(state, runtime)
+    update["notes"] = Overwrite(list(state.get("input_notes") or []))
+    update["input_notes"] = []
+    return update

@@ -1,23 +1,38 @@
-"""Generate: answer from the question and the chosen knowledge, citing it by number."""
+"""Generate: answer from the question and the chosen knowledge, citing it by number.
+
+The knowledge in the prompt is bounded (setting ``max_knowledge_chars``, and a local model's
+context length less the answer's tokens): standard RAG with ``top_k=50`` once sent 50 passages
+and took half a minute and 1.75 GB. Past the bound the lowest-ranked entries are dropped (the
+instructions and the question always stay) and a note says so.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, NamedTuple
 
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from graph.components import current_components
 from graph.context import Context
-from graph.conversation import answer_message
+from graph.conversation import answer_message, clip_text
 from graph.progress import emit
 from graph.state import KnowledgeStrip, State, StateUpdate
 from knowledge.attribution import Attribution, attribute
-from knowledge.combination import best_first, combine_knowledge
+from knowledge.combination import UNSCORED_RANK, best_first, combine_knowledge
 from knowledge.lexical import heading_of
 from prompts.generate import GENERATE_HUMAN, GENERATE_SYSTEM, NO_ANSWER, NO_KNOWLEDGE
 
 logger = logging.getLogger(__name__)
+
+PROMPT_MARGIN_TOKENS = 16
+"""Tokens of a local model's context left unused: the knowledge is counted line by line, which
+can differ by a token or two from the block as the prompt holds it."""
+
+NUMBER_TOKENS = 4
+"""Tokens counted for a ``[n] `` prefix when the knowledge is numbered."""
 
 
 def render_strip(text: str) -> str:
@@ -39,6 +54,156 @@ def format_knowledge(strips: list[KnowledgeStrip], numbered: bool = False) -> st
     if not numbered:
         return "\n".join(render_strip(s["text"]) for s in strips)
     return "\n".join(f"[{n}] {render_strip(s['text'])}" for n, s in enumerate(strips, start=1))
+
+
+def prompt_messages(knowledge: str, question: str) -> list[BaseMessage]:
+    """The generator's prompt: the instructions, then the knowledge block and the question."""
+    return [
+        SystemMessage(GENERATE_SYSTEM.format(no_answer=NO_ANSWER)),
+        HumanMessage(GENERATE_HUMAN.format(knowledge=knowledge, question=question)),
+    ]
+
+
+class KnowledgeBudget(NamedTuple):
+    """How much knowledge the generator's prompt may hold."""
+
+    chars: int
+    """Characters of knowledge (``max_knowledge_chars``)."""
+    tokens: int | None = None
+    """Tokens left for knowledge in the model's context; ``None`` when it is not known."""
+    window: int | None = None
+    """The model's context length in tokens, for the note."""
+
+
+def knowledge_budget(model: Any, context: Context, question: str) -> KnowledgeBudget:
+    """The knowledge budget of a prompt to ``model``.
+
+    ``max_knowledge_chars``, and for a model that says its context length (a local one:
+    ``context_length``) the tokens that the instructions, the question and the answer's
+    ``max_new_tokens`` leave of it.
+    """
+    window = getattr(model, "context_length", None)
+    if not isinstance(window, int) or window <= 0:
+        return KnowledgeBudget(context.max_knowledge_chars)
+    fixed = model.get_num_tokens_from_messages(prompt_messages("", question))
+    free = window - fixed - context.max_new_tokens - PROMPT_MARGIN_TOKENS
+    return KnowledgeBudget(context.max_knowledge_chars, free, window)
+
+
+def ranked(knowledge: Sequence[KnowledgeStrip]) -> list[int]:
+    """Indices of ``knowledge``, best first.
+
+    By score, unscored first (as :func:`~knowledge.combination.best_first` ranks); ties keep
+    their order, which for unscored passages is the retriever's.
+    """
+
+    def rank(index: int) -> float:
+        score = knowledge[index]["score"]
+        return UNSCORED_RANK if score is None else score
+
+    return sorted(range(len(knowledge)), key=lambda index: -rank(index))
+
+
+Bound = Literal["chars", "tokens"]
+"""What cut the knowledge: ``max_knowledge_chars`` or the model's context length."""
+
+
+def _limit_words(budget: KnowledgeBudget, bound: Bound, new_tokens: int) -> str:
+    if bound == "tokens":
+        window = f"{budget.window:,}"
+        return f"the generator's context of {window} tokens, {new_tokens} kept for the answer"
+    return f"max_knowledge_chars {budget.chars:,}"
+
+
+def _costs(
+    lines: Sequence[str], numbered: bool, count_tokens: Callable[[str], int] | None
+) -> tuple[list[int], list[int]]:
+    """Each rendered line's characters and tokens in the prompt (tokens 0 when not counted)."""
+    prefix = len(f"[{len(lines)}] ") if numbered else 0
+    chars = [prefix + len(line) + 1 for line in lines]
+    if count_tokens is None:
+        return chars, [0] * len(lines)
+    extra = 1 + (NUMBER_TOKENS if numbered else 0)
+    return chars, [count_tokens(line) + extra for line in lines]
+
+
+def _cut_best(
+    strip: KnowledgeStrip, line: str, chars: int, tokens: int, budget: KnowledgeBudget
+) -> list[KnowledgeStrip]:
+    """The best entry alone, cut to the budget (its tokens taken as even over its text)."""
+    room = budget.chars - (chars - len(line)) - 1
+    if budget.tokens is not None and tokens > 0:
+        room = min(room, len(line) * budget.tokens // tokens - (chars - len(line)) - 1)
+    text = clip_text(strip["text"], room)
+    return [{**strip, "text": text}] if text else []
+
+
+def fit_knowledge(
+    knowledge: list[KnowledgeStrip],
+    budget: KnowledgeBudget,
+    *,
+    numbered: bool = False,
+    count_tokens: Callable[[str], int] | None = None,
+) -> tuple[list[KnowledgeStrip], Bound | None]:
+    """The entries of ``knowledge`` that fit ``budget``, in their order, and what cut them.
+
+    Entries are taken best first (:func:`ranked`) while they fit, so the lowest-ranked go
+    first; when not even the best one fits, it is cut to fit (:func:`clip_text`). Tokens are
+    counted with ``count_tokens`` when the budget has a token limit. Returns the kept entries
+    and ``None`` when everything fit, else the limit that cut.
+    """
+    lines = [render_strip(strip["text"]) for strip in knowledge]
+    counter = count_tokens if budget.tokens is not None else None
+    chars, tokens = _costs(lines, numbered, counter)
+    order = ranked(knowledge)
+    kept: list[int] = []
+    used_chars = used_tokens = 0
+    for index in order:
+        if used_chars + chars[index] > budget.chars:
+            bound: Bound = "chars"
+        elif counter is not None and used_tokens + tokens[index] > (budget.tokens or 0):
+            bound = "tokens"
+        else:
+            kept.append(index)
+            used_chars, used_tokens = used_chars + chars[index], used_tokens + tokens[index]
+            continue
+        if kept:
+            return [knowledge[i] for i in sorted(kept)], bound
+        best = order[0]
+        return _cut_best(knowledge[best], lines[best], chars[best], tokens[best], budget), bound
+    return knowledge, None
+
+
+def fit_note(before: list[KnowledgeStrip], after: list[KnowledgeStrip], limit: str) -> str:
+    """The note on knowledge cut to fit the prompt."""
+    if len(after) == 1 and after[0]["text"] not in {k["text"] for k in before}:
+        dropped = f", the other {len(before) - 1} dropped" if len(before) > 1 else ""
+        return (
+            f"knowledge cut to fit the generator's prompt: only the best entry, cut to "
+            f"{len(after[0]['text']):,} characters{dropped} ({limit})"
+        )
+    return (
+        f"knowledge cut to fit the generator's prompt: {len(after)} of {len(before)} entries "
+        f"kept, the {len(before) - len(after)} lowest-ranked dropped ({limit})"
+    )
+
+
+def bounded_knowledge(
+    knowledge: list[KnowledgeStrip], model: Any, context: Context, question: str
+) -> tuple[list[KnowledgeStrip], list[str]]:
+    """``knowledge`` fitted to ``model``'s prompt (:func:`fit_knowledge`) and the notes on it."""
+    budget = knowledge_budget(model, context, question)
+    fitted, bound = fit_knowledge(
+        knowledge,
+        budget,
+        numbered=context.number_knowledge,
+        count_tokens=model.get_num_tokens if budget.tokens is not None else None,
+    )
+    if bound is None:
+        return knowledge, []
+    note = fit_note(knowledge, fitted, _limit_words(budget, bound, context.max_new_tokens))
+    logger.info("%s", note)
+    return fitted, [note]
 
 
 def gathered_knowledge(state: State, context: Context) -> list[KnowledgeStrip]:
@@ -75,23 +240,21 @@ def attribute_answer(answer: str, knowledge: list[KnowledgeStrip], question: str
 def generate(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Ask the generator to answer from the knowledge, then attribute the answer.
 
-    The knowledge is numbered in the prompt when ``number_knowledge`` is on. The answer's
+    The knowledge is bounded first (:func:`bounded_knowledge`: the lowest-ranked entries
+    dropped past ``max_knowledge_chars`` or the model's context, with a note) and numbered in
+    the prompt when ``number_knowledge`` is on. The answer's
     valid ``[n]`` markers become ``citations`` (and leave the answer text); an
     answer without one cites the entries it shares the most content words with
     (:mod:`knowledge.attribution`). The answer is also appended to ``messages`` as an AI
     message carrying the sources, citations and action (what chat front-ends show).
     """
-    knowledge = gathered_knowledge(state, runtime.context)
-    messages = [
-        SystemMessage(GENERATE_SYSTEM.format(no_answer=NO_ANSWER)),
-        HumanMessage(
-            GENERATE_HUMAN.format(
-                knowledge=format_knowledge(knowledge, runtime.context.number_knowledge),
-                question=state["question"],
-            )
-        ),
-    ]
     model = current_components().chat_model(runtime.context)
+    knowledge, notes = bounded_knowledge(
+        gathered_knowledge(state, runtime.context), model, runtime.context, state["question"]
+    )
+    messages = prompt_messages(
+        format_knowledge(knowledge, runtime.context.number_knowledge), state["question"]
+    )
     internal = sum(1 for k in knowledge if k["origin"] == "internal")
     emit(
         runtime,
@@ -120,5 +283,7 @@ def generate(state: State, runtime: Runtime[Context]) -> StateUpdate:
         "messages": [message],
     }
     if not knowledge:
-        update["notes"] = ["no knowledge reached the generator; the answer is unsupported"]
+        notes.append("no knowledge reached the generator; the answer is unsupported")
+    if notes:
+        update["notes"] = notes
     return update

@@ -82,13 +82,25 @@ def tutorial_web_search(state: State, runtime: Runtime[Context]) -> StateUpdate:
     Runs this project's web search node with those settings, so provider failures become
     notes in the same way.
     """
-    tutorial_context = dataclasses.replace(
-        runtime.context,
-        web_results=TUTORIAL_WEB_RESULTS,
-        strips_kept=TUTORIAL_WEB_RESULTS,
-        fetch_pages=False,
-        select_web_knowledge=False,
-        prefer_wikipedia=False,
-        only_wikipedia=False,
+    return web_search(state, runtime.override(context=tutorial_settings(runtime.context)))
+
+
+def tutorial_settings(context: Context) -> Context:
+    """The run's settings with the tutorial's web search: three snippets, unselected.
+
+    A plain :class:`Context` is built, not ``dataclasses.replace``: a served run's context is a
+    :data:`~graph.run_context.RunContext`, whose constructor refuses the deployment settings
+    that ``replace`` would pass on (they are filled in from the environment by then).
+    """
+    values = {spec.name: getattr(context, spec.name) for spec in dataclasses.fields(Context)}
+    return Context(
+        **{
+            **values,
+            "web_results": TUTORIAL_WEB_RESULTS,
+            "strips_kept": TUTORIAL_WEB_RESULTS,
+            "fetch_pages": False,
+            "select_web_knowledge": False,
+            "prefer_wikipedia": False,
+            "only_wikipedia": False,
+        }
     )
-    return web_search(state, runtime.override(context=tutorial_context))

@@ -36,6 +36,9 @@ OTHER_DOCUMENTS = 40
 # about nitrogen (the unanswerable question must stay unanswerable).
 OFF_TOPIC_WORDS = ("paint", "leonardo", "nitrogen")
 CHROMA_STARTUP_TIMEOUT = 60.0
+SERVER_JOBS = 10
+"""Runs the test server executes at once, as ``make serve`` starts it: plain ``langgraph dev``
+runs one at a time (langgraph-api's dev server defaults ``--n-jobs-per-worker`` to 1)."""
 
 
 def build_server_store(path: Path) -> Path:
@@ -63,9 +66,12 @@ def build_server_store(path: Path) -> Path:
 
 @contextmanager
 def langgraph_server(workdir: Path, env: Mapping[str, str]) -> Iterator[DevServer]:
-    """``langgraph dev`` serving the repository's graphs; a failed start fails the test."""
+    """``langgraph dev`` serving the repository's graphs, :data:`SERVER_JOBS` runs at once.
+
+    A failed start fails the test.
+    """
     try:
-        server = start_dev_server(workdir, env)
+        server = start_dev_server(workdir, env, jobs_per_worker=SERVER_JOBS)
     except DevServerError as exc:
         pytest.fail(str(exc))
     try:

@@ -51,6 +51,9 @@ CONTEXT_DEPLOYMENT = {
     "max_page_bytes",
     "max_redirects",
     "web_cache_ttl",
+    "max_history_turns",
+    "max_history_chars",
+    "max_knowledge_chars",
 }
 INGEST_DEPLOYMENT = {
     "store_path",
@@ -61,6 +64,7 @@ INGEST_DEPLOYMENT = {
     "embedder",
     "max_document_chars",
     "ingest_root",
+    "ingest_run_replace",
 }
 
 

@@ -17,6 +17,7 @@ from langchain_chroma import Chroma
 from vectorstore.loaders import LoadedDocument
 from vectorstore.pending import abandon_run, clear_pending, mark_pending, new_run_id, shorten
 from vectorstore.records import chunk_id, delete_sources
+from vectorstore.sources import OPERATOR
 from vectorstore.store import StoreError
 
 logger = logging.getLogger(__name__)
@@ -97,21 +98,31 @@ class ChunkWriter:
 class ChunkBatches:
     """Gathers documents' chunks into batches of ``batch_size`` and writes each full one.
 
-    ``on_flush`` is called after each written batch as ``(chunks_in_batch, chunks_written)``.
+    ``on_flush`` is called after each written batch as ``(chunks_in_batch, chunks_written)``;
+    ``written_by`` is recorded on every chunk as its ``writer`` (see :mod:`vectorstore.records`).
     """
 
     def __init__(
-        self, writer: ChunkWriter, batch_size: int, on_flush: Callable[[int, int], None]
+        self,
+        writer: ChunkWriter,
+        batch_size: int,
+        on_flush: Callable[[int, int], None],
+        written_by: str = OPERATOR,
     ) -> None:
         self.writer = writer
         self.batch_size = batch_size
         self.on_flush = on_flush
+        self.written_by = written_by
         self.batch = ChunkBatch()
         self.written = 0
 
     def add(self, doc: LoadedDocument, chunks: list[str]) -> None:
         """Queue the document's chunks, writing every batch that fills up."""
-        base: dict[str, Any] = {"source": doc.source, "sha256": doc.sha256}
+        base: dict[str, Any] = {
+            "source": doc.source,
+            "sha256": doc.sha256,
+            "writer": self.written_by,
+        }
         if doc.title:
             base["title"] = doc.title
         if doc.file:

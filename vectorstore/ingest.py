@@ -8,6 +8,18 @@ Every write holds the store's write lock (:mod:`vectorstore.locking`), so a seco
 the same files waits for the first and then finds them unchanged. The documents being written
 are recorded in the collection (:mod:`vectorstore.pending`): a run interrupted by Ctrl-C removes
 its unfinished documents on the way out, and one killed outright is repaired by the next writer.
+
+**Who may change what.** Every chunk records its ``writer`` (:mod:`vectorstore.records`): the
+operator (``crag ingest``, the Python API, the bundled corpus) or a served run (the ``ingest``
+graph, whose callers are whoever can reach the server). The operator may replace and remove
+anything. A served run may add documents; what already stored it may replace or remove is the
+operator's choice (setting ``ingest_run_replace``): by default nothing, since the server has no
+notion of who its callers are and one caller must not change what another stored; ``"served"``
+lets it replace what served runs stored (never the operator's documents, nor those stored
+before writers were recorded), ``"all"`` anything. A document out of its reach is listed in
+``failed`` and left as it is, and so is a line gone from a re-ingested JSON Lines file. A
+document a served run stored that the operator ingests, even unchanged, becomes the operator's.
+Text that is not text (NUL characters, a high share of control characters) is refused.
 """
 
 from __future__ import annotations
@@ -23,12 +35,26 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 from tqdm import tqdm
 
 from vectorstore.chunk_writer import ChunkBatches, ChunkWriter
-from vectorstore.loaders import LoadedDocument, LoaderError, iter_paths, load_file
+from vectorstore.loaders import (
+    LoadedDocument,
+    LoaderError,
+    iter_paths,
+    load_file,
+    not_text_reason,
+    real_path,
+)
 from vectorstore.locking import store_write_lock
 from vectorstore.pending import repair_interrupted
-from vectorstore.records import chunk_id, delete_sources, stored_hashes
+from vectorstore.records import (
+    StoredRecord,
+    chunk_id,
+    delete_sources,
+    set_writer,
+    stored_records,
+)
 from vectorstore.removal import prune_missing, remove_sources
 from vectorstore.report import IngestReport
+from vectorstore.sources import OPERATOR, OPERATOR_WRITER, Writer, writer_of
 from vectorstore.store import StoreError
 
 __all__ = [
@@ -56,6 +82,14 @@ throughput measured on the bundled corpus).
 ChunkProgress = Callable[[int, int], None]
 """Called as chunks are written: ``(chunks_written, chunks_to_write)``, first with 0."""
 
+REPLACE_SETTING = "setting ingest_run_replace, environment variable CRAG_INGEST_RUN_REPLACE"
+"""The operator's setting that says what served runs may replace and remove."""
+
+
+def _stored_by(writer: str) -> str:
+    """Who stored a document, in words."""
+    return "the operator" if writer == OPERATOR else "a run of the ingest graph"
+
 
 def _splitter(chunk_size: int, chunk_overlap: int) -> RecursiveCharacterTextSplitter:
     if chunk_size <= 0:
@@ -81,6 +115,7 @@ class _WriteOptions:
     progress: bool
     batch_size: int
     on_progress: ChunkProgress | None
+    writer: Writer = OPERATOR_WRITER
 
 
 @dataclass(frozen=True)
@@ -103,26 +138,58 @@ def _unique(docs: Iterable[LoadedDocument]) -> dict[str, LoadedDocument]:
     return unique
 
 
+def _refusal(doc: LoadedDocument, previous: StoredRecord | None, writer: Writer) -> str | None:
+    """Why ``doc`` may not be written (another writer's document, not text), or ``None``."""
+    if previous is not None and writer.refuses(previous.writer):
+        return (
+            f"{doc.source}: already stored by {_stored_by(previous.writer)}; this server does "
+            f"not let runs replace it ({REPLACE_SETTING})"
+        )
+    reason = not_text_reason(doc.text)
+    return f"{doc.source}: {reason}" if reason is not None else None
+
+
 def _plan(
     report: IngestReport,
     docs: Iterable[LoadedDocument],
-    stored: dict[str, str],
-    splitter: RecursiveCharacterTextSplitter,
+    stored: dict[str, StoredRecord],
+    options: _WriteOptions,
 ) -> list[_Planned]:
-    """The documents to write with their chunks; unchanged and empty ones go to the report."""
+    """The documents to write with their chunks; the others go to the report."""
     plan: list[_Planned] = []
     for doc in docs:
         previous = stored.get(doc.source)
-        if previous == doc.sha256:
+        if previous is not None and previous.sha256 == doc.sha256:
             report.skipped.append(doc.source)
             continue
+        refusal = _refusal(doc, previous, options.writer)
+        if refusal is not None:
+            logger.warning("%s", refusal)
+            report.failed.append((doc.source, refusal))
+            continue
         text = doc.text if doc.text.strip() else ""
-        chunks = [c for c in splitter.split_text(text) if c.strip()] if text else []
+        chunks = [c for c in options.splitter.split_text(text) if c.strip()] if text else []
         if not chunks:
             report.failed.append((doc.source, f"{doc.source}: no text to index (empty document)"))
             continue
         plan.append(_Planned(doc, chunks, previous is not None))
     return plan
+
+
+def _take_over(
+    store: Chroma, unchanged: list[str], stored: dict[str, StoredRecord], writer: Writer
+) -> None:
+    """The operator ingesting, unchanged, documents a served run stored makes them its own.
+
+    Else a caller could plant a file's exact text before the operator ingests the file, and
+    replace it with anything later. Only the ``writer`` field changes: nothing is embedded.
+    """
+    if writer.name != OPERATOR:
+        return
+    theirs = [s for s in unchanged if s in stored and stored[s].writer != OPERATOR]
+    if theirs:
+        set_writer(store, theirs, OPERATOR)
+        logger.info("now recorded as the operator's: %s", ", ".join(theirs[:5]))
 
 
 def _write_documents(
@@ -135,8 +202,10 @@ def _write_documents(
     if options.batch_size <= 0:
         raise ValueError(f"batch_size must be positive, got {options.batch_size}")
     unique = _unique(docs)
+    stored = stored_records(store, list(unique))
     # Plan first so the progress bar knows how many chunks will be embedded.
-    plan = _plan(report, unique.values(), stored_hashes(store, list(unique)), options.splitter)
+    plan = _plan(report, unique.values(), stored, options)
+    _take_over(store, report.skipped, stored, options.writer)
     total = sum(len(planned.chunks) for planned in plan)
     writer = ChunkWriter(store)
     if options.on_progress is not None:
@@ -156,7 +225,7 @@ def _write_documents(
             if options.on_progress is not None:
                 options.on_progress(written, total)
 
-        batches = ChunkBatches(writer, options.batch_size, flushed)
+        batches = ChunkBatches(writer, options.batch_size, flushed, options.writer.name)
         try:
             for planned in plan:
                 (report.replaced if planned.exists else report.added).append(planned.doc.source)
@@ -188,23 +257,44 @@ def _write_under_lock(
     return report
 
 
-def _prune_file(store: Chroma, file: str, keep: set[str]) -> list[str]:
-    """Delete chunks of documents that came from ``file`` but are no longer in it."""
+def _stale_lines(store: Chroma, file: str, keep: set[str]) -> dict[str, str]:
+    """``source -> writer`` of the stored documents of ``file`` that are no longer in it.
+
+    A document any of whose chunks the operator wrote counts as the operator's.
+    """
     try:
         result = store.get(where={"file": file}, include=["metadatas"])
     except Exception as exc:
         raise StoreError(f"cannot read the vector store: {exc}") from exc
-    stale = sorted(
-        {
-            str(meta["source"])
-            for meta in result.get("metadatas") or []
-            if meta and meta.get("source") not in keep
-        }
-    )
-    if stale:
-        delete_sources(store, stale, f"documents no longer in {file}")
-        logger.info("%s: removed %d documents no longer in the file", file, len(stale))
+    stale: dict[str, str] = {}
+    for meta in result.get("metadatas") or []:
+        if meta and meta.get("source") not in keep:
+            source = str(meta["source"])
+            if stale.get(source) != OPERATOR:
+                stale[source] = writer_of(meta)
     return stale
+
+
+def _prune_file(
+    report: IngestReport, store: Chroma, file: str, keep: set[str], writer: Writer
+) -> None:
+    """Delete the documents that came from ``file`` but are no longer in it.
+
+    Those ``writer`` may not remove are kept and listed in ``report.failed``.
+    """
+    stale = _stale_lines(store, file, keep)
+    gone = sorted(source for source, by in stale.items() if not writer.refuses(by))
+    for source in sorted(set(stale) - set(gone)):
+        message = (
+            f"{source}: no longer in {file}, but stored by {_stored_by(stale[source])}; this "
+            f"server does not let runs remove it ({REPLACE_SETTING})"
+        )
+        logger.warning("%s", message)
+        report.failed.append((source, message))
+    if gone:
+        delete_sources(store, gone, f"documents no longer in {file}")
+        logger.info("%s: removed %d documents no longer in the file", file, len(gone))
+    report.removed.extend(gone)
 
 
 def ingest_documents(
@@ -216,6 +306,7 @@ def ingest_documents(
     progress: bool = True,
     batch_size: int = EMBED_BATCH_SIZE,
     on_progress: ChunkProgress | None = None,
+    writer: Writer = OPERATOR_WRITER,
 ) -> IngestReport:
     """Chunk, embed and store documents; unchanged documents are skipped.
 
@@ -230,6 +321,8 @@ def ingest_documents(
         progress: Show a progress bar over chunks on stderr.
         batch_size: Chunks embedded per batch.
         on_progress: Called with ``(chunks_written, chunks_to_write)`` after each batch.
+        writer: Who is writing (recorded on every chunk), and what it may replace (see the
+            module).
 
     Returns:
         What was added, skipped, replaced or failed.
@@ -238,17 +331,25 @@ def ingest_documents(
         StoreError: The store cannot be read or written (or is read-only).
         ValueError: Invalid chunking parameters.
     """
-    options = _WriteOptions(_splitter(chunk_size, chunk_overlap), progress, batch_size, on_progress)
+    options = _WriteOptions(
+        _splitter(chunk_size, chunk_overlap), progress, batch_size, on_progress, writer
+    )
     return _write_under_lock(IngestReport(), docs, store, options)
 
 
-def _outside(path: Path, root: Path) -> bool:
-    """Whether the real path of ``path`` (symbolic links followed) leaves ``root``."""
+def _outside(path: Path, root: Path) -> str | None:
+    """Why ``path`` may not be read when only ``root`` is, or ``None`` when it may.
+
+    Its real path (symbolic links followed) must lie in ``root``; a symbolic link loop, whose
+    target cannot be known, is refused as such.
+    """
     try:
-        real = path.resolve()
-    except (OSError, RuntimeError):  # a symlink loop: its target cannot be known
-        return True
-    return real != root and root not in real.parents
+        real = real_path(path)
+    except LoaderError as exc:
+        return str(exc)
+    if real != root and root not in real.parents:
+        return f"{path}: refused: it leads outside {root}, the only directory ingested from"
+    return None
 
 
 def _load_paths(
@@ -258,10 +359,10 @@ def _load_paths(
     docs: list[LoadedDocument] = []
     multi_files: dict[str, set[str]] = {}
     for path in iter_paths(paths):
-        if root is not None and _outside(path, root):
-            message = f"{path}: refused: it leads outside {root}, the only directory ingested from"
-            logger.warning("%s", message)
-            report.failed.append((str(path), message))
+        refused = _outside(path, root) if root is not None else None
+        if refused is not None:
+            logger.warning("%s", refused)
+            report.failed.append((str(path), refused))
             continue
         try:
             loaded = load_file(path)
@@ -290,6 +391,7 @@ def ingest_paths(
     on_progress: ChunkProgress | None = None,
     root: str | Path | None = None,
     prune: bool = False,
+    writer: Writer = OPERATOR_WRITER,
 ) -> IngestReport:
     """Ingest files and directories (searched recursively) into the store.
 
@@ -308,24 +410,31 @@ def ingest_paths(
         root: Only files whose real path (symbolic links followed) lies in this directory are
             read; the others are refused and listed in ``report.failed``.
         prune: Also remove the stored documents under ``paths`` whose files no longer exist
-            (see :func:`prune_missing`).
+            (see :func:`prune_missing`); the operator's alone.
+        writer: Who is writing (recorded on every chunk), and what it may replace or remove
+            (see the module).
 
     Returns:
         What was added, skipped, replaced, removed or failed.
 
     Raises:
         StoreError: The store cannot be read or written (or is read-only).
-        ValueError: Invalid chunking parameters.
+        ValueError: Invalid chunking parameters, or ``prune`` asked of a writer other than the
+            operator.
     """
+    if prune and writer.name != OPERATOR:
+        raise ValueError("pruning is for the operator only (crag ingest --prune)")
     # The splitter first: bad chunking parameters fail fast, before loading.
-    options = _WriteOptions(_splitter(chunk_size, chunk_overlap), progress, batch_size, on_progress)
+    options = _WriteOptions(
+        _splitter(chunk_size, chunk_overlap), progress, batch_size, on_progress, writer
+    )
     base = Path(root).expanduser().resolve() if root is not None else None
     report = IngestReport()
     docs, multi_files = _load_paths(paths, base, report)
 
     def remove_stale() -> None:
         for file, keep in multi_files.items():
-            report.removed.extend(_prune_file(store, file, keep))
+            _prune_file(report, store, file, keep, writer)
         if prune:
             report.removed.extend(prune_missing(store, paths))
 

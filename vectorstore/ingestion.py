@@ -4,7 +4,9 @@
 here open the store a :class:`~graph.context.Context` or :class:`~graph.context.IngestContext`
 names (on disk, or on a Chroma server), with the process-wide embedder whose calls are
 serialised with every run's, and then ingest or remove. The CLI, the Python API
-(:mod:`app.api`) and the served ingestion graph (:mod:`graph.ingest_graph`) all go through them.
+(:mod:`app.api`) and the served ingestion graph (:mod:`graph.ingest_graph`) all go through them;
+the CLI and the Python API write as the operator, the served graph as a served run (see
+:mod:`vectorstore.ingest` for what each may replace).
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
 
 from graph.context import Context, IngestContext
+from vectorstore.sources import OPERATOR_WRITER, Writer
 
 if TYPE_CHECKING:
     from langchain_chroma import Chroma
@@ -96,6 +99,7 @@ def ingest_into_store(
     root: str | Path | None = None,
     progress: bool = True,
     on_progress: ChunkProgress | None = None,
+    writer: Writer = OPERATOR_WRITER,
 ) -> IngestReport:
     """Ingest files, directories and inline documents into the configured store.
 
@@ -113,6 +117,8 @@ def ingest_into_store(
         progress: Show a progress bar on stderr.
         on_progress: Called with ``(chunks_written, chunks_to_write)`` as chunks are written
             (files first, then inline documents).
+        writer: Who writes: the operator (the default: anything may be replaced) or a served
+            run (see :mod:`vectorstore.ingest`).
 
     Returns:
         One report for files and documents: added, skipped, replaced, removed, failed, chunks.
@@ -124,24 +130,19 @@ def ingest_into_store(
     from vectorstore.ingest import IngestReport, ingest_documents, ingest_paths
 
     settings = context or Context()
-    chunking = _chunking(settings)
+    # What files and inline documents share: chunking, progress and who writes.
+    shared: dict[str, Any] = {
+        "progress": progress,
+        "on_progress": on_progress,
+        "writer": writer,
+        **_chunking(settings),
+    }
     store = open_configured_store(settings, create=True, writable=True)
     report = IngestReport()
     if paths:
-        report = ingest_paths(
-            list(paths),
-            store,
-            progress=progress,
-            on_progress=on_progress,
-            root=root,
-            prune=prune,
-            **chunking,
-        )
+        report = ingest_paths(list(paths), store, root=root, prune=prune, **shared)
     if documents:
-        inline = ingest_documents(
-            documents, store, progress=progress, on_progress=on_progress, **chunking
-        )
-        report.extend(inline)
+        report.extend(ingest_documents(documents, store, **shared))
     return report
 
 

@@ -1,15 +1,17 @@
 """Read documents from disk: plain text, Markdown, HTML and JSON Lines.
 
-Every failure (unreadable file, not a regular file, bytes that are not UTF-8, unsupported
-extension, malformed JSON line) raises :class:`LoaderError` with a message naming the file and
-what to do.
+Every failure (unreadable file, not a regular file, a symbolic link loop, a path with a NUL
+character, bytes that are not UTF-8 or not text at all, unsupported extension, malformed JSON
+line) raises :class:`LoaderError` with a message naming the file and what to do.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
+import os
 import re
 import stat
 from collections.abc import Iterable
@@ -32,6 +34,11 @@ SUPPORTED_EXTENSIONS: tuple[str, ...] = tuple(
 JSONL_TEXT_FIELDS: tuple[str, ...] = ("text", "contents", "extract")
 """Fields of a JSON line holding the document text, first match wins."""
 
+BINARY_CONTROL_SHARE = 0.1
+"""Text whose share of control characters (other than tab, newlines, form feed) is above this
+is binary data, not text. Real text has almost none; ANSI colour codes stay far below it."""
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _DROPPED_TAGS = ("script", "style", "nav", "header", "footer", "noscript", "template")
 _BLOCK_TAGS = (
@@ -108,6 +115,34 @@ def _file_kind(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
+def _check_name(path: Path) -> None:
+    """Refuse a path no file can have: the OS would raise ``ValueError`` deep inside."""
+    if "\0" in str(path):
+        raise LoaderError(f"{str(path)!r}: not a valid path (it contains a NUL character)")
+
+
+def _loop(path: Path) -> LoaderError:
+    return LoaderError(
+        f"{path}: symbolic link loop (following its links leads back to itself, never to a file)"
+    )
+
+
+def real_path(path: Path) -> Path:
+    """The path with every symbolic link followed (a missing file: where it would be).
+
+    Raises:
+        LoaderError: The path contains a NUL character, or its links form a loop.
+    """
+    _check_name(path)
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _loop(path) from None
+    # Missing or unreadable: the path as far as it resolves (``load_file`` says what is wrong).
+    return Path(os.path.realpath(path))
+
+
 def _read_bytes(path: Path) -> bytes:
     try:
         info = path.stat()
@@ -116,6 +151,8 @@ def _read_bytes(path: Path) -> bytes:
             raise LoaderError(f"{path}: broken symbolic link (its target does not exist)") from None
         raise LoaderError(f"{path}: file does not exist") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _loop(path) from None
         raise LoaderError(f"{path}: cannot read file ({exc.strerror or exc})") from exc
     if stat.S_ISDIR(info.st_mode):
         raise LoaderError(f"{path}: is a directory, not a file")
@@ -138,6 +175,21 @@ def _decode(data: bytes, path: Path) -> str:
             "convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8 FILE > FILE.utf8`"
         ) from exc
     return text.removeprefix("\ufeff")
+
+
+def not_text_reason(text: str) -> str | None:
+    """Why ``text`` is binary data rather than text, or ``None`` when it is text.
+
+    Valid UTF-8 is not enough: a file of NUL bytes decodes, and would be split into a hundred
+    identical chunks of nothing. Text has no NUL and (almost) no other control characters.
+    """
+    nuls = text.count("\0")
+    if nuls:
+        return f"binary data, not text ({nuls:,} NUL characters)"
+    controls = sum(1 for _ in _CONTROL.finditer(text))
+    if text and controls / len(text) > BINARY_CONTROL_SHARE:
+        return f"binary data, not text ({controls / len(text):.0%} control characters)"
+    return None
 
 
 def _html_to_text(markup: str) -> tuple[str, str | None]:
@@ -208,10 +260,11 @@ def load_file(path: Path) -> list[LoadedDocument]:
 
     Raises:
         LoaderError: The file is missing or unreadable, not a regular file (a FIFO, socket or
-            device, which is never opened), not UTF-8, of an unsupported type, or a JSON line
-            is malformed.
+            device, which is never opened), a symbolic link loop, not UTF-8, binary data, of an
+            unsupported type, or a JSON line is malformed; or the path has a NUL character.
     """
     path = Path(path)
+    _check_name(path)
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_EXTENSIONS:
         kind = f"extension {suffix!r}" if suffix else "no extension"
@@ -223,6 +276,9 @@ def load_file(path: Path) -> list[LoadedDocument]:
     if suffix in JSONL_EXTENSIONS:
         return _jsonl_documents(data, path, source)
     text = _decode(data, path)
+    reason = not_text_reason(text)
+    if reason is not None:
+        raise LoaderError(f"{path}: {reason}")
     title: str | None = None
     if suffix in HTML_EXTENSIONS:
         text, title = _html_to_text(text)

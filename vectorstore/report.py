@@ -13,7 +13,9 @@ class IngestReport:
         added: Sources stored for the first time.
         skipped: Sources already stored with the same content (nothing embedded).
         replaced: Sources whose content changed; their old chunks were replaced.
-        failed: ``(source, error message)`` for documents that could not be ingested.
+        failed: ``(source, error message)`` for documents that could not be ingested, or that
+            a served run may not replace or remove (the operator's; see
+            :mod:`vectorstore.ingest`).
         chunks_added: Chunks embedded and written.
         removed: Sources deleted: gone from a re-ingested JSON Lines file, their file gone
             (pruning), or removed on request.

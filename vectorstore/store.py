@@ -16,15 +16,20 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import threading
+import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import chromadb
 import httpx
 from chromadb.api import ClientAPI
 from chromadb.config import Settings
 from langchain_chroma import Chroma
+from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from graph.state import RetrievedPassage
@@ -39,6 +44,8 @@ from vectorstore.readonly import (
 )
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 HEARTBEAT_PATH = "/api/v2/heartbeat"
 """The Chroma server's liveness endpoint (Chroma 1.x)."""
@@ -57,8 +64,75 @@ _WRITE_HINT = (
 )
 
 
+_REBUILD_HINT = "delete the directory and run `crag ingest` again to rebuild it"
+
+HNSW_HEADER = "header.bin"
+"""The file of a Chroma HNSW segment directory that says how many vectors the index holds."""
+
+_HNSW_VERSION = 1
+"""The header layout read below: int32 version, then size_t offset, max and current
+element count and bytes per element (Chroma's hnswlib fork, Chroma 1.x)."""
+
+_HNSW_FIELDS = struct.Struct("<iQQQQ")
+
+
 class StoreError(RuntimeError):
     """The vector store is missing, unreadable, corrupt or lacks the requested collection."""
+
+
+def _index_shortfall(segment: Path) -> str | None:
+    """What is missing from the HNSW index files in ``segment``, or ``None`` if nothing is.
+
+    Chroma reads ``data_level0.bin`` (the vectors and their neighbour lists) and
+    ``length.bin`` at the size the header promises; a shorter file makes searches fail with an
+    internal error, or silently return wrong passages. A header of an unknown layout is
+    not judged.
+    """
+    header = (segment / HNSW_HEADER).read_bytes()
+    if len(header) < _HNSW_FIELDS.size:
+        return f"{HNSW_HEADER} holds {len(header)} bytes"
+    version, _, _, elements, per_element = _HNSW_FIELDS.unpack_from(header)
+    if version != _HNSW_VERSION:
+        logger.debug("HNSW header version %d in %s: not checked", version, segment)
+        return None
+    for name, needed in (("data_level0.bin", elements * per_element), ("length.bin", 4 * elements)):
+        file = segment / name
+        size = file.stat().st_size if file.is_file() else 0
+        if size < needed:
+            return f"{name} holds {size:,} bytes where its {elements:,} vectors need {needed:,}"
+    return None
+
+
+def _damaged_index(path: Path) -> str | None:
+    """The first damaged HNSW segment of the store ``path``, described; ``None`` if none."""
+    try:
+        segments = sorted(h.parent for h in path.glob(f"*/{HNSW_HEADER}"))
+        for segment in segments:
+            problem = _index_shortfall(segment)
+            if problem is not None:
+                return f"{segment.name}/{problem}"
+    except OSError as exc:
+        logger.debug("could not check the index files of %s: %s", path, exc)
+    return None
+
+
+def check_index_files(path: Path) -> None:
+    """Refuse a store whose vector index files are cut short (a truncated copy, a full disk).
+
+    Another process writing the store could be caught between writing the header and the
+    files: a shortfall is only reported when it is still there a moment later.
+
+    Raises:
+        StoreError: An index file is shorter than its header says.
+    """
+    if _damaged_index(path) is None:
+        return
+    time.sleep(0.2)
+    problem = _damaged_index(path)
+    if problem is not None:
+        raise StoreError(
+            f"the vector index of the store at '{path}' is damaged ({problem}); {_REBUILD_HINT}"
+        )
 
 
 def _forget_failed_system(identifier: str) -> None:
@@ -177,6 +251,7 @@ def _client(path: Path, *, create: bool, writable: bool) -> ClientAPI:
         if cached is not None:
             return cached
         _check_directory(path, create=create)
+        check_index_files(path)
         opened = _directory_to_open(path, writable=writable)
         client = _persistent_client(path, opened)
         if opened != path:
@@ -311,6 +386,56 @@ def _existing_collections(client: ClientAPI, where: str, corrupt_hint: str) -> l
         raise StoreError(f"cannot read {where}: {_describe(exc)}. {corrupt_hint}") from exc
 
 
+class CheckedChroma(Chroma):
+    """LangChain's Chroma whose searches fail with a :class:`StoreError` naming the store.
+
+    The retrieve node searches the store directly; without this a damaged index reached the
+    user as Chroma's ``InternalError`` traceback.
+    """
+
+    def __init__(self, *, where: str, hint: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.where = where
+        self.hint = hint
+
+    def _search(self, search: Callable[[], _T]) -> _T:
+        """Run ``search``; any failure but a :class:`StoreError` becomes one naming the store."""
+        try:
+            return search()
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"cannot search {self.where}: {_describe(exc)}. {self.hint}") from exc
+
+    def similarity_search_with_score(
+        self, *args: Any, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """Chroma's, failing with :class:`StoreError`."""
+        return self._search(partial(super().similarity_search_with_score, *args, **kwargs))
+
+    def similarity_search_with_vectors(
+        self, *args: Any, **kwargs: Any
+    ) -> list[tuple[Document, Any]]:
+        """Chroma's, failing with :class:`StoreError`."""
+        return self._search(partial(super().similarity_search_with_vectors, *args, **kwargs))
+
+    def similarity_search_by_vector(self, *args: Any, **kwargs: Any) -> list[Document]:
+        """Chroma's, failing with :class:`StoreError`."""
+        return self._search(partial(super().similarity_search_by_vector, *args, **kwargs))
+
+    def similarity_search_by_vector_with_relevance_scores(
+        self, *args: Any, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """Chroma's, failing with :class:`StoreError`."""
+        search = super().similarity_search_by_vector_with_relevance_scores
+        return self._search(partial(search, *args, **kwargs))
+
+    def max_marginal_relevance_search_by_vector(self, *args: Any, **kwargs: Any) -> list[Document]:
+        """Chroma's, failing with :class:`StoreError`."""
+        search = super().max_marginal_relevance_search_by_vector
+        return self._search(partial(search, *args, **kwargs))
+
+
 def open_store(
     path: str | Path,
     collection: str,
@@ -337,11 +462,12 @@ def open_store(
             than opening it from a copy (as for answering questions).
 
     Returns:
-        The LangChain Chroma vector store.
+        The LangChain Chroma vector store; its searches raise :class:`StoreError`.
 
     Raises:
-        StoreError: The store is missing, not a Chroma store, corrupt, read-only (with
-            ``writable``), unreachable, or lacks the collection.
+        StoreError: The store is missing, not a Chroma store, corrupt (its vector index cut
+            short included), read-only (with ``writable``), unreachable, or lacks the
+            collection.
     """
     client, where, corrupt_hint = _connect(
         path, host=host, port=port, ssl=ssl, create=create, writable=writable
@@ -354,7 +480,9 @@ def open_store(
             "documents into it first or pick an existing collection"
         )
     try:
-        store = Chroma(
+        store = CheckedChroma(
+            where=where,
+            hint=corrupt_hint,
             client=client,
             collection_name=collection,
             embedding_function=embeddings,
@@ -398,6 +526,8 @@ def retrieve(store: Chroma, question: str, k: int) -> list[RetrievedPassage]:
         return []
     try:
         docs = store.similarity_search(question, k=k)
+    except StoreError:
+        raise
     except Exception as exc:
         raise StoreError(f"vector store search failed: {_describe(exc)}") from exc
     passages: list[RetrievedPassage] = []
