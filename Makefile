@@ -3,15 +3,21 @@
 #   make test                                 install with dev tools, lint, type-check, check the
 #                                             import layers (lint-imports), test
 #   make serve                                LangGraph server (and Studio) on 127.0.0.1:$(PORT),
-#                                             $(JOBS) runs at once
-#   make bench                                load test: $(RUNS) concurrent runs on a local server
+#                                             $(JOBS) runs at once, generator batches of $(BATCH)
+#   make bench                                load test: runs at concurrency levels $(LEVELS) on a
+#                                             local server (RUNS=N: one level of N runs)
 #   make eval EVAL_ARGS="--limit 5"           the benchmark: CRAG vs RAG, ablations (crag eval)
 #   make dockerfile                           the LangGraph API server's Dockerfile (deploy/)
 Q ?= Who painted the Mona Lisa?
 PORT ?= 8123
-RUNS ?= 20
+LEVELS ?= 1,4,16,32
+# RUNS=N measures one level of N concurrent runs instead of LEVELS.
+RUNS ?=
 # Runs the server executes at once: plain `langgraph dev` runs one at a time.
 JOBS ?= 10
+# Generator requests of overlapping runs decoded together (CRAG_GENERATOR_BATCH_SIZE; 1: off).
+# A CRAG_GENERATOR_BATCH_SIZE line in .env takes precedence: the server applies .env last.
+BATCH ?= 8
 
 EVAL_ARGS ?=
 
@@ -36,11 +42,13 @@ test: install-dev lint
 	.venv/bin/python -m pytest
 
 serve: install-dev
-	LANGGRAPH_CLI_NO_ANALYTICS=1 .venv/bin/langgraph dev --no-browser --host 127.0.0.1 --port $(PORT) \
+	LANGGRAPH_CLI_NO_ANALYTICS=1 CRAG_GENERATOR_BATCH_SIZE=$(BATCH) \
+		.venv/bin/langgraph dev --no-browser --host 127.0.0.1 --port $(PORT) \
 		--n-jobs-per-worker $(JOBS)
 
 bench: install-dev
-	.venv/bin/crag bench-server --runs $(RUNS) --jobs $(JOBS)
+	.venv/bin/crag bench-server $(if $(RUNS),--runs $(RUNS),--levels $(LEVELS)) --jobs $(JOBS) \
+		--set generator_batch_size=$(BATCH)
 
 eval:
 	scripts/bootstrap.sh eval

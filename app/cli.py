@@ -384,8 +384,8 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_server(args: argparse.Namespace) -> int:
-    """Load-test the LangGraph server and print failures, throughput and latency."""
-    from app.server_bench import BenchError, run_bench
+    """Load-test the LangGraph server: one row per concurrency level, exit 1 on any failure."""
+    from app.server_bench import BenchError, parse_levels, run_bench
     from app.settings import parse_settings
 
     pairs = list(args.set or [])
@@ -396,6 +396,7 @@ def cmd_bench_server(args: argparse.Namespace) -> int:
         report = run_bench(
             url=args.url,
             runs=args.runs,
+            levels=parse_levels(args.levels) if args.levels is not None else None,
             timeout=args.timeout,
             store=args.store,
             documents=args.documents,
@@ -525,21 +526,29 @@ def build_parser() -> argparse.ArgumentParser:
     graph_cmd = sub.add_parser("graph", help="print the graph as mermaid")
     graph_cmd.set_defaults(func=cmd_graph)
 
-    from app.server_bench import DEFAULT_RUNS, DEFAULT_TIMEOUT
+    from app.server_bench import DEFAULT_LEVELS, DEFAULT_TIMEOUT
 
     bench = sub.add_parser(
         "bench-server",
-        help="load-test the LangGraph server: concurrent runs vs. one at a time",
+        help="load-test the LangGraph server: runs at several concurrency levels vs. one at a time",
     )
     bench.add_argument("--url", help="a running server (default: start langgraph dev on 127.0.0.1)")
+    default_levels = ",".join(map(str, DEFAULT_LEVELS))
     bench.add_argument(
-        "--runs", type=int, default=DEFAULT_RUNS, help=f"concurrent runs (default {DEFAULT_RUNS})"
+        "--levels",
+        metavar="L1,L2,...",
+        help="concurrency levels: for each, that many runs sent at once, level after level "
+        f"(default {default_levels})",
+    )
+    bench.add_argument(
+        "--runs", type=int, help="one concurrency level of this many runs (the same as --levels N)"
     )
     bench.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT,
-        help=f"seconds for all runs; unfinished runs fail (default {DEFAULT_TIMEOUT:.0f})",
+        help="seconds for each phase (the sequential runs, then each level); unfinished runs "
+        f"fail (default {DEFAULT_TIMEOUT:.0f})",
     )
     bench.add_argument(
         "--store", help="store of the started server (default: ~50 summaries, built in a temp dir)"
@@ -554,7 +563,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="runs the started server executes at once (default 10; langgraph dev alone runs 1)",
     )
     bench.add_argument(
-        "--set", action="append", metavar="KEY=VALUE", help="run setting sent with every run"
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a per-run setting, sent with every run; a deployment setting (e.g. "
+        "generator_batch_size, 8 by default there) goes into the started server's environment",
     )
     bench.add_argument(
         "--allow-remote", action="store_true", help="allow a --url that is not on 127.0.0.1"

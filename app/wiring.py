@@ -2,10 +2,13 @@
 
 Concurrent runs (the LangGraph server runs several at once, each node on a worker thread)
 share one instance of every model. The generator serialises its own calls
-(:class:`generator.local.LocalChatModel` holds a lock); the evaluator is wrapped here, and the
-store's embedder by :func:`vectorstore.embeddings.locked_embeddings`, so that their model calls
-are serialised too, one lock per model (:mod:`graph.model_locks`): the ``embedding`` evaluator
-and the store share the sentence embedder, so they share its lock.
+(:class:`generator.local.LocalChatModel` holds a lock) or, with the deployment setting
+``generator_batch_size`` above 1 (applied here to a local model; API models ignore it),
+decodes the overlapping calls of concurrent runs together (:mod:`generator.batching`). The
+evaluator is wrapped here, and the store's embedder by
+:func:`vectorstore.embeddings.locked_embeddings`, so that their model calls are serialised
+too, one lock per model (:mod:`graph.model_locks`): the ``embedding`` evaluator and the store
+share the sentence embedder, so they share its lock.
 A cancelled run stops waiting for a lock (:func:`graph.cancellation.holding`), and its model
 work stops at the next batch or token, which releases the lock within about a second.
 """
@@ -79,6 +82,7 @@ class DefaultComponents:
         self._lock = threading.RLock()
         self._stores: dict[StoreKey, VectorStore] = {}
         self._evaluators: dict[int, LockedEvaluator] = {}
+        self._batch_sizes: dict[int, tuple[BaseChatModel, int]] = {}
 
     def vectorstore(self, context: Context) -> VectorStore:
         """Open the store; fill it from the bundled corpus first if allowed and it is empty."""
@@ -141,13 +145,39 @@ class DefaultComponents:
             return wrapped
 
     def chat_model(self, context: Context) -> BaseChatModel:
-        """The generator named by ``context.generator`` (cached by the factory)."""
+        """The generator named by ``context.generator`` (cached by the factory).
+
+        A local model gets ``context.generator_batch_size`` (:meth:`apply_batch_size`).
+        """
         from generator.factory import load_chat_model
 
         with self._lock:
-            return load_chat_model(
+            model = load_chat_model(
                 context.generator, context.max_new_tokens, context.no_repeat_ngram_size
             )
+            self.apply_batch_size(model, context.generator_batch_size)
+            return model
+
+    def apply_batch_size(self, model: BaseChatModel, size: int) -> None:
+        """Let ``model`` decode up to ``size`` overlapping requests together, if it can.
+
+        Only a size above 1 is applied (1, the default, leaves the model as it is: batching off
+        unless its owner turned it on, as ``crag eval --workers`` does), and only once per
+        loaded model and size, so that batching set on the model afterwards (``crag eval
+        --workers N``) is not undone by the next run. Models without ``enable_batching`` (API
+        models) ignore it.
+        """
+        if size <= 1:
+            return
+        with self._lock:
+            applied = self._batch_sizes.get(id(model))
+            if applied is not None and applied[0] is model and applied[1] == size:
+                return
+            enable = getattr(model, "enable_batching", None)
+            if callable(enable):
+                enable(size)
+                logger.info("generator: overlapping requests decoded in batches of up to %d", size)
+            self._batch_sizes[id(model)] = (model, size)
 
     def search(self, context: Context) -> SearchProvider:
         """The web search provider named by ``context.search_provider``."""

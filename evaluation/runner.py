@@ -241,7 +241,9 @@ def batch_generation(model: Any, max_batch_size: int) -> None:
     """Let a local generator decode up to ``max_batch_size`` overlapping prompts together.
 
     Off by default (answers then never depend on what else runs); ``crag eval --workers`` turns
-    it on for the eval's own process. Other chat models are left as they are.
+    it on for the eval's own process (the deployment setting ``generator_batch_size``, which
+    the default components apply once per model and value, does not undo it). Other
+    chat models are left as they are.
     """
     enable = getattr(model, "enable_batching", None)
     if callable(enable):

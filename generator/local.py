@@ -152,9 +152,10 @@ class LocalChatModel(BaseChatModel):
     """Most requests decoded together when runs overlap (:mod:`generator.batching`: rows join
     and leave the batch between decoding steps); 1 (the default) turns batching off, and each
     request is decoded alone by ``generate``. Off by default because in bfloat16 an answer
-    decoded in a batch can differ from the same prompt decoded alone, and a served graph's
-    answers should not depend on what else it is running; ``crag eval --workers`` turns it
-    on."""
+    decoded in a batch (even alone in it) can differ from the same prompt decoded by
+    ``generate``, and an answer should not depend on what else is running unless the operator
+    chose so: ``crag eval --workers`` turns it on, and so does the deployment setting
+    ``generator_batch_size`` (:class:`app.wiring.DefaultComponents`) for served runs."""
 
     _model: Any = PrivateAttr(default=None)
     _tokenizer: Any = PrivateAttr(default=None)

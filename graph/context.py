@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_STORE_PATH",
     "EVALUATORS",
     "EVALUATOR_THRESHOLDS",
+    "MAX_GENERATOR_BATCH_SIZE",
     "PAPER_THRESHOLDS",
     "Context",
     "IngestContext",
@@ -51,6 +52,8 @@ DEFAULT_STORE_PATH = ".crag/chroma"
 DEFAULT_COLLECTION = "crag"
 DEFAULT_CHROMA_PORT = 8000
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+MAX_GENERATOR_BATCH_SIZE = 128
+"""Most rows the generator decodes at once (setting ``generator_batch_size``)."""
 
 EVALUATORS: tuple[str, ...] = ("embedding", "t5", "cross-encoder", "llm")
 """The evaluator backends (``evaluator.registry.BACKENDS``; a test keeps the two in step),
@@ -138,6 +141,7 @@ class Context(Settings):
         "evaluator_batch_size": 1,
         "max_new_tokens": 1,
         "no_repeat_ngram_size": 0,
+        "generator_batch_size": 1,
         "default_corpus_limit": 0,
         "max_question_chars": 1,
         "max_history_turns": 0,
@@ -160,6 +164,8 @@ class Context(Settings):
         "evaluator_batch_size": 512,
         "max_new_tokens": 1024,
         "chroma_port": 65535,
+        # The operator's: rows one decoding step holds (and their caches' memory).
+        "generator_batch_size": MAX_GENERATOR_BATCH_SIZE,
     }
 
     # Retrieval
@@ -465,6 +471,15 @@ class Context(Settings):
         "A local generator's reply never repeats an n-gram of its own tokens this long (the "
         "prompt is not counted, so copying from the knowledge is free): no degenerate loops. "
         "0: off.",
+    )
+    generator_batch_size: int = _deployment(
+        "generator_batch_size",
+        1,
+        "Most generation requests of overlapping runs a local generator decodes together "
+        "(continuous batching: more runs answered per second under load). 1: off, every "
+        "request is decoded alone, so an answer never depends on what else runs (in bfloat16 "
+        "a batched answer can differ in wording from the same prompt decoded alone). Ignored "
+        "by API models.",
     )
     embedder: str = _embedder_field(
         "Sentence-transformers embedder: 'all-MiniLM-L6-v2' (shipped) or a local model path."

@@ -267,6 +267,32 @@ def test_concurrent_invokes_are_batched_and_each_gets_its_own_answer(tiny_lm: Pa
     assert not model._lock.locked()
 
 
+def test_the_deployment_setting_turns_batching_on_for_the_served_model(tiny_lm: Path) -> None:
+    """``generator_batch_size`` reaches the loaded model (app.wiring), once, never undoing more."""
+    from app.wiring import DefaultComponents
+    from graph.context import Context
+
+    components = DefaultComponents()
+    spec = f"local:{tiny_lm}"
+    model = components.chat_model(Context(generator=spec))
+    assert isinstance(model, LocalChatModel)
+    assert model.max_batch_size == 1, "the default (1) leaves batching off"
+    assert components.chat_model(Context(generator=spec, generator_batch_size=8)) is model
+    assert model.max_batch_size == 8
+    assert model._batcher is not None and model._batcher.max_batch_size == 8
+    model.enable_batching(16)  # as `crag eval --workers 16` does after loading it
+    components.chat_model(Context(generator=spec, generator_batch_size=8))
+    components.chat_model(Context(generator=spec))
+    assert model.max_batch_size == 16, "a later run does not undo its owner's batching"
+    components.chat_model(Context(generator=spec, generator_batch_size=4))
+    assert model.max_batch_size == 4, "a changed setting is applied"
+
+    class ApiModel:  # no enable_batching: the setting is ignored
+        pass
+
+    components.apply_batch_size(ApiModel(), 8)  # type: ignore[arg-type]
+
+
 def test_decode_attention_matches_sdpa_over_a_padded_cache() -> None:
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward

@@ -40,6 +40,7 @@ CONTEXT_DEPLOYMENT = {
     "evaluator_int8",
     "generator",
     "no_repeat_ngram_size",
+    "generator_batch_size",
     "search_provider",
     "search_url",
     "search_timeout",
@@ -149,6 +150,23 @@ def test_a_bad_environment_variable_is_named(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.delenv("CRAG_CHROMA_PORT")
     monkeypatch.setenv("CRAG_EVALUATOR_INT8", "sometimes")
     with pytest.raises(InvalidSettingError, match="CRAG_EVALUATOR_INT8 must be true or false"):
+        Context()
+
+
+def test_the_generator_batch_size_is_the_operators_and_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert Context().generator_batch_size == 1, "batching off unless the operator turns it on"
+    monkeypatch.setenv("CRAG_GENERATOR_BATCH_SIZE", "8")
+    assert RunContext().generator_batch_size == 8
+    assert Context(generator_batch_size=128).generator_batch_size == 128
+    with pytest.raises(InvalidSettingError, match="generator_batch_size must be at most 128"):
+        Context(generator_batch_size=129)
+    monkeypatch.setenv("CRAG_GENERATOR_BATCH_SIZE", "0")
+    with pytest.raises(InvalidSettingError, match="generator_batch_size must be at least 1"):
+        RunContext()
+    monkeypatch.setenv("CRAG_GENERATOR_BATCH_SIZE", "eight")
+    with pytest.raises(InvalidSettingError, match="CRAG_GENERATOR_BATCH_SIZE must be"):
         Context()
 
 

@@ -527,6 +527,7 @@ ATTEMPTS: dict[str, Any] = {
     "evaluator_int8": True,
     "generator": "local:/tmp/some-model",
     "no_repeat_ngram_size": 0,
+    "generator_batch_size": 128,
     "search_provider": "duckduckgo",
     "search_url": "http://127.0.0.1:1/internal",
     "search_timeout": 600.0,
