@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import re
 import signal
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from app.console import configure_environment
 from app.threads import ThreadsDatabaseError, describe_threads_db
 from graph.context import DEFAULT_COLLECTION, Context
 from graph.conversation import source_location, source_title
@@ -25,14 +25,6 @@ if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
 
 logger = logging.getLogger("crag")
-
-
-def _configure_environment() -> None:
-    """Keep every library offline and quiet unless the user says otherwise."""
-    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def _setup_logging(verbose: int, force: bool = False) -> None:
@@ -650,19 +642,9 @@ def _warm_up(context: Context) -> None:
     components.chat_model(context)
 
 
-def console_main() -> int:
-    """The ``crag`` command: ask a running ``crag serve`` first, else run in this process."""
-    from app.warm import run_on_server
-
-    _configure_environment()
-    argv = sys.argv[1:]
-    answered = run_on_server(argv)
-    return main(argv) if answered is None else answered
-
-
 def main(argv: Sequence[str] | None = None, *, reconfigure_logging: bool = False) -> int:
     """Run the CLI; errors the user can fix are printed as one line with exit code 2."""
-    _configure_environment()
+    configure_environment()
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose, force=reconfigure_logging)
     from evaluator.base import EvaluatorError

@@ -31,7 +31,7 @@ def _crag(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedPro
         [
             sys.executable,
             "-c",
-            "import sys; from app.cli import console_main; sys.exit(console_main())",
+            "import sys; from app.console import main; sys.exit(main())",
             *args,
         ],
         cwd=cwd,

@@ -1,0 +1,43 @@
+"""The ``crag`` command's entry point: a running ``crag serve`` first, else the CLI in-process.
+
+Kept to the standard library until it knows it must run the command itself: a command the warm
+server answers costs this process about 0.05 s of imports, where importing the CLI (LangChain,
+LangGraph, the graph's modules) costs about a second.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+OFFLINE_DEFAULTS = {
+    "ANONYMIZED_TELEMETRY": "False",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+"""Every library offline and quiet, unless the user's environment says otherwise."""
+
+
+def configure_environment() -> None:
+    """Apply :data:`OFFLINE_DEFAULTS` where the environment does not set them."""
+    for name, value in OFFLINE_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+
+
+def main() -> int:
+    """Run ``crag`` with ``sys.argv``: on the warm server when one answers, else here."""
+    from app.warm import run_on_server
+
+    configure_environment()
+    argv = sys.argv[1:]
+    answered = run_on_server(argv)
+    if answered is not None:
+        return answered
+    from app.cli import main as run_cli
+
+    return run_cli(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
