@@ -572,13 +572,7 @@ def run_bench(
         raise BenchError(f"timeout must be positive, not {timeout}")
     context, extra_env = split_settings(dict(extra_context or {}))
     if url:
-        if not allow_remote:
-            check_loopback(url)
-        if extra_env:
-            from graph.run_context import deployment_error
-
-            given = sorted(set(extra_context or {}) - set(context))
-            raise BenchError(f"--url {url}: {deployment_error(given)}")
+        _check_running_server(url, allow_remote, extra_env, extra_context or {}, context)
         setup = ["setup: a running server (its operator's settings)"]
         return asyncio.run(
             abench(url, levels=chosen, context=context, timeout=timeout, setup=setup)
@@ -597,6 +591,23 @@ def run_bench(
                 )
         except DevServerError as exc:
             raise BenchError(str(exc)) from exc
+
+
+def _check_running_server(
+    url: str,
+    allow_remote: bool,
+    extra_env: Mapping[str, str],
+    settings: Mapping[str, Any],
+    context: Mapping[str, Any],
+) -> None:
+    """Refuse a ``url`` off this machine (unless allowed) or deployment settings for it."""
+    if not allow_remote:
+        check_loopback(url)
+    if extra_env:
+        from graph.run_context import deployment_error
+
+        given = sorted(set(settings) - set(context))
+        raise BenchError(f"--url {url}: {deployment_error(given)}")
 
 
 def started_setup(jobs: int, env: Mapping[str, str]) -> str:
