@@ -18,6 +18,8 @@ JOBS ?= 10
 # Generator requests of overlapping runs decoded together (CRAG_GENERATOR_BATCH_SIZE; 1: off).
 # A CRAG_GENERATOR_BATCH_SIZE line in .env takes precedence: the server applies .env last.
 BATCH ?= 8
+# Jobs of the server `make bench` starts: enough for its largest level to run at once.
+BENCH_JOBS ?= 32
 
 EVAL_ARGS ?=
 
@@ -47,7 +49,7 @@ serve: install-dev
 		--n-jobs-per-worker $(JOBS)
 
 bench: install-dev
-	.venv/bin/crag bench-server $(if $(RUNS),--runs $(RUNS),--levels $(LEVELS)) --jobs $(JOBS) \
+	.venv/bin/crag bench-server $(if $(RUNS),--runs $(RUNS),--levels $(LEVELS)) --jobs $(BENCH_JOBS) \
 		--set generator_batch_size=$(BATCH)
 
 eval:
