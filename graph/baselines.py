@@ -23,13 +23,13 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from graph.builder import ChatBuilder, chat_builder
 from graph.context import Context
 from graph.node_runtime import graph_node
-from graph.routers import route_start, route_tutorial
+from graph.routers import route_tutorial
 from graph.run_context import RunContext
 from graph.state import ChatInputState, ChatOutputState, InputState, OutputState, State
 from nodes.closed_book import answer_closed_book
-from nodes.contextualize import contextualize, retrieve_with_input_notes
 from nodes.generate import generate
 from nodes.pass_passages import pass_passages
 from nodes.tutorial import grade_binary, transform_query, tutorial_web_search
@@ -39,26 +39,6 @@ Graph = CompiledStateGraph[State, Context, InputState, OutputState]
 """A graph that takes a question only (``no-retrieval``)."""
 ChatGraph = CompiledStateGraph[State, Context, ChatInputState, ChatOutputState]
 """A graph that takes the CRAG graph's input: a question or chat messages."""
-ChatBuilder = StateGraph[State, Context, ChatInputState, ChatOutputState]
-
-
-def _chat_builder() -> ChatBuilder:
-    """A builder with the CRAG graph's start: [contextualize →] retrieve (nothing after).
-
-    Chat runs (``messages`` input, or a thread with earlier turns) start at contextualize; a
-    single question at retrieve.
-    """
-    builder = StateGraph(
-        State,
-        context_schema=RunContext,
-        input_schema=ChatInputState,
-        output_schema=ChatOutputState,
-    )
-    builder.add_node("contextualize", graph_node(contextualize))
-    builder.add_node("retrieve", graph_node(retrieve_with_input_notes))
-    builder.add_conditional_edges(START, route_start, ["contextualize", "retrieve"])
-    builder.add_edge("contextualize", "retrieve")
-    return builder
 
 
 def build_no_retrieval_graph() -> Graph:
@@ -74,7 +54,7 @@ def build_no_retrieval_graph() -> Graph:
 
 def _retrieve_and_pass() -> ChatBuilder:
     """A builder with standard RAG's first steps: [contextualize →] retrieve → pass_passages."""
-    builder = _chat_builder()
+    builder = chat_builder()
     builder.add_node("pass_passages", graph_node(pass_passages, cancellable=False))
     builder.add_edge("retrieve", "pass_passages")
     return builder
@@ -106,7 +86,7 @@ def build_tutorial_graph() -> ChatGraph:
 
     Chat runs start at contextualize, as in every chat graph.
     """
-    builder = _chat_builder()
+    builder = chat_builder()
     builder.add_node("grade", graph_node(grade_binary))
     builder.add_node("transform_query", graph_node(transform_query))
     builder.add_node("web_search", graph_node(tutorial_web_search))

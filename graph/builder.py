@@ -19,7 +19,31 @@ from nodes.refine import refine
 from nodes.rewrite_query import rewrite_query
 from nodes.web_search import web_search
 
+ChatBuilder = StateGraph[State, Context, ChatInputState, ChatOutputState]
+"""A graph builder with the CRAG graph's input and output (a question or chat messages)."""
+
 GRAPH_NAME = "crag"
+
+
+def chat_builder() -> ChatBuilder:
+    """A builder with the CRAG graph's start: [contextualize →] retrieve (nothing after).
+
+    The CRAG graph and the chat baselines (``graph/baselines.py``) build on it.
+
+    Chat runs (``messages`` input, or a thread with earlier turns) start at contextualize; a
+    single question at retrieve.
+    """
+    builder = StateGraph(
+        State,
+        context_schema=RunContext,
+        input_schema=ChatInputState,
+        output_schema=ChatOutputState,
+    )
+    builder.add_node("contextualize", graph_node(contextualize))
+    builder.add_node("retrieve", graph_node(retrieve_with_input_notes))
+    builder.add_conditional_edges(START, route_start, ["contextualize", "retrieve"])
+    builder.add_edge("contextualize", "retrieve")
+    return builder
 
 
 def build_graph(
@@ -38,17 +62,9 @@ def build_graph(
     The context schema is :data:`~graph.run_context.RunContext`: a dict context (a server run's,
     or one given in Python) carries per-run settings only; ``Context(...)`` sets anything.
     """
-    builder = StateGraph(
-        State,
-        context_schema=RunContext,
-        input_schema=ChatInputState,
-        output_schema=ChatOutputState,
-    )
     # Every node gets the run's resolved settings; those that call models stop early when an
     # async run is cancelled (graph/node_runtime.py, graph/cancellation.py).
-    builder.add_node("contextualize", graph_node(contextualize))
-    # retrieve starts the run's notes with contextualize's (earlier turns left out or cut)
-    builder.add_node("retrieve", graph_node(retrieve_with_input_notes))
+    builder = chat_builder()
     builder.add_node("grade", graph_node(grade))
     builder.add_node("decide_action", graph_node(decide_action, cancellable=False))
     builder.add_node("refine", graph_node(refine))
@@ -56,8 +72,6 @@ def build_graph(
     builder.add_node("web_search", graph_node(web_search))
     builder.add_node("generate", graph_node(answer_or_abstain), defer=True)
 
-    builder.add_conditional_edges(START, route_start, ["contextualize", "retrieve"])
-    builder.add_edge("contextualize", "retrieve")
     builder.add_edge("retrieve", "grade")
     builder.add_edge("grade", "decide_action")
     builder.add_conditional_edges("decide_action", route_action, ["refine", "rewrite_query"])
