@@ -206,7 +206,11 @@ def _markers(citations: Sequence[int], written: str = "") -> str:
 
 
 def _print_sources(output: dict[str, Any]) -> None:
-    """The numbered knowledge under the answer: number, title, URL or document#chunk."""
+    """The numbered knowledge under the answer: number, title, and where it is.
+
+    Where: the URL, or the document and where in it (``report.pdf, p. 12``, ``deck.pptx,
+    slide 3``) or its chunk (``notes.txt#2``).
+    """
     knowledge = output.get("knowledge") or []
     if not knowledge:
         return
@@ -408,9 +412,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     """Ingest files or directories into the store (with ``--prune``, drop vanished files)."""
     from vectorstore.ingestion import ingest_into_store
 
-    report = ingest_into_store(args.paths, _context(args), prune=args.prune)
+    report = ingest_into_store(args.paths, _context(args), prune=args.prune, tags=args.tags or ())
     for source, error in report.failed:
-        _err(f"failed: {source}: {error}")
+        # a loader's message already starts with the file's path: print it once
+        _err(f"failed: {error}" if error.startswith(source) else f"failed: {source}: {error}")
     for source in report.removed:
         _err(f"removed: {source}")
     _out(report.summary())
@@ -487,22 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     thread_options(history)
     history.set_defaults(func=cmd_history)
 
-    ingest = sub.add_parser(
-        "ingest",
-        help="add .txt .md .html .jsonl files to the store",
-        description="Add .txt .md .html .jsonl files (and folders of them) to the store, as "
-        "the operator: any path this user can read is ingested (CRAG_INGEST_ROOT confines "
-        "only runs of the served ingest graph), and any stored document may be replaced, "
-        "including those written by served runs.",
-    )
-    ingest.add_argument("paths", nargs="+")
-    ingest.add_argument(
-        "--prune",
-        action="store_true",
-        help="also remove the stored documents under PATHS whose files no longer exist",
-    )
-    store_options(ingest)
-    ingest.set_defaults(func=cmd_ingest)
+    ingest = _add_ingest_command(sub, store_options)
 
     remove = sub.add_parser("remove", help="remove documents from the store by source")
     remove.add_argument(
@@ -569,6 +559,40 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve_command(sub, store_options, warm_commands=(ask, ingest))
     _add_research_commands(sub)
     return parser
+
+
+def _add_ingest_command(
+    sub: Any, store_options: Callable[[argparse.ArgumentParser], None]
+) -> argparse.ArgumentParser:
+    """``crag ingest``."""
+    ingest: argparse.ArgumentParser = sub.add_parser(
+        "ingest",
+        help="add documents (text, Markdown, HTML, JSON Lines, CSV, PDF, Word, PowerPoint, "
+        "Excel, EPUB) to the store",
+        description="Add .txt .md .html .jsonl .csv .pdf .docx .pptx .xlsx .epub files (and "
+        "folders of them) to the store, as "
+        "the operator: any path this user can read is ingested (CRAG_INGEST_ROOT confines "
+        "only runs of the served ingest graph), and any stored document may be replaced, "
+        "including those written by served runs.",
+    )
+    ingest.add_argument("paths", nargs="+")
+    ingest.add_argument(
+        "--prune",
+        action="store_true",
+        help="also remove the stored documents under PATHS whose files no longer exist",
+    )
+    ingest.add_argument(
+        "--tag",
+        dest="tags",
+        action="append",
+        metavar="NAME",
+        help="tag every document ingested, for scoped search (--set scope_tags=NAME); "
+        "repeatable. A document's tags are those of its latest ingestion: ingesting it again "
+        "with other tags (or none) replaces them, without embedding it again",
+    )
+    store_options(ingest)
+    ingest.set_defaults(func=cmd_ingest)
+    return ingest
 
 
 def _add_serve_command(

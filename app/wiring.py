@@ -57,10 +57,10 @@ class LockedEvaluator:
 
 
 def store_key(context: Context) -> StoreKey:
-    """The settings that identify one opened store."""
+    """The settings that identify one opened store (the collection: the one the run searches)."""
     return (
         context.store_path,
-        context.collection,
+        context.searched_collection(),
         context.embedder,
         context.default_corpus,
         context.default_corpus_limit,
@@ -85,34 +85,41 @@ class DefaultComponents:
         self._batch_sizes: dict[int, tuple[BaseChatModel, int]] = {}
 
     def vectorstore(self, context: Context) -> VectorStore:
-        """Open the store; fill it from the bundled corpus first if allowed and it is empty."""
+        """Open the store the run searches; fill it from the bundled corpus first if allowed.
+
+        The run searches ``collection`` or, with ``search_collection``, another collection the
+        operator lets runs read (``readable_collections``): that one is only read, never
+        created nor filled with the bundled corpus.
+        """
         from vectorstore.corpus import ensure_default_corpus
         from vectorstore.embeddings import locked_embeddings
         from vectorstore.store import StoreError, count, open_store, server_url
 
         key = store_key(context)
+        name = context.searched_collection()
+        fill = context.default_corpus and name == context.collection
         with self._lock:
             if key in self._stores:
                 return self._stores[key]
             store = open_store(
                 context.store_path,
-                context.collection,
+                name,
                 locked_embeddings(context.embedder),
-                create=context.default_corpus,
+                create=fill,
                 host=context.chroma_host,
                 port=context.chroma_port,
                 ssl=context.chroma_ssl,
             )
             if count(store) == 0:
-                if not context.default_corpus:
+                if not fill:
                     where = (
                         server_url(context.chroma_host, context.chroma_port, context.chroma_ssl)
                         if context.chroma_host.strip()
                         else context.store_path
                     )
                     raise StoreError(
-                        f"the collection {context.collection!r} at {where} is "
-                        "empty: add documents with `crag ingest PATH...`"
+                        f"the collection {name!r} at {where} is empty: add documents with "
+                        "`crag ingest PATH...`"
                     )
                 logger.info("store is empty: ingesting the bundled Wikipedia summaries")
                 ensure_default_corpus(store, limit=context.default_corpus_limit)

@@ -63,11 +63,27 @@ class SourceFilteringStore:
         self._inner = inner
         self._filters = filters
 
+    def query_filter(self, query: str) -> dict[str, Any] | None:
+        """The Chroma filter of ``query``'s searches (``None``: it sees everything).
+
+        Lexical retrieval (:mod:`vectorstore.hybrid`) applies it itself.
+        """
+        source_filter = self._filters.get(query)
+        if source_filter is None or not source_filter.sources:
+            return None
+        return source_filter.where()
+
+    def _filtered(self, query: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``kwargs`` with the query's filter added to any filter given."""
+        own = self.query_filter(query)
+        if own is not None:
+            given = kwargs.get("filter")
+            kwargs["filter"] = {"$and": [given, own]} if given else own
+        return kwargs
+
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         """The top ``k`` passages the query's filter lets through (all when it has none)."""
-        source_filter = self._filters.get(query)
-        if source_filter is not None and source_filter.sources:
-            kwargs["filter"] = source_filter.where()
+        kwargs = self._filtered(query, kwargs)
         result: list[Document] = self._inner.similarity_search(query, k=k, **kwargs)
         return result
 
@@ -81,9 +97,7 @@ class SourceFilteringStore:
         search = getattr(self._inner, "similarity_search_with_vectors", None)
         if not callable(search):
             return [(document, None) for document in self.similarity_search(query, k, **kwargs)]
-        source_filter = self._filters.get(query)
-        if source_filter is not None and source_filter.sources:
-            kwargs["filter"] = source_filter.where()
+        kwargs = self._filtered(query, kwargs)
         result: list[tuple[Document, Any]] = search(query, k=k, **kwargs)
         return result
 

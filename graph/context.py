@@ -21,6 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from graph.allowed_hosts import parse_allowed_hosts
+from graph.scope_settings import (
+    check_tags,
+    normal_file_types,
+    normal_folder,
+    searched_collection,
+)
 from graph.setting_checks import (
     InvalidSettingError,
     Settings,
@@ -172,6 +178,45 @@ class Context(Settings):
     top_k: int = field(
         default=10,
         metadata={"description": "Passages retrieved from the store per question (paper: 10)."},
+    )
+    retrieval: Literal["dense", "lexical", "hybrid"] = field(
+        default="dense",
+        metadata={
+            "description": "How the store is searched: 'dense', nearest embeddings; 'lexical', "
+            "BM25 over the chunks' words (finds rare exact terms: codes, names); 'hybrid', "
+            "both ranked lists fused by reciprocal rank. Lexical and hybrid need a store on "
+            "disk (on a Chroma server they search densely)."
+        },
+    )
+    # Scoped search: each set scope narrows retrieval (they combine); empty: the whole collection
+    scope_tags: list[str] = field(
+        default_factory=list,
+        metadata={
+            "description": "Search only documents ingested with any of these tags (`crag "
+            "ingest --tag NAME`; tags are case-sensitive). On the command line: comma-separated."
+        },
+    )
+    scope_folder: str = field(
+        default="",
+        metadata={
+            "description": "Search only files ingested from this folder or below it (an "
+            "absolute path on the machine that ingested them; '~' and '..' are resolved)."
+        },
+    )
+    scope_file_types: list[str] = field(
+        default_factory=list,
+        metadata={
+            "description": "Search only documents of these types: file extensions such as "
+            "'pdf' or 'md', 'wikipedia' (the bundled corpus) or 'inline' (documents given as "
+            "text). On the command line: comma-separated."
+        },
+    )
+    search_collection: str = field(
+        default="",
+        metadata={
+            "description": "Collection to search (empty: collection): one of the collections "
+            "the operator lets runs read (collection and readable_collections)."
+        },
     )
     # Action trigger
     upper_threshold: float | None = field(
@@ -486,6 +531,12 @@ class Context(Settings):
     )
     store_path: str = _store_path_field("Directory of the Chroma store on disk")
     collection: str = _collection_field("Chroma collection name.")
+    readable_collections: str = _deployment(
+        "readable_collections",
+        "",
+        "Comma-separated names of further collections a run may search (setting "
+        "search_collection), read-only. Empty: collection only.",
+    )
     chroma_host: str = _chroma_host_field()
     chroma_port: int = _chroma_port_field()
     chroma_ssl: bool = _chroma_ssl_field()
@@ -566,10 +617,11 @@ class Context(Settings):
     def check_together(self) -> None:
         """Known components, thresholds in order, no contradictory ablations, a readable allow-list.
 
-        Checked when the context is built, so that a bad combination fails before retrieval and
-        grading rather than at ``decide_action`` (or a bad evaluator at ``grade``, a bad
-        generator at ``generate``). Equal thresholds are allowed (no Ambiguous band); with
-        ``disable_action='ambiguous'`` the one cut is halfway between them.
+        And a well-formed scope (:meth:`check_scope`). Checked when the context is built, so
+        that a bad combination fails before retrieval and grading rather than at
+        ``decide_action`` (or a bad evaluator at ``grade``, a bad generator at ``generate``).
+        Equal thresholds are allowed (no Ambiguous band); with ``disable_action='ambiguous'``
+        the one cut is halfway between them.
         """
         self.check_components()
         upper, lower = self.action_thresholds()
@@ -587,6 +639,30 @@ class Context(Settings):
             parse_allowed_hosts(self.allowed_hosts)
         except ValueError as exc:
             raise InvalidSettingError(f"setting {exc}") from None
+        self.check_scope()
+
+    def check_scope(self) -> None:
+        """Normalise the scope settings; refuse a bad tag or a collection runs may not read."""
+        try:
+            self.scope_tags = check_tags(self.scope_tags, "setting scope_tags")
+            self.scope_folder = normal_folder(self.scope_folder, "setting scope_folder")
+            self.scope_file_types = normal_file_types(
+                self.scope_file_types, "setting scope_file_types"
+            )
+            self.searched_collection()
+        except ValueError as exc:
+            raise InvalidSettingError(str(exc)) from None
+
+    def searched_collection(self) -> str:
+        """The collection this run searches: ``search_collection``, else ``collection``.
+
+        Raises:
+            ValueError: ``search_collection`` names a collection the operator does not let runs
+                read (``collection`` and ``readable_collections``).
+        """
+        return searched_collection(
+            self.collection, self.readable_collections, self.search_collection
+        )
 
 
 @refusing_unknown_names

@@ -8,7 +8,7 @@ the earlier turns are known whether the questions came as ``question`` or as ``m
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NotRequired
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from typing_extensions import TypedDict
@@ -169,6 +169,9 @@ class Citation(TypedDict):
     """The URL (web knowledge) or the document (internal knowledge)."""
     chunk: int | None
     """The chunk within the document; ``None`` for web knowledge."""
+    location: NotRequired[str]
+    """Where the chunk is in the document ("p. 12", "slide 3", "Method > Evaluator"), when
+    its format says."""
 
 
 def source_title(strip: KnowledgeStrip) -> str:
@@ -177,24 +180,34 @@ def source_title(strip: KnowledgeStrip) -> str:
 
 
 def source_location(strip: KnowledgeStrip) -> str:
-    """Where a strip is: its URL for web knowledge, ``document#chunk`` for internal."""
+    """Where a strip is: a URL (web), ``document, p. 12`` or ``document#chunk`` (internal).
+
+    Internal knowledge shows where in the document it is when the format says (a page, a
+    slide, rows of a sheet, a heading path), else the chunk's index.
+    """
     if strip["chunk"] is None:
         return strip["source"]
+    if strip.get("location"):
+        return f"{strip['source']}, {strip.get('location')}"
     return f"{strip['source']}#{strip['chunk']}"
+
+
+def citation_entry(number: int, strip: KnowledgeStrip) -> Citation:
+    """Knowledge entry ``number`` (1-based) as a citation."""
+    entry: Citation = {
+        "number": number,
+        "title": source_title(strip),
+        "source": strip["source"],
+        "chunk": strip["chunk"],
+    }
+    if "location" in strip:
+        entry["location"] = strip["location"]
+    return entry
 
 
 def citation_entries(knowledge: Sequence[KnowledgeStrip], numbers: Sequence[int]) -> list[Citation]:
     """The cited entries of ``knowledge`` by their 1-based ``numbers`` (others are skipped)."""
-    return [
-        {
-            "number": n,
-            "title": source_title(knowledge[n - 1]),
-            "source": knowledge[n - 1]["source"],
-            "chunk": knowledge[n - 1]["chunk"],
-        }
-        for n in numbers
-        if 1 <= n <= len(knowledge)
-    ]
+    return [citation_entry(n, knowledge[n - 1]) for n in numbers if 1 <= n <= len(knowledge)]
 
 
 def answer_message(
@@ -210,9 +223,9 @@ def answer_message(
     """The AI message a run appends to the thread's chat.
 
     ``additional_kwargs`` carry the distinct ``sources``, the ``citations`` (number, title,
-    source, chunk of each cited entry), whether the run ``abstained``, the ``question`` and
-    the ``action``. ``message_id`` is the generator reply's id, so chat front-ends merge the
-    streamed tokens and the stored message into one.
+    source, chunk and location of each cited entry), whether the run ``abstained``, the
+    ``question`` and the ``action``. ``message_id`` is the generator reply's id, so chat
+    front-ends merge the streamed tokens and the stored message into one.
     """
     extra: dict[str, Any] = {
         "sources": sources_of(knowledge),

@@ -2,8 +2,10 @@
 
 Served next to the CRAG graph (``langgraph.json``: ``ingest``), so that a LangGraph server, and
 Studio, can fill the store the questions are answered from. Input: file paths on the server's
-machine and/or inline documents ``{"text", "source", "title"}``; output: what was added,
-skipped (unchanged), replaced (changed), removed and failed, and how many chunks were embedded.
+machine and/or inline documents ``{"text", "source", "title"}``, and optional ``tags`` for
+every document (for scoped search); output: what was added, skipped (unchanged), replaced
+(changed), relabelled (unchanged, tags updated), removed and failed, and how many chunks were
+embedded.
 Ingestion is idempotent, as with ``crag ingest``. The node reports progress on the ``custom``
 stream (``{"node": "ingest", "event": "embedding", "done": 512, "total": 1800}``).
 
@@ -43,6 +45,7 @@ from typing_extensions import TypedDict
 from graph.context import IngestContext, resolve_ingest_context
 from graph.progress import emit
 from graph.run_context import RunIngestContext
+from graph.scope_settings import check_tags
 from vectorstore.ingestion import ingest_into_store, inline_document
 from vectorstore.loaders import LoaderError, real_path
 from vectorstore.sources import served_writer
@@ -77,6 +80,9 @@ class IngestInput(TypedDict, total=False):
     """Files or directories on the server's machine (.txt .md .html .jsonl)."""
     documents: list[InlineDocument]
     """Documents given as text."""
+    tags: list[str]
+    """Tags for every document of this run, for scoped search (setting ``scope_tags``); an
+    unchanged document this run may replace is relabelled with them (nothing embedded)."""
 
 
 class FailedDocument(TypedDict):
@@ -99,6 +105,8 @@ class IngestOutput(TypedDict, total=False):
     """Sources whose content changed; their old chunks were replaced."""
     removed: list[str]
     """Sources removed because they vanished from a re-ingested JSON Lines file."""
+    relabelled: list[str]
+    """Unchanged sources whose tags (or other scope labels) were updated, nothing embedded."""
     failed: list[FailedDocument]
     """What could not be ingested, or was the operator's and not this run's to change, and why."""
     chunks: int
@@ -189,6 +197,20 @@ def _documents(value: Any, max_chars: int) -> list[dict[str, Any]]:
     return checked
 
 
+def _tags(value: Any) -> list[str]:
+    """The tags sent, checked (:func:`graph.scope_settings.check_tags`)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidIngestInputError(
+            f"tags must be a list of strings, not {type(value).__name__}: {str(value)[:80]!r}"
+        )
+    try:
+        return check_tags(value)
+    except ValueError as exc:
+        raise InvalidIngestInputError(str(exc)) from None
+
+
 def ingest_node(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     """The ``ingest`` node: validate the input, load files and inline documents, store chunks.
 
@@ -200,6 +222,7 @@ def ingest_node(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str
     root = context.ingest_root.strip()
     paths = _paths(state.get("paths"), root)
     docs = _documents(state.get("documents"), context.max_document_chars)
+    tags = _tags(state.get("tags"))
     if not paths and not docs:
         raise InvalidIngestInputError(
             "nothing to ingest: send {'paths': ['file or directory', ...]} and/or "
@@ -220,6 +243,7 @@ def ingest_node(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str
         progress=False,
         on_progress=on_progress,
         writer=served_writer(context.ingest_run_replace),
+        tags=tags,
     )
     emit(
         runtime,
@@ -236,6 +260,7 @@ def ingest_node(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str
         "skipped": report.skipped,
         "replaced": report.replaced,
         "removed": report.removed,
+        "relabelled": report.relabelled,
         "failed": [{"source": source, "error": error} for source, error in report.failed],
         "chunks": report.chunks_added,
         "summary": report.summary(),

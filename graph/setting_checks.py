@@ -134,13 +134,15 @@ def parse_text(raw: str, declared: Any, what: str) -> Any:
     """Text (a command-line value or an environment variable) as a value of a setting's type.
 
     One parser for ``--set KEY=VALUE`` and ``CRAG_<NAME>``: ``declared`` is the setting's
-    declared type (``bool``, ``int``, ``float``, ``str`` or a ``Literal`` of strings, read as
-    text); booleans are :func:`parse_bool`'s.
+    declared type (``bool``, ``int``, ``float``, ``str``, a ``Literal`` of strings, read as
+    text, or ``list[str]``, comma-separated); booleans are :func:`parse_bool`'s.
 
     Raises:
         InvalidSettingError: the text is not a value of that type; the message starts with
             ``what``.
     """
+    if get_origin(declared) is list:
+        return raw.split(",")  # checked and cleaned by check_value (string_list)
     kind = _text_type(declared)
     if kind is bool:
         return parse_bool(raw, what)
@@ -213,6 +215,24 @@ def refusing_unknown_names(cls: C) -> C:
     return cls
 
 
+def string_list(name: str, value: Any) -> list[str]:
+    """A list setting's value: its strings stripped, blanks and repeats dropped, order kept.
+
+    A run sends a JSON list (``["pdf", "docx"]``); text (the CLI's ``--set``, or a caller that
+    sends one string) is split on commas: ``"pdf, docx"`` is the same list.
+
+    Raises:
+        InvalidSettingError: neither a string nor a list of strings.
+    """
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+        raise InvalidSettingError(
+            f"setting {name} must be a list of strings (or one comma-separated string), not "
+            f"{value!r} ({type(value).__name__})"
+        )
+    return list(dict.fromkeys(item.strip() for item in items if item.strip()))
+
+
 def check_value(name: str, value: Any, annotation: Any) -> Any:
     """Return ``value`` (an int given for a float becomes a float) or raise naming the problem.
 
@@ -223,6 +243,8 @@ def check_value(name: str, value: Any, annotation: Any) -> Any:
         if value is None:
             return None
         annotation = arm
+    if get_origin(annotation) is list:
+        return string_list(name, value)
     if get_origin(annotation) is Literal:
         choices = get_args(annotation)
         if value not in choices:

@@ -12,6 +12,7 @@ from typing import (
     Annotated,
     Any,
     Literal,
+    NotRequired,
     Required,
     cast,
     get_args,
@@ -42,6 +43,9 @@ class RetrievedPassage(TypedDict):
     """Index of the chunk within its document."""
     score: float | None
     """Retrieval evaluator score in [-1, 1]; ``None`` before grading."""
+    location: NotRequired[str]
+    """Where the chunk is in its document, for citations ("p. 12", "slide 3", "sheet Sales,
+    rows 2-40", "Method > Evaluator"); absent when the document's format says nothing."""
 
 
 class KnowledgeStrip(TypedDict):
@@ -58,6 +62,8 @@ class KnowledgeStrip(TypedDict):
     score: float | None
     """Evaluator score of the strip against the question; ``None`` when it was not scored
     (baselines and ablations that skip the evaluator)."""
+    location: NotRequired[str]
+    """Where the strip's passage is in its document ("p. 12"), as ``RetrievedPassage``'s."""
 
 
 class ActionDecision(TypedDict):

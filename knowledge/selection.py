@@ -67,6 +67,8 @@ def best_passage_whole(
         "origin": best["origin"],
         "score": best["score"],
     }
+    if "location" in passage:
+        whole["location"] = passage["location"]
     result: list[KnowledgeStrip] = []
     for strip in kept:
         if (strip["source"], strip["chunk"]) != key:

@@ -72,15 +72,20 @@ def decompose(text: str, mode: StripMode = "sentences", size: int = 1) -> list[s
     return [f"{heading}\n{strip}" if heading else strip for strip in strips if strip]
 
 
+def internal_strip(text: str, passage: RetrievedPassage, score: float | None) -> KnowledgeStrip:
+    """A strip of internal knowledge cut from ``passage``: its source, chunk and location."""
+    strip: KnowledgeStrip = {
+        "text": text,
+        "source": passage["source"],
+        "chunk": passage["chunk"],
+        "origin": "internal",
+        "score": score,
+    }
+    if "location" in passage:
+        strip["location"] = passage["location"]
+    return strip
+
+
 def as_internal_knowledge(documents: Sequence[RetrievedPassage]) -> list[KnowledgeStrip]:
     """Passages, whole, as internal knowledge strips (keeping their scores, if any)."""
-    return [
-        {
-            "text": doc["text"],
-            "source": doc["source"],
-            "chunk": doc["chunk"],
-            "origin": "internal",
-            "score": doc["score"],
-        }
-        for doc in documents
-    ]
+    return [internal_strip(doc["text"], doc, doc["score"]) for doc in documents]

@@ -202,10 +202,13 @@ def retrieve_with_input_notes(state: State, runtime: Runtime[Context]) -> StateU
     """``retrieve``, starting the run's notes with those ``contextualize`` left on its input.
 
     ``retrieve`` clears what an earlier run on the thread left, ``notes`` included; the notes
-    this run's ``contextualize`` wrote before it (``input_notes``) are kept and ``input_notes``
-    is emptied. The chat graphs add this as their ``retrieve`` node.
+    this run's ``contextualize`` wrote before it (``input_notes``) are kept, followed by those
+    ``retrieve`` starts the run with (a scope that matches nothing), and ``input_notes`` is
+    emptied. The chat graphs add this as their ``retrieve`` node.
     """
     update = retrieve(state, runtime)
-    update["notes"] = Overwrite(list(state.get("input_notes") or []))
+    started = update.get("notes")
+    own = started.value if isinstance(started, Overwrite) else list(started or [])
+    update["notes"] = Overwrite([*(state.get("input_notes") or []), *own])
     update["input_notes"] = []
     return update

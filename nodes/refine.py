@@ -10,9 +10,9 @@ from evaluator.base import score_strips
 from graph.components import current_components
 from graph.context import Context
 from graph.progress import emit
-from graph.state import KnowledgeStrip, RetrievedPassage, State, StateUpdate
+from graph.state import RetrievedPassage, State, StateUpdate
 from knowledge.selection import best_passage_whole, select_top
-from knowledge.strips import as_internal_knowledge, decompose
+from knowledge.strips import as_internal_knowledge, decompose, internal_strip
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +33,8 @@ def refine(state: State, runtime: Runtime[Context]) -> StateUpdate:
     relevant = [d for d in state.get("documents", []) if d["score"] is None or d["score"] >= lower]
     if not context.refine_knowledge:
         return _whole_passages(relevant, runtime)
-    candidates: list[tuple[str, str, int]] = [
-        (strip, doc["source"], doc["chunk"])
+    candidates: list[tuple[str, RetrievedPassage]] = [
+        (strip, doc)
         for doc in relevant
         for strip in decompose(doc["text"], context.strip_mode, context.strip_size)
     ]
@@ -45,9 +45,9 @@ def refine(state: State, runtime: Runtime[Context]) -> StateUpdate:
     emit(runtime, "refine", "scoring", passages=len(relevant), strips=len(candidates))
     texts = [c[0] for c in candidates]
     scores = score_strips(evaluator, state["question"], texts, by=context.strip_scoring)
-    strips: list[KnowledgeStrip] = [
-        {"text": text, "source": source, "chunk": chunk, "origin": "internal", "score": score}
-        for (text, source, chunk), score in zip(candidates, scores, strict=True)
+    strips = [
+        internal_strip(text, doc, score)
+        for (text, doc), score in zip(candidates, scores, strict=True)
     ]
     kept = select_top(
         strips, scores, context.strips_kept, context.strip_threshold, context.strip_margin

@@ -1,17 +1,20 @@
-"""Retrieve: the top-k passages for the question from the Chroma store."""
+"""Retrieve: the top-k passages for the question from the store (dense, lexical or hybrid)."""
 
 from __future__ import annotations
 
 import logging
 
 from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 
 from graph.components import current_components
 from graph.context import Context
 from graph.progress import emit
 from graph.state import RetrievedPassage, State, StateUpdate, run_reset
 from graph.validation import validate_question
-from vectorstore.vector_memo import similarity_search_remembering, vector_memo
+from vectorstore.hybrid import search
+from vectorstore.scope import describe_scope, scope_filter
+from vectorstore.vector_memo import vector_memo
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +31,8 @@ def retrieve(state: State, runtime: Runtime[Context]) -> StateUpdate:
     store = current_components().vectorstore(context)
     # the passages' stored vectors go to the embedding evaluator, which then need not embed them
     memo = vector_memo(context.embedder)
-    hits = similarity_search_remembering(store, question, context.top_k, memo)
+    where = scope_filter(context)  # the run's scope: tags, folder, file types (or None)
+    hits = search(store, question, context.top_k, mode=context.retrieval, memo=memo, where=where)
     documents: list[RetrievedPassage] = [
         {
             "text": doc.page_content,
@@ -38,6 +42,15 @@ def retrieve(state: State, runtime: Runtime[Context]) -> StateUpdate:
         }
         for doc in hits
     ]
+    for passage, doc in zip(documents, hits, strict=True):
+        location = doc.metadata.get("location")  # page, slide, rows...: cited with the source
+        if isinstance(location, str) and location:
+            passage["location"] = location
     logger.info("retrieved %d passages", len(documents))
     emit(runtime, "retrieve", "retrieved", passages=len(documents), top_k=context.top_k)
-    return {**run_reset(), "question": question, "documents": documents}
+    update: StateUpdate = {**run_reset(), "question": question, "documents": documents}
+    if where is not None and not documents:
+        note = f"no stored passage matches the scope ({describe_scope(context)})"
+        logger.info("%s", note)
+        update["notes"] = Overwrite([note])
+    return update

@@ -236,9 +236,10 @@ def test_bad_files_are_reported_and_the_rest_ingested(
     (docs / "broken.jsonl").write_text('{"text": "ok"}\n{"text": oops}\n')
     (docs / "locked.md").write_text("Top secret.")
     (docs / "empty.txt").write_text("  \n")
-    (docs / "ignored.pdf").write_bytes(b"%PDF")  # found while walking: silently not supported
-    explicit_pdf = tmp_path / "slides.pdf"
-    explicit_pdf.write_bytes(b"%PDF")
+    (docs / "ignored.odt").write_bytes(b"PK")  # found while walking: silently not supported
+    (docs / "cut.pdf").write_bytes(b"%PDF")  # a supported type, but truncated
+    explicit_odt = tmp_path / "slides.odt"
+    explicit_odt.write_bytes(b"PK")
     missing = tmp_path / "missing.txt"
 
     # Tests run as root, for whom chmod 000 changes nothing: make the OS refuse instead.
@@ -250,12 +251,13 @@ def test_bad_files_are_reported_and_the_rest_ingested(
         return real_read_bytes(self)
 
     monkeypatch.setattr(Path, "read_bytes", read_bytes)
-    report = ingest_paths([docs, explicit_pdf, missing], store, progress=False)
+    report = ingest_paths([docs, explicit_odt, missing], store, progress=False)
     failed = dict(report.failed)
     assert set(failed) == {
         str(docs / "broken.jsonl"),
         str(docs / "latin1.txt"),
-        str(explicit_pdf),
+        str(docs / "cut.pdf"),
+        str(explicit_odt),
         str(missing),
         str(docs / "locked.md"),
         str((docs / "empty.txt").absolute()),
@@ -263,7 +265,8 @@ def test_bad_files_are_reported_and_the_rest_ingested(
     assert "line 2: malformed JSON" in failed[str(docs / "broken.jsonl")]
     assert "not valid UTF-8" in failed[str(docs / "latin1.txt")]
     assert "offset 2" in failed[str(docs / "latin1.txt")]
-    assert "unsupported file type" in failed[str(explicit_pdf)]
+    assert "unsupported file type" in failed[str(explicit_odt)]
+    assert "not a readable PDF" in failed[str(docs / "cut.pdf")]
     assert "does not exist" in failed[str(missing)]
     assert "cannot read file (Permission denied)" in failed[str(docs / "locked.md")]
     assert "no text" in failed[str((docs / "empty.txt").absolute())]
@@ -271,7 +274,7 @@ def test_bad_files_are_reported_and_the_rest_ingested(
     assert len(report.added) == 5
     assert str(files["md"].absolute()) in sources_in(store)
     assert not report.ok
-    assert "6 failed" in report.summary()
+    assert "7 failed" in report.summary()
 
 
 def test_progress_bar_goes_to_stderr(

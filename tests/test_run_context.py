@@ -31,6 +31,7 @@ QUESTION: ChatInputState = {"question": "Who painted the Mona Lisa?"}
 CONTEXT_DEPLOYMENT = {
     "store_path",
     "collection",
+    "readable_collections",
     "chroma_host",
     "chroma_port",
     "chroma_ssl",

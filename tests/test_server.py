@@ -237,7 +237,7 @@ def test_every_graph_is_served(client: Any) -> None:
     drawn = client.assistants.get_graph(ingest["assistant_id"])
     assert {node["id"] for node in drawn["nodes"]} == {"__start__", "ingest", "__end__"}
     schemas = client.assistants.get_schemas(ingest["assistant_id"])
-    assert set(schemas["input_schema"]["properties"]) == {"paths", "documents"}
+    assert set(schemas["input_schema"]["properties"]) == {"paths", "documents", "tags"}
     assert {"added", "skipped", "replaced", "failed", "chunks"} <= set(
         schemas["output_schema"]["properties"]
     )
@@ -518,6 +518,7 @@ def test_server_keeps_serving_after_bad_input(client: Any, search_server: Websea
 ATTEMPTS: dict[str, Any] = {
     "store_path": "/tmp/crag-run-store",
     "collection": "elsewhere",
+    "readable_collections": "elsewhere",
     "chroma_host": "127.0.0.1",
     "chroma_port": 8001,
     "chroma_ssl": True,

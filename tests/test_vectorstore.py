@@ -222,12 +222,12 @@ def test_load_jsonl_fields_and_titles(tmp_path: Path) -> None:
 
 
 def test_unsupported_extension(tmp_path: Path) -> None:
-    path = tmp_path / "report.pdf"
-    path.write_bytes(b"%PDF-1.4")
+    path = tmp_path / "report.odt"
+    path.write_bytes(b"PK\x03\x04")
     with pytest.raises(LoaderError) as info:
         load_file(path)
     message = str(info.value)
-    assert "report.pdf" in message and "'.pdf'" in message
+    assert "report.odt" in message and "'.odt'" in message
     for ext in SUPPORTED_EXTENSIONS:
         assert ext in message
 
@@ -279,12 +279,13 @@ def test_unreadable_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 def test_iter_paths_is_recursive_sorted_and_filtered(tmp_path: Path) -> None:
     (tmp_path / "b").mkdir()
     (tmp_path / ".hidden").mkdir()
-    for name in ("b/z.md", "b/a.txt", "c.html", "a.jsonl", "skip.pdf", ".hidden/x.txt", "d.TXT"):
+    names = ("b/z.md", "b/a.txt", "c.html", "a.jsonl", "skip.odt", ".hidden/x.txt", "d.TXT")
+    for name in (*names, "e.PDF", "f.docx"):
         (tmp_path / name).write_text("x")
-    explicit = tmp_path / "skip.pdf"
+    explicit = tmp_path / "skip.odt"
     found = iter_paths([tmp_path, explicit, tmp_path / "c.html"])
     rel = [p.relative_to(tmp_path).as_posix() for p in found]
-    assert rel == ["a.jsonl", "b/a.txt", "b/z.md", "c.html", "d.TXT", "skip.pdf"]
+    assert rel == ["a.jsonl", "b/a.txt", "b/z.md", "c.html", "d.TXT", "e.PDF", "f.docx", "skip.odt"]
 
 
 # --- default corpus -----------------------------------------------------------------------

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +17,7 @@ from langchain_chroma import Chroma
 from vectorstore.loaders import LoadedDocument
 from vectorstore.pending import abandon_run, clear_pending, mark_pending, new_run_id, shorten
 from vectorstore.records import chunk_id, delete_sources
+from vectorstore.scope import NO_LABELS, ScopeLabels
 from vectorstore.sources import OPERATOR
 from vectorstore.store import StoreError
 
@@ -99,7 +100,8 @@ class ChunkBatches:
     """Gathers documents' chunks into batches of ``batch_size`` and writes each full one.
 
     ``on_flush`` is called after each written batch as ``(chunks_in_batch, chunks_written)``;
-    ``written_by`` is recorded on every chunk as its ``writer`` (see :mod:`vectorstore.records`).
+    ``written_by`` is recorded on every chunk as its ``writer`` (see :mod:`vectorstore.records`),
+    and ``scope``'s labels too (see :mod:`vectorstore.scope`).
     """
 
     def __init__(
@@ -108,16 +110,27 @@ class ChunkBatches:
         batch_size: int,
         on_flush: Callable[[int, int], None],
         written_by: str = OPERATOR,
+        scope: ScopeLabels = NO_LABELS,
     ) -> None:
         self.writer = writer
         self.batch_size = batch_size
         self.on_flush = on_flush
         self.written_by = written_by
+        self.scope = scope
         self.batch = ChunkBatch()
         self.written = 0
 
-    def add(self, doc: LoadedDocument, chunks: list[str]) -> None:
-        """Queue the document's chunks, writing every batch that fills up."""
+    def add(
+        self,
+        doc: LoadedDocument,
+        chunks: list[str],
+        locations: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        """Queue the document's chunks, writing every batch that fills up.
+
+        ``locations`` are the chunks' location metadata (page, slide, ``location``...), one
+        per chunk, when the document has sections.
+        """
         base: dict[str, Any] = {
             "source": doc.source,
             "sha256": doc.sha256,
@@ -127,11 +140,13 @@ class ChunkBatches:
             base["title"] = doc.title
         if doc.file:
             base["file"] = doc.file
+        base.update(self.scope.metadata(doc))
         # Chunk 0 goes last: it is the document's record (see vectorstore.records).
         for index in [*range(1, len(chunks)), 0]:
             self.batch.ids.append(chunk_id(doc.source, index))
             self.batch.texts.append(chunks[index])
-            self.batch.metadatas.append({**base, "chunk": index})
+            where = locations[index] if index < len(locations) else {}
+            self.batch.metadatas.append({**where, **base, "chunk": index})
             if len(self.batch) >= self.batch_size:
                 self.flush()
 

@@ -35,6 +35,8 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 from tqdm import tqdm
 
 from vectorstore.chunk_writer import ChunkBatches, ChunkWriter
+from vectorstore.documents import MetadataValue
+from vectorstore.lexical_store import refresh_lexical_index
 from vectorstore.loaders import (
     LoadedDocument,
     LoaderError,
@@ -54,6 +56,7 @@ from vectorstore.records import (
 )
 from vectorstore.removal import prune_missing, remove_sources
 from vectorstore.report import IngestReport
+from vectorstore.scope import NO_LABELS, ScopeLabels, relabel_unchanged
 from vectorstore.sources import OPERATOR, OPERATOR_WRITER, Writer, writer_of
 from vectorstore.store import StoreError
 
@@ -66,6 +69,7 @@ __all__ = [
     "ingest_paths",
     "prune_missing",
     "remove_sources",
+    "split_document",
     "split_text",
 ]
 
@@ -107,6 +111,28 @@ def split_text(text: str, chunk_size: int = 1000, chunk_overlap: int = 100) -> l
     return [c for c in _splitter(chunk_size, chunk_overlap).split_text(text) if c.strip()]
 
 
+def split_document(
+    doc: LoadedDocument, splitter: RecursiveCharacterTextSplitter
+) -> tuple[list[str], list[dict[str, MetadataValue]]]:
+    """The document's non-blank chunks, and each chunk's location metadata.
+
+    Each section is split on its own (no chunk spans two pages, slides or sheets), and its
+    chunks carry its location fields (:meth:`~vectorstore.documents.Section.metadata`); a
+    document without sections is split whole, without location.
+    """
+    chunks: list[str] = []
+    locations: list[dict[str, MetadataValue]] = []
+    for section in doc.parts():
+        if not section.text.strip():
+            continue
+        fields = section.metadata()
+        for chunk in splitter.split_text(section.text):
+            if chunk.strip():
+                chunks.append(chunk)
+                locations.append(fields)
+    return chunks, locations
+
+
 @dataclass(frozen=True)
 class _WriteOptions:
     """How documents are chunked and written (see :func:`ingest_documents` for each field)."""
@@ -116,6 +142,7 @@ class _WriteOptions:
     batch_size: int
     on_progress: ChunkProgress | None
     writer: Writer = OPERATOR_WRITER
+    scope: ScopeLabels = NO_LABELS
 
 
 @dataclass(frozen=True)
@@ -125,6 +152,8 @@ class _Planned:
     doc: LoadedDocument
     chunks: list[str]
     exists: bool
+    locations: list[dict[str, MetadataValue]]
+    """Each chunk's location metadata (empty dicts for a document without sections)."""
 
 
 def _unique(docs: Iterable[LoadedDocument]) -> dict[str, LoadedDocument]:
@@ -167,12 +196,11 @@ def _plan(
             logger.warning("%s", refusal)
             report.failed.append((doc.source, refusal))
             continue
-        text = doc.text if doc.text.strip() else ""
-        chunks = [c for c in options.splitter.split_text(text) if c.strip()] if text else []
+        chunks, locations = split_document(doc, options.splitter)
         if not chunks:
             report.failed.append((doc.source, f"{doc.source}: no text to index (empty document)"))
             continue
-        plan.append(_Planned(doc, chunks, previous is not None))
+        plan.append(_Planned(doc, chunks, previous is not None, locations))
     return plan
 
 
@@ -206,6 +234,8 @@ def _write_documents(
     # Plan first so the progress bar knows how many chunks will be embedded.
     plan = _plan(report, unique.values(), stored, options)
     _take_over(store, report.skipped, stored, options.writer)
+    unchanged = [unique[source] for source in report.skipped if source in unique]
+    relabel_unchanged(report, store, unchanged, options.scope, options.writer)
     total = sum(len(planned.chunks) for planned in plan)
     writer = ChunkWriter(store)
     if options.on_progress is not None:
@@ -225,11 +255,13 @@ def _write_documents(
             if options.on_progress is not None:
                 options.on_progress(written, total)
 
-        batches = ChunkBatches(writer, options.batch_size, flushed, options.writer.name)
+        batches = ChunkBatches(
+            writer, options.batch_size, flushed, options.writer.name, options.scope
+        )
         try:
             for planned in plan:
                 (report.replaced if planned.exists else report.added).append(planned.doc.source)
-                batches.add(planned.doc, planned.chunks)
+                batches.add(planned.doc, planned.chunks, planned.locations)
             batches.flush()
         except BaseException:
             writer.abandon()
@@ -253,6 +285,8 @@ def _write_under_lock(
         _write_documents(report, docs, store, options)
         if then is not None:
             then()
+        if report.added or report.replaced or report.removed:
+            refresh_lexical_index(store)
     logger.info("ingestion: %s", report.summary())
     return report
 
@@ -307,6 +341,7 @@ def ingest_documents(
     batch_size: int = EMBED_BATCH_SIZE,
     on_progress: ChunkProgress | None = None,
     writer: Writer = OPERATOR_WRITER,
+    tags: Sequence[str] = (),
 ) -> IngestReport:
     """Chunk, embed and store documents; unchanged documents are skipped.
 
@@ -323,16 +358,19 @@ def ingest_documents(
         on_progress: Called with ``(chunks_written, chunks_to_write)`` after each batch.
         writer: Who is writing (recorded on every chunk), and what it may replace (see the
             module).
+        tags: Recorded on every chunk, for scoped search (see :mod:`vectorstore.scope`); an
+            unchanged document gets them without being embedded again.
 
     Returns:
-        What was added, skipped, replaced or failed.
+        What was added, skipped, replaced, relabelled or failed.
 
     Raises:
         StoreError: The store cannot be read or written (or is read-only).
-        ValueError: Invalid chunking parameters.
+        ValueError: Invalid chunking parameters or tags.
     """
+    scope = ScopeLabels.given(tags)
     options = _WriteOptions(
-        _splitter(chunk_size, chunk_overlap), progress, batch_size, on_progress, writer
+        _splitter(chunk_size, chunk_overlap), progress, batch_size, on_progress, writer, scope
     )
     return _write_under_lock(IngestReport(), docs, store, options)
 
@@ -392,6 +430,7 @@ def ingest_paths(
     root: str | Path | None = None,
     prune: bool = False,
     writer: Writer = OPERATOR_WRITER,
+    tags: Sequence[str] = (),
 ) -> IngestReport:
     """Ingest files and directories (searched recursively) into the store.
 
@@ -413,21 +452,21 @@ def ingest_paths(
             (see :func:`prune_missing`); the operator's alone.
         writer: Who is writing (recorded on every chunk), and what it may replace or remove
             (see the module).
+        tags: As for :func:`ingest_documents`.
 
     Returns:
         What was added, skipped, replaced, removed or failed.
 
     Raises:
         StoreError: The store cannot be read or written (or is read-only).
-        ValueError: Invalid chunking parameters, or ``prune`` asked of a writer other than the
-            operator.
+        ValueError: Invalid chunking parameters or tags, or ``prune`` asked of a writer other
+            than the operator.
     """
     if prune and writer.name != OPERATOR:
         raise ValueError("pruning is for the operator only (crag ingest --prune)")
-    # The splitter first: bad chunking parameters fail fast, before loading.
-    options = _WriteOptions(
-        _splitter(chunk_size, chunk_overlap), progress, batch_size, on_progress, writer
-    )
+    # The splitter and tags first: bad chunking parameters or tags fail fast, before loading.
+    splitter, scope = _splitter(chunk_size, chunk_overlap), ScopeLabels.given(tags, files=True)
+    options = _WriteOptions(splitter, progress, batch_size, on_progress, writer, scope)
     base = Path(root).expanduser().resolve() if root is not None else None
     report = IngestReport()
     docs, multi_files = _load_paths(paths, base, report)

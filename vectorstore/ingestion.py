@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.embeddings import Embeddings
 
 from graph.context import Context, IngestContext
+from graph.scope_settings import check_tags
 from vectorstore.sources import OPERATOR_WRITER, Writer
 
 if TYPE_CHECKING:
@@ -100,6 +101,7 @@ def ingest_into_store(
     progress: bool = True,
     on_progress: ChunkProgress | None = None,
     writer: Writer = OPERATOR_WRITER,
+    tags: Sequence[str] = (),
 ) -> IngestReport:
     """Ingest files, directories and inline documents into the configured store.
 
@@ -119,13 +121,17 @@ def ingest_into_store(
             (files first, then inline documents).
         writer: Who writes: the operator (the default: anything may be replaced) or a served
             run (see :mod:`vectorstore.ingest`).
+        tags: Tags for every document given, for scoped search (:mod:`vectorstore.scope`); a
+            document's tags are those of its latest ingestion (an unchanged one is relabelled
+            without being embedded again).
 
     Returns:
-        One report for files and documents: added, skipped, replaced, removed, failed, chunks.
+        One report for files and documents: added, skipped, replaced, relabelled, removed,
+        failed, chunks.
 
     Raises:
         StoreError: The store cannot be opened, read or written, or is read-only.
-        ValueError: Invalid chunking parameters.
+        ValueError: Invalid chunking parameters or tags.
     """
     from vectorstore.ingest import IngestReport, ingest_documents, ingest_paths
 
@@ -135,6 +141,7 @@ def ingest_into_store(
         "progress": progress,
         "on_progress": on_progress,
         "writer": writer,
+        "tags": check_tags(tags),
         **_chunking(settings),
     }
     store = open_configured_store(settings, create=True, writable=True)

@@ -1,33 +1,61 @@
-"""Read documents from disk: plain text, Markdown, HTML and JSON Lines.
+"""Read documents from disk: text, Markdown, HTML, JSON Lines, CSV, PDF, Office, EPUB.
+
+This module picks the reader by the file's extension (the readers of binary formats are in
+:mod:`vectorstore.formats`). A file is one document, except a JSON Lines file (one per line);
+a document may carry sections with their locations (pages, slides, sheet rows, heading paths:
+see :class:`~vectorstore.documents.Section`) that chunks and citations keep.
 
 Every failure (unreadable file, not a regular file, a symbolic link loop, a path with a NUL
 character, bytes that are not UTF-8 or not text at all, unsupported extension, malformed JSON
-line) raises :class:`LoaderError` with a message naming the file and what to do.
+line, an encrypted, scanned or damaged PDF, a password-protected or damaged Office file)
+raises :class:`LoaderError` with a message naming the file and what to do.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import importlib
 import json
 import logging
 import os
 import re
 import stat
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from bs4 import BeautifulSoup
+from vectorstore.documents import LoadedDocument, LoaderError, Section, join_sections
+
+__all__ = [
+    "SUPPORTED_EXTENSIONS",
+    "LoadedDocument",
+    "LoaderError",
+    "Section",
+    "iter_paths",
+    "load_file",
+    "not_text_reason",
+    "real_path",
+]
 
 logger = logging.getLogger(__name__)
 
-TEXT_EXTENSIONS = frozenset({".txt", ".md"})
+TEXT_EXTENSIONS = frozenset({".txt"})
+MARKDOWN_EXTENSIONS = frozenset({".md"})
 HTML_EXTENSIONS = frozenset({".html", ".htm"})
 JSONL_EXTENSIONS = frozenset({".jsonl"})
+CSV_EXTENSIONS = frozenset({".csv"})
+BINARY_EXTENSIONS = frozenset({".pdf", ".docx", ".pptx", ".xlsx", ".epub"})
+"""Formats read from bytes by a reader of :mod:`vectorstore.formats`."""
 SUPPORTED_EXTENSIONS: tuple[str, ...] = tuple(
-    sorted(TEXT_EXTENSIONS | HTML_EXTENSIONS | JSONL_EXTENSIONS)
+    sorted(
+        TEXT_EXTENSIONS
+        | MARKDOWN_EXTENSIONS
+        | HTML_EXTENSIONS
+        | JSONL_EXTENSIONS
+        | CSV_EXTENSIONS
+        | BINARY_EXTENSIONS
+    )
 )
 """File extensions :func:`load_file` understands (lower case, with the dot)."""
 
@@ -39,66 +67,13 @@ BINARY_CONTROL_SHARE = 0.1
 is binary data, not text. Real text has almost none; ANSI colour codes stay far below it."""
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
-_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
-_DROPPED_TAGS = ("script", "style", "nav", "header", "footer", "noscript", "template")
-_BLOCK_TAGS = (
-    "address",
-    "article",
-    "aside",
-    "blockquote",
-    "br",
-    "caption",
-    "dd",
-    "div",
-    "dl",
-    "dt",
-    "figcaption",
-    "figure",
-    "form",
-    "h1",
-    "h2",
-    "h3",
-    "h4",
-    "h5",
-    "h6",
-    "hr",
-    "li",
-    "main",
-    "ol",
-    "p",
-    "pre",
-    "section",
-    "table",
-    "td",
-    "th",
-    "tr",
-    "ul",
-)
-
-
-class LoaderError(ValueError):
-    """A file cannot be turned into documents."""
-
-
-@dataclass(frozen=True)
-class LoadedDocument:
-    """One document ready for chunking.
-
-    Attributes:
-        source: Absolute path of the file (``path#lineN`` for a JSON line, ``wikipedia:Title``
-            for the bundled corpus).
-        text: The document text.
-        sha256: Hex SHA-256 of the raw bytes the document came from (detects changes).
-        title: The document title when the format has one.
-        file: Absolute path of the file holding several documents (JSON Lines), so that lines
-            removed from the file can be removed from the store.
-    """
-
-    source: str
-    text: str
-    sha256: str
-    title: str | None = None
-    file: str | None = None
+_READERS: dict[str, tuple[str, str]] = {
+    ".pdf": ("vectorstore.formats.pdf", "read_pdf"),
+    ".docx": ("vectorstore.formats.docx", "read_docx"),
+    ".pptx": ("vectorstore.formats.pptx", "read_pptx"),
+    ".xlsx": ("vectorstore.formats.spreadsheet", "read_xlsx"),
+}
+"""Module and function reading each binary format but EPUB (which also gives a title)."""
 
 
 def _sha256(data: bytes) -> str:
@@ -192,25 +167,6 @@ def not_text_reason(text: str) -> str | None:
     return None
 
 
-def _html_to_text(markup: str) -> tuple[str, str | None]:
-    """Return the visible text of an HTML page (blocks separated by blank lines) and its title."""
-    soup = BeautifulSoup(markup, "html.parser")
-    title_tag = soup.find("title")
-    title = " ".join(title_tag.get_text(" ").split()) if title_tag is not None else ""
-    for tag in soup.find_all(["title", *_DROPPED_TAGS]):
-        tag.decompose()
-    root = soup.body or soup
-    # Mark block boundaries, then let inline markup (<b>, <a>, ...) flow into its paragraph.
-    for element in root.find_all(_BLOCK_TAGS):
-        element.insert_before("\n\n")
-        element.insert_after("\n\n")
-    blocks = (" ".join(block.split()) for block in _PARAGRAPH_BREAK.split(root.get_text()))
-    body = "\n\n".join(block for block in blocks if block)
-    if title and not body.startswith(title):
-        body = f"{title}\n\n{body}" if body else title
-    return body, title or None
-
-
 def _jsonl_documents(data: bytes, path: Path, source: str) -> list[LoadedDocument]:
     docs: list[LoadedDocument] = []
     content = _decode(data, path)
@@ -249,19 +205,54 @@ def _jsonl_documents(data: bytes, path: Path, source: str) -> list[LoadedDocumen
     return docs
 
 
+def _read_binary(suffix: str, data: bytes, path: Path) -> tuple[list[Section], str | None]:
+    """The sections (and title) of a PDF, Office or EPUB file, by its reader.
+
+    The readers are imported on first use: their libraries take a while to import.
+    """
+    if suffix == ".epub":
+        from vectorstore.formats.epub import read_epub
+
+        book = read_epub(data, path)
+        return book.sections, book.title
+    module, name = _READERS[suffix]
+    reader: Callable[[bytes, Path], list[Section]] = getattr(importlib.import_module(module), name)
+    return reader(data, path), None
+
+
+def _text_sections(suffix: str, text: str, path: Path) -> tuple[str, str | None, list[Section]]:
+    """The text, title and sections of a text file (no sections: plain text)."""
+    from vectorstore.formats.markup import html_text, markdown_sections
+    from vectorstore.formats.spreadsheet import read_csv
+
+    if suffix in HTML_EXTENSIONS:
+        page = html_text(text)
+        return page.text, page.title, page.sections
+    if suffix in MARKDOWN_EXTENSIONS:
+        return text, None, markdown_sections(text)
+    if suffix in CSV_EXTENSIONS:
+        sections = read_csv(text, path)
+        return join_sections(sections), None, sections
+    return text, None, []
+
+
 def load_file(path: Path) -> list[LoadedDocument]:
     """Load one file into documents (one per file, one per line for JSON Lines).
 
     Args:
-        path: A ``.txt``, ``.md``, ``.html``/``.htm`` or ``.jsonl`` file.
+        path: A file with one of :data:`SUPPORTED_EXTENSIONS`.
 
     Returns:
-        The documents; ``source`` is the absolute path (``path#lineN`` for JSON lines).
+        The documents; ``source`` is the absolute path (``path#lineN`` for JSON lines). A
+        document's sections carry their locations (PDF pages, slides, sheets and rows,
+        heading paths); a text file without headings has none.
 
     Raises:
         LoaderError: The file is missing or unreadable, not a regular file (a FIFO, socket or
             device, which is never opened), a symbolic link loop, not UTF-8, binary data, of an
-            unsupported type, or a JSON line is malformed; or the path has a NUL character.
+            unsupported type, a JSON line is malformed, or the path has a NUL character; a PDF
+            is encrypted, scanned (no text layer) or damaged; an Office file or e-book is
+            password-protected or damaged.
     """
     path = Path(path)
     _check_name(path)
@@ -275,14 +266,22 @@ def load_file(path: Path) -> list[LoadedDocument]:
     source = str(path.expanduser().absolute())
     if suffix in JSONL_EXTENSIONS:
         return _jsonl_documents(data, path, source)
-    text = _decode(data, path)
-    reason = not_text_reason(text)
-    if reason is not None:
-        raise LoaderError(f"{path}: {reason}")
-    title: str | None = None
-    if suffix in HTML_EXTENSIONS:
-        text, title = _html_to_text(text)
-    return [LoadedDocument(source=source, text=text.strip(), sha256=_sha256(data), title=title)]
+    if suffix in BINARY_EXTENSIONS:
+        sections, title = _read_binary(suffix, data, path)
+        text = join_sections(sections)
+    else:
+        text = _decode(data, path)
+        reason = not_text_reason(text)
+        if reason is not None:
+            raise LoaderError(f"{path}: {reason}")
+        text, title, sections = _text_sections(suffix, text, path)
+    # Sections without a location say nothing the text does not: plain text stays one piece.
+    located = tuple(sections) if any(s.location for s in sections) else ()
+    return [
+        LoadedDocument(
+            source=source, text=text.strip(), sha256=_sha256(data), title=title, sections=located
+        )
+    ]
 
 
 def iter_paths(paths: Iterable[str | Path]) -> list[Path]:

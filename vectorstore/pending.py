@@ -25,6 +25,7 @@ from typing import Any
 
 from langchain_chroma import Chroma
 
+from vectorstore.lexical_store import refresh_lexical_index
 from vectorstore.records import delete_sources, stored_hashes
 from vectorstore.store import StoreError
 
@@ -125,6 +126,7 @@ def repair_interrupted(store: Chroma, *, exclusive: bool) -> list[str]:
     removed = remove_incomplete(store, sources)
     _write(store, dict.fromkeys(abandoned))
     if removed:
+        refresh_lexical_index(store)
         logger.warning(
             "removed the partial chunks of %d document(s) an interrupted ingestion left: %s",
             len(removed),
@@ -151,4 +153,6 @@ def abandon_run(store: Chroma, run_id: str) -> list[str]:
     parsed = _parse(value)
     removed = remove_incomplete(store, parsed[1]) if parsed is not None else []
     clear_pending(store, run_id)
+    if removed:
+        refresh_lexical_index(store)
     return removed

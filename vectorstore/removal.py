@@ -13,6 +13,7 @@ from pathlib import Path
 
 from langchain_chroma import Chroma
 
+from vectorstore.lexical_store import refresh_lexical_index
 from vectorstore.locking import store_write_lock
 from vectorstore.pending import repair_interrupted, shorten
 from vectorstore.records import delete_sources
@@ -83,6 +84,8 @@ def prune_missing(store: Chroma, paths: Sequence[str | Path]) -> list[str]:
             and _gone(file)
         )
         delete_sources(store, gone, "documents whose files are gone")
+        if gone:
+            refresh_lexical_index(store)
     if gone:
         logger.info("pruned %d documents whose files are gone: %s", len(gone), shorten(gone))
     return gone
@@ -120,5 +123,7 @@ def remove_sources(store: Chroma, sources: Sequence[str]) -> IngestReport:
             chosen |= matched
         report.removed = sorted(chosen)
         delete_sources(store, report.removed, "the documents to remove")
+        if report.removed:
+            refresh_lexical_index(store)
     logger.info("removed %d documents", len(report.removed))
     return report

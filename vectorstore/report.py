@@ -19,6 +19,9 @@ class IngestReport:
         chunks_added: Chunks embedded and written.
         removed: Sources deleted: gone from a re-ingested JSON Lines file, their file gone
             (pruning), or removed on request.
+        relabelled: Unchanged sources (also in ``skipped``) whose scope labels (tags, file
+            type, folders) were updated in place, nothing embedded (see
+            :mod:`vectorstore.scope`).
     """
 
     added: list[str] = field(default_factory=list)
@@ -27,6 +30,7 @@ class IngestReport:
     failed: list[tuple[str, str]] = field(default_factory=list)
     chunks_added: int = 0
     removed: list[str] = field(default_factory=list)
+    relabelled: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -40,6 +44,7 @@ class IngestReport:
         self.replaced += other.replaced
         self.failed += other.failed
         self.removed += other.removed
+        self.relabelled += other.relabelled
         self.chunks_added += other.chunks_added
 
     def summary(self) -> str:
@@ -52,5 +57,7 @@ class IngestReport:
         ]
         if self.removed:
             parts.append(f"{len(self.removed)} removed")
+        if self.relabelled:
+            parts.append(f"{len(self.relabelled)} relabelled")
         chunks = "chunk" if self.chunks_added == 1 else "chunks"
         return f"{', '.join(parts)} ({self.chunks_added} {chunks} embedded)"

@@ -1,0 +1,63 @@
+"""PowerPoint (.pptx): one section per slide, its shapes' text, tables and speaker notes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pptx
+from pptx.enum.shapes import MSO_SHAPE_TYPE
+
+from vectorstore.documents import LoaderError, Section
+from vectorstore.formats.common import clean_text, office_archive, table_row
+
+
+def read_pptx(data: bytes, path: Path) -> list[Section]:
+    """One section per slide with text: ``slide`` (1-based), notes after "Notes:".
+
+    Raises:
+        LoaderError: The file is password-protected, not a valid .pptx, or has no text.
+    """
+    stream = office_archive(data, path, ".pptx")
+    try:
+        presentation = pptx.Presentation(stream)
+        sections = [
+            Section(text, slide=number)
+            for number, slide in enumerate(presentation.slides, start=1)
+            if (text := _slide_text(slide))
+        ]
+    except Exception as exc:  # python-pptx raises many types for damaged files
+        raise LoaderError(f"{path}: not a valid .pptx file ({type(exc).__name__}: {exc})") from exc
+    if not sections:
+        raise LoaderError(f"{path}: no text on any slide")
+    return sections
+
+
+def _slide_text(slide: Any) -> str:
+    """The slide's text: its shapes in order, then its speaker notes."""
+    blocks = [text for shape in _shapes(slide.shapes) if (text := _shape_text(shape))]
+    if slide.has_notes_slide:
+        frame = slide.notes_slide.notes_text_frame
+        notes = clean_text(frame.text) if frame is not None else ""
+        if notes:
+            blocks.append(f"Notes: {notes}")
+    return "\n\n".join(blocks)
+
+
+def _shapes(shapes: Iterable[Any]) -> Iterator[Any]:
+    """The shapes, with the members of group shapes in their place."""
+    for shape in shapes:
+        if shape.shape_type == MSO_SHAPE_TYPE.GROUP:
+            yield from _shapes(shape.shapes)
+        else:
+            yield shape
+
+
+def _shape_text(shape: Any) -> str:
+    if getattr(shape, "has_table", False):
+        rows = [table_row([clean_text(c.text) for c in row.cells]) for row in shape.table.rows]
+        return "\n".join(row for row in rows if row)
+    if getattr(shape, "has_text_frame", False):
+        return clean_text(shape.text_frame.text)
+    return ""

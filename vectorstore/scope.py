@@ -1,0 +1,206 @@
+"""Scope labels on stored chunks, and the Chroma filter of a scoped search.
+
+Every chunk written records where its document comes from, so that a run may search part of
+the store (settings ``scope_tags``, ``scope_folder``, ``scope_file_types``):
+
+* ``file_type``: the file's extension in lower case without the dot (``"pdf"``, ``"md"``,
+  ``"jsonl"``), ``"wikipedia"`` for the bundled corpus, ``"inline"`` for documents given as
+  text (the served ingest graph's ``documents``, the Python API's ``documents=``);
+* ``folders``: every folder above the file, as absolute paths (the root included), so that
+  ``{"folders": {"$contains": "/srv/docs"}}`` finds everything ingested from under
+  ``/srv/docs``; files only;
+* ``tags``: the tags given at ingestion (``crag ingest --tag NAME``); absent when none, as
+  Chroma refuses an empty list.
+
+Chunks stored before these labels existed have none, so a scoped search does not find them
+(an unscoped one still does). Ingesting the same files again labels them: an unchanged
+document is not embedded again, its labels are updated in place (:func:`relabel_unchanged`),
+and so are its tags when they differ: a document's tags are those of its latest ingestion.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
+
+from graph.scope_settings import check_tags
+from vectorstore.records import LOOKUP_BATCH_SIZE, chunk_id
+from vectorstore.sources import SOURCE_PREFIX, Writer, writer_of
+from vectorstore.store import StoreError
+
+if TYPE_CHECKING:
+    from langchain_chroma import Chroma
+
+    from graph.context import Context
+    from vectorstore.documents import LoadedDocument
+    from vectorstore.report import IngestReport
+
+logger = logging.getLogger(__name__)
+
+SCOPE_KEYS: tuple[str, ...] = ("file_type", "folders", "tags")
+"""The chunk metadata a scoped search filters on."""
+WIKIPEDIA_TYPE = "wikipedia"
+"""The ``file_type`` of the bundled Wikipedia summaries."""
+INLINE_TYPE = "inline"
+"""The ``file_type`` of a document given as text rather than read from a file."""
+
+
+@dataclass(frozen=True)
+class ScopeLabels:
+    """What one ingestion records on its chunks besides their text: tags, and file or not.
+
+    Attributes:
+        tags: The tags given at ingestion (checked: :func:`graph.scope_settings.check_tags`).
+        files: The documents were read from files (``source`` or ``file`` is their path).
+    """
+
+    tags: tuple[str, ...] = ()
+    files: bool = False
+
+    @classmethod
+    def given(cls, tags: Iterable[str] = (), *, files: bool = False) -> ScopeLabels:
+        """Labels with ``tags`` checked.
+
+        Raises:
+            ValueError: a tag is empty, too long, not printable or has a comma.
+        """
+        return cls(tuple(check_tags(tags)), files)
+
+    def metadata(self, doc: LoadedDocument) -> dict[str, Any]:
+        """The scope metadata of ``doc``'s chunks (:func:`scope_metadata`)."""
+        return scope_metadata(doc, self.tags, files=self.files)
+
+
+NO_LABELS = ScopeLabels()
+"""No tags, not from files (documents given as text, the bundled corpus)."""
+
+
+def scope_metadata(
+    doc: LoadedDocument, tags: Sequence[str] = (), *, files: bool = False
+) -> dict[str, Any]:
+    """``file_type``, ``folders`` (files only) and ``tags`` (when any) of ``doc``'s chunks."""
+    labels: dict[str, Any] = {}
+    if files:
+        path = PurePath(os.path.normpath(doc.file or doc.source))
+        kind = path.suffix.lower().removeprefix(".")
+        if kind:
+            labels["file_type"] = kind
+        labels["folders"] = [str(folder) for folder in path.parents]
+    else:
+        labels["file_type"] = (
+            WIKIPEDIA_TYPE if doc.source.startswith(SOURCE_PREFIX) else INLINE_TYPE
+        )
+    if tags:
+        labels["tags"] = list(tags)
+    return labels
+
+
+def scope_filter(context: Context) -> dict[str, Any] | None:
+    """The Chroma ``where`` of the run's scope; ``None`` when the run searches everything.
+
+    Tags: any of them; folder: the folder or below; file types: any of them. The scopes set
+    combine (``$and``).
+    """
+    clauses: list[dict[str, Any]] = []
+    if context.scope_tags:
+        tagged = [{"tags": {"$contains": tag}} for tag in context.scope_tags]
+        clauses.append(tagged[0] if len(tagged) == 1 else {"$or": tagged})
+    if context.scope_folder:
+        clauses.append({"folders": {"$contains": context.scope_folder}})
+    if context.scope_file_types:
+        kinds = context.scope_file_types
+        clauses.append({"file_type": {"$eq": kinds[0]} if len(kinds) == 1 else {"$in": kinds}})
+    if not clauses:
+        return None
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def describe_scope(context: Context) -> str:
+    """The run's scope in words (``tags a, b; folder /srv/docs``); empty when none is set."""
+    parts: list[str] = []
+    if context.scope_tags:
+        parts.append(f"tags {', '.join(context.scope_tags)}")
+    if context.scope_folder:
+        parts.append(f"folder {context.scope_folder}")
+    if context.scope_file_types:
+        parts.append(f"file types {', '.join(context.scope_file_types)}")
+    return "; ".join(parts)
+
+
+def _labels_of(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: metadata[key] for key in SCOPE_KEYS if metadata.get(key) is not None}
+
+
+def _stored_labels(store: Chroma, sources: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+    """``source -> chunk 0 metadata`` of the stored ``sources``."""
+    found: dict[str, Mapping[str, Any]] = {}
+    for start in range(0, len(sources), LOOKUP_BATCH_SIZE):
+        batch = sources[start : start + LOOKUP_BATCH_SIZE]
+        try:
+            result = store.get(ids=[chunk_id(s, 0) for s in batch], include=["metadatas"])
+        except Exception as exc:
+            raise StoreError(f"cannot read the vector store: {exc}") from exc
+        for meta in result.get("metadatas") or []:
+            if meta and isinstance(meta.get("source"), str):
+                found[meta["source"]] = meta
+    return found
+
+
+def set_labels(store: Chroma, labels: Mapping[str, dict[str, Any]]) -> None:
+    """Record ``source -> scope labels`` on every chunk of each source; nothing is embedded.
+
+    A label key absent from a source's labels is removed from its chunks.
+    """
+    sources = list(labels)
+    for start in range(0, len(sources), LOOKUP_BATCH_SIZE):
+        where: dict[str, Any] = {"source": {"$in": sources[start : start + LOOKUP_BATCH_SIZE]}}
+        try:
+            found = store.get(where=where, include=["metadatas"])
+            patches: list[Mapping[str, Any]] = [
+                {key: labels[str(meta["source"])].get(key) for key in SCOPE_KEYS}
+                for meta in found["metadatas"] or []
+            ]
+            if found["ids"]:
+                store._collection.update(ids=found["ids"], metadatas=patches)
+        except Exception as exc:
+            raise StoreError(f"cannot update the scope labels of documents: {exc}") from exc
+
+
+def relabel_unchanged(
+    report: IngestReport,
+    store: Chroma,
+    docs: Sequence[LoadedDocument],
+    labels: ScopeLabels,
+    writer: Writer,
+) -> None:
+    """Update the scope labels of unchanged (skipped) ``docs`` where they differ, in place.
+
+    Those relabelled go to ``report.relabelled``. A document ``writer`` may not replace keeps
+    its labels; when the tags asked for differ from its own, it moves from ``skipped`` to
+    ``failed`` with the reason.
+    """
+    from vectorstore.ingest import REPLACE_SETTING  # ingest imports this module
+
+    wanted = {doc.source: labels.metadata(doc) for doc in docs}
+    changed: dict[str, dict[str, Any]] = {}
+    for source, meta in _stored_labels(store, list(wanted)).items():
+        if _labels_of(meta) == wanted[source]:
+            continue
+        if not writer.refuses(writer_of(meta)):
+            changed[source] = wanted[source]
+        elif meta.get("tags") != wanted[source].get("tags"):
+            message = (
+                f"{source}: unchanged, but stored with other tags; this server does not let runs "
+                f"change them ({REPLACE_SETTING})"
+            )
+            logger.warning("%s", message)
+            report.skipped.remove(source)
+            report.failed.append((source, message))
+    if changed:
+        set_labels(store, changed)
+        report.relabelled.extend(changed)
+        logger.info("scope labels updated (nothing embedded): %d documents", len(changed))
