@@ -15,6 +15,18 @@ from pypdf.constants import PageLabelStyle
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
 SAMPLES = Path(__file__).parent / "data" / "documents"
+
+ZEPHYR = "The Zephyr turbine produces 4.2 megawatts at a wind speed of twelve metres per second."
+QUESTION = "How many megawatts does the Zephyr turbine produce?"
+"""A question only the report PDF (:data:`PAGES`) answers."""
+PAGES = [
+    ["Wind energy report"],
+    ["Contents: turbines, maintenance."],
+    [ZEPHYR],
+    ["Maintenance of the gearbox is due every six months."],
+]
+"""The report PDF's pages (``write_pdf(..., roman_front=2)``): two front pages numbered i and ii,
+so the third page, which answers :data:`QUESTION`, is labelled 1."""
 """Real sample documents from other projects (see LICENSES.md there)."""
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -142,3 +143,18 @@ def corpus_documents() -> list[Document]:
             page_content=PHOTOSYNTHESIS, metadata={"source": "wikipedia:Photosynthesis", "chunk": 0}
         ),
     ]
+
+
+class CountingEmbeddings(Embeddings):
+    """Delegates to the real embedder and counts the texts it embeds."""
+
+    def __init__(self, inner: Embeddings) -> None:
+        self.inner = inner
+        self.documents = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.documents += len(texts)
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)

@@ -18,7 +18,15 @@ from app.cli import main
 from graph.builder import graph
 from graph.components import use_components
 from graph.context import Context
-from tests.document_factory import SAMPLES, write_docx, write_pdf, write_pptx
+from tests.document_factory import (
+    PAGES,
+    QUESTION,
+    SAMPLES,
+    ZEPHYR,
+    write_docx,
+    write_pdf,
+    write_pptx,
+)
 from tests.fakes import FakeComponents, FixedScoreEvaluator, ScriptedChatModel
 from vectorstore.embeddings import load_embeddings
 from vectorstore.ingest import IngestReport, chunk_id, ingest_paths
@@ -26,14 +34,6 @@ from vectorstore.store import open_store
 
 pytestmark = pytest.mark.integration
 
-ZEPHYR = "The Zephyr turbine produces 4.2 megawatts at a wind speed of twelve metres per second."
-QUESTION = "How many megawatts does the Zephyr turbine produce?"
-PAGES = [
-    ["Wind energy report"],
-    ["Contents: turbines, maintenance."],
-    [ZEPHYR],
-    ["Maintenance of the gearbox is due every six months."],
-]
 BROKEN = {
     "invalid.pdf": "not a readable PDF (startxref not found)",
     "encrypted.pdf": "encrypted PDF; it needs a password: save a decrypted copy",

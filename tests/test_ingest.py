@@ -22,6 +22,7 @@ from langchain_huggingface import HuggingFaceEmbeddings
 from graph.context import IngestContext
 from graph.ingest_graph import InvalidIngestInputError
 from graph.ingest_graph import graph as ingest_graph
+from tests.fakes import CountingEmbeddings
 from tests.hash_embeddings import HashEmbeddings
 from vectorstore.embeddings import load_embeddings
 from vectorstore.ingest import (
@@ -49,21 +50,6 @@ PENGUINS = (
     "Emperor penguins live in Antarctica. They huddle together against the winter wind, and "
     "the males keep the eggs warm on their feet for about two months."
 )
-
-
-class CountingEmbeddings(Embeddings):
-    """Delegates to the real embedder and counts the texts it embeds."""
-
-    def __init__(self, inner: Embeddings) -> None:
-        self.inner = inner
-        self.documents = 0
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        self.documents += len(texts)
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.inner.embed_query(text)
 
 
 @pytest.fixture(scope="module")

@@ -15,19 +15,10 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from tests.document_factory import SAMPLES, write_docx, write_pdf, write_pptx
+from tests.document_factory import PAGES, QUESTION, SAMPLES, write_docx, write_pdf, write_pptx
 from tests.websearch_server import WebsearchServer
 
 pytestmark = pytest.mark.integration
-
-ZEPHYR = "The Zephyr turbine produces 4.2 megawatts at a wind speed of twelve metres per second."
-PAGES = [
-    ["Wind energy report"],
-    ["Contents: turbines, maintenance."],
-    [ZEPHYR],
-    ["Maintenance of the gearbox is due every six months."],
-]
-"""The PDF's pages: two front pages numbered i and ii, so the third page is labelled 1."""
 
 
 def test_ingest_a_folder_then_ask_it_cites_the_pdf_page(
@@ -49,8 +40,7 @@ def test_ingest_a_folder_then_ask_it_cites_the_pdf_page(
     with WebsearchServer() as web:
         web_settings = ["--set", "search_provider=searxng", "--set", f"search_url={web.url}"]
         web_settings += ["--set", "allowed_hosts=127.0.0.1"]
-        question = "How many megawatts does the Zephyr turbine produce?"
-        assert main(["ask", "-q", "--store", store, *web_settings, question]) == 0
+        assert main(["ask", "-q", "--store", store, *web_settings, QUESTION]) == 0
     answer, sources = capsys.readouterr().out.split("Sources:\n")
     assert "4.2" in answer, answer
     assert f"{docs / 'report.pdf'}, p. 1" in sources, sources

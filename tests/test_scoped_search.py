@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from langchain_chroma import Chroma
-from langchain_core.embeddings import Embeddings
 from langchain_huggingface import HuggingFaceEmbeddings
 
 from app.settings import parse_settings
@@ -25,7 +24,7 @@ from graph.ingest_graph import InvalidIngestInputError
 from graph.ingest_graph import graph as ingest_graph
 from graph.run_context import RunContext
 from graph.scope_settings import MAX_TAG_CHARS, check_tags, normal_file_types, normal_folder
-from tests.fakes import FakeComponents, FixedScoreEvaluator, scripted_chat
+from tests.fakes import CountingEmbeddings, FakeComponents, FixedScoreEvaluator, scripted_chat
 from vectorstore.embeddings import load_embeddings
 from vectorstore.ingest import chunk_id, ingest_documents, ingest_paths
 from vectorstore.ingestion import inline_document
@@ -45,21 +44,6 @@ NEWS = {
     "office.txt": "A new office opened in Lisbon, with room for two hundred engineers.",
 }
 QUESTION = "How many days of paid leave do employees get?"
-
-
-class CountingEmbeddings(Embeddings):
-    """The real embedder, counting the documents it embeds."""
-
-    def __init__(self, inner: Embeddings) -> None:
-        self.inner = inner
-        self.documents = 0
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        self.documents += len(texts)
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.inner.embed_query(text)
 
 
 @pytest.fixture(scope="module")

@@ -235,7 +235,7 @@ def _write_documents(
     plan = _plan(report, unique.values(), stored, options)
     _take_over(store, report.skipped, stored, options.writer)
     unchanged = [unique[source] for source in report.skipped if source in unique]
-    relabel_unchanged(report, store, unchanged, options.scope, options.writer)
+    relabel_unchanged(report, store, unchanged, options.scope, options.writer, stored)
     total = sum(len(planned.chunks) for planned in plan)
     writer = ChunkWriter(store)
     if options.on_progress is not None:

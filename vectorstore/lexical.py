@@ -34,7 +34,7 @@ import bm25s
 import numpy as np
 
 from vectorstore.readonly import SQLITE_FILE
-from vectorstore.store import StoreError
+from vectorstore.records import scan_pages
 
 logger = logging.getLogger(__name__)
 # bm25s sets its own logger to DEBUG when imported; NOTSET hands the choice back to the
@@ -49,8 +49,6 @@ FORMAT = 1
 """The layout of :data:`META_FILE`; another is rebuilt."""
 SETTLE_SECONDS = 1.0
 """A state token whose file changed more recently than this is not recorded (see the module)."""
-_PAGE = 5000
-"""Chunks read from Chroma per request."""
 
 Token = tuple[int, ...]
 
@@ -151,17 +149,10 @@ def read_chunks(collection: Any) -> tuple[list[str], list[str]]:
     """
     ids: list[str] = []
     texts: list[str] = []
-    offset = 0
-    while True:
-        try:
-            page = collection.get(include=["documents"], limit=_PAGE, offset=offset)
-        except Exception as exc:
-            raise StoreError(f"cannot read the vector store's chunks: {exc}") from exc
+    for page in scan_pages(collection, ["documents"], "the vector store's chunks"):
         ids.extend(page["ids"])
         texts.extend(text or "" for text in page.get("documents") or [""] * len(page["ids"]))
-        if len(page["ids"]) < _PAGE:
-            return ids, texts
-        offset += _PAGE
+    return ids, texts
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:

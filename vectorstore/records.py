@@ -14,8 +14,8 @@ count as the operator's, so upgrading never hands an operator document to the se
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_chroma import Chroma
@@ -29,10 +29,12 @@ LOOKUP_BATCH_SIZE = 500
 
 @dataclass(frozen=True)
 class StoredRecord:
-    """What a stored document's chunk 0 says: its version and who wrote it."""
+    """What a stored document's chunk 0 says: its version, who wrote it, and all its metadata."""
 
     sha256: str
     writer: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Chunk 0's metadata as stored (its scope labels, for :mod:`vectorstore.scope`)."""
 
 
 def chunk_id(source: str, index: int) -> str:
@@ -51,7 +53,9 @@ def stored_records(store: Chroma, sources: Sequence[str]) -> dict[str, StoredRec
             raise StoreError(f"cannot read the vector store: {exc}") from exc
         for meta in result.get("metadatas") or []:
             if meta and isinstance(meta.get("source"), str):
-                found[meta["source"]] = StoredRecord(str(meta.get("sha256", "")), writer_of(meta))
+                found[meta["source"]] = StoredRecord(
+                    str(meta.get("sha256", "")), writer_of(meta), dict(meta)
+                )
     return found
 
 
@@ -70,17 +74,57 @@ def delete_sources(store: Chroma, sources: Sequence[str], what: str) -> None:
             raise StoreError(f"cannot delete the chunks of {what}: {exc}") from exc
 
 
-def set_writer(store: Chroma, sources: Sequence[str], writer: str) -> None:
-    """Record ``writer`` on every chunk of ``sources``; their text and vectors stay as they are."""
+def update_metadata(
+    store: Chroma,
+    sources: Sequence[str],
+    patch: Callable[[Mapping[str, Any]], Mapping[str, Any]],
+    what: str,
+) -> None:
+    """Give every chunk of ``sources`` the metadata ``patch`` makes of its own.
+
+    Nothing is embedded: text and vectors stay as they are. ``what`` names the change in errors.
+    """
     for start in range(0, len(sources), LOOKUP_BATCH_SIZE):
         batch = list(sources[start : start + LOOKUP_BATCH_SIZE])
         where: dict[str, Any] = {"source": {"$in": batch}}
         try:
             found = store.get(where=where, include=["metadatas"])
-            metadatas: list[Mapping[str, Any]] = [
-                {**(meta or {}), "writer": writer} for meta in found["metadatas"] or []
-            ]
             if found["ids"]:
+                metadatas = [patch(meta or {}) for meta in found["metadatas"] or []]
                 store._collection.update(ids=found["ids"], metadatas=metadatas)
         except Exception as exc:
-            raise StoreError(f"cannot record who stored {len(batch)} documents: {exc}") from exc
+            raise StoreError(f"cannot {what.format(count=len(batch))}: {exc}") from exc
+
+
+def set_writer(store: Chroma, sources: Sequence[str], writer: str) -> None:
+    """Record ``writer`` on every chunk of ``sources``; their text and vectors stay as they are."""
+    update_metadata(
+        store,
+        sources,
+        lambda meta: {**meta, "writer": writer},
+        "record who stored {count} documents",
+    )
+
+
+SCAN_PAGE_SIZE = 5000
+"""Chunks per Chroma call when a whole collection is read."""
+
+
+def scan_pages(
+    collection: Any, include: list[str], what: str, page_size: int = SCAN_PAGE_SIZE
+) -> Iterator[Mapping[str, Any]]:
+    """Every chunk of ``collection`` (a Chroma collection or store), one ``get`` page at a time.
+
+    Raises:
+        StoreError: A page cannot be read; ``what`` says what was being read.
+    """
+    offset = 0
+    while True:
+        try:
+            page = collection.get(include=include, limit=page_size, offset=offset)
+        except Exception as exc:
+            raise StoreError(f"cannot read {what}: {exc}") from exc
+        yield page
+        if len(page["ids"]) < page_size:
+            return
+        offset += page_size

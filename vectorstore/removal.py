@@ -16,32 +16,21 @@ from langchain_chroma import Chroma
 from vectorstore.lexical_store import refresh_lexical_index
 from vectorstore.locking import store_write_lock
 from vectorstore.pending import repair_interrupted, shorten
-from vectorstore.records import delete_sources
+from vectorstore.records import delete_sources, scan_pages
 from vectorstore.report import IngestReport
-from vectorstore.store import StoreError
 
 logger = logging.getLogger(__name__)
-
-_SCAN_PAGE = 5000
 
 
 def _stored_files(store: Chroma) -> dict[str, str]:
     """``source -> file it came from`` for every source of every stored chunk."""
     files: dict[str, str] = {}
-    offset = 0
-    while True:
-        try:
-            page = store.get(include=["metadatas"], limit=_SCAN_PAGE, offset=offset)
-        except Exception as exc:
-            raise StoreError(f"cannot read the vector store: {exc}") from exc
-        metadatas = page.get("metadatas") or []
-        for meta in metadatas:
+    for page in scan_pages(store, ["metadatas"], "the vector store"):
+        for meta in page.get("metadatas") or []:
             if meta and isinstance(meta.get("source"), str):
                 source = meta["source"]
                 files[source] = str(meta.get("file") or source)
-        if len(metadatas) < _SCAN_PAGE:
-            return files
-        offset += _SCAN_PAGE
+    return files
 
 
 def _gone(file: str) -> bool:

@@ -28,9 +28,8 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from graph.scope_settings import check_tags
-from vectorstore.records import LOOKUP_BATCH_SIZE, chunk_id
-from vectorstore.sources import SOURCE_PREFIX, Writer, writer_of
-from vectorstore.store import StoreError
+from vectorstore.records import StoredRecord, update_metadata
+from vectorstore.sources import SOURCE_PREFIX, Writer
 
 if TYPE_CHECKING:
     from langchain_chroma import Chroma
@@ -135,39 +134,17 @@ def _labels_of(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return {key: metadata[key] for key in SCOPE_KEYS if metadata.get(key) is not None}
 
 
-def _stored_labels(store: Chroma, sources: Sequence[str]) -> dict[str, Mapping[str, Any]]:
-    """``source -> chunk 0 metadata`` of the stored ``sources``."""
-    found: dict[str, Mapping[str, Any]] = {}
-    for start in range(0, len(sources), LOOKUP_BATCH_SIZE):
-        batch = sources[start : start + LOOKUP_BATCH_SIZE]
-        try:
-            result = store.get(ids=[chunk_id(s, 0) for s in batch], include=["metadatas"])
-        except Exception as exc:
-            raise StoreError(f"cannot read the vector store: {exc}") from exc
-        for meta in result.get("metadatas") or []:
-            if meta and isinstance(meta.get("source"), str):
-                found[meta["source"]] = meta
-    return found
-
-
 def set_labels(store: Chroma, labels: Mapping[str, dict[str, Any]]) -> None:
     """Record ``source -> scope labels`` on every chunk of each source; nothing is embedded.
 
     A label key absent from a source's labels is removed from its chunks.
     """
-    sources = list(labels)
-    for start in range(0, len(sources), LOOKUP_BATCH_SIZE):
-        where: dict[str, Any] = {"source": {"$in": sources[start : start + LOOKUP_BATCH_SIZE]}}
-        try:
-            found = store.get(where=where, include=["metadatas"])
-            patches: list[Mapping[str, Any]] = [
-                {key: labels[str(meta["source"])].get(key) for key in SCOPE_KEYS}
-                for meta in found["metadatas"] or []
-            ]
-            if found["ids"]:
-                store._collection.update(ids=found["ids"], metadatas=patches)
-        except Exception as exc:
-            raise StoreError(f"cannot update the scope labels of documents: {exc}") from exc
+    update_metadata(
+        store,
+        list(labels),
+        lambda meta: {key: labels[str(meta["source"])].get(key) for key in SCOPE_KEYS},
+        "update the scope labels of documents",
+    )
 
 
 def relabel_unchanged(
@@ -176,8 +153,12 @@ def relabel_unchanged(
     docs: Sequence[LoadedDocument],
     labels: ScopeLabels,
     writer: Writer,
+    stored: Mapping[str, StoredRecord],
 ) -> None:
     """Update the scope labels of unchanged (skipped) ``docs`` where they differ, in place.
+
+    ``stored`` holds what the store says of each document (:func:`~vectorstore.records.
+    stored_records`, read once by the ingestion for its plan).
 
     Those relabelled go to ``report.relabelled``. A document ``writer`` may not replace keeps
     its labels; when the tags asked for differ from its own, it moves from ``skipped`` to
@@ -187,10 +168,11 @@ def relabel_unchanged(
 
     wanted = {doc.source: labels.metadata(doc) for doc in docs}
     changed: dict[str, dict[str, Any]] = {}
-    for source, meta in _stored_labels(store, list(wanted)).items():
-        if _labels_of(meta) == wanted[source]:
+    for source, record in stored.items():
+        meta = record.metadata
+        if source not in wanted or _labels_of(meta) == wanted[source]:
             continue
-        if not writer.refuses(writer_of(meta)):
+        if not writer.refuses(record.writer):
             changed[source] = wanted[source]
         elif meta.get("tags") != wanted[source].get("tags"):
             message = (
