@@ -6,7 +6,7 @@
 #                                             $(JOBS) runs at once, generator batches of $(BATCH)
 #   make bench                                load test: runs at concurrency levels $(LEVELS) on a
 #                                             local server (RUNS=N: one level of N runs)
-#   make eval EVAL_ARGS="--limit 5"           the benchmark: CRAG vs RAG, ablations (crag eval)
+#   make eval EVAL_ARGS="--limit 5"           the benchmark: CRAG vs RAG, ablations (crag-bench eval)
 #   make dockerfile                           the LangGraph API server's Dockerfile (deploy/)
 Q ?= Who painted the Mona Lisa?
 PORT ?= 8123
@@ -37,7 +37,7 @@ ask: install
 lint:
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
-	.venv/bin/mypy
+	.venv/bin/python scripts/typecheck.py
 	.venv/bin/lint-imports
 
 test: install-dev lint
@@ -49,12 +49,12 @@ serve: install-dev
 		--n-jobs-per-worker $(JOBS)
 
 bench: install-dev
-	.venv/bin/crag bench-server $(if $(RUNS),--runs $(RUNS),--levels $(LEVELS)) --jobs $(BENCH_JOBS) \
+	.venv/bin/crag-bench server $(if $(RUNS),--runs $(RUNS),--levels $(LEVELS)) --jobs $(BENCH_JOBS) \
 		--set generator_batch_size=$(BATCH)
 
 eval:
 	scripts/bootstrap.sh eval
-	.venv/bin/crag eval $(EVAL_ARGS)
+	.venv/bin/crag-bench eval $(EVAL_ARGS)
 
 # Writes deploy/Dockerfile from langgraph.json (no Docker needed to write it; building it does).
 dockerfile: install-dev

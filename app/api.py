@@ -1,6 +1,6 @@
 """Python entry points: ask questions (sync, async, on persistent threads), ingest documents.
 
-Ingestion and removal are :mod:`vectorstore.ingestion`'s, offered here with the rest.
+Ingestion and removal are :mod:`crag.vectorstore.ingestion`'s, offered here with the rest.
 """
 
 from __future__ import annotations
@@ -10,17 +10,17 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.threads import (
+from crag.app.threads import (
     DEFAULT_THREADS_PATH,
     ThreadsDatabaseError,
     async_checkpointer,
     checkpointer,
     configured_threads_db,
 )
-from graph.builder import build_graph, graph
-from graph.context import Context
-from graph.state import ChatOutputState
-from vectorstore.ingestion import (
+from crag.core.context import Context
+from crag.core.state import ChatOutputState
+from crag.graph.builder import build_graph, graph
+from crag.vectorstore.ingestion import (
     ingest_into_store,
     inline_document,
     open_configured_store,
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
     from langgraph.graph.state import CompiledStateGraph
 
-    from graph.state import ChatInputState, State
+    from crag.core.state import ChatInputState, State
 
     CragGraph = CompiledStateGraph[State, Context, ChatInputState, ChatOutputState]
 

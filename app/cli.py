@@ -1,4 +1,4 @@
-"""The ``crag`` command line: ingest, remove, ask (streamed, on a thread), graph, bench."""
+"""The ``crag`` command line: ingest, remove, ask (streamed, on a thread), history, graph, serve."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from app.console import configure_environment
-from app.threads import ThreadsDatabaseError, describe_threads_db
-from graph.context import DEFAULT_COLLECTION, Context
-from graph.conversation import source_location, source_title
-from nodes.generate import render_strip
+from crag.app.console import configure_environment
+from crag.app.threads import ThreadsDatabaseError, describe_threads_db
+from crag.core.context import DEFAULT_COLLECTION, Context
+from crag.knowledge.conversation import source_location, source_title
+from crag.nodes.generate import render_strip
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -40,7 +40,7 @@ def _setup_logging(verbose: int, force: bool = False) -> None:
 
 
 def _context(args: argparse.Namespace) -> Context:
-    from app.settings import parse_settings
+    from crag.app.settings import parse_settings
 
     base: dict[str, Any] = {}
     if getattr(args, "store", None):
@@ -258,7 +258,7 @@ def _cancel_on_interrupt() -> Iterator[None]:
     reach, and LangGraph waits for it before the interrupt propagates; the run's cancellation
     token makes that thread stop at its next batch or token instead.
     """
-    from graph.cancellation import cancellation_scope
+    from crag.core.cancellation import cancellation_scope
 
     with cancellation_scope() as token:
         previous = signal.getsignal(signal.SIGINT)
@@ -325,7 +325,7 @@ def _stream_run(
 
 def _run_question(graph: Any, args: argparse.Namespace, config: RunnableConfig | None) -> int:
     """Stream one run: tokens to stdout, progress to stderr (or the JSON output at the end)."""
-    from app.api import output_of
+    from crag.app.api import output_of
 
     printer = _AnswerPrinter()
     output = output_of(_stream_run(graph, args, config, printer))
@@ -347,10 +347,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     keeps its conversation across invocations (``crag history ID`` shows it).
     """
     if not args.thread:
-        from graph.builder import graph
+        from crag.graph.builder import graph
 
         return _run_question(graph, args, None)
-    from app.api import persistent_graph, thread_config
+    from crag.app.api import persistent_graph, thread_config
 
     with persistent_graph(args.threads_db) as threaded:
         return _run_question(threaded, args, thread_config(args.thread))
@@ -358,8 +358,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     """Print the questions and answers of a thread, oldest first."""
-    from app.api import persistent_graph, thread_turns
-    from app.threads import is_postgres
+    from crag.app.api import persistent_graph, thread_turns
+    from crag.app.threads import is_postgres
 
     if not is_postgres(args.threads_db) and not Path(args.threads_db).expanduser().is_file():
         raise ValueError(f"no conversations yet: {args.threads_db} does not exist")
@@ -379,38 +379,9 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_bench_server(args: argparse.Namespace) -> int:
-    """Load-test the LangGraph server: one row per concurrency level, exit 1 on any failure."""
-    from app.server_bench import BenchError, parse_levels, run_bench
-    from app.settings import parse_settings
-
-    pairs = list(args.set or [])
-    given = {pair.partition("=")[0].strip().replace("-", "_") for pair in pairs}
-    parsed = parse_settings(pairs)
-    extra = {name: getattr(parsed, name) for name in given}
-    try:
-        report = run_bench(
-            url=args.url,
-            runs=args.runs,
-            levels=parse_levels(args.levels) if args.levels is not None else None,
-            timeout=args.timeout,
-            store=args.store,
-            documents=args.documents,
-            jobs_per_worker=args.jobs,
-            extra_context=extra,
-            allow_remote=args.allow_remote,
-        )
-    except BenchError as exc:
-        _err(f"crag: error: {exc}", multiline=True)  # may end with the server's log
-        return 2
-    for line in report.lines():
-        _out(line)
-    return 0 if report.ok else 1
-
-
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Ingest files or directories into the store (with ``--prune``, drop vanished files)."""
-    from vectorstore.ingestion import ingest_into_store
+    from crag.vectorstore.ingestion import ingest_into_store
 
     report = ingest_into_store(args.paths, _context(args), prune=args.prune, tags=args.tags or ())
     for source, error in report.failed:
@@ -425,7 +396,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_remove(args: argparse.Namespace) -> int:
     """Remove documents from the store by source (or file path)."""
-    from vectorstore.ingestion import remove_from_store
+    from crag.vectorstore.ingestion import remove_from_store
 
     report = remove_from_store(args.sources, _context(args))
     for source in report.removed:
@@ -438,7 +409,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 def cmd_graph(args: argparse.Namespace) -> int:
     """Print the graph as a mermaid diagram."""
-    from graph.builder import graph
+    from crag.graph.builder import graph
 
     print(graph.get_graph().draw_mermaid())
     return 0
@@ -462,7 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="any setting of the context schema, e.g. --set top_k=5 (repeatable)",
         )
 
-    from app.threads import DEFAULT_THREADS_PATH, THREADS_DB_ENV, configured_threads_db
+    from crag.app.threads import DEFAULT_THREADS_PATH, THREADS_DB_ENV, configured_threads_db
 
     def thread_options(p: argparse.ArgumentParser) -> None:
         p.add_argument(
@@ -508,56 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
     graph_cmd = sub.add_parser("graph", help="print the graph as mermaid")
     graph_cmd.set_defaults(func=cmd_graph)
 
-    from app.server_bench import DEFAULT_LEVELS, DEFAULT_TIMEOUT
-
-    bench = sub.add_parser(
-        "bench-server",
-        help="load-test the LangGraph server: runs at several concurrency levels vs. one at a time",
-    )
-    bench.add_argument("--url", help="a running server (default: start langgraph dev on 127.0.0.1)")
-    default_levels = ",".join(map(str, DEFAULT_LEVELS))
-    bench.add_argument(
-        "--levels",
-        metavar="L1,L2,...",
-        help="concurrency levels: for each, that many runs sent at once, level after level "
-        f"(default {default_levels})",
-    )
-    bench.add_argument(
-        "--runs", type=int, help="one concurrency level of this many runs (the same as --levels N)"
-    )
-    bench.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT,
-        help="seconds for each phase (the sequential runs, then each level); unfinished runs "
-        f"fail (default {DEFAULT_TIMEOUT:.0f})",
-    )
-    bench.add_argument(
-        "--store", help="store of the started server (default: ~50 summaries, built in a temp dir)"
-    )
-    bench.add_argument(
-        "--documents", type=int, default=50, help="summaries in the built store (default 50)"
-    )
-    bench.add_argument(
-        "--jobs",
-        type=int,
-        default=10,
-        help="runs the started server executes at once (default 10; langgraph dev alone runs 1)",
-    )
-    bench.add_argument(
-        "--set",
-        action="append",
-        metavar="KEY=VALUE",
-        help="a per-run setting, sent with every run; a deployment setting (e.g. "
-        "generator_batch_size, 8 by default there) goes into the started server's environment",
-    )
-    bench.add_argument(
-        "--allow-remote", action="store_true", help="allow a --url that is not on 127.0.0.1"
-    )
-    bench.set_defaults(func=cmd_bench_server)
-
     _add_serve_command(sub, store_options, warm_commands=(ask, ingest))
-    _add_research_commands(sub)
     return parser
 
 
@@ -601,7 +523,7 @@ def _add_serve_command(
     warm_commands: Sequence[argparse.ArgumentParser],
 ) -> None:
     """``crag serve`` and the ``--no-server`` option of the commands it answers."""
-    from app.warm import DEFAULT_SOCKET, NO_SERVER_OPTION, SOCKET_ENV
+    from crag.app.warm import DEFAULT_SOCKET, NO_SERVER_OPTION, SOCKET_ENV
 
     serve = sub.add_parser(
         "serve",
@@ -623,20 +545,9 @@ def _add_serve_command(
         )
 
 
-def _add_research_commands(sub: Any) -> None:
-    """``crag evaluator ...``, ``crag eval`` and ``crag eval-reader``."""
-    from app.eval_cli import add_eval_command
-    from app.eval_reader_cli import add_eval_reader_command
-    from app.evaluator_cli import add_evaluator_commands
-
-    add_evaluator_commands(sub)
-    add_eval_command(sub)
-    add_eval_reader_command(sub)
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve ``crag ask`` / ``crag ingest`` with the models loaded, or stop the server."""
-    from app.warm import WarmServer, socket_path, stop_server
+    from crag.app.warm import WarmServer, socket_path, stop_server
 
     if args.stop:
         answered = stop_server()
@@ -658,7 +569,7 @@ def _warm_up(context: Context) -> None:
 
     The store is filled with the bundled corpus first when it is empty and that is allowed.
     """
-    from graph.components import current_components
+    from crag.nodes.components import current_components
 
     components = current_components()
     components.vectorstore(context)
@@ -671,9 +582,9 @@ def main(argv: Sequence[str] | None = None, *, reconfigure_logging: bool = False
     configure_environment()
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose, force=reconfigure_logging)
-    from evaluator.base import EvaluatorError
-    from graph.validation import InvalidQuestionError
-    from vectorstore.store import StoreError
+    from crag.core.validation import InvalidQuestionError
+    from crag.evaluator.base import EvaluatorError
+    from crag.vectorstore.store import StoreError
 
     try:
         return int(args.func(args))

@@ -27,14 +27,14 @@ def configure_environment() -> None:
 
 def main() -> int:
     """Run ``crag`` with ``sys.argv``: on the warm server when one answers, else here."""
-    from app.warm import run_on_server
+    from crag.app.warm import run_on_server
 
     configure_environment()
     argv = sys.argv[1:]
     answered = run_on_server(argv)
     if answered is not None:
         return answered
-    from app.cli import main as run_cli
+    from crag.app.cli import main as run_cli
 
     return run_cli(argv)
 

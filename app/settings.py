@@ -1,11 +1,11 @@
-"""Build a :class:`~graph.context.Context` from command-line ``KEY=VALUE`` pairs."""
+"""Build a :class:`~crag.core.context.Context` from command-line ``KEY=VALUE`` pairs."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from graph.context import Context
-from graph.setting_checks import InvalidSettingError, check_known, parse_text
+from crag.core.context import Context
+from crag.core.setting_checks import InvalidSettingError, check_known, parse_text
 
 
 def parse_settings(pairs: list[str], base: dict[str, Any] | None = None) -> Context:

@@ -2,14 +2,14 @@
 
 Concurrent runs (the LangGraph server runs several at once, each node on a worker thread)
 share one instance of every model. The generator serialises its own calls
-(:class:`generator.local.LocalChatModel` holds a lock) or, with the deployment setting
+(:class:`crag.generator.local.LocalChatModel` holds a lock) or, with the deployment setting
 ``generator_batch_size`` above 1 (applied here to a local model; API models ignore it),
-decodes the overlapping calls of concurrent runs together (:mod:`generator.batching`). The
+decodes the overlapping calls of concurrent runs together (:mod:`crag.generator.batching`). The
 evaluator is wrapped here, and the store's embedder by
-:func:`vectorstore.embeddings.locked_embeddings`, so that their model calls are serialised
-too, one lock per model (:mod:`graph.model_locks`): the ``embedding`` evaluator and the store
+:func:`crag.vectorstore.embeddings.locked_embeddings`, so that their model calls are serialised
+too, one lock per model (:mod:`crag.core.model_locks`): the ``embedding`` evaluator and the store
 share the sentence embedder, so they share its lock.
-A cancelled run stops waiting for a lock (:func:`graph.cancellation.holding`), and its model
+A cancelled run stops waiting for a lock (:func:`crag.core.cancellation.holding`), and its model
 work stops at the next batch or token, which releases the lock within about a second.
 """
 
@@ -20,16 +20,16 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from graph.cancellation import holding
-from graph.context import Context
-from graph.model_locks import model_lock
+from crag.core.cancellation import holding
+from crag.core.context import Context
+from crag.core.model_locks import model_lock
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langchain_core.vectorstores import VectorStore
 
-    from evaluator.base import RetrievalEvaluator
-    from websearch.base import SearchProvider
+    from crag.evaluator.base import RetrievalEvaluator
+    from crag.websearch.base import SearchProvider
 
 logger = logging.getLogger(__name__)
 
@@ -91,9 +91,9 @@ class DefaultComponents:
         operator lets runs read (``readable_collections``): that one is only read, never
         created nor filled with the bundled corpus.
         """
-        from vectorstore.corpus import ensure_default_corpus
-        from vectorstore.embeddings import locked_embeddings
-        from vectorstore.store import StoreError, count, open_store, server_url
+        from crag.vectorstore.corpus import ensure_default_corpus
+        from crag.vectorstore.embeddings import locked_embeddings
+        from crag.vectorstore.store import StoreError, count, open_store, server_url
 
         key = store_key(context)
         name = context.searched_collection()
@@ -128,8 +128,8 @@ class DefaultComponents:
 
     def evaluator(self, context: Context) -> RetrievalEvaluator:
         """The evaluator named by ``context.evaluator`` (cached by the registry), serialised."""
-        from evaluator.registry import load_evaluator
-        from vectorstore.embeddings import embedder_lock
+        from crag.evaluator.registry import load_evaluator
+        from crag.vectorstore.embeddings import embedder_lock
 
         with self._lock:
             inner = load_evaluator(
@@ -156,7 +156,7 @@ class DefaultComponents:
 
         A local model gets ``context.generator_batch_size`` (:meth:`apply_batch_size`).
         """
-        from generator.factory import load_chat_model
+        from crag.generator.factory import load_chat_model
 
         with self._lock:
             model = load_chat_model(
@@ -169,8 +169,8 @@ class DefaultComponents:
         """Let ``model`` decode up to ``size`` overlapping requests together, if it can.
 
         Only a size above 1 is applied (1, the default, leaves the model as it is: batching off
-        unless its owner turned it on, as ``crag eval --workers`` does), and only once per
-        loaded model and size, so that batching set on the model afterwards (``crag eval
+        unless its owner turned it on, as ``crag-bench eval --workers`` does), and only once per
+        loaded model and size, so that batching set on the model afterwards (``crag-bench eval
         --workers N``) is not undone by the next run. Models without ``enable_batching`` (API
         models) ignore it.
         """
@@ -188,6 +188,6 @@ class DefaultComponents:
 
     def search(self, context: Context) -> SearchProvider:
         """The web search provider named by ``context.search_provider``."""
-        from websearch.registry import SearchSettings, get_search_provider
+        from crag.websearch.registry import SearchSettings, get_search_provider
 
         return get_search_provider(SearchSettings.from_context(context))

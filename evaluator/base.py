@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from graph.cancellation import raise_if_cancelled
+from crag.core.cancellation import raise_if_cancelled
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class BatchedEvaluator(ABC):
 
         Raises:
             EvaluatorError: ``passages`` is one string, or the model failed.
-            RunCancelledError: The run was cancelled (see :mod:`graph.cancellation`).
+            RunCancelledError: The run was cancelled (see :mod:`crag.core.cancellation`).
         """
         return self._score_with(self._batch_scorer, question, passages)
 

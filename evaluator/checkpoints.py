@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from evaluator.base import EvaluatorError
+from crag.evaluator.base import EvaluatorError
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")
 

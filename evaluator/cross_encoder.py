@@ -44,8 +44,8 @@ from typing import Any, Literal, cast, get_args
 
 import torch
 
-from evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
-from evaluator.checkpoints import (
+from crag.evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
+from crag.evaluator.checkpoints import (
     check_single_output,
     first_line,
     load_config,
@@ -303,7 +303,7 @@ class CrossEncoderEvaluator(BatchedEvaluator):
     sorts them) and scores one batch of ``batch_size`` per ``predict`` call under
     ``torch.inference_mode``, so that a cancelled run stops before the next batch; each raw
     output is mapped with :func:`output_to_score`, and an empty or whitespace-only passage
-    scores -1.0 without running the model (:class:`~evaluator.base.BatchedEvaluator`).
+    scores -1.0 without running the model (:class:`~crag.evaluator.base.BatchedEvaluator`).
 
     Attributes:
         name: Backend name, ``"cross-encoder"``.
@@ -322,7 +322,7 @@ class CrossEncoderEvaluator(BatchedEvaluator):
     batched scoring of MiniLM-L6 on two CPU cores. Scores drift slightly from the float
     model's (a trained MiniLM cross-encoder: mean 0.025, at most ~0.1 on 740 dev pairs, ROC
     AUC 0.716 against 0.726), so thresholds calibrated on float scores still apply roughly;
-    recalibrate on int8 scores (``crag evaluator calibrate --int8``) for exact figures.
+    recalibrate on int8 scores (``crag-bench evaluator calibrate --int8``) for exact figures.
     """
 
     def __init__(

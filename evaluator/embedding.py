@@ -5,7 +5,7 @@ with the shared sentence embedder (the one the vector store uses, so no second m
 loaded), takes the cosine similarity ``c`` of the question and each passage, ``h``, 1 when
 the question names the passage's heading (its document title) and 0 otherwise, and ``o``, the
 share of the question's content words the passage holds
-(:func:`knowledge.lexical.question_overlap`), and reports
+(:func:`crag.knowledge.lexical.question_overlap`), and reports
 
     z = slope * c + heading_weight * h + overlap_weight * o + intercept
     score = tanh(z / 2) = 2 * sigmoid(z) - 1.
@@ -15,18 +15,18 @@ question), so the score is the expected label for labels +1/-1: the quantity the
 regression head estimates. Every feature is computed per pair, as the paper scores every pair
 on its own. The coefficients are fitted, by the paper's recipe (gold-document passages +1,
 other retrieved passages -1), on the open-domain ``dev`` questions over the bundled corpus by
-``scripts/fit_passage_calibration.py``. An earlier map was fitted on FanOutQA ``train``
-(``scripts/fit_embedding_calibration.py``: cosine and heading only, heading weight 4.2); its
+``bench/scripts/fit_passage_calibration.py``. An earlier map was fitted on FanOutQA ``train``
+(``bench/scripts/fit_embedding_calibration.py``: cosine and heading only, heading weight 4.2); its
 questions name the page they ask about, open-domain questions rarely do, and with it the
 best-scored passage was from a gold document less often than the retriever's own first (nq-dev
 0.43, the retriever 0.57, this map fitted on trivia-dev 0.61; trivia-dev 0.43, 0.62, 0.67).
 
-Knowledge strips (single sentences, web paragraphs: :func:`evaluator.base.score_strips`) get a
+Knowledge strips (single sentences, web paragraphs: :func:`crag.evaluator.base.score_strips`) get a
 calibration of their own, ``z = strip_slope * c + strip_heading_weight * h +
 strip_overlap_weight * o + strip_intercept``, where ``o`` is the share of the question's content
-words the strip holds (:func:`knowledge.lexical.question_overlap`). It estimates P(the strip
+words the strip holds (:func:`crag.knowledge.lexical.question_overlap`). It estimates P(the strip
 states the answer), fitted on the strips of retrieved passages for the open-domain ``dev``
-questions by ``scripts/fit_strip_calibration.py``. Why a second map: the passage map's heading
+questions by ``bench/scripts/fit_strip_calibration.py``. Why a second map: the passage map's heading
 weight lifts every sentence of a passage whose title the question names, answer or not, and on
 sentences cosine similarity alone misses the answer more often than with the question's words
 (a strip stating the answer among the five best, first 200 questions of each dev set, the map
@@ -44,13 +44,13 @@ from dataclasses import dataclass
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
-from knowledge.lexical import heading_named, question_overlap
+from crag.evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
+from crag.knowledge.lexical import heading_named, question_overlap
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_SLOPE: float = 9.1621
-"""Logistic slope on cosine similarity, fitted by ``scripts/fit_passage_calibration.py``."""
+"""Logistic slope on cosine similarity, fitted by ``bench/scripts/fit_passage_calibration.py``."""
 
 DEFAULT_HEADING_WEIGHT: float = -0.1831
 """Logistic weight of "the question names the passage heading", fitted by the same script."""
@@ -60,10 +60,10 @@ DEFAULT_OVERLAP_WEIGHT: float = 2.3569
 script."""
 
 DEFAULT_INTERCEPT: float = -7.4565
-"""Logistic intercept, fitted by ``scripts/fit_passage_calibration.py``."""
+"""Logistic intercept, fitted by ``bench/scripts/fit_passage_calibration.py``."""
 
 DEFAULT_STRIP_SLOPE: float = 8.1634
-"""Logistic slope on cosine similarity for strips (``scripts/fit_strip_calibration.py``)."""
+"""Logistic slope on cosine similarity for strips (``bench/scripts/fit_strip_calibration.py``)."""
 
 DEFAULT_STRIP_HEADING_WEIGHT: float = -0.4386
 """Logistic weight of "the question names the strip's heading", fitted by the same script."""
@@ -140,7 +140,7 @@ class EmbeddingEvaluator(BatchedEvaluator):
     ``score`` embeds the question once and the non-empty passages in calls of ``chunk_size``,
     longest first (so each call pads little), checking between calls whether the run was
     cancelled; an empty or whitespace-only passage scores -1.0 and is not embedded. It raises
-    :class:`~evaluator.base.EvaluatorError` when the embedder returns the wrong number or
+    :class:`~crag.evaluator.base.EvaluatorError` when the embedder returns the wrong number or
     shape of vectors.
 
     Attributes:

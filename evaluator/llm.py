@@ -7,7 +7,7 @@ score in [-1, 1]:
 
 * Where the model exposes next-token probabilities, the score is the expected +1/-1 label
   given that the answer is yes or no: ``2 * P(yes) / (P(yes) + P(no)) - 1``. Local models
-  (:class:`generator.local.LocalChatModel`) give them through ``next_token_probabilities``;
+  (:class:`crag.generator.local.LocalChatModel`) give them through ``next_token_probabilities``;
   other chat models are asked for OpenAI-style log-probabilities
   (``bind(logprobs=True, top_logprobs=5)``, read from
   ``response_metadata["logprobs"]["content"][0]["top_logprobs"]``).
@@ -25,8 +25,8 @@ from typing import Any, Protocol, runtime_checkable
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
-from prompts.evaluator import EVALUATOR_ANSWERS, evaluator_prompt
+from crag.evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
+from crag.prompts.evaluator import EVALUATOR_ANSWERS, evaluator_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -110,8 +110,8 @@ class LLMEvaluator(BatchedEvaluator):
     ``score`` asks one prompt per non-empty passage, in order (chat models have no batch
     scoring here), reusing the same model; a cancelled run stops before the next prompt, and
     an empty or whitespace-only passage scores -1.0 without a call
-    (:class:`~evaluator.base.BatchedEvaluator`). A failing chat model is an
-    :class:`~evaluator.base.EvaluatorError`.
+    (:class:`~crag.evaluator.base.BatchedEvaluator`). A failing chat model is an
+    :class:`~crag.evaluator.base.EvaluatorError`.
 
     Attributes:
         name: Backend name for logs and reports.

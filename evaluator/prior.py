@@ -2,7 +2,7 @@
 
 The shipped evaluator is a cross-encoder trained on top of a prior: the logistic map of the
 embedding evaluator (cosine of the MiniLM embeddings, "the question names the heading", the
-share of the question's words in the text; :func:`evaluator.embedding.pair_features`), refitted
+share of the question's words in the text; :func:`crag.evaluator.embedding.pair_features`), refitted
 on the training pairs. The cross-encoder reads question and text together and learns what the
 map misses; its output is a correction to the map's logit:
 
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.base import EvaluatorError
-from evaluator.embedding import pair_features
+from crag.evaluator.base import EvaluatorError
+from crag.evaluator.embedding import pair_features
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The trained evaluator: a cross-encoder that corrects the embedding prior.
 
-A checkpoint trained with ``crag evaluator train --prior`` (the shipped one is,
-:mod:`evaluator.shipped`) records its prior map in ``crag_evaluator.json``. Scoring a text then
+A checkpoint trained with ``crag-bench evaluator train --prior`` (the shipped one is,
+:mod:`crag.evaluator.shipped`) records its prior map in ``crag_evaluator.json``. Scoring a text then
 takes the embedding features of the pair (the MiniLM cosine, from the store's own vectors for
 retrieved passages; the heading and the question's words), the prior map's logit of them, and
 the cross-encoder's raw output for the pair read together:
@@ -9,11 +9,11 @@ the cross-encoder's raw output for the pair read together:
     score = tanh((prior_logit + cross_encoder_output) / 2)
 
 A checkpoint trained with the listwise loss records a ``correction`` too (its output ranks but
-has no scale of its own; :mod:`evaluation.evaluator_training.listwise`), and the sum is then
+has no scale of its own; :mod:`crag_bench.evaluator_training.listwise`), and the sum is then
 ``prior_weight * prior_logit + weight * cross_encoder_output + bias``.
 
 Passages, strips and web paragraphs are all scored this way, on one scale, so anything that is
-ranked together or compared with one threshold is comparable (:mod:`evaluator.prior`).
+ranked together or compared with one threshold is comparable (:mod:`crag.evaluator.prior`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
-from evaluator.cross_encoder import CrossEncoderEvaluator
-from evaluator.embedding import _unit_rows
-from evaluator.prior import PriorMap
+from crag.evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
+from crag.evaluator.cross_encoder import CrossEncoderEvaluator
+from crag.evaluator.embedding import _unit_rows
+from crag.evaluator.prior import PriorMap
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from evaluator.base import EvaluatorError, RetrievalEvaluator
+from crag.evaluator.base import EvaluatorError, RetrievalEvaluator
 
 logger = logging.getLogger(__name__)
 
@@ -32,12 +32,12 @@ _CHECKPOINT_BACKENDS = ("t5", "cross-encoder")
 def _checkpoint(name: str, model: str) -> str:
     """The checkpoint of a model-backed evaluator: an absolute path if it exists, else as given.
 
-    The cross-encoder without a checkpoint is the shipped one (:mod:`evaluator.shipped`),
+    The cross-encoder without a checkpoint is the shipped one (:mod:`crag.evaluator.shipped`),
     built in the cache on first use.
     """
     checkpoint = model.strip()
     if not checkpoint and name == "cross-encoder":
-        from evaluator.shipped import shipped_folder
+        from crag.evaluator.shipped import shipped_folder
 
         return str(shipped_folder())
     if not checkpoint:
@@ -65,7 +65,7 @@ def load_evaluator(
         name: One of :data:`BACKENDS` (case-insensitive).
         model: For ``"t5"`` and ``"cross-encoder"``: checkpoint directory or hub id
             (required). For ``"llm"``: a generator spec for
-            :func:`generator.factory.load_chat_model` (``"smollm2"``, ``"local:/path"``,
+            :func:`crag.generator.factory.load_chat_model` (``"smollm2"``, ``"local:/path"``,
             ``"provider:model"``; empty means :data:`DEFAULT_LLM`). Ignored by ``"embedding"``.
         batch_size: For ``"t5"`` and ``"cross-encoder"``: pairs per forward pass. Ignored by
             the others.
@@ -106,12 +106,12 @@ def _load_cached(
     name: str, model: str, batch_size: int, embeddings_name: str, int8: bool
 ) -> RetrievalEvaluator:
     if name == "t5":
-        from evaluator.t5 import T5Evaluator
+        from crag.evaluator.t5 import T5Evaluator
 
         return T5Evaluator(model, batch_size=batch_size, int8=int8)
     if name == "cross-encoder":
-        from evaluator.cross_encoder import CrossEncoderEvaluator
-        from evaluator.prior_cross_encoder import (
+        from crag.evaluator.cross_encoder import CrossEncoderEvaluator
+        from crag.evaluator.prior_cross_encoder import (
             PriorCrossEncoderEvaluator,
             correction_of,
             prior_of,
@@ -129,8 +129,8 @@ def _load_cached(
             correction_of(cross_encoder.metadata),
         )
     if name == "llm":
-        from evaluator.llm import LLMEvaluator
-        from generator.factory import load_chat_model
+        from crag.evaluator.llm import LLMEvaluator
+        from crag.generator.factory import load_chat_model
 
         try:
             chat_model = load_chat_model(model)
@@ -141,7 +141,7 @@ def _load_cached(
         logger.info("llm evaluator on %s", model)
         return LLMEvaluator(chat_model)
 
-    from evaluator.embedding import DEFAULT_INTERCEPT, DEFAULT_SLOPE, EmbeddingEvaluator
+    from crag.evaluator.embedding import DEFAULT_INTERCEPT, DEFAULT_SLOPE, EmbeddingEvaluator
 
     embeddings = _shared_embeddings(embeddings_name)
     logger.info(
@@ -159,8 +159,8 @@ def _shared_embeddings(embeddings_name: str) -> Any:
     Raises:
         EvaluatorError: The embedder does not load.
     """
-    from vectorstore.embeddings import EmbedderError, load_embeddings
-    from vectorstore.vector_memo import RememberingEmbeddings, vector_memo
+    from crag.vectorstore.embeddings import EmbedderError, load_embeddings
+    from crag.vectorstore.vector_memo import RememberingEmbeddings, vector_memo
 
     try:
         # retrieved passages come with the store's vectors: grading does not embed them again

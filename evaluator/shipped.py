@@ -1,16 +1,16 @@
 """The shipped retrieval evaluator: a MiniLM cross-encoder trained here, stored as a delta.
 
 No cross-encoder weights ship in any installable package, so the project trains its own from
-the installed all-MiniLM-L6-v2 (``crag evaluator train``, on pairs mined from the DPR dev
-sets, :mod:`evaluation.pair_mining`) and ships only what training changed: the tensors that
+the installed all-MiniLM-L6-v2 (``crag-bench evaluator train``, on pairs mined from the DPR dev
+sets, :mod:`crag_bench.pair_mining`) and ships only what training changed: the tensors that
 differ from the installed MiniLM, in float16 (:data:`DELTA_FILE`, about 21 MB; the embeddings
 were kept frozen, so the vocabulary is not copied). At first use :func:`shipped_folder` adds
 them to the installed MiniLM and writes an ordinary cross-encoder folder under the user's cache
 (``$CRAG_CACHE_DIR`` or ``~/.cache/crag``), which
-:class:`evaluator.cross_encoder.CrossEncoderEvaluator` loads like any other checkpoint; later
+:class:`crag.evaluator.cross_encoder.CrossEncoderEvaluator` loads like any other checkpoint; later
 loads read that folder. Nothing is downloaded.
 
-:func:`write_delta` makes the file from a trained folder; ``crag evaluator ship`` calls it.
+:func:`write_delta` makes the file from a trained folder; ``crag-bench evaluator ship`` calls it.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from evaluator.base import EvaluatorError
-from evaluator.checkpoints import first_line
+from crag.evaluator.base import EvaluatorError
+from crag.evaluator.checkpoints import first_line
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def write_delta(trained: Path, out: Path = DELTA_FILE, base: Path | None = None)
     with the base model's digest and the delta's tensor count added.
 
     Args:
-        trained: A cross-encoder folder trained from the MiniLM (``crag evaluator train``).
+        trained: A cross-encoder folder trained from the MiniLM (``crag-bench evaluator train``).
         out: The ``.safetensors`` file to write.
         base: The base model folder (default: the installed MiniLM).
 
@@ -149,7 +149,7 @@ def shipped_folder(cache: Path | None = None) -> Path:
             f"the shipped evaluator's weights are missing ({DELTA_FILE}); reinstall crag or "
             "name a checkpoint with evaluator_model"
         )
-    from generator.gguf import cache_dir
+    from crag.generator.gguf import cache_dir
 
     digest = file_digest(DELTA_FILE)[:16]
     target = (cache or cache_dir()) / f"crag-evaluator-minilm-{digest}"

@@ -9,7 +9,7 @@ thresholds apply to it directly: the logit is clamped to [-1, 1] and never squas
 as in the paper's released code; the template is a parameter.
 
 On a CPU, ``int8=True`` swaps the model's ``torch.nn.Linear`` layers for int8 dynamically
-quantised ones after loading (:func:`evaluator.cross_encoder.quantize_int8`): faster scoring at
+quantised ones after loading (:func:`crag.evaluator.cross_encoder.quantize_int8`): faster scoring at
 the cost of a small drift in the scores.
 
 torch and transformers are imported here only, so the rest of the package stays light.
@@ -25,8 +25,8 @@ from typing import Any
 import torch
 from transformers import AutoTokenizer, T5ForSequenceClassification
 
-from evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
-from evaluator.checkpoints import (
+from crag.evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
+from crag.evaluator.checkpoints import (
     architectures_of,
     check_single_output,
     first_line,
@@ -34,7 +34,7 @@ from evaluator.checkpoints import (
     resolve_checkpoint,
     resolve_device,
 )
-from evaluator.cross_encoder import check_int8_device, quantize_int8
+from crag.evaluator.cross_encoder import check_int8_device, quantize_int8
 
 logger = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ class T5Evaluator(BatchedEvaluator):
     ``score`` encodes every pair, sorts them by token count and runs them in batches of
     ``batch_size`` (less padding); the score is the regression logit clamped to [-1, 1], and
     an empty or whitespace-only passage scores -1.0 without running the model
-    (:class:`~evaluator.base.BatchedEvaluator`).
+    (:class:`~crag.evaluator.base.BatchedEvaluator`).
 
     Attributes:
         name: Backend name, ``"t5"``.
@@ -200,7 +200,7 @@ class T5Evaluator(BatchedEvaluator):
 
     With ``int8=True`` every ``torch.nn.Linear`` of the loaded model (attention and
     feed-forward projections of encoder and decoder, and the classification head) is replaced
-    by an int8 dynamically quantised linear (:func:`evaluator.cross_encoder.quantize_int8`);
+    by an int8 dynamically quantised linear (:func:`crag.evaluator.cross_encoder.quantize_int8`);
     embeddings and layer norms stay float32. Scoring on a CPU gets faster and the scores drift
     slightly from the float model's, so thresholds calibrated on float scores apply roughly;
     recalibrate on int8 scores for exact figures.

@@ -25,7 +25,7 @@ class AppendableLayer(DynamicLayer):  # type: ignore[no-untyped-call]  # untyped
 
     Used where transformers uses a ``DynamicLayer``, for the step decoder's steps only:
     ``update`` returns the whole buffers, the positions so far (now including the new ones)
-    followed by zeros, for :func:`generator.decode_attention._decode_attention`, which attends
+    followed by zeros, for :func:`crag.generator.decode_attention._decode_attention`, which attends
     only the positions the attention mask covers. ``keys`` / ``values`` are views of the filled
     part (their length is the cache's length), valid until the next ``update`` or
     :meth:`replace`.

@@ -3,11 +3,11 @@
 On a CPU, decoding one sequence leaves most of the arithmetic units idle: a decoding step
 costs about as much for eight sequences as for one (SmolLM2-135M on 2 cores: 100-token
 prompts, 24 new tokens: 1.06 s for one, 2.04 s for eight). When runs overlap (a LangGraph
-server answering several users, ``crag eval --workers N``), their requests are decoded as one
+server answering several users, ``crag-bench eval --workers N``), their requests are decoded as one
 batch that changes as it goes (continuous batching): a request that arrives while others are
 decoding has its prompt read and joins at the next step, and a row that ends leaves at once,
 so nobody waits for a batch to drain and no prompt is padded to another's length
-(:mod:`generator.step_decoding` does the tensor work).
+(:mod:`crag.generator.step_decoding` does the tensor work).
 
 No request waits for company: one decoding thread, started by the first request and ending
 when no row or request is left, admits what is queued, decodes a step and hands out what
@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from graph.cancellation import CancelToken, RunCancelledError
+from crag.core.cancellation import CancelToken, RunCancelledError
 
 
 @dataclass(eq=False)
@@ -48,7 +48,7 @@ class GenerationRequest:
 
 
 class RowDecoder(Protocol):
-    """A batch of rows decoded a step at a time (:class:`generator.step_decoding.StepDecoder`)."""
+    """A batch of rows decoded a step at a time (a :class:`~.step_decoding.StepDecoder`)."""
 
     @property
     def size(self) -> int:
@@ -133,7 +133,7 @@ class GenerationBatcher:
         One thread does all the decoding, rather than whichever caller is waiting: the
         batch's cache is reallocated at every step, and glibc serves each thread from its own
         memory arena, so a decoding role passed between threads spread those allocations over
-        up to 16 arenas that do not share freed memory (a 1,000-question `crag eval --workers
+        up to 16 arenas that do not share freed memory (a 1,000-question `crag-bench eval --workers
         16` grew past 24 GB and was killed; one thread: about 2-3 GB).
         """
         try:

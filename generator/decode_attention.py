@@ -1,6 +1,6 @@
 """Attention for one new token per row over a long, padded key-value cache, without copies.
 
-Why: a decoding step of the step decoder (:mod:`generator.step_decoding`) reads one query per
+Why: a decoding step of the step decoder (:mod:`crag.generator.step_decoding`) reads one query per
 row against every cached position, with padding masked. PyTorch's CPU scaled-dot-product
 kernel handles that shape badly: for eight rows over 1,300 cached positions it took two thirds
 of a SmolLM2-135M step (about 5.8 ms per layer, 235 ms a step), and transformers repeats the
@@ -31,7 +31,7 @@ def _decode_attention(
     """Attention of one query position per row over the first ``positions`` cached positions.
 
     Returns (rows, 1, query heads, head dim). ``key`` and ``value`` may run past ``positions``
-    (an :class:`~generator.appendable_cache.AppendableLayer` passes its whole buffers, whose
+    (an :class:`~crag.generator.appendable_cache.AppendableLayer` passes its whole buffers, whose
     unfilled room is zeros): whole buffers because a matrix product over a view of their filled
     part is several times slower in bfloat16 on a CPU (it is copied first). The mask, when
     given, covers the last ``positions`` (transformers leaves it out for an unpadded batch).

@@ -7,8 +7,8 @@ import logging
 
 from langchain_core.language_models import BaseChatModel
 
-from generator.repetition import DEFAULT_NGRAM
-from graph.setting_checks import generator_spec_problem
+from crag.core.setting_checks import generator_spec_problem
+from crag.generator.repetition import DEFAULT_NGRAM
 
 logger = logging.getLogger(__name__)
 
@@ -22,14 +22,14 @@ def load_chat_model(
     Args:
         spec: ``"smollm2"`` (shipped default), ``"local:/path"`` (a transformers folder with a
             chat template), ``"gguf:/path/model.gguf"`` (a GGUF chat model, converted once to
-            a transformers folder under the cache: :mod:`generator.gguf`) or
+            a transformers folder under the cache: :mod:`crag.generator.gguf`) or
             ``"provider:model"`` for any LangChain chat model (``init_chat_model``; e.g.
             ``"openai:gpt-4o-mini"``, ``"ollama:llama3.1"``).
         max_new_tokens: Longest answer, in tokens.
         no_repeat_ngram_size: Local models: a reply never repeats an n-gram of its own tokens
-            this long (:mod:`generator.repetition`; 0: off). API models: not applied.
+            this long (:mod:`crag.generator.repetition`; 0: off). API models: not applied.
     """
-    from generator.local import LocalChatModel
+    from crag.generator.local import LocalChatModel
 
     spec = spec.strip()
     problem = generator_spec_problem(spec)  # the check the settings make when they are built
@@ -51,7 +51,7 @@ def load_chat_model(
 def _local_model_folder(spec: str) -> str | None:
     """The transformers folder a local spec names (smollm2, local:, gguf:); None otherwise."""
     if spec in ("", "smollm2"):
-        from generator.smollm2 import ensure_smollm2
+        from crag.generator.smollm2 import ensure_smollm2
 
         return str(ensure_smollm2())
     if spec.startswith("local:"):
@@ -59,7 +59,7 @@ def _local_model_folder(spec: str) -> str | None:
     if spec.startswith("gguf:"):
         from pathlib import Path
 
-        from generator.gguf import ensure_converted
+        from crag.generator.gguf import ensure_converted
 
         return str(ensure_converted(Path(spec.removeprefix("gguf:")).expanduser()))
     return None

@@ -2,7 +2,7 @@
 
 transformers reads GGUF files (``gguf_file=``, with the ``gguf`` package) by dequantising every
 tensor, which takes seconds to minutes; the float weights are then saved as an ordinary folder
-that reloads in well under a second. :class:`generator.local.LocalChatModel` loads that folder.
+that reloads in well under a second. :class:`crag.generator.local.LocalChatModel` loads that folder.
 """
 
 from __future__ import annotations

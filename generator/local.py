@@ -6,7 +6,7 @@ prompt prepended and no token limit) and its async path raises ``NotImplementedE
 class is a small, complete ``BaseChatModel``: chat template, greedy decoding, a token limit,
 token streaming (so LangGraph's ``"messages"`` stream mode works) and a lock so that one model
 instance is shared safely by concurrent runs. When the run it works for is cancelled
-(:mod:`graph.cancellation`), generation stops at the next token and raises
+(:mod:`crag.core.cancellation`), generation stops at the next token and raises
 ``RunCancelledError``, so the model and its lock are free again at once.
 
 A prompt never runs past the model's context: callers fit what they send (the generate node
@@ -29,10 +29,10 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
-from generator.batching import GenerationBatcher, GenerationRequest
-from generator.repetition import DEFAULT_NGRAM, ReplyNGramBlocker
-from generator.step_decoding import StepDecoder, end_token_ids, stop_when_cancelled
-from graph.cancellation import CancelToken, current_token, holding
+from crag.core.cancellation import CancelToken, current_token, holding
+from crag.generator.batching import GenerationBatcher, GenerationRequest
+from crag.generator.repetition import DEFAULT_NGRAM, ReplyNGramBlocker
+from crag.generator.step_decoding import StepDecoder, end_token_ids, stop_when_cancelled
 
 logger = logging.getLogger(__name__)
 
@@ -145,17 +145,18 @@ class LocalChatModel(BaseChatModel):
     (``max_position_embeddings``), read when it loads. A longer prompt loses its middle."""
 
     no_repeat_ngram_size: int = DEFAULT_NGRAM
-    """A reply never repeats an n-gram of its own tokens this long (:mod:`generator.repetition`;
-    the prompt is not counted, so copying from the knowledge is free); 0: off."""
+    """A reply never repeats an n-gram of its own tokens this long
+    (:mod:`crag.generator.repetition`; the prompt is not counted, so copying from the knowledge is
+    free); 0: off."""
 
     max_batch_size: int = 1
-    """Most requests decoded together when runs overlap (:mod:`generator.batching`: rows join
+    """Most requests decoded together when runs overlap (:mod:`crag.generator.batching`: rows join
     and leave the batch between decoding steps); 1 (the default) turns batching off, and each
     request is decoded alone by ``generate``. Off by default because in bfloat16 an answer
     decoded in a batch (even alone in it) can differ from the same prompt decoded by
     ``generate``, and an answer should not depend on what else is running unless the operator
-    chose so: ``crag eval --workers`` turns it on, and so does the deployment setting
-    ``generator_batch_size`` (:class:`app.wiring.DefaultComponents`) for served runs."""
+    chose so: ``crag-bench eval --workers`` turns it on, and so does the deployment setting
+    ``generator_batch_size`` (:class:`crag.app.wiring.DefaultComponents`) for served runs."""
 
     _model: Any = PrivateAttr(default=None)
     _tokenizer: Any = PrivateAttr(default=None)

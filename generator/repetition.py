@@ -6,7 +6,7 @@ n-gram, but over the whole sequence, the prompt included: a reader that must cop
 phrases from the knowledge in its prompt would then be barred from copying any four tokens it
 has read. This guard applies the same rule to the reply's tokens only: a token that would
 complete an n-gram the reply already holds gets probability zero. The same function serves
-``generate`` (as a logits processor) and the step decoder (:mod:`generator.step_decoding`).
+``generate`` (as a logits processor) and the step decoder (:mod:`crag.generator.step_decoding`).
 """
 
 from __future__ import annotations

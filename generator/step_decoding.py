@@ -18,10 +18,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from generator.batching import GenerationRequest
-from generator.decode_attention import use_decode_attention
-from generator.repetition import block_repeats
-from graph.cancellation import CancelToken
+from crag.core.cancellation import CancelToken
+from crag.generator.batching import GenerationRequest
+from crag.generator.decode_attention import use_decode_attention
+from crag.generator.repetition import block_repeats
 
 
 @dataclass(eq=False)
@@ -89,7 +89,7 @@ def _left_pad(tensor: Any, width: int) -> Any:
 class StepDecoder:
     """A batch of rows decoded together; rows join (:meth:`admit`) and leave between steps.
 
-    Greedy, as :class:`generator.local.LocalChatModel` decodes: the next token is the most
+    Greedy, as :class:`crag.generator.local.LocalChatModel` decodes: the next token is the most
     likely one. A row ends at an end-of-sequence token (left out of its output), at its token
     limit, when its text contains one of its stop strings, or when its
     run is cancelled. Not thread-safe: one thread drives it at a time.
@@ -109,13 +109,14 @@ class StepDecoder:
         Args:
             model: A transformers causal LM.
             tokenizer: Its tokenizer (stop strings are matched on decoded text).
-            decode_attention: Decode steps with :mod:`generator.decode_attention` when the model
+            decode_attention: Decode steps with :mod:`crag.generator.decode_attention` when the
+            model
                 runs SDPA attention (else with the model's own attention).
             append_in_place: With the decode attention, hold the cache in
-                :class:`~generator.appendable_cache.AppendableLayer` layers (a step writes its
+                :class:`~crag.generator.appendable_cache.AppendableLayer` layers (a step writes its
                 keys into spare room) rather than transformers' (a step copies the whole cache).
             no_repeat_ngram_size: A row never repeats an n-gram of its own new tokens this
-                long (:mod:`generator.repetition`); 0: off.
+                long (:mod:`crag.generator.repetition`); 0: off.
         """
         self._model = model
         self._tokenizer = tokenizer
@@ -144,7 +145,7 @@ class StepDecoder:
         import torch
         from transformers import DynamicCache
 
-        from generator.appendable_cache import make_appendable
+        from crag.generator.appendable_cache import make_appendable
 
         device = self._model.device
         cache = DynamicCache(config=self._model.config)
@@ -168,7 +169,7 @@ class StepDecoder:
         """Append one row's cache to the batch's, left-padding the shorter to the other."""
         import torch
 
-        from generator.appendable_cache import set_layer
+        from crag.generator.appendable_cache import set_layer
 
         width = self._mask.shape[1]
         grow, pad = max(0, mask.shape[1] - width), max(0, width - mask.shape[1])
@@ -228,7 +229,7 @@ class StepDecoder:
         """Keep only rows ``keep`` of the cache, dropping padding columns no row needs."""
         import torch
 
-        from generator.appendable_cache import set_layer
+        from crag.generator.appendable_cache import set_layer
 
         index = torch.tensor(keep, device=self._mask.device)
         mask = self._mask.index_select(0, index)

@@ -4,7 +4,7 @@
 * ``rag``: standard RAG, the top-k passages straight to the generator.
 * ``rag-web``: standard RAG with web results always added (the paper's Table 5 analogue):
   the question itself is searched and the first results' paragraphs are added unselected
-  (run it with ``select_web_knowledge`` off, as ``crag eval`` does, for plain RAG + web).
+  (run it with ``select_web_knowledge`` off, as ``crag-bench eval`` does, for plain RAG + web).
 * ``tutorial``: the LangGraph tutorial's corrective RAG, the usual peer implementation: LLM
   yes/no grade per passage, a rewritten web search whenever any passage is judged irrelevant,
   no refinement.
@@ -23,17 +23,17 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from graph.builder import ChatBuilder, chat_builder
-from graph.context import Context
-from graph.node_runtime import graph_node
-from graph.routers import route_tutorial
-from graph.run_context import RunContext
-from graph.state import ChatInputState, ChatOutputState, InputState, OutputState, State
-from nodes.closed_book import answer_closed_book
-from nodes.generate import generate
-from nodes.pass_passages import pass_passages
-from nodes.tutorial import grade_binary, transform_query, tutorial_web_search
-from nodes.web_search import web_search
+from crag.core.context import Context
+from crag.core.node_runtime import graph_node
+from crag.core.run_context import RunContext
+from crag.core.state import ChatInputState, ChatOutputState, InputState, OutputState, State
+from crag.graph.builder import ChatBuilder, chat_builder
+from crag.graph.routers import route_tutorial
+from crag.nodes.closed_book import answer_closed_book
+from crag.nodes.generate import generate
+from crag.nodes.pass_passages import pass_passages
+from crag.nodes.tutorial import grade_binary, transform_query, tutorial_web_search
+from crag.nodes.web_search import web_search
 
 Graph = CompiledStateGraph[State, Context, InputState, OutputState]
 """A graph that takes a question only (``no-retrieval``)."""

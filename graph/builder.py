@@ -6,18 +6,18 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from graph.context import Context
-from graph.node_runtime import graph_node
-from graph.routers import route_action, route_start
-from graph.run_context import RunContext
-from graph.state import ChatInputState, ChatOutputState, State
-from nodes.abstain import answer_or_abstain
-from nodes.contextualize import contextualize, retrieve_with_input_notes
-from nodes.decide_action import decide_action
-from nodes.grade import grade
-from nodes.refine import refine
-from nodes.rewrite_query import rewrite_query
-from nodes.web_search import web_search
+from crag.core.context import Context
+from crag.core.node_runtime import graph_node
+from crag.core.run_context import RunContext
+from crag.core.state import ChatInputState, ChatOutputState, State
+from crag.graph.routers import route_action, route_start
+from crag.nodes.abstain import answer_or_abstain
+from crag.nodes.contextualize import contextualize, retrieve_with_input_notes
+from crag.nodes.decide_action import decide_action
+from crag.nodes.grade import grade
+from crag.nodes.refine import refine
+from crag.nodes.rewrite_query import rewrite_query
+from crag.nodes.web_search import web_search
 
 ChatBuilder = StateGraph[State, Context, ChatInputState, ChatOutputState]
 """A graph builder with the CRAG graph's input and output (a question or chat messages)."""
@@ -59,7 +59,7 @@ def build_graph(
     ``question`` starts at retrieve. generate appends the answer to ``messages``; when no
     knowledge was found it abstains instead of asking the generator (nodes/abstain.py).
 
-    The context schema is :data:`~graph.run_context.RunContext`: a dict context (a server run's,
+    The context schema is :data:`~crag.core.run_context.RunContext`: a dict context (a server run's,
     or one given in Python) carries per-run settings only; ``Context(...)`` sets anything.
     """
     # Every node gets the run's resolved settings; those that call models stop early when an

@@ -42,13 +42,13 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from graph.context import IngestContext, resolve_ingest_context
-from graph.progress import emit
-from graph.run_context import RunIngestContext
-from graph.scope_settings import check_tags
-from vectorstore.ingestion import ingest_into_store, inline_document
-from vectorstore.loaders import LoaderError, real_path
-from vectorstore.sources import served_writer
+from crag.core.context import IngestContext, resolve_ingest_context
+from crag.core.progress import emit
+from crag.core.run_context import RunIngestContext
+from crag.core.scope_settings import check_tags
+from crag.vectorstore.ingestion import ingest_into_store, inline_document
+from crag.vectorstore.loaders import LoaderError, real_path
+from crag.vectorstore.sources import served_writer
 
 logger = logging.getLogger(__name__)
 
@@ -198,7 +198,7 @@ def _documents(value: Any, max_chars: int) -> list[dict[str, Any]]:
 
 
 def _tags(value: Any) -> list[str]:
-    """The tags sent, checked (:func:`graph.scope_settings.check_tags`)."""
+    """The tags sent, checked (:func:`crag.core.scope_settings.check_tags`)."""
     if value is None:
         return []
     if not isinstance(value, list):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from graph.state import State
+from crag.core.state import State
 
 ActionRoute = Literal["refine", "rewrite_query"]
 StartRoute = Literal["contextualize", "retrieve"]

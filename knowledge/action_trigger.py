@@ -1,7 +1,7 @@
 """The paper's action trigger: Correct, Incorrect or Ambiguous from the passage scores.
 
 The ``decide_action`` node applies it to a run's graded passages; the evaluator report
-(:mod:`evaluation.evaluator_report`) replays it on scored pairs.
+(:mod:`crag_bench.evaluator_report`) replays it on scored pairs.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from graph.state import Action, ActionDecision
+from crag.core.state import Action, ActionDecision
 
 
 def trigger_action(
@@ -29,7 +29,7 @@ def trigger_action(
     action); ``disable`` removes one (its Table 2): without Correct or Incorrect that case
     becomes Ambiguous; without Ambiguous one threshold halfway between the two decides.
 
-    The thresholds are expected in order (``lower <= upper``): :class:`~graph.context.Context`
+    The thresholds are expected in order (``lower <= upper``): :class:`~crag.core.context.Context`
     refuses reversed ones when it is built, before anything is retrieved or graded.
     """
     best_or_none = max(scores) if scores else None

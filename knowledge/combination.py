@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from graph.state import KnowledgeStrip
-from knowledge.selection import select_top
+from crag.core.state import KnowledgeStrip
+from crag.knowledge.selection import select_top
 
 UNSCORED_RANK = 1.0
 """Where a strip without a score ranks: above any score (unscored knowledge was kept unjudged)."""

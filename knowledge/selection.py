@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import TypeVar
 
-from graph.state import KnowledgeStrip, RetrievedPassage
+from crag.core.state import KnowledgeStrip, RetrievedPassage
 
 T = TypeVar("T")
 

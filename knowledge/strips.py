@@ -6,8 +6,8 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
-from graph.state import KnowledgeStrip, RetrievedPassage
-from knowledge.lexical import heading_of
+from crag.core.state import KnowledgeStrip, RetrievedPassage
+from crag.knowledge.lexical import heading_of
 
 StripMode = Literal["sentences", "words", "passage"]
 

@@ -12,12 +12,12 @@ import logging
 
 from langgraph.runtime import Runtime
 
-from graph.context import Context
-from graph.conversation import answer_message
-from graph.progress import emit
-from graph.state import KnowledgeStrip, State, StateUpdate
-from nodes.generate import gathered_knowledge, generate
-from prompts.generate import ABSTENTION
+from crag.core.context import Context
+from crag.core.progress import emit
+from crag.core.state import KnowledgeStrip, State, StateUpdate
+from crag.knowledge.conversation import answer_message
+from crag.nodes.generate import gathered_knowledge, generate
+from crag.prompts.generate import ABSTENTION
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def abstain(
 def answer_or_abstain(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """Abstain without knowledge scoring above the abstention threshold, else generate.
 
-    Generating is :func:`~nodes.generate.generate`. ``abstain_without_knowledge`` off: the
+    Generating is :func:`~crag.nodes.generate.generate`. ``abstain_without_knowledge`` off: the
     generator answers even without knowledge.
     """
     context = runtime.context

@@ -6,12 +6,12 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from graph.components import current_components
-from graph.context import Context
-from graph.progress import emit
-from graph.state import State, StateUpdate
-from graph.validation import validate_question
-from prompts.generate import CLOSED_BOOK_SYSTEM
+from crag.core.context import Context
+from crag.core.progress import emit
+from crag.core.state import State, StateUpdate
+from crag.core.validation import validate_question
+from crag.nodes.components import current_components
+from crag.prompts.generate import CLOSED_BOOK_SYSTEM
 
 
 def answer_closed_book(state: State, runtime: Runtime[Context]) -> StateUpdate:

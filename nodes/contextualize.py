@@ -25,22 +25,22 @@ from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from graph.components import current_components
-from graph.context import Context
-from graph.conversation import (
+from crag.core.context import Context
+from crag.core.progress import emit
+from crag.core.state import State, StateUpdate
+from crag.core.validation import validate_question
+from crag.knowledge.conversation import (
     History,
     Turn,
     bounded_history,
     earlier_turns,
     question_from_messages,
 )
-from graph.progress import emit
-from graph.state import State, StateUpdate
-from graph.validation import validate_question
-from knowledge.lexical import STOPWORDS, content_tokens
-from nodes.retrieve import retrieve
-from prompts.contextualize import contextualize_turns
-from prompts.generate import NO_ANSWER
+from crag.knowledge.lexical import STOPWORDS, content_tokens
+from crag.nodes.components import current_components
+from crag.nodes.retrieve import retrieve
+from crag.prompts.contextualize import contextualize_turns
+from crag.prompts.generate import NO_ANSWER
 
 logger = logging.getLogger(__name__)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from graph.context import Context
-from graph.progress import emit
-from graph.state import State, StateUpdate
-from knowledge.action_trigger import trigger_action
+from crag.core.context import Context
+from crag.core.progress import emit
+from crag.core.state import State, StateUpdate
+from crag.knowledge.action_trigger import trigger_action
 
 
 def decide_action(state: State, runtime: Runtime[Context]) -> StateUpdate:

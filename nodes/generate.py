@@ -15,15 +15,15 @@ from typing import Any, Literal, NamedTuple
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from graph.components import current_components
-from graph.context import Context
-from graph.conversation import answer_message, clip_text
-from graph.progress import emit
-from graph.state import KnowledgeStrip, State, StateUpdate
-from knowledge.attribution import Attribution, attribute
-from knowledge.combination import UNSCORED_RANK, best_first, combine_knowledge
-from knowledge.lexical import heading_of
-from prompts.generate import GENERATE_HUMAN, GENERATE_SYSTEM, NO_ANSWER, NO_KNOWLEDGE
+from crag.core.context import Context
+from crag.core.progress import emit
+from crag.core.state import KnowledgeStrip, State, StateUpdate
+from crag.knowledge.attribution import Attribution, attribute
+from crag.knowledge.combination import UNSCORED_RANK, best_first, combine_knowledge
+from crag.knowledge.conversation import answer_message, clip_text
+from crag.knowledge.lexical import heading_of
+from crag.nodes.components import current_components
+from crag.prompts.generate import GENERATE_HUMAN, GENERATE_SYSTEM, NO_ANSWER, NO_KNOWLEDGE
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def knowledge_budget(model: Any, context: Context, question: str) -> KnowledgeBu
 def ranked(knowledge: Sequence[KnowledgeStrip]) -> list[int]:
     """Indices of ``knowledge``, best first.
 
-    By score, unscored first (as :func:`~knowledge.combination.best_first` ranks); ties keep
+    By score, unscored first (as :func:`~crag.knowledge.combination.best_first` ranks); ties keep
     their order, which for unscored passages is the retriever's.
     """
 
@@ -212,7 +212,7 @@ def gathered_knowledge(state: State, context: Context) -> list[KnowledgeStrip]:
     Correct runs give only internal knowledge, Incorrect only external, Ambiguous both: each
     branch fills only its own list and ``retrieve`` clears both at the start of a run. An
     Ambiguous run's knowledge is pooled with ``ambiguous_knowledge="pooled"`` (the best
-    ``strips_kept`` of both; :mod:`knowledge.combination`); ``knowledge_order="score"`` puts
+    ``strips_kept`` of both; :mod:`crag.knowledge.combination`); ``knowledge_order="score"`` puts
     the best-scored strips first.
     """
     pooled = state.get("action") == "ambiguous" and context.ambiguous_knowledge == "pooled"
@@ -229,7 +229,7 @@ def gathered_knowledge(state: State, context: Context) -> list[KnowledgeStrip]:
 def attribute_answer(answer: str, knowledge: list[KnowledgeStrip], question: str) -> Attribution:
     """The answer without ``[n]`` markers and the knowledge entries it cites.
 
-    A refusal (:data:`~prompts.generate.NO_ANSWER`) cites nothing.
+    A refusal (:data:`~crag.prompts.generate.NO_ANSWER`) cites nothing.
     """
     attribution = attribute(answer, [k["text"] for k in knowledge], question)
     if attribution.answer == NO_ANSWER:
@@ -245,7 +245,7 @@ def generate(state: State, runtime: Runtime[Context]) -> StateUpdate:
     the prompt when ``number_knowledge`` is on. The answer's
     valid ``[n]`` markers become ``citations`` (and leave the answer text); an
     answer without one cites the entries it shares the most content words with
-    (:mod:`knowledge.attribution`). The answer is also appended to ``messages`` as an AI
+    (:mod:`crag.knowledge.attribution`). The answer is also appended to ``messages`` as an AI
     message carrying the sources, citations and action (what chat front-ends show).
     """
     model = current_components().chat_model(runtime.context)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from graph.components import current_components
-from graph.context import Context
-from graph.progress import emit
-from graph.state import RetrievedPassage, State, StateUpdate
+from crag.core.context import Context
+from crag.core.progress import emit
+from crag.core.state import RetrievedPassage, State, StateUpdate
+from crag.nodes.components import current_components
 
 
 def grade(state: State, runtime: Runtime[Context]) -> StateUpdate:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from graph.context import Context
-from graph.progress import emit
-from graph.state import State, StateUpdate
-from knowledge.strips import as_internal_knowledge
+from crag.core.context import Context
+from crag.core.progress import emit
+from crag.core.state import State, StateUpdate
+from crag.knowledge.strips import as_internal_knowledge
 
 
 def pass_passages(state: State, runtime: Runtime[Context]) -> StateUpdate:

@@ -6,13 +6,13 @@ import logging
 
 from langgraph.runtime import Runtime
 
-from evaluator.base import score_strips
-from graph.components import current_components
-from graph.context import Context
-from graph.progress import emit
-from graph.state import RetrievedPassage, State, StateUpdate
-from knowledge.selection import best_passage_whole, select_top
-from knowledge.strips import as_internal_knowledge, decompose, internal_strip
+from crag.core.context import Context
+from crag.core.progress import emit
+from crag.core.state import RetrievedPassage, State, StateUpdate
+from crag.evaluator.base import score_strips
+from crag.knowledge.selection import best_passage_whole, select_top
+from crag.knowledge.strips import as_internal_knowledge, decompose, internal_strip
+from crag.nodes.components import current_components
 
 logger = logging.getLogger(__name__)
 

@@ -7,14 +7,14 @@ import logging
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from graph.components import current_components
-from graph.context import Context
-from graph.progress import emit
-from graph.state import RetrievedPassage, State, StateUpdate, run_reset
-from graph.validation import validate_question
-from vectorstore.hybrid import search
-from vectorstore.scope import describe_scope, scope_filter
-from vectorstore.vector_memo import vector_memo
+from crag.core.context import Context
+from crag.core.progress import emit
+from crag.core.state import RetrievedPassage, State, StateUpdate, run_reset
+from crag.core.validation import validate_question
+from crag.nodes.components import current_components
+from crag.vectorstore.hybrid import search
+from crag.vectorstore.scope import describe_scope, scope_filter
+from crag.vectorstore.vector_memo import vector_memo
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ def retrieve(state: State, runtime: Runtime[Context]) -> StateUpdate:
 
     A thread keeps its state between runs on the server, so everything a run produces is
     cleared here, at the start of each run: every field of the state but those
-    :data:`~graph.state.NOT_RESET` names (:func:`~graph.state.run_reset`).
+    :data:`~crag.core.state.NOT_RESET` names (:func:`~crag.core.state.run_reset`).
     """
     context = runtime.context
     question = validate_question(state.get("question"), context.max_question_chars)

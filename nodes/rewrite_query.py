@@ -6,12 +6,12 @@ import logging
 
 from langgraph.runtime import Runtime
 
-from graph.components import current_components
-from graph.context import Context
-from graph.progress import emit
-from graph.state import State, StateUpdate
-from prompts.rewrite import rewrite_turns
-from websearch.keywords import clean_query, fallback_keywords
+from crag.core.context import Context
+from crag.core.progress import emit
+from crag.core.state import State, StateUpdate
+from crag.nodes.components import current_components
+from crag.prompts.rewrite import rewrite_turns
+from crag.websearch.keywords import clean_query, fallback_keywords
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The LangGraph tutorial's corrective RAG steps: the peer baseline of ``crag eval``.
+"""The LangGraph tutorial's corrective RAG steps: the peer baseline of ``crag-bench eval``.
 
 The tutorial grades every retrieved document with an LLM yes/no question, keeps the relevant
 ones, and searches the web (after rewriting the question) as soon as any document is judged
@@ -13,14 +13,14 @@ import logging
 
 from langgraph.runtime import Runtime
 
-from evaluator.llm import LLMEvaluator
-from graph.components import current_components
-from graph.context import Context
-from graph.progress import emit
-from graph.state import Action, RetrievedPassage, State, StateUpdate
-from knowledge.strips import as_internal_knowledge
-from nodes.web_search import web_search
-from prompts.tutorial import grader_messages, rewriter_messages
+from crag.core.context import Context
+from crag.core.progress import emit
+from crag.core.state import Action, RetrievedPassage, State, StateUpdate
+from crag.evaluator.llm import LLMEvaluator
+from crag.knowledge.strips import as_internal_knowledge
+from crag.nodes.components import current_components
+from crag.nodes.web_search import web_search
+from crag.prompts.tutorial import grader_messages, rewriter_messages
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def tutorial_settings(context: Context) -> Context:
     """The run's settings with the tutorial's web search: three snippets, unselected.
 
     A plain :class:`Context` is built, not ``dataclasses.replace``: a served run's context is a
-    :data:`~graph.run_context.RunContext`, whose constructor refuses the deployment settings
+    :data:`~crag.core.run_context.RunContext`, whose constructor refuses the deployment settings
     that ``replace`` would pass on (they are filled in from the environment by then).
     """
     values = {spec.name: getattr(context, spec.name) for spec in dataclasses.fields(Context)}

@@ -7,16 +7,16 @@ from collections.abc import Sequence
 
 from langgraph.runtime import Runtime
 
-from evaluator.base import score_strips
-from graph.components import current_components
-from graph.context import Context
-from graph.progress import emit
-from graph.state import KnowledgeStrip, State, StateUpdate
-from knowledge.selection import select_top
-from knowledge.strips import decompose
-from websearch.base import SearchResult, SearchUnavailableError
-from websearch.ranking import rank_results, wikipedia_query
-from websearch.reader import ReaderOptions, WebPassage, WebReading, cached_search, read_results
+from crag.core.context import Context
+from crag.core.progress import emit
+from crag.core.state import KnowledgeStrip, State, StateUpdate
+from crag.evaluator.base import score_strips
+from crag.knowledge.selection import select_top
+from crag.knowledge.strips import decompose
+from crag.nodes.components import current_components
+from crag.websearch.base import SearchResult, SearchUnavailableError
+from crag.websearch.ranking import rank_results, wikipedia_query
+from crag.websearch.reader import ReaderOptions, WebPassage, WebReading, cached_search, read_results
 
 logger = logging.getLogger(__name__)
 

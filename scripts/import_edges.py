@@ -1,16 +1,18 @@
-"""List the import edges between crag's packages and modules, and the ones that go upward.
+"""List the import edges between crag's folders, and the ones that go upward or sideways.
 
 Every ``import`` and ``from ... import`` in the project's packages counts, wherever it is
 written (module level, inside a function, under ``if TYPE_CHECKING``), as ``lint-imports``
 counts them. A *unit* is an entry of the layers contract in ``pyproject.toml``
-(``[tool.importlinter]``: a package such as ``nodes`` or a module such as ``graph.state``), or
-the top-level package for a module no entry covers. The script prints one line per pair of
-units with the places the imports are written, then the imports that go from a lower layer to
-a higher one and the modules no layer covers.
+(``[tool.importlinter]``: a folder's package such as ``crag.nodes``), or the root package for a
+module no entry covers. A root package's folder is the one ``[tool.setuptools.package-dir]``
+names (``crag.graph`` is ``graph/``), else ``bench/<name>`` or ``<name>``. The script prints
+one line per pair of units with the places the imports are written, then the imports that go
+from a lower layer to a higher one, those between independent units of one layer (written
+``a | b`` in the contract), and the modules no layer covers.
 
 Usage: .venv/bin/python scripts/import_edges.py [--check] [--root DIR]
-    --check   print only the problems; exit 1 if an import goes upward or a module is in no
-              layer (``lint-imports`` checks the same contract; this check needs no package)
+    --check   print only the problems; exit 1 if an import goes upward or sideways or a module
+              is in no layer (``lint-imports`` checks the same contract; this needs no package)
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import ast
 import sys
 import tomllib
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,26 +38,50 @@ class Edge:
     where: str
 
 
-def read_contract(pyproject: Path) -> tuple[list[str], list[list[str]]]:
-    """The root packages and the layers (top first, each a list of entries) of the contract."""
+@dataclass(frozen=True)
+class Contract:
+    """The root packages, the layers (top first, each a list of entries), the folders."""
+
+    roots: list[str]
+    layers: list[list[str]]
+    independent: set[int]
+    """Indexes of the layers whose entries may not import each other (``a | b``)."""
+    folders: dict[str, str]
+    """``[tool.setuptools.package-dir]``: package name -> folder."""
+
+
+def read_contract(pyproject: Path) -> Contract:
+    """The import-linter layers contract and the package folders of ``pyproject``."""
     config = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {})
     linter = config.get("importlinter", {})
-    roots = list(linter.get("root_packages", []))
     layers: list[list[str]] = []
+    independent: set[int] = set()
     for contract in linter.get("contracts", []):
         if contract.get("type") == "layers":
             for layer in contract["layers"]:
                 separator = ":" if ":" in layer else "|"
+                if separator == "|" and "|" in layer:
+                    independent.add(len(layers))
                 layers.append([entry.strip() for entry in layer.split(separator)])
-    return roots, layers
+    folders = dict(config.get("setuptools", {}).get("package-dir", {}))
+    return Contract(list(linter.get("root_packages", [])), layers, independent, folders)
 
 
-def project_modules(root: Path, packages: list[str]) -> dict[str, Path]:
+def package_folder(root: Path, package: str, folders: dict[str, str]) -> Path:
+    """The folder holding ``package``: its package-dir entry, else bench/ or the root's."""
+    if package in folders:
+        return root / folders[package]
+    nested = root / "bench" / package.replace(".", "/")
+    return nested if nested.is_dir() else root / package.replace(".", "/")
+
+
+def project_modules(root: Path, packages: list[str], folders: dict[str, str]) -> dict[str, Path]:
     """Every module of ``packages`` by dotted name (a package is its ``__init__``)."""
     modules: dict[str, Path] = {}
     for package in packages:
-        for path in sorted((root / package).rglob("*.py")):
-            parts = list(path.relative_to(root).with_suffix("").parts)
+        folder = package_folder(root, package, folders)
+        for path in sorted(folder.rglob("*.py")):
+            parts = [package, *path.relative_to(folder).with_suffix("").parts]
             if parts[-1] == "__init__":
                 parts.pop()
             modules[".".join(parts)] = path
@@ -62,7 +89,7 @@ def project_modules(root: Path, packages: list[str]) -> dict[str, Path]:
 
 
 def _resolve(name: str, modules: dict[str, Path]) -> str | None:
-    """The project module ``name`` is or lies in (``graph.state.State`` -> ``graph.state``)."""
+    """The project module ``name`` is or lies in (``crag.core.state.State``: its module)."""
     while name:
         if name in modules:
             return name
@@ -111,6 +138,31 @@ def unit_of(module: str, entries: list[str]) -> str | None:
     return max(matches, key=len) if matches else None
 
 
+def classify(
+    edges: list[Edge],
+    unit: Callable[[str], str],
+    rank: dict[str, int],
+    alone: set[str],
+) -> tuple[dict[tuple[str, str], list[str]], list[Edge], list[Edge]]:
+    """The places of the imports between each pair of units, the upward and sideways imports.
+
+    ``rank`` is each unit's layer (higher is above); ``alone`` holds the units of the layers
+    whose entries may not import each other.
+    """
+    between: dict[tuple[str, str], list[str]] = defaultdict(list)
+    upward: list[Edge] = []
+    sideways: list[Edge] = []
+    for edge in edges:
+        source, target = unit(edge.source), unit(edge.target)
+        if source != target:
+            between[source, target].append(edge.where)
+        if rank.get(source, 0) and rank.get(target, 0) > rank[source]:
+            upward.append(edge)
+        elif source != target and source in alone and rank.get(target) == rank[source]:
+            sideways.append(edge)
+    return between, upward, sideways
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the edges between units (or, with ``--check``, only the problems)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -118,26 +170,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=ROOT, help="the repository (default: this)")
     args = parser.parse_args(argv)
     root: Path = args.root.resolve()
-    roots, layers = read_contract(root / "pyproject.toml")
-    if not roots:
+    contract = read_contract(root / "pyproject.toml")
+    if not contract.roots:
         parser.error("pyproject.toml has no [tool.importlinter] root_packages")
+    layers = contract.layers
     entries = [entry for layer in layers for entry in layer]
     rank = {entry: len(layers) - index for index, layer in enumerate(layers) for entry in layer}
-    modules = project_modules(root, roots)
+    alone = {entry for i in contract.independent for entry in layers[i]}
+    modules = project_modules(root, contract.roots, contract.folders)
     edges = module_edges(modules, root)
 
     def unit(module: str) -> str:
-        return unit_of(module, entries) or module.split(".")[0]
+        return unit_of(module, entries) or unit_of(module, contract.roots) or module
 
-    between: dict[tuple[str, str], list[str]] = defaultdict(list)
-    upward: list[Edge] = []
-    for edge in edges:
-        source, target = unit(edge.source), unit(edge.target)
-        if source != target:
-            between[source, target].append(edge.where)
-        if rank.get(source, 0) and rank.get(target, 0) > rank[source]:
-            upward.append(edge)
-    # A package's own __init__ holding no import needs no layer (``graph`` spans two layers).
+    between, upward, sideways = classify(edges, unit, rank, alone)
+    # A package's own __init__ holding no import needs no layer.
     importing = {edge.source for edge in edges}
     unassigned = [
         m
@@ -156,11 +203,13 @@ def main(argv: list[str] | None = None) -> int:
             f"upward: {edge.source} (L{rank[unit(edge.source)]}) imports {edge.target} "
             f"(L{rank[unit(edge.target)]}) at {edge.where}\n"
         )
+    for edge in sideways:
+        out.write(f"sideways: {edge.source} imports {edge.target} at {edge.where}\n")
     for module in unassigned:
         out.write(f"in no layer: {module} ({modules[module].relative_to(root)})\n")
-    if args.check and not upward and not unassigned:
-        out.write(f"{len(edges)} imports between {len(modules)} modules, none upward\n")
-    return 1 if upward or unassigned else 0
+    if args.check and not upward and not sideways and not unassigned:
+        out.write(f"{len(edges)} imports between {len(modules)} modules, none upward or sideways\n")
+    return 1 if upward or sideways or unassigned else 0
 
 
 if __name__ == "__main__":

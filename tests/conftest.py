@@ -13,8 +13,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from evaluator.registry import clear_evaluator_cache
-from graph.components import use_components
+from crag.evaluator.registry import clear_evaluator_cache
+from crag.nodes.components import use_components
 from tests import network_guard
 from tests.fakes import (
     FakeComponents,

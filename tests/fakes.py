@@ -12,8 +12,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from graph.context import Context
-from websearch.base import SearchResult, SearchUnavailableError
+from crag.core.context import Context
+from crag.websearch.base import SearchResult, SearchUnavailableError
 
 
 def dict_context(**settings: Any) -> Context:
@@ -104,7 +104,7 @@ class StaticSearch:
 
 @dataclass
 class FakeComponents:
-    """Components made of fakes (see :class:`graph.components.Components`)."""
+    """Components made of fakes (see :class:`crag.nodes.components.Components`)."""
 
     store: Any
     scorer: Any

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vectorstore.corpus import load_corpus
-from vectorstore.embeddings import load_embeddings
-from vectorstore.ingest import ingest_documents
-from vectorstore.store import open_store
+from crag.vectorstore.corpus import load_corpus
+from crag.vectorstore.embeddings import load_embeddings
+from crag.vectorstore.ingest import ingest_documents
+from crag.vectorstore.store import open_store
 
 ANCHORS = ("Mona Lisa", "Leonardo da Vinci", "Louvre", "Paris", "Raphael", "Photosynthesis")
 

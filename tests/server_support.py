@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.dev_server import (
+from crag_bench.dev_server import (
     HOST,
     DevServer,
     DevServerError,
@@ -43,10 +43,10 @@ runs one at a time (langgraph-api's dev server defaults ``--n-jobs-per-worker`` 
 
 def build_server_store(path: Path) -> Path:
     """A Chroma store with the Mona Lisa summary and 40 unrelated ones, real embeddings."""
-    from vectorstore.corpus import load_corpus
-    from vectorstore.embeddings import load_embeddings
-    from vectorstore.ingest import ingest_documents
-    from vectorstore.store import open_store
+    from crag.vectorstore.corpus import load_corpus
+    from crag.vectorstore.embeddings import load_embeddings
+    from crag.vectorstore.ingest import ingest_documents
+    from crag.vectorstore.store import open_store
 
     docs = load_corpus()
     mona = [d for d in docs if d.source == MONA_LISA]

@@ -17,8 +17,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from app.api import output_of, persistent_graph, thread_config
-from graph.components import use_components
+from crag.app.api import output_of, persistent_graph, thread_config
+from crag.nodes.components import use_components
 from tests.fakes import (
     FakeComponents,
     FixedScoreEvaluator,

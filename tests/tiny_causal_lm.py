@@ -1,7 +1,7 @@
 """Build a tiny, randomly initialised chat model folder, offline, in about a second.
 
 A ``LlamaForCausalLM`` of two small layers with a WordLevel tokenizer and a chat template, saved
-as ``save_pretrained`` writes it, so that :class:`generator.local.LocalChatModel` loads it like
+as ``save_pretrained`` writes it, so that :class:`crag.generator.local.LocalChatModel` loads it like
 any local model. It has no end-of-sequence token configured: greedy decoding always runs to
 ``max_new_tokens``, which makes generation length (and, with a slow forward hook, its
 duration) predictable.

@@ -67,7 +67,7 @@ def build_tiny_cross_encoder(
     import torch
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
 
-    from evaluator.cross_encoder import write_metadata
+    from crag.evaluator.cross_encoder import write_metadata
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)

@@ -42,7 +42,7 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 
 import pytest
 
-from websearch.safety import AddressPolicy
+from crag.websearch.safety import AddressPolicy
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 :class:`ChunkBatches` gathers documents' chunks into batches and hands each full one to a
 :class:`ChunkWriter`, which records the documents the batch leaves unfinished in the collection
-(:mod:`vectorstore.pending`) before writing it, so that an interrupted run can be cleaned up.
+(:mod:`crag.vectorstore.pending`) before writing it, so that an interrupted run can be cleaned up.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import Any
 
 from langchain_chroma import Chroma
 
-from vectorstore.loaders import LoadedDocument
-from vectorstore.pending import abandon_run, clear_pending, mark_pending, new_run_id, shorten
-from vectorstore.records import chunk_id, delete_sources
-from vectorstore.scope import NO_LABELS, ScopeLabels
-from vectorstore.sources import OPERATOR
-from vectorstore.store import StoreError
+from crag.vectorstore.loaders import LoadedDocument
+from crag.vectorstore.pending import abandon_run, clear_pending, mark_pending, new_run_id, shorten
+from crag.vectorstore.records import chunk_id, delete_sources
+from crag.vectorstore.scope import NO_LABELS, ScopeLabels
+from crag.vectorstore.sources import OPERATOR
+from crag.vectorstore.store import StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -100,8 +100,9 @@ class ChunkBatches:
     """Gathers documents' chunks into batches of ``batch_size`` and writes each full one.
 
     ``on_flush`` is called after each written batch as ``(chunks_in_batch, chunks_written)``;
-    ``written_by`` is recorded on every chunk as its ``writer`` (see :mod:`vectorstore.records`),
-    and ``scope``'s labels too (see :mod:`vectorstore.scope`).
+    ``written_by`` is recorded on every chunk as its ``writer`` (see
+    :mod:`crag.vectorstore.records`), and ``scope``'s labels too (see
+    :mod:`crag.vectorstore.scope`).
     """
 
     def __init__(
@@ -141,7 +142,7 @@ class ChunkBatches:
         if doc.file:
             base["file"] = doc.file
         base.update(self.scope.metadata(doc))
-        # Chunk 0 goes last: it is the document's record (see vectorstore.records).
+        # Chunk 0 goes last: it is the document's record (see crag.vectorstore.records).
         for index in [*range(1, len(chunks)), 0]:
             self.batch.ids.append(chunk_id(doc.source, index))
             self.batch.texts.append(chunks[index])

@@ -16,10 +16,10 @@ from typing import Any
 
 from langchain_chroma import Chroma
 
-from vectorstore.ingest import IngestReport, ingest_documents
-from vectorstore.loaders import LoadedDocument
-from vectorstore.sources import SOURCE_PREFIX
-from vectorstore.store import StoreError, count
+from crag.vectorstore.ingest import IngestReport, ingest_documents
+from crag.vectorstore.loaders import LoadedDocument
+from crag.vectorstore.sources import SOURCE_PREFIX
+from crag.vectorstore.store import StoreError, count
 
 logger = logging.getLogger(__name__)
 

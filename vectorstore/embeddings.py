@@ -17,8 +17,8 @@ from pathlib import Path
 from langchain_core.embeddings import Embeddings
 from langchain_huggingface import HuggingFaceEmbeddings
 
-from graph.cancellation import holding
-from graph.model_locks import model_lock
+from crag.core.cancellation import holding
+from crag.core.model_locks import model_lock
 
 logger = logging.getLogger(__name__)
 

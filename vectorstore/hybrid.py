@@ -1,8 +1,8 @@
 """The one search entry point: dense, lexical (BM25) or hybrid retrieval from the store.
 
 ``dense`` asks Chroma for the nearest vectors (their vectors go to the memo, see
-:mod:`vectorstore.vector_memo`); ``lexical`` ranks chunks by BM25
-(:mod:`vectorstore.lexical_store`); ``hybrid`` fuses the two rankings of the
+:mod:`crag.vectorstore.vector_memo`); ``lexical`` ranks chunks by BM25
+(:mod:`crag.vectorstore.lexical_store`); ``hybrid`` fuses the two rankings of the
 :func:`candidates` best chunks each by reciprocal rank fusion (:func:`fuse`) and keeps the
 ``k`` best. Lexical-only hits carry no stored vector: the embedding evaluator embeds them.
 
@@ -21,8 +21,8 @@ from typing import Any, Literal, get_args
 
 from langchain_core.documents import Document
 
-from vectorstore.lexical_store import fetch_documents, lexical_available, lexical_ids
-from vectorstore.vector_memo import VectorMemo, similarity_search_remembering
+from crag.vectorstore.lexical_store import fetch_documents, lexical_available, lexical_ids
+from crag.vectorstore.vector_memo import VectorMemo, similarity_search_remembering
 
 logger = logging.getLogger(__name__)
 

@@ -4,12 +4,13 @@ Each chunk's id is ``"{sha1(source)}:{index}"`` and its metadata records the doc
 so ingesting the same document twice embeds nothing, and a changed document replaces its old
 chunks. A file that cannot be loaded is reported and skipped; the others are still ingested.
 
-Every write holds the store's write lock (:mod:`vectorstore.locking`), so a second ingestion of
+Every write holds the store's write lock (:mod:`crag.vectorstore.locking`), so a second ingestion of
 the same files waits for the first and then finds them unchanged. The documents being written
-are recorded in the collection (:mod:`vectorstore.pending`): a run interrupted by Ctrl-C removes
-its unfinished documents on the way out, and one killed outright is repaired by the next writer.
+are recorded in the collection (:mod:`crag.vectorstore.pending`): a run interrupted by Ctrl-C
+removes its unfinished documents on the way out, and one killed outright is repaired by the next
+writer.
 
-**Who may change what.** Every chunk records its ``writer`` (:mod:`vectorstore.records`): the
+**Who may change what.** Every chunk records its ``writer`` (:mod:`crag.vectorstore.records`): the
 operator (``crag ingest``, the Python API, the bundled corpus) or a served run (the ``ingest``
 graph, whose callers are whoever can reach the server). The operator may replace and remove
 anything. A served run may add documents; what already stored it may replace or remove is the
@@ -34,10 +35,10 @@ from langchain_chroma import Chroma
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 from tqdm import tqdm
 
-from vectorstore.chunk_writer import ChunkBatches, ChunkWriter
-from vectorstore.documents import MetadataValue
-from vectorstore.lexical_store import refresh_lexical_index
-from vectorstore.loaders import (
+from crag.vectorstore.chunk_writer import ChunkBatches, ChunkWriter
+from crag.vectorstore.documents import MetadataValue
+from crag.vectorstore.lexical_store import refresh_lexical_index
+from crag.vectorstore.loaders import (
     LoadedDocument,
     LoaderError,
     iter_paths,
@@ -45,20 +46,20 @@ from vectorstore.loaders import (
     not_text_reason,
     real_path,
 )
-from vectorstore.locking import store_write_lock
-from vectorstore.pending import repair_interrupted
-from vectorstore.records import (
+from crag.vectorstore.locking import store_write_lock
+from crag.vectorstore.pending import repair_interrupted
+from crag.vectorstore.records import (
     StoredRecord,
     chunk_id,
     delete_sources,
     set_writer,
     stored_records,
 )
-from vectorstore.removal import prune_missing, remove_sources
-from vectorstore.report import IngestReport
-from vectorstore.scope import NO_LABELS, ScopeLabels, relabel_unchanged
-from vectorstore.sources import OPERATOR, OPERATOR_WRITER, Writer, writer_of
-from vectorstore.store import StoreError
+from crag.vectorstore.removal import prune_missing, remove_sources
+from crag.vectorstore.report import IngestReport
+from crag.vectorstore.scope import NO_LABELS, ScopeLabels, relabel_unchanged
+from crag.vectorstore.sources import OPERATOR, OPERATOR_WRITER, Writer, writer_of
+from crag.vectorstore.store import StoreError
 
 __all__ = [
     "EMBED_BATCH_SIZE",
@@ -117,7 +118,7 @@ def split_document(
     """The document's non-blank chunks, and each chunk's location metadata.
 
     Each section is split on its own (no chunk spans two pages, slides or sheets), and its
-    chunks carry its location fields (:meth:`~vectorstore.documents.Section.metadata`); a
+    chunks carry its location fields (:meth:`~crag.vectorstore.documents.Section.metadata`); a
     document without sections is split whole, without location.
     """
     chunks: list[str] = []
@@ -358,7 +359,7 @@ def ingest_documents(
         on_progress: Called with ``(chunks_written, chunks_to_write)`` after each batch.
         writer: Who is writing (recorded on every chunk), and what it may replace (see the
             module).
-        tags: Recorded on every chunk, for scoped search (see :mod:`vectorstore.scope`); an
+        tags: Recorded on every chunk, for scoped search (see :mod:`crag.vectorstore.scope`); an
             unchanged document gets them without being embedded again.
 
     Returns:

@@ -1,12 +1,13 @@
 """Ingestion and removal on the store that the settings name (what ``crag ingest`` runs).
 
-:mod:`vectorstore.ingest` and :mod:`vectorstore.removal` work on an opened store; the functions
-here open the store a :class:`~graph.context.Context` or :class:`~graph.context.IngestContext`
-names (on disk, or on a Chroma server), with the process-wide embedder whose calls are
-serialised with every run's, and then ingest or remove. The CLI, the Python API
-(:mod:`app.api`) and the served ingestion graph (:mod:`graph.ingest_graph`) all go through them;
-the CLI and the Python API write as the operator, the served graph as a served run (see
-:mod:`vectorstore.ingest` for what each may replace).
+:mod:`crag.vectorstore.ingest` and :mod:`crag.vectorstore.removal` work on an opened store; the
+functions here open the store a :class:`~crag.core.context.Context` or
+:class:`~crag.core.context.IngestContext` names (on disk, or on a Chroma server), with the
+process-wide embedder whose calls are serialised with every run's, and then ingest or remove. The
+CLI, the Python API (:mod:`crag.app.api`) and the served ingestion graph
+(:mod:`crag.graph.ingest_graph`) all go through them; the CLI and the Python API write as the
+operator, the served graph as a served run (see :mod:`crag.vectorstore.ingest` for what each may
+replace).
 """
 
 from __future__ import annotations
@@ -18,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
 
-from graph.context import Context, IngestContext
-from graph.scope_settings import check_tags
-from vectorstore.sources import OPERATOR_WRITER, Writer
+from crag.core.context import Context, IngestContext
+from crag.core.scope_settings import check_tags
+from crag.vectorstore.sources import OPERATOR_WRITER, Writer
 
 if TYPE_CHECKING:
     from langchain_chroma import Chroma
 
-    from vectorstore.ingest import ChunkProgress, IngestReport
-    from vectorstore.loaders import LoadedDocument
+    from crag.vectorstore.ingest import ChunkProgress, IngestReport
+    from crag.vectorstore.loaders import LoadedDocument
 
 INLINE_SOURCE_PREFIX = "inline:"
 """Source of an inline document given without one: ``inline:`` and a hash of its text."""
@@ -44,7 +45,7 @@ def inline_document(
         title: Its title, put on the first line (as for the bundled corpus) unless the text
             already starts with it.
     """
-    from vectorstore.loaders import LoadedDocument
+    from crag.vectorstore.loaders import LoadedDocument
 
     body = text.strip()
     clean_title = title.strip() if title and title.strip() else None
@@ -69,8 +70,8 @@ def open_configured_store(
     The embedder is the process-wide one, its calls serialised with every run's. With
     ``writable`` a read-only store on disk is refused at once (see ``open_store``).
     """
-    from vectorstore.embeddings import locked_embeddings
-    from vectorstore.store import open_store
+    from crag.vectorstore.embeddings import locked_embeddings
+    from crag.vectorstore.store import open_store
 
     return open_store(
         settings.store_path,
@@ -120,8 +121,8 @@ def ingest_into_store(
         on_progress: Called with ``(chunks_written, chunks_to_write)`` as chunks are written
             (files first, then inline documents).
         writer: Who writes: the operator (the default: anything may be replaced) or a served
-            run (see :mod:`vectorstore.ingest`).
-        tags: Tags for every document given, for scoped search (:mod:`vectorstore.scope`); a
+            run (see :mod:`crag.vectorstore.ingest`).
+        tags: Tags for every document given, for scoped search (:mod:`crag.vectorstore.scope`); a
             document's tags are those of its latest ingestion (an unchanged one is relabelled
             without being embedded again).
 
@@ -133,7 +134,7 @@ def ingest_into_store(
         StoreError: The store cannot be opened, read or written, or is read-only.
         ValueError: Invalid chunking parameters or tags.
     """
-    from vectorstore.ingest import IngestReport, ingest_documents, ingest_paths
+    from crag.vectorstore.ingest import IngestReport, ingest_documents, ingest_paths
 
     settings = context or Context()
     # What files and inline documents share: chunking, progress and who writes.
@@ -169,8 +170,8 @@ def remove_from_store(
     Raises:
         StoreError: The store is missing, cannot be read or written, or is read-only.
     """
-    from vectorstore.removal import remove_sources
-    from vectorstore.store import open_store
+    from crag.vectorstore.removal import remove_sources
+    from crag.vectorstore.store import open_store
 
     settings = context or Context()
     store = open_store(

@@ -11,7 +11,7 @@ directory and renamed into place, so a crash never leaves a half index; an index
 be read is rebuilt, with a warning. A store this process may not write gets an index in
 memory only.
 
-When it is used and how it is kept fresh: :mod:`vectorstore.lexical_store`.
+When it is used and how it is kept fresh: :mod:`crag.vectorstore.lexical_store`.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from typing import Any
 import bm25s
 import numpy as np
 
-from vectorstore.readonly import SQLITE_FILE
-from vectorstore.records import scan_pages
+from crag.vectorstore.readonly import SQLITE_FILE
+from crag.vectorstore.records import scan_pages
 
 logger = logging.getLogger(__name__)
 # bm25s sets its own logger to DEBUG when imported; NOTSET hands the choice back to the

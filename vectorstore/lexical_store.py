@@ -1,12 +1,12 @@
 """The lexical index of an opened store: found, checked fresh, rebuilt when stale, searched.
 
-**Never stale.** An index (:mod:`vectorstore.lexical`) records the *digest* of the chunks it
+**Never stale.** An index (:mod:`crag.vectorstore.lexical`) records the *digest* of the chunks it
 was built from and a *state token* of the store: size, inode and modification time of
 ``chroma.sqlite3`` (and of its write-ahead log, if any). Chroma commits every write to that
 file and reads leave it untouched, so every search compares the token, one ``stat``. When it
 differs the chunks are read back and digested (about 0.4 s for 10,000 chunks) and the index
 is rebuilt only if the digest differs too: opening a store touches the file without changing
-its chunks. A token younger than :data:`~vectorstore.lexical.SETTLE_SECONDS` is not recorded,
+its chunks. A token younger than :data:`~crag.vectorstore.lexical.SETTLE_SECONDS` is not recorded,
 since a second write within the same clock tick would leave it unchanged; a writer, which
 holds the store's write lock, records its token at once. A process keeps the indexes it uses
 in memory, keyed by index directory, and checks them the same way.
@@ -17,7 +17,7 @@ a store whose index was never built is left alone (it is built by the first lexi
 Readers check for themselves all the same, so a write by another program is caught too.
 
 **Chroma server** (``chroma_host``): not indexed yet. :func:`lexical_available` is false, and
-:mod:`vectorstore.hybrid` falls back to dense retrieval with a warning. The plan: keep the
+:mod:`crag.vectorstore.hybrid` falls back to dense retrieval with a warning. The plan: keep the
 index in a local directory (``.crag/lexical/<host>_<port>/<collection>``) and, as a server
 has no file to ``stat``, use the digest itself as the fingerprint, read from the server at
 most every few seconds.
@@ -32,7 +32,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from vectorstore.lexical import (
+from crag.vectorstore.lexical import (
     INDEX_DIRECTORY,
     META_FILE,
     LexicalIndex,
@@ -47,7 +47,7 @@ from vectorstore.lexical import (
     state_token,
     write_json,
 )
-from vectorstore.store import StoreError, store_directory
+from crag.vectorstore.store import StoreError, store_directory
 
 logger = logging.getLogger(__name__)
 

@@ -1,9 +1,9 @@
 """Read documents from disk: text, Markdown, HTML, JSON Lines, CSV, PDF, Office, EPUB.
 
 This module picks the reader by the file's extension (the readers of binary formats are in
-:mod:`vectorstore.formats`). A file is one document, except a JSON Lines file (one per line);
+:mod:`crag.vectorstore.formats`). A file is one document, except a JSON Lines file (one per line);
 a document may carry sections with their locations (pages, slides, sheet rows, heading paths:
-see :class:`~vectorstore.documents.Section`) that chunks and citations keep.
+see :class:`~crag.vectorstore.documents.Section`) that chunks and citations keep.
 
 Every failure (unreadable file, not a regular file, a symbolic link loop, a path with a NUL
 character, bytes that are not UTF-8 or not text at all, unsupported extension, malformed JSON
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from vectorstore.documents import LoadedDocument, LoaderError, Section, join_sections
+from crag.vectorstore.documents import LoadedDocument, LoaderError, Section, join_sections
 
 __all__ = [
     "SUPPORTED_EXTENSIONS",
@@ -46,7 +46,7 @@ HTML_EXTENSIONS = frozenset({".html", ".htm"})
 JSONL_EXTENSIONS = frozenset({".jsonl"})
 CSV_EXTENSIONS = frozenset({".csv"})
 BINARY_EXTENSIONS = frozenset({".pdf", ".docx", ".pptx", ".xlsx", ".epub"})
-"""Formats read from bytes by a reader of :mod:`vectorstore.formats`."""
+"""Formats read from bytes by a reader of :mod:`crag.vectorstore.formats`."""
 SUPPORTED_EXTENSIONS: tuple[str, ...] = tuple(
     sorted(
         TEXT_EXTENSIONS
@@ -68,10 +68,10 @@ is binary data, not text. Real text has almost none; ANSI colour codes stay far 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
 _READERS: dict[str, tuple[str, str]] = {
-    ".pdf": ("vectorstore.formats.pdf", "read_pdf"),
-    ".docx": ("vectorstore.formats.docx", "read_docx"),
-    ".pptx": ("vectorstore.formats.pptx", "read_pptx"),
-    ".xlsx": ("vectorstore.formats.spreadsheet", "read_xlsx"),
+    ".pdf": ("crag.vectorstore.formats.pdf", "read_pdf"),
+    ".docx": ("crag.vectorstore.formats.docx", "read_docx"),
+    ".pptx": ("crag.vectorstore.formats.pptx", "read_pptx"),
+    ".xlsx": ("crag.vectorstore.formats.spreadsheet", "read_xlsx"),
 }
 """Module and function reading each binary format but EPUB (which also gives a title)."""
 
@@ -211,7 +211,7 @@ def _read_binary(suffix: str, data: bytes, path: Path) -> tuple[list[Section], s
     The readers are imported on first use: their libraries take a while to import.
     """
     if suffix == ".epub":
-        from vectorstore.formats.epub import read_epub
+        from crag.vectorstore.formats.epub import read_epub
 
         book = read_epub(data, path)
         return book.sections, book.title
@@ -222,8 +222,8 @@ def _read_binary(suffix: str, data: bytes, path: Path) -> tuple[list[Section], s
 
 def _text_sections(suffix: str, text: str, path: Path) -> tuple[str, str | None, list[Section]]:
     """The text, title and sections of a text file (no sections: plain text)."""
-    from vectorstore.formats.markup import html_text, markdown_sections
-    from vectorstore.formats.spreadsheet import read_csv
+    from crag.vectorstore.formats.markup import html_text, markdown_sections
+    from crag.vectorstore.formats.spreadsheet import read_csv
 
     if suffix in HTML_EXTENSIONS:
         page = html_text(text)

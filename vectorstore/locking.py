@@ -25,8 +25,8 @@ from pathlib import Path
 
 from langchain_chroma import Chroma
 
-from vectorstore.readonly import read_only_message
-from vectorstore.store import StoreError, ensure_writable, store_directory
+from crag.vectorstore.readonly import read_only_message
+from crag.vectorstore.store import StoreError, ensure_writable, store_directory
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ except that a changed document whose old chunks were already deleted is now abse
 added again by the next ingest of its file).
 
 Records of runs that may still be writing are left alone: for a store on disk the write lock
-(:mod:`vectorstore.locking`) guarantees there is none; on a Chroma server a record is repaired
+(:mod:`crag.vectorstore.locking`) guarantees there is none; on a Chroma server a record is repaired
 only once it has not been refreshed for :data:`STALE_AFTER` seconds.
 """
 
@@ -25,9 +25,9 @@ from typing import Any
 
 from langchain_chroma import Chroma
 
-from vectorstore.lexical_store import refresh_lexical_index
-from vectorstore.records import delete_sources, stored_hashes
-from vectorstore.store import StoreError
+from crag.vectorstore.lexical_store import refresh_lexical_index
+from crag.vectorstore.records import delete_sources, stored_hashes
+from crag.vectorstore.store import StoreError
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ whose chunk 0 is stored is complete, in the version that hash names.
 ``writer`` says who stored the document: ``"operator"`` (``crag ingest``, the Python API, the
 bundled corpus) or ``"served"`` (a run of the served ``ingest`` graph). A served run may
 replace or remove only what served runs wrote, unless the operator allows more (see
-:class:`~vectorstore.sources.Writer`). Chunks stored before the field existed have none: they
+:class:`~crag.vectorstore.sources.Writer`). Chunks stored before the field existed have none: they
 count as the operator's, so upgrading never hands an operator document to the server's clients.
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 
 from langchain_chroma import Chroma
 
-from vectorstore.sources import writer_of
-from vectorstore.store import StoreError
+from crag.vectorstore.sources import writer_of
+from crag.vectorstore.store import StoreError
 
 LOOKUP_BATCH_SIZE = 500
 """Ids or sources per Chroma call when looking documents up or deleting them."""
@@ -34,7 +34,7 @@ class StoredRecord:
     sha256: str
     writer: str
     metadata: Mapping[str, Any] = field(default_factory=dict)
-    """Chunk 0's metadata as stored (its scope labels, for :mod:`vectorstore.scope`)."""
+    """Chunk 0's metadata as stored (its scope labels, for :mod:`crag.vectorstore.scope`)."""
 
 
 def chunk_id(source: str, index: int) -> str:

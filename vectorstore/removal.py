@@ -13,11 +13,11 @@ from pathlib import Path
 
 from langchain_chroma import Chroma
 
-from vectorstore.lexical_store import refresh_lexical_index
-from vectorstore.locking import store_write_lock
-from vectorstore.pending import repair_interrupted, shorten
-from vectorstore.records import delete_sources, scan_pages
-from vectorstore.report import IngestReport
+from crag.vectorstore.lexical_store import refresh_lexical_index
+from crag.vectorstore.locking import store_write_lock
+from crag.vectorstore.pending import repair_interrupted, shorten
+from crag.vectorstore.records import delete_sources, scan_pages
+from crag.vectorstore.report import IngestReport
 
 logger = logging.getLogger(__name__)
 

@@ -15,13 +15,13 @@ class IngestReport:
         replaced: Sources whose content changed; their old chunks were replaced.
         failed: ``(source, error message)`` for documents that could not be ingested, or that
             a served run may not replace or remove (the operator's; see
-            :mod:`vectorstore.ingest`).
+            :mod:`crag.vectorstore.ingest`).
         chunks_added: Chunks embedded and written.
         removed: Sources deleted: gone from a re-ingested JSON Lines file, their file gone
             (pruning), or removed on request.
         relabelled: Unchanged sources (also in ``skipped``) whose scope labels (tags, file
             type, folders) were updated in place, nothing embedded (see
-            :mod:`vectorstore.scope`).
+            :mod:`crag.vectorstore.scope`).
     """
 
     added: list[str] = field(default_factory=list)

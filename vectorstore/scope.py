@@ -27,16 +27,16 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
-from graph.scope_settings import check_tags
-from vectorstore.records import StoredRecord, update_metadata
-from vectorstore.sources import SOURCE_PREFIX, Writer
+from crag.core.scope_settings import check_tags
+from crag.vectorstore.records import StoredRecord, update_metadata
+from crag.vectorstore.sources import SOURCE_PREFIX, Writer
 
 if TYPE_CHECKING:
     from langchain_chroma import Chroma
 
-    from graph.context import Context
-    from vectorstore.documents import LoadedDocument
-    from vectorstore.report import IngestReport
+    from crag.core.context import Context
+    from crag.vectorstore.documents import LoadedDocument
+    from crag.vectorstore.report import IngestReport
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class ScopeLabels:
     """What one ingestion records on its chunks besides their text: tags, and file or not.
 
     Attributes:
-        tags: The tags given at ingestion (checked: :func:`graph.scope_settings.check_tags`).
+        tags: The tags given at ingestion (checked: :func:`crag.core.scope_settings.check_tags`).
         files: The documents were read from files (``source`` or ``file`` is their path).
     """
 
@@ -157,14 +157,14 @@ def relabel_unchanged(
 ) -> None:
     """Update the scope labels of unchanged (skipped) ``docs`` where they differ, in place.
 
-    ``stored`` holds what the store says of each document (:func:`~vectorstore.records.
+    ``stored`` holds what the store says of each document (:func:`~crag.vectorstore.records.
     stored_records`, read once by the ingestion for its plan).
 
     Those relabelled go to ``report.relabelled``. A document ``writer`` may not replace keeps
     its labels; when the tags asked for differ from its own, it moves from ``skipped`` to
     ``failed`` with the reason.
     """
-    from vectorstore.ingest import REPLACE_SETTING  # ingest imports this module
+    from crag.vectorstore.ingest import REPLACE_SETTING  # ingest imports this module
 
     wanted = {doc.source: labels.metadata(doc) for doc in docs}
     changed: dict[str, dict[str, Any]] = {}

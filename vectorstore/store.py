@@ -9,7 +9,7 @@ missing collection) surfaces as a :class:`StoreError` whose message names the pa
 says what to do, never as a raw SQLite, HTTP or Chroma traceback.
 
 A store on disk this process may not write is opened from a private copy (Chroma cannot open it
-otherwise, see :mod:`vectorstore.readonly`): questions are answered, writes are refused.
+otherwise, see :mod:`crag.vectorstore.readonly`): questions are answered, writes are refused.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from langchain_chroma import Chroma
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from graph.state import RetrievedPassage
-from vectorstore.readonly import (
+from crag.core.state import RetrievedPassage
+from crag.vectorstore.readonly import (
     SQLITE_FILE,
     SnapshotError,
     is_read_only,

@@ -5,7 +5,7 @@ question's, made by the same shared embedder the store was built with, so the ve
 compute for a retrieved passage is the one the store already holds. Retrieval asks Chroma for
 the vectors with the passages (:func:`similarity_search_remembering`) and puts them here;
 grading then embeds none of the retrieved passages, only the question. Embedding the ten
-passages was about half of the embedder's time in ``crag eval``'s main comparison, and the
+passages was about half of the embedder's time in ``crag-bench eval``'s main comparison, and the
 embedder shares the CPU with the generator. Strips and web paragraphs are not in the store and
 are embedded as before.
 

@@ -19,8 +19,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-from websearch.base import SearchResult
-from websearch.pages import PageText
+from crag.websearch.base import SearchResult
+from crag.websearch.pages import PageText
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")

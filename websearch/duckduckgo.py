@@ -19,8 +19,8 @@ import httpx
 from ddgs import DDGS
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
-from websearch.base import SearchResult, SearchUnavailableError, result_from_item
-from websearch.retry import TransientSearchError
+from crag.websearch.base import SearchResult, SearchUnavailableError, result_from_item
+from crag.websearch.retry import TransientSearchError
 
 logger = logging.getLogger(__name__)
 

@@ -3,9 +3,9 @@
 :class:`PageFetcher` wraps one ``httpx.AsyncClient`` for a batch of pages:
 
 * **Addresses.** Every URL (the first and each redirect target) must pass
-  :func:`websearch.safety.check_url`. Host names are resolved by the client's own network
+  :func:`crag.websearch.safety.check_url`. Host names are resolved by the client's own network
   backend (:class:`GuardedBackend`): it resolves the name once, checks every address against
-  the :class:`~websearch.safety.AddressPolicy` and then connects to one of those checked
+  the :class:`~crag.websearch.safety.AddressPolicy` and then connects to one of those checked
   addresses. TLS still verifies the certificate against the host name and HTTP still sends it
   as ``Host``, so the page is the one asked for, while a DNS answer that changes after the
   check (DNS rebinding) cannot point the connection somewhere else. Proxies from the
@@ -43,7 +43,7 @@ from urllib.request import Request
 import httpcore
 import httpx
 
-from websearch.safety import (
+from crag.websearch.safety import (
     AddressPolicy,
     HostLookupError,
     UnsafeURLError,
@@ -135,7 +135,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
     """An httpcore network backend that connects only to checked addresses.
 
     ``connect_tcp`` resolves the host name once and checks every address with
-    :func:`~websearch.safety.resolve_checked`, then connects to the checked addresses (in
+    :func:`~crag.websearch.safety.resolve_checked`, then connects to the checked addresses (in
     order), never resolving the name again.
     """
 

@@ -1,9 +1,9 @@
 """A synchronous HTTP client for a configured endpoint, under the same address rules as pages.
 
 The SearxNG provider queries ``search_url``, an address set in the configuration rather than
-found on the web; it still goes through the rules of :mod:`websearch.safety`: only http(s),
+found on the web; it still goes through the rules of :mod:`crag.websearch.safety`: only http(s),
 and every address the host resolves to must be public unless ``allowed_hosts`` lists it. As in
-the page fetcher (:mod:`websearch.fetch`), the host name is resolved once, every address is
+the page fetcher (:mod:`crag.websearch.fetch`), the host name is resolved once, every address is
 checked, and the connection goes to a checked address, so a DNS answer that changes after the
 check cannot point it elsewhere. No proxies or ``.netrc`` from the environment are used.
 """
@@ -16,8 +16,8 @@ from typing import Any
 import httpcore
 import httpx
 
-from websearch.fetch import verifying_ssl_context
-from websearch.safety import AddressPolicy, HostLookupError, UnsafeURLError, resolve_checked
+from crag.websearch.fetch import verifying_ssl_context
+from crag.websearch.safety import AddressPolicy, HostLookupError, UnsafeURLError, resolve_checked
 
 
 class GuardedSyncBackend(httpcore.NetworkBackend):
@@ -89,7 +89,7 @@ def guarded_client(policy: AddressPolicy, timeout: float) -> httpx.Client:
 
     It follows no redirect, shares no cookies with other clients and takes nothing (proxies,
     ``.netrc``) from the environment. Requests may raise
-    :class:`~websearch.safety.UnsafeURLError` for a refused address.
+    :class:`~crag.websearch.safety.UnsafeURLError` for a refused address.
     """
     return httpx.Client(
         transport=GuardedSyncTransport(policy),

@@ -22,8 +22,8 @@ from typing import Any
 
 from bs4 import BeautifulSoup, Tag
 
-from knowledge.strips import split_sentences
-from websearch.fetch import FetchedPage, PageError
+from crag.knowledge.strips import split_sentences
+from crag.websearch.fetch import FetchedPage, PageError
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
-from websearch.base import SearchResult
+from crag.websearch.base import SearchResult
 
 WIKIPEDIA_KEYWORD = "wikipedia"
 _MENTIONS_WIKIPEDIA = re.compile(r"\bwikipedia\b|\bwikipedia\.org\b", re.IGNORECASE)

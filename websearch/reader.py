@@ -1,9 +1,9 @@
 """From search results to scored-ready passages: cached search, concurrent page reading.
 
 :func:`cached_search` runs a search with one retry after a transient failure and keeps the
-results in the process-wide cache (:mod:`websearch.cache`). :func:`read_results` reads the
-top results' pages concurrently (:mod:`websearch.fetch`, :mod:`websearch.pages`) and returns
-their paragraphs as :class:`WebPassage` objects: the page title, a line break and the
+results in the process-wide cache (:mod:`crag.websearch.cache`). :func:`read_results` reads the
+top results' pages concurrently (:mod:`crag.websearch.fetch`, :mod:`crag.websearch.pages`) and
+returns their paragraphs as :class:`WebPassage` objects: the page title, a line break and the
 paragraph, with the page's URL. A page that cannot be read falls back to its search snippet,
 and a note says so.
 
@@ -22,12 +22,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from websearch.base import SearchProvider, SearchResult
-from websearch.cache import PAGE_CACHE, SEARCH_CACHE
-from websearch.fetch import FetchOptions, PageError, PageFetcher
-from websearch.pages import PageText, extract, page_title, pdf_supported
-from websearch.retry import search_with_retry
-from websearch.safety import AddressPolicy, strip_userinfo
+from crag.websearch.base import SearchProvider, SearchResult
+from crag.websearch.cache import PAGE_CACHE, SEARCH_CACHE
+from crag.websearch.fetch import FetchOptions, PageError, PageFetcher
+from crag.websearch.pages import PageText, extract, page_title, pdf_supported
+from crag.websearch.retry import search_with_retry
+from crag.websearch.safety import AddressPolicy, strip_userinfo
 
 logger = logging.getLogger(__name__)
 

@@ -7,14 +7,14 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from websearch.base import SearchProvider
-from websearch.duckduckgo import DuckDuckGoSearch
-from websearch.safety import AddressPolicy
-from websearch.searxng import SearxngSearch
-from websearch.tavily import TavilySearch
+from crag.websearch.base import SearchProvider
+from crag.websearch.duckduckgo import DuckDuckGoSearch
+from crag.websearch.safety import AddressPolicy
+from crag.websearch.searxng import SearxngSearch
+from crag.websearch.tavily import TavilySearch
 
 if TYPE_CHECKING:
-    from graph.context import Context
+    from crag.core.context import Context
 
 SEARCH_PROVIDERS: tuple[str, ...] = ("duckduckgo", "searxng", "tavily")
 WIKIPEDIA_DOMAIN = "wikipedia.org"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
-from websearch.base import SearchProvider, SearchResult, SearchUnavailableError
+from crag.websearch.base import SearchProvider, SearchResult, SearchUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -19,7 +19,7 @@ class TransientSearchError(SearchUnavailableError):
     """A search failure worth retrying: rate limit (HTTP 429), timeout or HTTP 5xx.
 
     Other failures (HTTP 4xx, a wrong URL, no network, a missing API key) are raised as plain
-    :class:`~websearch.base.SearchUnavailableError` and are not retried.
+    :class:`~crag.websearch.base.SearchUnavailableError` and are not retried.
     """
 
 

@@ -13,8 +13,8 @@ must not make crag read the cloud metadata service or the local network. The rul
 :func:`check_url` applies the rules that need no DNS (scheme, literal IP addresses);
 :meth:`AddressPolicy.check_resolved` applies them to the addresses a name resolves to, and
 :func:`resolve_checked` resolves a host once and checks every address. The page fetcher
-(:mod:`websearch.fetch`) and the endpoint client (:mod:`websearch.guarded_client`) connect to
-the very addresses :func:`resolve_checked` returned, so a DNS answer that changes between the
+(:mod:`crag.websearch.fetch`) and the endpoint client (:mod:`crag.websearch.guarded_client`) connect
+to the very addresses :func:`resolve_checked` returned, so a DNS answer that changes between the
 check and the connection (DNS rebinding) cannot slip a private address through.
 """
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from graph.allowed_hosts import IPAddress, IPNetwork, parse_allowed_hosts, parse_ip
+from crag.core.allowed_hosts import IPAddress, IPNetwork, parse_allowed_hosts, parse_ip
 
 ALLOWED_SCHEMES = frozenset({"http", "https"})
 

@@ -2,7 +2,7 @@
 
 The instance must allow the JSON format (``search.formats`` in its ``settings.yml`` must list
 ``json``); otherwise SearxNG answers ``403 Forbidden``. Its address follows the rules pages do
-(:mod:`websearch.safety`): an instance on a loopback or private address (the usual self-hosted
+(:mod:`crag.websearch.safety`): an instance on a loopback or private address (the usual self-hosted
 case) must be listed in ``allowed_hosts``.
 """
 
@@ -17,10 +17,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from websearch.base import SearchResult, SearchUnavailableError
-from websearch.guarded_client import guarded_client
-from websearch.retry import TransientSearchError
-from websearch.safety import AddressPolicy, UnsafeURLError, check_url
+from crag.websearch.base import SearchResult, SearchUnavailableError
+from crag.websearch.guarded_client import guarded_client
+from crag.websearch.retry import TransientSearchError
+from crag.websearch.safety import AddressPolicy, UnsafeURLError, check_url
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class SearxngSearch:
 
     Each search uses a fresh HTTP client, so no cookies are kept between searches, and
     redirects are not followed (a redirect usually means a wrong ``base_url``). The client
-    connects only to addresses ``policy`` allows (see :mod:`websearch.guarded_client`); a
+    connects only to addresses ``policy`` allows (see :mod:`crag.websearch.guarded_client`); a
     refused address makes the search unavailable, saying why.
 
     Args:

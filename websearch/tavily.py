@@ -3,7 +3,7 @@
 Tavily needs an API key, read from the ``TAVILY_API_KEY`` environment variable (never from
 the run's settings, so that it does not travel with runs or show in Studio). The
 ``tavily-python`` package is imported only when a search is made: without it, or without a
-key, the search fails with a :class:`~websearch.base.SearchUnavailableError` that says what
+key, the search fails with a :class:`~crag.websearch.base.SearchUnavailableError` that says what
 to install or set, and the graph goes on without web knowledge.
 """
 
@@ -14,8 +14,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from websearch.base import SearchResult, SearchUnavailableError, result_from_item
-from websearch.retry import TransientSearchError
+from crag.websearch.base import SearchResult, SearchUnavailableError, result_from_item
+from crag.websearch.retry import TransientSearchError
 
 logger = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ import docx
 from docx.table import Table
 from docx.text.paragraph import Paragraph
 
-from vectorstore.documents import LoaderError, Section
-from vectorstore.formats.common import clean_text, office_archive, table_row
-from vectorstore.formats.outline import Outline
+from crag.vectorstore.documents import LoaderError, Section
+from crag.vectorstore.formats.common import clean_text, office_archive, table_row
+from crag.vectorstore.formats.outline import Outline
 
 _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 CAPTION_STYLE = "caption"

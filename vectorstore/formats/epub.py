@@ -13,9 +13,9 @@ from typing import NamedTuple
 from urllib.parse import unquote
 from xml.etree import ElementTree
 
-from vectorstore.documents import LoaderError, Section
-from vectorstore.formats.common import office_archive
-from vectorstore.formats.markup import html_text
+from crag.vectorstore.documents import LoaderError, Section
+from crag.vectorstore.formats.common import office_archive
+from crag.vectorstore.formats.markup import html_text
 
 _CONTAINER = "META-INF/container.xml"
 _NS = {

@@ -9,8 +9,8 @@ from pathlib import Path
 from pypdf import PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
-from vectorstore.documents import LoaderError, Section
-from vectorstore.formats.common import clean_text, wrong_extension
+from crag.vectorstore.documents import LoaderError, Section
+from crag.vectorstore.formats.common import clean_text, wrong_extension
 
 logger = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from typing import Any
 import pptx
 from pptx.enum.shapes import MSO_SHAPE_TYPE
 
-from vectorstore.documents import LoaderError, Section
-from vectorstore.formats.common import clean_text, office_archive, table_row
+from crag.vectorstore.documents import LoaderError, Section
+from crag.vectorstore.formats.common import clean_text, office_archive, table_row
 
 
 def read_pptx(data: bytes, path: Path) -> list[Section]:

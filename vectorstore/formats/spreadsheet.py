@@ -16,8 +16,8 @@ from typing import Any
 
 import openpyxl
 
-from vectorstore.documents import LoaderError, Section
-from vectorstore.formats.common import office_archive, table_row
+from crag.vectorstore.documents import LoaderError, Section
+from crag.vectorstore.formats.common import office_archive, table_row
 
 GROUP_CHARS = 800
 """Characters of rows gathered in one section: below the default chunk size, so that a

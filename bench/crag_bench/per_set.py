@@ -1,0 +1,140 @@
+"""Figures per question set of one ``crag-bench eval`` run over several sets.
+
+A run can ask the questions of several bundled sets at once (their lines concatenated into one
+``--questions`` file: one process, one store, one batcher, which is how 1,000 questions fit in
+the time). Each bundled question's id names its set (``nq-test-39``), so the run's
+``rows.jsonl`` splits back into sets: per set, every experiment's accuracy, knowledge recall
+and abstentions, CRAG against each other experiment, and gold-removed CRAG against gold-removed
+RAG over all questions and over the removed ones, with the report's paired statistics
+(:func:`crag_bench.significance.compare_outcomes`). ``all`` pools every set.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from crag_bench.significance import MEASURES, compare_outcomes, format_p, report_pairs
+
+POOLED = "all"
+"""The name of the group that pools every set."""
+
+
+def question_set(question_id: str) -> str:
+    """The set a bundled question id names (``nq-test-39`` → ``nq-test``); else ``other``."""
+    name, dash, number = question_id.rpartition("-")
+    return name if dash and name and number.isdigit() else "other"
+
+
+def read_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """The counted rows of a run's ``rows.jsonl``.
+
+    Raises:
+        ValueError: The file is missing or unreadable, a line is not a row, or no row is
+            counted.
+    """
+    path = run_dir / "rows.jsonl"
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        rows = [json.loads(line) for line in lines if line.strip()]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from exc
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, dict):
+            raise ValueError(f"cannot read {path}: row {number} is not an object")
+    counted = [r for r in rows if r.get("counted", True)]
+    if not counted:
+        raise ValueError(f"{path} holds no counted rows")
+    return counted
+
+
+def row_outcomes(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, bool]]:
+    """Question id → each of :data:`~crag_bench.significance.MEASURES` of the rows."""
+    return {
+        str(r["id"]): {
+            "accuracy": bool(r["correct"]),
+            "knowledge_recall": bool(r["answer_in_knowledge"]),
+        }
+        for r in rows
+    }
+
+
+def _experiment(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    n = len(rows)
+    return {
+        "questions": n,
+        "accuracy": sum(bool(r["correct"]) for r in rows) / n,
+        "knowledge_recall": sum(bool(r["answer_in_knowledge"]) for r in rows) / n,
+        "abstained": sum(bool(r.get("abstained")) for r in rows),
+    }
+
+
+def _comparisons(
+    by_experiment: Mapping[str, list[Mapping[str, Any]]], seed: int, resamples: int
+) -> list[dict[str, Any]]:
+    found = []
+    for a, b, scope in report_pairs(by_experiment):
+        a_rows, b_rows = by_experiment[a], by_experiment[b]
+        if scope == "removed":
+            a_rows = [r for r in a_rows if r.get("gold_removed")]
+            b_rows = [r for r in b_rows if r.get("gold_removed")]
+        figures = compare_outcomes(
+            row_outcomes(a_rows), row_outcomes(b_rows), MEASURES, seed=seed, resamples=resamples
+        )
+        if figures is not None:
+            found.append({"a": a, "b": b, "scope": scope, **figures})
+    return found
+
+
+def per_set_figures(
+    rows: Sequence[Mapping[str, Any]], *, seed: int = 0, resamples: int = 10_000
+) -> dict[str, dict[str, Any]]:
+    """Set name (and :data:`POOLED`) → experiments' rates and CRAG's paired comparisons."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(question_set(str(row["id"])), []).append(row)
+    if len(groups) > 1:
+        groups[POOLED] = list(rows)
+    figures: dict[str, dict[str, Any]] = {}
+    for name, members in groups.items():
+        by_experiment: dict[str, list[Mapping[str, Any]]] = {}
+        for row in members:
+            by_experiment.setdefault(str(row["experiment"]), []).append(row)
+        figures[name] = {
+            "experiments": {e: _experiment(r) for e, r in by_experiment.items()},
+            "comparisons": _comparisons(by_experiment, seed, resamples),
+        }
+    return figures
+
+
+def _rate(rate: Mapping[str, Any]) -> str:
+    verdict = "" if rate["significant"] else " (n.s.)"
+    return (
+        f"{rate['difference']:+.3f} [{rate['low']:+.3f}, {rate['high']:+.3f}], "
+        f"p {format_p(rate['p_value'])}{verdict}"
+    )
+
+
+def markdown(figures: Mapping[str, Mapping[str, Any]]) -> str:
+    """One table of experiments and one of comparisons per set, in Markdown."""
+    parts: list[str] = []
+    for name, group in figures.items():
+        parts.append(f"### {name}\n")
+        parts.append("| experiment | questions | accuracy | knowledge recall | abstained |")
+        parts.append("|---|---|---|---|---|")
+        for experiment, e in group["experiments"].items():
+            parts.append(
+                f"| {experiment} | {e['questions']} | {e['accuracy']:.3f} | "
+                f"{e['knowledge_recall']:.3f} | {e['abstained']} |"
+            )
+        parts.append("\n| A - B | over | questions | accuracy | knowledge recall |")
+        parts.append("|---|---|---|---|---|")
+        for c in group["comparisons"]:
+            parts.append(
+                f"| {c['a']} - {c['b']} | {c['scope']} | {c['questions']} | "
+                f"{_rate(c['accuracy'])} | {_rate(c['knowledge_recall'])} |"
+            )
+        parts.append("")
+    return "\n".join(parts)

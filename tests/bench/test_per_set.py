@@ -1,0 +1,87 @@
+"""Splitting a multi-set eval run back into its question sets."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from crag_bench.per_set import POOLED, markdown, per_set_figures, question_set, read_rows
+
+
+def _row(qid: str, experiment: str, correct: bool, **extra: object) -> dict[str, object]:
+    return {
+        "experiment": experiment,
+        "id": qid,
+        "correct": correct,
+        "answer_in_knowledge": correct,
+        "counted": True,
+        **extra,
+    }
+
+
+def test_question_set_is_the_id_before_its_number() -> None:
+    assert question_set("nq-test-39") == "nq-test"
+    assert question_set("curated-test-1") == "curated-test"
+    assert question_set("5a8b57f25542995d1e6f1371") == "other"
+    assert question_set("nq-test-x") == "other"
+
+
+def test_per_set_figures_split_pool_and_compare() -> None:
+    rows = [
+        _row("nq-test-1", "crag", True),
+        _row("nq-test-1", "rag", False),
+        _row("nq-test-2", "crag", True, abstained=False),
+        _row("nq-test-2", "rag", True),
+        _row("wq-test-1", "crag", False, abstained=True),
+        _row("wq-test-1", "rag", True),
+        _row("wq-test-1", "crag-gold-removed", True, gold_removed=True),
+        _row("wq-test-1", "rag-gold-removed", False, gold_removed=True),
+        _row("wq-test-2", "crag-gold-removed", False, gold_removed=False),
+        _row("wq-test-2", "rag-gold-removed", True, gold_removed=False),
+    ]
+    figures = per_set_figures(rows, resamples=200)
+    assert set(figures) == {"nq-test", "wq-test", POOLED}
+    nq = figures["nq-test"]
+    assert nq["experiments"]["crag"] == {
+        "questions": 2,
+        "accuracy": 1.0,
+        "knowledge_recall": 1.0,
+        "abstained": 0,
+    }
+    [crag_rag] = nq["comparisons"]
+    assert (crag_rag["a"], crag_rag["b"], crag_rag["questions"]) == ("crag", "rag", 2)
+    assert crag_rag["accuracy"]["difference"] == pytest.approx(0.5)
+    wq = figures["wq-test"]
+    assert wq["experiments"]["crag"]["abstained"] == 1
+    gold_removed = [c for c in wq["comparisons"] if c["a"] == "crag-gold-removed"]
+    assert [(c["scope"], c["questions"]) for c in gold_removed] == [("all", 2), ("removed", 1)]
+    removed = gold_removed[1:]
+    assert removed[0]["accuracy"]["difference"] == pytest.approx(1.0)
+    pooled = figures[POOLED]["experiments"]["rag"]
+    assert (pooled["questions"], pooled["accuracy"]) == (3, 2 / 3)
+    text = markdown(figures)
+    assert "### nq-test" in text and "| crag - rag | all | 2 | +0.500" in text
+
+
+def test_one_set_is_not_pooled_again() -> None:
+    figures = per_set_figures([_row("nq-dev-1", "crag", True)], resamples=10)
+    assert list(figures) == ["nq-dev"] and figures["nq-dev"]["comparisons"] == []
+
+
+def test_read_rows_keeps_counted_rows_and_refuses_bad_files(tmp_path: Path) -> None:
+    (tmp_path / "rows.jsonl").write_text(
+        json.dumps(_row("nq-test-1", "crag", True))
+        + "\n"
+        + json.dumps(_row("nq-test-2", "crag", True, counted=False))
+        + "\n",
+        encoding="utf-8",
+    )
+    assert [r["id"] for r in read_rows(tmp_path)] == ["nq-test-1"]
+    with pytest.raises(ValueError, match="cannot read"):
+        read_rows(tmp_path / "missing")
+    (tmp_path / "rows.jsonl").write_text("{broken\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="cannot read"):
+        read_rows(tmp_path)
+    (tmp_path / "rows.jsonl").write_text("", encoding="utf-8")
+    with pytest.raises(ValueError, match="no counted rows"):
+        read_rows(tmp_path)

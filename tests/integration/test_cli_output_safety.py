@@ -1,0 +1,202 @@
+"""What ``crag`` prints from data never reaches the terminal as control characters.
+
+Ingested files, web pages and the generator's answer reach stdout and stderr through the
+progress lines, the kept strips, the answer, its sources and the thread history. An ESC
+sequence (``\\x1b[31m``), a BEL or a NUL in any of them used to be written raw, so a document
+could recolour, retitle or clear the user's terminal. Each is now shown as a visible escape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from crag.app.cli import _run_question, main, terminal_text
+from tests.websearch_server import WebsearchServer
+
+HOSTILE = "red\x1b[31m bell\x07 nul\x00 csi\x9b del\x7f cr\r"
+"""ESC sequence, BEL, NUL, a C1 control, DEL and a carriage return."""
+
+RAW_CONTROLS = ("\x1b", "\x07", "\x00", "\x9b", "\x7f", "\r")
+
+
+def _assert_no_controls(text: str, controls: tuple[str, ...] = RAW_CONTROLS) -> None:
+    found = sorted({repr(c) for c in controls if c in text})
+    assert not found, f"raw control characters printed: {found}"
+
+
+# -- the helper -------------------------------------------------------------------------------
+
+
+def test_controls_become_visible_escapes() -> None:
+    shown = terminal_text(HOSTILE)
+    assert shown == "red\\x1b[31m bell\\x07 nul\\x00 csi\\x9b del\\x7f cr\\x0d"
+
+
+def test_newlines_are_kept_only_in_multiline_text_and_tabs_always() -> None:
+    assert terminal_text("a\tb\nc") == "a\tb\\x0ac"
+    assert terminal_text("a\tb\nc\r", multiline=True) == "a\tb\nc\\x0d"
+
+
+def test_ordinary_text_is_unchanged() -> None:
+    text = "Mona Lisa — Léonard, 蒙娜丽莎 [1] 100 %"
+    assert terminal_text(text) == text
+
+
+def test_a_file_name_that_is_not_utf8_prints_instead_of_failing() -> None:
+    name = b"caf\xe9.md".decode("utf-8", "surrogateescape")
+    assert terminal_text(name) == "caf\\udce9.md"
+    terminal_text(name).encode("utf-8")  # what print() would do
+
+
+# -- every print site of `crag ask`, with a scripted run --------------------------------------
+
+
+def _strip(text: str, source: str, chunk: int | None, origin: str) -> dict[str, Any]:
+    return {"text": text, "source": source, "chunk": chunk, "origin": origin, "score": 0.5}
+
+
+SOURCE = f"docs/{HOSTILE}.md"
+URL = f"https://example.org/{HOSTILE}"
+KNOWLEDGE = [
+    _strip(f"# Title {HOSTILE}\nBody {HOSTILE}", SOURCE, 0, "internal"),
+    _strip(f"Web page {HOSTILE}", URL, None, "external"),
+]
+FINAL: dict[str, Any] = {
+    "answer": f"Answer {HOSTILE}\nsecond line",
+    "action": "ambiguous",
+    "citations": [1],
+    "abstained": False,
+    "documents": [{"text": HOSTILE, "source": SOURCE, "chunk": 0, "score": 0.2}],
+    "knowledge": KNOWLEDGE,
+    "notes": [f"a note {HOSTILE}"],
+}
+STREAM: list[tuple[str, Any]] = [
+    ("updates", {"contextualize": {"standalone_question": HOSTILE}}),
+    ("updates", {"retrieve": {"documents": FINAL["documents"]}}),
+    ("updates", {"grade": {"documents": FINAL["documents"], "notes": [f"note {HOSTILE}"]}}),
+    ("updates", {"decide_action": {"action": "ambiguous", "decision": {"reason": HOSTILE}}}),
+    ("updates", {"refine": {"internal_knowledge": [KNOWLEDGE[0]]}}),
+    ("updates", {"rewrite_query": {"search_query": HOSTILE}}),
+    ("custom", {"node": "web_search", "event": "searching", "query": HOSTILE}),
+    (
+        "custom",
+        {"node": "web_search", "event": "page", "ok": True, "done": 1, "total": 1, "url": URL},
+    ),
+    ("updates", {"web_search": {"external_knowledge": [KNOWLEDGE[1]]}}),
+    ("messages", (SimpleNamespace(text=f"Answer {HOSTILE}"), {"langgraph_node": "generate"})),
+    ("messages", (SimpleNamespace(text="\nsecond line"), {"langgraph_node": "generate"})),
+    ("updates", {"generate": {"answer": FINAL["answer"], "citations": [1]}}),
+    ("values", FINAL),
+]
+
+
+class ScriptedGraph:
+    """Streams the parts of :data:`STREAM` in the stream modes asked for."""
+
+    def stream(self, *args: Any, stream_mode: list[str], **kwargs: Any) -> Iterator[Any]:
+        yield from (part for part in STREAM if part[0] in stream_mode)
+
+
+def _ask(json_output: bool = False) -> argparse.Namespace:
+    return argparse.Namespace(
+        question=HOSTILE, json=json_output, quiet=False, set=None, store=None, collection=None
+    )
+
+
+def test_progress_strips_answer_notes_and_sources_are_escaped(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert _run_question(ScriptedGraph(), _ask(), None) == 0
+    captured = capsys.readouterr()
+    _assert_no_controls(captured.out)
+    _assert_no_controls(captured.err)
+    lines = captured.err.splitlines()
+    for node in ("contextualize", "grade", "decide_action", "rewrite_query", "web_search"):
+        line = next(line for line in lines if line.startswith(f"[{node}]"))
+        assert "\\x1b[31m" in line, line
+    strip = lines[lines.index("[refine] kept 1 strips") + 1]
+    assert "Body red\\x1b[31m" in strip and "docs/red\\x1b[31m" in strip, strip
+    assert "page 1/1 read: https://example.org/red\\x1b[31m" in captured.err
+    assert "note: a note red\\x1b[31m bell\\x07 nul\\x00" in captured.err
+    # the streamed answer keeps its line break, and the sources show title and location
+    assert captured.out.startswith(
+        "Answer red\\x1b[31m bell\\x07 nul\\x00 csi\\x9b del\\x7f cr\\x0d\n"
+    )
+    assert "  [1] Title red\\x1b[31m" in captured.out
+    assert (
+        "docs/red\\x1b[31m" in captured.out and "https://example.org/red\\x1b[31m" in captured.out
+    )
+
+
+def test_json_output_escapes_what_json_itself_leaves_raw(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert _run_question(ScriptedGraph(), _ask(json_output=True), None) == 0
+    captured = capsys.readouterr()
+    _assert_no_controls(captured.out)
+    assert "\\u009b" in captured.out and "\\u007f" in captured.out
+    assert json.loads(captured.out)["answer"] == FINAL["answer"]  # the same data, still JSON
+
+
+def test_a_one_line_error_stays_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def fail(args: argparse.Namespace) -> int:
+        raise ValueError(f"bad input {HOSTILE}\nsecond line")
+
+    monkeypatch.setattr("crag.app.cli.cmd_graph", fail)
+    assert main(["graph"]) == 2
+    err = capsys.readouterr().err
+    _assert_no_controls(err)
+    assert err.count("\n") == 1 and err.startswith("crag: error: bad input red\\x1b[31m")
+
+
+# -- end to end: an ingested document, `crag ask` and `crag history` ---------------------------
+
+
+@pytest.fixture(scope="module")
+def down() -> Iterator[WebsearchServer]:
+    with WebsearchServer() as server:
+        server.search_status = 503
+        yield server
+
+
+@pytest.mark.integration
+def test_an_ingested_document_with_escapes_reaches_the_terminal_escaped(
+    tmp_path: Path, down: WebsearchServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (no NUL here: `crag ingest` refuses a file holding one as binary data; a web page or an
+    # answer may still hold one, which the scripted run above covers)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    body = (
+        "# The Mona Lisa \x1b[31mpainting\x07\n\n"
+        "The Mona Lisa \x1b[31mis a portrait\x1b[0m painted by Leonardo da Vinci in the "
+        "early sixteenth century.\x07 It hangs in the Louvre in Paris.\x1b]0;owned\x07\n"
+    )
+    (docs / "mona\x1b[31m.md").write_text(body, encoding="utf-8")
+    store, threads = tmp_path / "store", tmp_path / "threads.sqlite"
+    assert main(["ingest", "--store", str(store), str(docs)]) == 0
+    ask = [
+        "ask", "--store", str(store), "--thread", "t", "--threads-db", str(threads),
+        "--set", "search_provider=searxng", "--set", f"search_url={down.url}",
+        "--set", "allowed_hosts=127.0.0.1", "--set", "max_new_tokens=24",
+        "Who painted the Mona Lisa?",
+    ]  # fmt: skip
+    assert main(ask) == 0
+    assert main(["history", "t", "--threads-db", str(threads)]) == 0
+    assert main(["history", "t", "--threads-db", str(threads), "--json"]) == 0
+    captured = capsys.readouterr()
+    _assert_no_controls(captured.out)
+    # the models' own loading bars redraw their line with \r; the document has ESC and BEL
+    _assert_no_controls(captured.err, ("\x1b", "\x07"))
+    assert "mona\\x1b[31m.md" in captured.err  # the source, in the grade lines
+    assert "\\x1b[31mis a portrait\\x1b[0m" in captured.err  # a kept strip's text
+    assert "The Mona Lisa \\x1b[31mpainting\\x07" in captured.out  # its title, under Sources

@@ -1,0 +1,139 @@
+"""Abstention: without knowledge the crag graph says so instead of asking the generator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.messages import BaseMessage
+
+from crag.app.cli import main
+from crag.core.context import Context
+from crag.graph.baselines import build_rag_graph
+from crag.graph.builder import graph
+from crag.prompts.generate import ABSTENTION, NO_KNOWLEDGE
+from tests.fakes import FakeComponents, FixedScoreEvaluator, StaticStore, dict_context
+
+QUESTION = "Who painted the Mona Lisa?"
+
+
+def generations(prompts: list[list[BaseMessage]]) -> list[list[BaseMessage]]:
+    """The answer prompts among a chat model's prompts (rewrite prompts left out)."""
+    return [p for p in prompts if "<knowledge>" in p[-1].text]
+
+
+def test_no_knowledge_abstains_without_the_generator(fake_components: FakeComponents) -> None:
+    fake_components.scorer = FixedScoreEvaluator({}, default=-1.0)
+    out = graph.invoke({"question": QUESTION})
+    assert out["action"] == "incorrect"
+    assert out["answer"] == ABSTENTION
+    assert (out["abstained"], out["citations"], out["knowledge"]) == (True, [], [])
+    assert generations(fake_components.chat.prompts) == []
+    assert out["notes"] == [
+        "web search unavailable: search is off in this test; answered without web knowledge",
+        "abstained, the generator was not asked: no knowledge passed the strip threshold "
+        "(-0.99); store: no passage used: every passage scores below lower threshold -0.9 "
+        "(best -1.000); web: web search unavailable: search is off in this test",
+    ]
+    ai = out["messages"][-1]
+    assert ai.text == ABSTENTION
+    assert ai.additional_kwargs["abstained"] is True
+    assert ai.additional_kwargs["citations"] == []
+
+
+def test_a_correct_run_whose_strips_all_fail_abstains_and_says_the_web_was_not_searched(
+    fake_components: FakeComponents,
+) -> None:
+    out = graph.invoke({"question": QUESTION}, context=Context(strip_threshold=0.95))
+    assert out["action"] == "correct" and out["abstained"] is True
+    assert out["notes"][-1] == (
+        "abstained, the generator was not asked: no knowledge passed the strip threshold "
+        "(0.95); store: no strip scored above 0.95; web: not searched (action correct)"
+    )
+    assert fake_components.web.queries == []
+    assert generations(fake_components.chat.prompts) == []
+
+
+@pytest.mark.parametrize(
+    "context", [Context(abstain_without_knowledge=False), {"abstain_without_knowledge": False}]
+)
+def test_the_setting_off_restores_the_unsupported_answer(
+    fake_components: FakeComponents, context: Any
+) -> None:
+    fake_components.scorer = FixedScoreEvaluator({}, default=-1.0)
+    out = graph.invoke({"question": QUESTION}, context=context)
+    assert out["answer"] == "Leonardo da Vinci."
+    assert out["abstained"] is False and out["knowledge"] == []
+    [prompt] = generations(fake_components.chat.prompts)
+    assert NO_KNOWLEDGE in prompt[-1].text
+    assert out["notes"][-1] == "no knowledge reached the generator; the answer is unsupported"
+
+
+def test_a_run_may_set_it_and_the_schema_describes_it() -> None:
+    setting = graph.get_context_jsonschema()["properties"]["abstain_without_knowledge"]  # type: ignore[index]
+    assert setting["default"] is True
+    assert "readOnly" not in setting
+    assert "generator" in setting["description"]
+
+
+def test_knowledge_found_is_answered_as_before(fake_components: FakeComponents) -> None:
+    out = graph.invoke({"question": QUESTION})
+    assert out["action"] == "correct"
+    assert out["abstained"] is False and out["answer"] == "Leonardo da Vinci."
+    assert len(generations(fake_components.chat.prompts)) == 1
+
+
+def test_baselines_do_not_abstain(fake_components: FakeComponents) -> None:
+    fake_components.store = StaticStore([])
+    out = build_rag_graph().invoke({"question": QUESTION})
+    assert out["answer"] == "Leonardo da Vinci." and out["abstained"] is False
+    assert len(generations(fake_components.chat.prompts)) == 1
+
+
+def test_crag_ask_prints_the_abstention_and_why(
+    fake_components: FakeComponents, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_components.scorer = FixedScoreEvaluator({}, default=-1.0)
+    assert main(["ask", QUESTION]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ABSTENTION + "\n"  # no sources: there were none
+    assert "[generate] abstained: no usable knowledge" in captured.err
+    assert "note: abstained, the generator was not asked" in captured.err
+
+
+def test_knowledge_too_weak_to_answer_from_abstains(fake_components: FakeComponents) -> None:
+    # every passage and strip scores -0.95: ambiguous (the paper's lower threshold, -0.99), the
+    # strips pass the strip threshold (-0.99) but none scores above the abstention threshold
+    fake_components.scorer = FixedScoreEvaluator({}, default=-0.95)
+    out = graph.invoke({"question": QUESTION}, context=Context(lower_threshold=-0.99))
+    assert out["action"] == "ambiguous"
+    assert out["abstained"] is True and out["answer"] == ABSTENTION
+    assert out["knowledge"] == []
+    assert generations(fake_components.chat.prompts) == []
+    assert out["notes"][-1].startswith(
+        "abstained, the generator was not asked: no knowledge scored above the abstention "
+        "threshold (-0.9): best of "
+    )
+    assert out["notes"][-1].endswith(" strips -0.950")
+
+
+def test_an_abstention_threshold_of_minus_one_abstains_only_without_knowledge(
+    fake_components: FakeComponents,
+) -> None:
+    fake_components.scorer = FixedScoreEvaluator({}, default=-0.95)
+    out = graph.invoke(
+        {"question": QUESTION},
+        context=dict_context(abstention_threshold=-1.0, lower_threshold=-0.99),
+    )
+    assert out["abstained"] is False and out["answer"] == "Leonardo da Vinci."
+    assert out["knowledge"] and all(k["score"] == pytest.approx(-0.95) for k in out["knowledge"])
+
+
+def test_unscored_knowledge_always_supports_an_answer() -> None:
+    from crag.nodes.abstain import supports_an_answer
+
+    strip = {"text": "t", "source": "s", "chunk": 0, "origin": "external", "score": None}
+    weak = {**strip, "score": -0.95}
+    assert supports_an_answer([strip], 0.5)  # type: ignore[list-item]
+    assert not supports_an_answer([weak], -0.9)  # type: ignore[list-item]
+    assert not supports_an_answer([], -1.0)

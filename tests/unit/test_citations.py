@@ -1,0 +1,113 @@
+"""Citations: numbered knowledge in the prompt, checked or attributed numbers in the output."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.messages import BaseMessage
+
+from crag.app.cli import main
+from crag.core.context import Context
+from crag.graph.builder import graph
+from crag.prompts.generate import NO_ANSWER
+from crag.websearch.base import SearchResult
+from tests.fakes import FakeComponents, ScriptedChatModel, StaticSearch, StaticStore, scripted_chat
+
+QUESTION = "Who painted the Mona Lisa?"
+LEONARDO = (
+    "The Mona Lisa is a half-length portrait painting by the Italian artist Leonardo da Vinci."
+)
+LOUVRE = "The painting is held at the Louvre in Paris."
+BOTH_KEPT = Context(strip_margin=0)
+"""Both strips reach the prompt: the fake scores (0.9 and 0.2) are not calibrated, and the
+default strip margin would drop the Louvre strip as far below the best one."""
+
+
+def answering(answer: str) -> ScriptedChatModel:
+    """A chat model that answers every prompt with ``answer``."""
+    return ScriptedChatModel(respond=lambda _: answer, prompts=[])
+
+
+def test_by_default_the_prompt_does_not_number_the_knowledge(
+    fake_components: FakeComponents,
+) -> None:
+    fake_components.chat = answering("It is held at the Louvre.")
+    out = graph.invoke({"question": QUESTION}, context=BOTH_KEPT)
+    prompt: list[BaseMessage] = fake_components.chat.prompts[-1]
+    assert f"<knowledge>\n{LEONARDO}\n{LOUVRE}\n</knowledge>" in prompt[-1].text
+    assert out["citations"] == [2]  # attributed by overlap: "Louvre"
+
+
+def test_numbered_knowledge_lets_the_models_citation_stand(
+    fake_components: FakeComponents,
+) -> None:
+    fake_components.chat = answering("It is held at the Louvre [2].")
+    out = graph.invoke(
+        {"question": QUESTION}, context=Context(number_knowledge=True, strip_margin=0)
+    )
+    assert [k["text"] for k in out["knowledge"]] == [LEONARDO, LOUVRE]
+    prompt: list[BaseMessage] = fake_components.chat.prompts[-1]
+    assert f"<knowledge>\n[1] {LEONARDO}\n[2] {LOUVRE}\n</knowledge>" in prompt[-1].text
+    assert out["answer"] == "It is held at the Louvre."
+    assert out["citations"] == [2]
+    ai = out["messages"][-1]
+    assert ai.text == out["answer"]
+    assert ai.additional_kwargs["citations"] == [
+        {"number": 2, "title": "wikipedia:Mona Lisa", "source": "wikipedia:Mona Lisa", "chunk": 0}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("answer", "citations"),
+    [
+        ("Leonardo da Vinci [5].", [1]),  # out of range: dropped, then attributed by overlap
+        ("Leonardo da Vinci.", [1]),  # no marker: attributed by overlap
+        ("In Paris.", [2]),
+        ("Nobody knows.", []),  # no word in common: nothing cited
+        (NO_ANSWER, []),  # a refusal cites nothing
+    ],
+)
+def test_numbers_are_checked_and_missing_ones_attributed(
+    fake_components: FakeComponents, answer: str, citations: list[int]
+) -> None:
+    fake_components.chat = answering(answer)
+    out = graph.invoke({"question": QUESTION}, context=BOTH_KEPT)
+    assert out["citations"] == citations
+    assert "[5]" not in out["answer"]
+    assert [c["number"] for c in out["messages"][-1].additional_kwargs["citations"]] == citations
+
+
+def test_crag_ask_prints_the_numbered_sources_under_the_answer(
+    fake_components: FakeComponents, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A titled passage (its heading line) and, by the Ambiguous branch, a web result.
+    titled = f"Mona Lisa\n{LEONARDO} {LOUVRE} It is the best known painting."
+    fake_components.store = StaticStore(
+        [Document(page_content=titled, metadata={"source": "docs/mona.md", "chunk": 3})]
+    )
+    # below the upper threshold (0.1): Ambiguous
+    fake_components.scorer.keyword_scores = {"Leonardo": 0.05, "Louvre": 0.02, "Salai": 0.01}
+    fake_components.web = StaticSearch(
+        [SearchResult("Salai - Wikipedia", "https://en.wikipedia.org/wiki/Salai", "Salai sat.")]
+    )
+    fake_components.chat = scripted_chat(answer="Leonardo da Vinci.")
+    assert main(["ask", "-q", "--set", "fetch_pages=false", QUESTION]) == 0
+    out = capsys.readouterr().out
+    assert out == (
+        "Leonardo da Vinci. [1]\n"
+        "Sources:\n"
+        "  [1] Mona Lisa — docs/mona.md#3\n"
+        "  [2] Mona Lisa — docs/mona.md#3\n"
+        "  [3] Salai — https://en.wikipedia.org/wiki/Salai\n"  # the page title, cleaned
+    )
+
+
+def test_crag_ask_json_has_the_citations(
+    fake_components: FakeComponents, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    assert main(["ask", "--json", QUESTION]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["citations"] == [1] and out["abstained"] is False
+    assert "[1]" not in out["answer"]

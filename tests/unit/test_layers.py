@@ -1,0 +1,114 @@
+"""The import layers: no module imports from a layer above its own (pyproject.toml's contract).
+
+``lint-imports`` (run by ``make test``) checks the contract; these tests check it again with
+``scripts/import_edges.py`` (no package needed), check that every module is in a layer, and
+check that the served graphs load without the app and still get the app's default components.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def import_edges() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("import_edges", ROOT / "scripts/import_edges.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_no_module_imports_from_a_layer_above(
+    import_edges: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = import_edges.main(["--check"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "none upward or sideways" in out
+
+
+def test_the_listing_shows_the_edges_between_layers(
+    import_edges: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert import_edges.main([]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("crag.nodes -> crag.core  [L4 -> L1]") for line in lines), lines
+    assert any(line.startswith("crag.app -> crag.graph  [L6 -> L5]") for line in lines), lines
+    assert not any(line.startswith("crag.nodes -> crag.app") for line in lines)
+    assert not any(line.startswith("crag.core -> ") for line in lines)  # the ground floor
+
+
+def test_the_check_finds_an_upward_import_and_a_module_in_no_layer(
+    import_edges: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        textwrap.dedent(
+            """
+            [tool.importlinter]
+            root_packages = ["top", "low"]
+
+            [[tool.importlinter.contracts]]
+            name = "layers"
+            type = "layers"
+            layers = ["top", "low.a : low.b"]
+            """
+        ),
+        encoding="utf-8",
+    )
+    for package in ("top", "low"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "top/cli.py").write_text("from low.a import x\n", encoding="utf-8")
+    (tmp_path / "low/a.py").write_text(
+        "def f():\n    from top import cli\n    from . import b\n", encoding="utf-8"
+    )
+    (tmp_path / "low/b.py").write_text("", encoding="utf-8")
+    (tmp_path / "low/c.py").write_text("", encoding="utf-8")
+
+    assert import_edges.main(["--check", "--root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "upward: low.a (L1) imports top.cli (L2) at low/a.py:2" in out
+    assert "in no layer: low.c (low/c.py)" in out
+    assert "low.b" not in out  # a sibling of the same layer may be imported
+
+
+def test_served_graphs_load_without_the_app_and_get_its_default_components() -> None:
+    """The server imports the graph modules langgraph.json names: the app loads on first use."""
+    served = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))["graphs"]
+    modules = sorted(
+        {spec["path"].split(":")[0] for spec in served.values()}
+    )
+    assert modules == ["crag.graph.baselines", "crag.graph.builder", "crag.graph.ingest_graph"]
+    script = textwrap.dedent(
+        f"""
+        import importlib, sys
+        for name in {modules!r}:
+            importlib.import_module(name)
+        loaded = sorted(m for m in sys.modules if m == "app" or m.startswith("app."))
+        from crag.nodes.components import current_components
+        default = current_components()
+        print(loaded, type(default).__module__, type(default).__name__)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "crag.app.wiring", "DefaultComponents"]

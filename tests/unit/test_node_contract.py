@@ -1,0 +1,131 @@
+"""The node contract: typed partial updates, the per-run reset, one resolved context per run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pytest
+from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
+
+from crag.core.context import Context, default_context, resolve_context
+from crag.core.progress import emit
+from crag.core.state import (
+    NOT_RESET,
+    ChatInputState,
+    State,
+    StateUpdate,
+    _empty_value,
+    run_reset,
+)
+from crag.graph.builder import graph
+from crag.nodes.components import use_components
+from tests.fakes import FakeComponents, dict_context
+
+QUESTION = "Who painted the Mona Lisa?"
+
+
+def keys(schema: Any) -> set[str]:
+    return set(schema.__required_keys__ | schema.__optional_keys__)
+
+
+def test_a_node_update_names_the_state_fields() -> None:
+    assert keys(StateUpdate) == keys(State)
+    assert not StateUpdate.__required_keys__
+
+
+def test_every_state_field_is_reset_or_explicitly_kept() -> None:
+    reset = set(run_reset())
+    assert reset | set(NOT_RESET) == keys(State)
+    assert not reset & set(NOT_RESET)
+    assert keys(ChatInputState) <= set(NOT_RESET)  # the run's input is never cleared
+    assert all(reason.strip() for reason in NOT_RESET.values())
+
+
+def test_the_reset_is_the_empty_value_of_each_field() -> None:
+    first, second = run_reset(), run_reset()
+    assert first == {
+        "answer": "",
+        "documents": [],
+        "knowledge": [],
+        "citations": [],
+        "abstained": False,
+        "notes": first["notes"],
+        "internal_knowledge": [],
+        "search_query": "",
+        "external_knowledge": [],
+    }
+    notes = first["notes"]
+    assert isinstance(notes, Overwrite) and notes.value == []  # notes has a reducer
+    assert first["knowledge"] is not second["knowledge"]  # fresh lists for every run
+
+
+def test_a_field_without_an_empty_value_must_be_listed() -> None:
+    with pytest.raises(TypeError, match=r"'verdict'.*list it in NOT_RESET"):
+        _empty_value("verdict", Literal["yes", "no"])
+
+
+@dataclass
+class RecordingComponents(FakeComponents):
+    """Fakes that record the context every component was asked for."""
+
+    contexts: list[Any] = field(default_factory=list)
+
+    def vectorstore(self, context: Any) -> Any:
+        self.contexts.append(context)
+        return super().vectorstore(context)
+
+    def evaluator(self, context: Any) -> Any:
+        self.contexts.append(context)
+        return super().evaluator(context)
+
+    def chat_model(self, context: Any) -> Any:
+        self.contexts.append(context)
+        return super().chat_model(context)
+
+
+@pytest.fixture
+def recording(fake_components: FakeComponents) -> Any:
+    components = RecordingComponents(
+        store=fake_components.store, scorer=fake_components.scorer, chat=fake_components.chat
+    )
+    with use_components(components):
+        yield components
+
+
+@pytest.mark.parametrize("given", [None, {"top_k": 2}], ids=["no-context", "dict"])
+def test_every_node_of_a_run_gets_the_same_resolved_context(
+    recording: RecordingComponents, given: dict[str, Any] | None
+) -> None:
+    graph.invoke({"question": QUESTION}, context=None if given is None else dict_context(**given))
+    contexts = recording.contexts
+    assert len(contexts) >= 3  # retrieve, grade, refine, generate
+    assert all(isinstance(c, Context) for c in contexts)
+    assert all(c is contexts[0] for c in contexts)
+    if given is None:
+        assert contexts[0] is default_context()
+    else:
+        assert contexts[0].top_k == 2
+
+
+def test_the_defaults_are_built_once_per_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert resolve_context(None) is resolve_context(None) is default_context()
+    assert resolve_context(None) == Context()
+    monkeypatch.setenv("CRAG_MAX_QUESTION_CHARS", "10")
+    changed = resolve_context(None)
+    assert changed.max_question_chars == 10 and changed is resolve_context(None)
+    monkeypatch.delenv("CRAG_MAX_QUESTION_CHARS")
+    assert resolve_context(None).max_question_chars == Context().max_question_chars
+
+
+def test_emit_writes_to_the_runtime_stream_and_never_fails_the_node() -> None:
+    events: list[Any] = []
+    emit(Runtime(stream_writer=events.append), "grade", "scored", passages=2)
+    assert events == [{"node": "grade", "event": "scored", "passages": 2}]
+
+    def broken(_: Any) -> None:
+        raise RuntimeError("the stream is gone")
+
+    emit(Runtime(stream_writer=broken), "grade", "scored")  # logged, not raised
+    emit(Runtime(), "grade", "scored")  # outside a run: the no-op writer
