@@ -1,6 +1,8 @@
 """Python entry points: ask questions (sync, async, on persistent threads), ingest documents.
 
 Ingestion and removal are :mod:`crag.vectorstore.ingestion`'s, offered here with the rest.
+The graphs run here are the app's (:mod:`crag.app.graphs`, built with its real components);
+the threaded ones take other components where given.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crag.app import graphs
 from crag.app.threads import (
     DEFAULT_THREADS_PATH,
     ThreadsDatabaseError,
@@ -19,7 +22,7 @@ from crag.app.threads import (
 )
 from crag.core.context import Context
 from crag.core.state import ChatOutputState
-from crag.graph.builder import build_graph, graph
+from crag.graph.builder import build_graph
 from crag.vectorstore.ingestion import (
     ingest_into_store,
     inline_document,
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
     from langgraph.graph.state import CompiledStateGraph
 
     from crag.core.state import ChatInputState, State
+    from crag.nodes.components import Components
 
     CragGraph = CompiledStateGraph[State, Context, ChatInputState, ChatOutputState]
 
@@ -72,13 +76,13 @@ def output_of(state: Mapping[str, Any]) -> ChatOutputState:
 
 
 def ask(question: str, context: Context | None = None) -> ChatOutputState:
-    """Run the CRAG graph on one question and return its output state."""
-    return output_of(graph.invoke({"question": question}, context=context or Context()))
+    """Run the CRAG graph (:data:`crag.app.graphs.graph`) on one question; return its output."""
+    return output_of(graphs.graph.invoke({"question": question}, context=context or Context()))
 
 
 async def aask(question: str, context: Context | None = None) -> ChatOutputState:
     """Async :func:`ask`: the models run on worker threads, never on the event loop."""
-    result = await graph.ainvoke({"question": question}, context=context or Context())
+    result = await graphs.graph.ainvoke({"question": question}, context=context or Context())
     return output_of(result)
 
 
@@ -88,7 +92,9 @@ def thread_config(thread_id: str) -> RunnableConfig:
 
 
 @contextmanager
-def persistent_graph(target: str | Path | None = None) -> Iterator[CragGraph]:
+def persistent_graph(
+    target: str | Path | None = None, *, components: Components | None = None
+) -> Iterator[CragGraph]:
     """The CRAG graph with a checkpointer: threads survive the process.
 
     Example::
@@ -104,20 +110,29 @@ def persistent_graph(target: str | Path | None = None) -> Iterator[CragGraph]:
         target: A SQLite file (created with its directory when missing) or a PostgreSQL
             connection string (``postgresql://...``, the ``postgres`` extra); default: the
             deployment setting ``CRAG_THREADS_DB``, else ``.crag/threads.sqlite``.
+        components: What the graph's nodes call; default: the app's
+            (:data:`crag.app.graphs.components`).
 
     Raises:
         ThreadsDatabaseError: PostgreSQL cannot be reached (at opening, or during a run; the
             run can be retried on the same graph once the database is back).
     """
     with checkpointer(target or configured_threads_db()) as saver:
-        yield build_graph(checkpointer=saver)
+        yield build_graph(_components(components), checkpointer=saver)
 
 
 @asynccontextmanager
-async def apersistent_graph(target: str | Path | None = None) -> AsyncIterator[CragGraph]:
+async def apersistent_graph(
+    target: str | Path | None = None, *, components: Components | None = None
+) -> AsyncIterator[CragGraph]:
     """Async :func:`persistent_graph` (``aiosqlite`` or psycopg's async pool)."""
     async with async_checkpointer(target or configured_threads_db()) as saver:
-        yield build_graph(checkpointer=saver)
+        yield build_graph(_components(components), checkpointer=saver)
+
+
+def _components(components: Components | None) -> Components:
+    """``components``, or the app's when none are given."""
+    return graphs.components if components is None else components
 
 
 def thread_turns(graph_with_threads: CragGraph, thread_id: str) -> list[dict[str, str]]:

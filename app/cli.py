@@ -164,6 +164,7 @@ _UPDATE_LINES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "rewrite_query": _rewrite_query_lines,
     "web_search": _web_search_lines,
     "generate": _generate_lines,
+    "abstain": _generate_lines,  # the answer step either way: "[generate] abstained: ..."
 }
 
 
@@ -347,7 +348,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     keeps its conversation across invocations (``crag history ID`` shows it).
     """
     if not args.thread:
-        from crag.graph.builder import graph
+        from crag.app.graphs import graph
 
         return _run_question(graph, args, None)
     from crag.app.api import persistent_graph, thread_config
@@ -409,7 +410,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 def cmd_graph(args: argparse.Namespace) -> int:
     """Print the graph as a mermaid diagram."""
-    from crag.graph.builder import graph
+    from crag.app.graphs import graph
 
     print(graph.get_graph().draw_mermaid())
     return 0
@@ -569,9 +570,8 @@ def _warm_up(context: Context) -> None:
 
     The store is filled with the bundled corpus first when it is empty and that is allowed.
     """
-    from crag.nodes.components import current_components
+    from crag.app.graphs import components
 
-    components = current_components()
     components.vectorstore(context)
     components.evaluator(context)
     components.chat_model(context)

@@ -21,6 +21,16 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from crag.core.allowed_hosts import parse_allowed_hosts
+from crag.core.deployment import (
+    CHROMA_HOST_DESCRIPTION,
+    DEFAULT_CHROMA_PORT,
+    DEFAULT_COLLECTION,
+    DEFAULT_STORE_PATH,
+    MAX_GENERATOR_BATCH_SIZE,
+    bounds,
+    operator_default,
+)
+from crag.core.deployment import description as deployment_description
 from crag.core.scope_settings import (
     check_tags,
     normal_file_types,
@@ -32,7 +42,6 @@ from crag.core.setting_checks import (
     Settings,
     check_choice,
     check_generator_spec,
-    env_default,
     env_name,
     refusing_unknown_names,
 )
@@ -54,12 +63,6 @@ __all__ = [
     "resolve_ingest_context",
 ]
 
-DEFAULT_STORE_PATH = ".crag/chroma"
-DEFAULT_COLLECTION = "crag"
-DEFAULT_CHROMA_PORT = 8000
-DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
-MAX_GENERATOR_BATCH_SIZE = 128
-"""Most rows the generator decodes at once (setting ``generator_batch_size``)."""
 
 EVALUATORS: tuple[str, ...] = ("embedding", "t5", "cross-encoder", "llm")
 """The evaluator backends (``crag.evaluator.registry.BACKENDS``; a test keeps the two in step),
@@ -77,50 +80,27 @@ split of the mined dev pairs); an evaluator not named here takes the paper's. Th
 ``cross-encoder`` entry is the shipped checkpoint's: a cross-encoder named by
 ``evaluator_model`` takes the paper's."""
 
-CHROMA_HOST_DESCRIPTION = (
-    "Host name or IP of a Chroma server (`chroma run`) holding the store; empty: the on-disk "
-    "store at store_path."
-)
 
+def _deployment(setting: str, description: str | None = None) -> Any:
+    """A deployment setting: its default is the operator's (:func:`operator_default`).
 
-def _deployment(setting: str, default: Any, description: str) -> Any:
-    """A deployment setting: its default is ``CRAG_<SETTING>`` if set, else ``default``."""
+    Its type's values, bounds and description are declared once, in
+    :class:`~crag.core.deployment.DeploymentSettings`; ``description`` replaces the declared
+    one where a settings class uses the setting differently (the ingestion graph's store).
+    """
     return field(
-        default_factory=lambda: env_default(setting, default),
-        metadata={"description": description, "deployment": True, "env": env_name(setting)},
+        default_factory=functools.partial(operator_default, setting),
+        metadata={
+            "description": description or deployment_description(setting),
+            "deployment": True,
+            "env": env_name(setting),
+        },
     )
 
 
-# Where the store lives: the same settings, read from the same environment variables, in the
-# question graph's Context and the ingestion graph's IngestContext.
-def _store_path_field(description: str) -> Any:
-    return _deployment(
-        "store_path", DEFAULT_STORE_PATH, f"{description} (unused when chroma_host is set)."
-    )
-
-
-def _collection_field(description: str) -> Any:
-    return _deployment("collection", DEFAULT_COLLECTION, description)
-
-
-def _chroma_host_field() -> Any:
-    return _deployment("chroma_host", "", CHROMA_HOST_DESCRIPTION)
-
-
-def _chroma_port_field() -> Any:
-    return _deployment(
-        "chroma_port", DEFAULT_CHROMA_PORT, "Port of the Chroma server (with chroma_host)."
-    )
-
-
-def _chroma_ssl_field() -> Any:
-    return _deployment(
-        "chroma_ssl", False, "Talk to the Chroma server over HTTPS (with chroma_host)."
-    )
-
-
-def _embedder_field(description: str) -> Any:
-    return _deployment("embedder", DEFAULT_EMBEDDER, description)
+def _deployment_bounds(kind: Literal["ge", "le"], names: frozenset[str]) -> dict[str, float]:
+    """The declared lower or upper bounds of those of ``names`` that are deployment settings."""
+    return {name: value for name, value in bounds(kind).items() if name in names}
 
 
 @refusing_unknown_names
@@ -138,22 +118,9 @@ class Context(Settings):
         "strip_size": 1,
         "strips_kept": 1,
         "web_results": 1,
-        "search_timeout": 0.001,
         "pages_to_read": 0,
-        "page_timeout": 0.001,
-        "max_page_bytes": 1,
-        "max_redirects": 0,
-        "web_cache_ttl": 0,
         "evaluator_batch_size": 1,
         "max_new_tokens": 1,
-        "no_repeat_ngram_size": 0,
-        "generator_batch_size": 1,
-        "default_corpus_limit": 0,
-        "max_question_chars": 1,
-        "max_history_turns": 0,
-        "max_history_chars": 0,
-        "max_knowledge_chars": 1,
-        "chroma_port": 1,
     }
     MAXIMUMS: ClassVar[dict[str, float]] = {
         # What one run may cost: bounds on the per-run settings a caller of the server sets.
@@ -169,9 +136,6 @@ class Context(Settings):
         "pages_to_read": 20,
         "evaluator_batch_size": 512,
         "max_new_tokens": 1024,
-        "chroma_port": 65535,
-        # The operator's: rows one decoding step holds (and their caches' memory).
-        "generator_batch_size": MAX_GENERATOR_BATCH_SIZE,
     }
 
     # Retrieval
@@ -281,19 +245,8 @@ class Context(Settings):
         },
     )
     # External knowledge
-    search_provider: Literal["duckduckgo", "searxng", "tavily"] = _deployment(
-        "search_provider",
-        "duckduckgo",
-        "Web search provider: 'duckduckgo' (ddgs), 'searxng' (a self-hosted SearxNG JSON API "
-        "at search_url) or 'tavily' (hosted API; needs the optional tavily-python package and "
-        "TAVILY_API_KEY in the environment).",
-    )
-    search_url: str = _deployment(
-        "search_url",
-        "http://127.0.0.1:8888",
-        "Base URL of the SearxNG instance (searxng provider only); a non-public address must "
-        "be listed in allowed_hosts.",
-    )
+    search_provider: Literal["duckduckgo", "searxng", "tavily"] = _deployment("search_provider")
+    search_url: str = _deployment("search_url")
     web_results: int = field(
         default=5,
         metadata={"description": "Web results used per search (paper: top 5)."},
@@ -305,9 +258,7 @@ class Context(Settings):
             "(as the paper does)."
         },
     )
-    search_timeout: float = _deployment(
-        "search_timeout", 10.0, "Seconds before a web search is abandoned."
-    )
+    search_timeout: float = _deployment("search_timeout")
     search_region: str = field(
         default="us-en",
         metadata={
@@ -344,33 +295,11 @@ class Context(Settings):
             "other results give their search snippets."
         },
     )
-    page_timeout: float = _deployment(
-        "page_timeout",
-        5.0,
-        "Seconds to read one page, redirects included; pages are read concurrently (up to 8 "
-        "at once), so this also bounds the whole reading step.",
-    )
-    max_page_bytes: int = _deployment(
-        "max_page_bytes",
-        2_000_000,
-        "Largest page read, in bytes; a larger page falls back to its search snippet.",
-    )
-    max_redirects: int = _deployment(
-        "max_redirects", 5, "Most redirects followed when reading a page."
-    )
-    allowed_hosts: str = _deployment(
-        "allowed_hosts",
-        "",
-        "Comma-separated host names, IP addresses and CIDR networks that pages and the search "
-        "endpoint (search_url) may be on although they are not public (e.g. '127.0.0.1, "
-        "intranet.example, 10.1.0.0/16'). Empty: public addresses only.",
-    )
-    web_cache_ttl: float = _deployment(
-        "web_cache_ttl",
-        3600.0,
-        "Seconds a web search or page stays cached in this process, so it is not fetched "
-        "twice (0: no cache).",
-    )
+    page_timeout: float = _deployment("page_timeout")
+    max_page_bytes: int = _deployment("max_page_bytes")
+    max_redirects: int = _deployment("max_redirects")
+    allowed_hosts: str = _deployment("allowed_hosts")
+    web_cache_ttl: float = _deployment("web_cache_ttl")
     # Answering
     abstain_without_knowledge: bool = field(
         default=True,
@@ -476,103 +405,33 @@ class Context(Settings):
         },
     )
     # Components
-    evaluator: str = _deployment(
-        "evaluator",
-        "embedding",
-        "Retrieval evaluator backend: 'embedding' (shipped MiniLM, offline default), 't5' (the "
-        "paper's T5 regression evaluator), 'cross-encoder' (sentence-transformers "
-        "CrossEncoder) or 'llm' (the paper's yes/no prompt).",
-    )
-    evaluator_model: str = _deployment(
-        "evaluator_model",
-        "",
-        "Checkpoint path or hub id for 't5' and 'cross-encoder'; a generator spec for 'llm' "
-        "(empty: smollm2); ignored by 'embedding'.",
-    )
-    evaluator_int8: bool = _deployment(
-        "evaluator_int8",
-        False,
-        "Run the 't5' or 'cross-encoder' evaluator with int8 dynamically quantised linear "
-        "layers (CPU only): about 2x faster, scores drift by up to ~0.1, so calibrate "
-        "thresholds on int8 scores (`crag-bench evaluator calibrate --int8`).",
-    )
+    evaluator: str = _deployment("evaluator")
+    evaluator_model: str = _deployment("evaluator_model")
+    evaluator_int8: bool = _deployment("evaluator_int8")
     evaluator_batch_size: int = field(
         default=32,
         metadata={"description": "Pairs scored per forward pass by the evaluator."},
     )
-    generator: str = _deployment(
-        "generator",
-        "smollm2",
-        "'smollm2' (shipped SmolLM2-135M-Instruct), 'local:/path/to/hf-model', or any "
-        "LangChain chat model as 'provider:model' (e.g. 'openai:gpt-4o-mini').",
-    )
+    generator: str = _deployment("generator")
     max_new_tokens: int = field(
         default=128,
         metadata={"description": "Longest answer the generator may write, in tokens."},
     )
-    no_repeat_ngram_size: int = _deployment(
-        "no_repeat_ngram_size",
-        4,
-        "A local generator's reply never repeats an n-gram of its own tokens this long (the "
-        "prompt is not counted, so copying from the knowledge is free): no degenerate loops. "
-        "0: off.",
-    )
-    generator_batch_size: int = _deployment(
-        "generator_batch_size",
-        1,
-        "Most generation requests of overlapping runs a local generator decodes together "
-        "(continuous batching: more runs answered per second under load). 1: off, every "
-        "request is decoded alone, so an answer never depends on what else runs (in bfloat16 "
-        "a batched answer can differ in wording from the same prompt decoded alone). Ignored "
-        "by API models.",
-    )
-    embedder: str = _embedder_field(
-        "Sentence-transformers embedder: 'all-MiniLM-L6-v2' (shipped) or a local model path."
-    )
-    store_path: str = _store_path_field("Directory of the Chroma store on disk")
-    collection: str = _collection_field("Chroma collection name.")
-    readable_collections: str = _deployment(
-        "readable_collections",
-        "",
-        "Comma-separated names of further collections a run may search (setting "
-        "search_collection), read-only. Empty: collection only.",
-    )
-    chroma_host: str = _chroma_host_field()
-    chroma_port: int = _chroma_port_field()
-    chroma_ssl: bool = _chroma_ssl_field()
-    default_corpus: bool = _deployment(
-        "default_corpus",
-        True,
-        "When the collection is empty or missing, ingest the bundled Wikipedia vital-article "
-        "summaries first (CC BY-SA).",
-    )
-    default_corpus_limit: int = _deployment(
-        "default_corpus_limit", 0, "Ingest only the first N bundled summaries (0: all 10,033)."
-    )
-    max_question_chars: int = _deployment(
-        "max_question_chars", 2000, "Longer questions are rejected with a clear error."
-    )
-    max_history_turns: int = _deployment(
-        "max_history_turns",
-        3,
-        "Earlier turns of a chat the contextualizer reads to make a follow-up standalone: the "
-        "most recent ones (older turns are not read; 0: none).",
-    )
-    max_history_chars: int = _deployment(
-        "max_history_chars",
-        4000,
-        "Most characters of those earlier turns (questions and answers) the contextualizer "
-        "reads, newest first: a longer text is cut, and turns that no longer fit are not read "
-        "(the run's notes say so).",
-    )
-    max_knowledge_chars: int = _deployment(
-        "max_knowledge_chars",
-        12_000,
-        "Most characters of knowledge in the generator's prompt (about 3,000 tokens; ten "
-        "1,000-character passages fit): past it, or past a local model's context length, the "
-        "lowest-ranked entries are dropped (the question and instructions are kept; the run's "
-        "notes say so).",
-    )
+    no_repeat_ngram_size: int = _deployment("no_repeat_ngram_size")
+    generator_batch_size: int = _deployment("generator_batch_size")
+    embedder: str = _deployment("embedder")
+    store_path: str = _deployment("store_path")
+    collection: str = _deployment("collection")
+    readable_collections: str = _deployment("readable_collections")
+    chroma_host: str = _deployment("chroma_host")
+    chroma_port: int = _deployment("chroma_port")
+    chroma_ssl: bool = _deployment("chroma_ssl")
+    default_corpus: bool = _deployment("default_corpus")
+    default_corpus_limit: int = _deployment("default_corpus_limit")
+    max_question_chars: int = _deployment("max_question_chars")
+    max_history_turns: int = _deployment("max_history_turns")
+    max_history_chars: int = _deployment("max_history_chars")
+    max_knowledge_chars: int = _deployment("max_knowledge_chars")
 
     def action_thresholds(self) -> tuple[float, float]:
         """The action trigger's (upper, lower) thresholds: each as set, else the evaluator's.
@@ -665,6 +524,16 @@ class Context(Settings):
         )
 
 
+def _add_deployment_bounds(cls: type[Settings]) -> None:
+    """Give ``cls`` the bounds its deployment settings declare (checked on every value)."""
+    names = cls.deployment_names()
+    cls.MINIMUMS = {**cls.MINIMUMS, **_deployment_bounds("ge", names)}
+    cls.MAXIMUMS = {**cls.MAXIMUMS, **_deployment_bounds("le", names)}
+
+
+_add_deployment_bounds(Context)
+
+
 @refusing_unknown_names
 @dataclass(kw_only=True)
 class IngestContext(Settings):
@@ -673,23 +542,24 @@ class IngestContext(Settings):
     MINIMUMS: ClassVar[dict[str, float]] = {
         "chunk_size": 1,
         "chunk_overlap": 0,
-        "chroma_port": 1,
-        "max_document_chars": 1,
     }
-    MAXIMUMS: ClassVar[dict[str, float]] = {"chunk_size": 100_000, "chroma_port": 65535}
+    MAXIMUMS: ClassVar[dict[str, float]] = {"chunk_size": 100_000}
 
-    store_path: str = _store_path_field(
-        "Directory of the Chroma store on disk, created when missing"
+    store_path: str = _deployment(
+        "store_path",
+        "Directory of the Chroma store on disk, created when missing (unused when chroma_host "
+        "is set).",
     )
-    collection: str = _collection_field(
-        "Chroma collection the documents go to (created if missing)."
+    collection: str = _deployment(
+        "collection", "Chroma collection the documents go to (created if missing)."
     )
-    chroma_host: str = _chroma_host_field()
-    chroma_port: int = _chroma_port_field()
-    chroma_ssl: bool = _chroma_ssl_field()
-    embedder: str = _embedder_field(
+    chroma_host: str = _deployment("chroma_host")
+    chroma_port: int = _deployment("chroma_port")
+    chroma_ssl: bool = _deployment("chroma_ssl")
+    embedder: str = _deployment(
+        "embedder",
         "Sentence-transformers embedder: 'all-MiniLM-L6-v2' (shipped) or a local model path; "
-        "use the one the questions are asked with."
+        "use the one the questions are asked with.",
     )
     chunk_size: int = field(
         default=1000,
@@ -699,26 +569,9 @@ class IngestContext(Settings):
         default=100,
         metadata={"description": "Characters shared by consecutive chunks (below chunk_size)."},
     )
-    max_document_chars: int = _deployment(
-        "max_document_chars", 5_000_000, "Longest inline document accepted, in characters."
-    )
-    ingest_root: str = _deployment(
-        "ingest_root",
-        "",
-        "The only directory whose files the ingest graph reads by path (empty: any path the "
-        "server can read). Binds served runs only: crag ingest and the Python API are the "
-        "operator's.",
-    )
-    ingest_run_replace: Literal["none", "served", "all"] = _deployment(
-        "ingest_run_replace",
-        "none",
-        "What ingest-graph runs may replace (and, for lines gone from a re-ingested JSON Lines "
-        "file, remove) of what is already stored: 'none' (add new documents only; the server "
-        "cannot tell its callers apart, so no caller may change what another stored), 'served' "
-        "(what ingest-graph runs stored, never the operator's: crag ingest, the Python API, the "
-        "bundled corpus) or 'all'. A document out of reach is listed in failed and kept as it "
-        "is.",
-    )
+    max_document_chars: int = _deployment("max_document_chars")
+    ingest_root: str = _deployment("ingest_root")
+    ingest_run_replace: Literal["none", "served", "all"] = _deployment("ingest_run_replace")
 
     def check_together(self) -> None:
         """Chunks overlap by less than their size."""
@@ -727,6 +580,9 @@ class IngestContext(Settings):
                 f"setting chunk_overlap ({self.chunk_overlap}) must be below chunk_size "
                 f"({self.chunk_size})"
             )
+
+
+_add_deployment_bounds(IngestContext)
 
 
 def _not_settings(value: object, kind: str) -> InvalidSettingError:

@@ -173,6 +173,15 @@ class State(ChatOutputState, total=False):
     """Notes on the run's input (earlier chat turns left out or cut), written by contextualize.
     It runs before the reset at ``retrieve`` clears ``notes``, so it leaves them here and
     ``retrieve`` (as the chat graphs add it) moves them into ``notes``."""
+    web_reason: str
+    """Why the web search gave no knowledge, in the words of its note ("web search unavailable:
+    ...", "web search found nothing usable for ...", "web search returned 5 results but none
+    scored above -0.99"); empty when it gave some, or did not run. ``abstain`` names it."""
+    answerable: bool
+    """Whether the run's knowledge supports an answer (a strip scores above
+    ``abstention_threshold``, or ``abstain_without_knowledge`` is off): written by
+    ``decide_answer`` where the branches join; ``route_answer`` sends the run to ``generate``
+    when it is, to ``abstain`` when not."""
 
 
 class StateUpdate(TypedDict, total=False):
@@ -197,6 +206,8 @@ class StateUpdate(TypedDict, total=False):
     search_query: str
     external_knowledge: list[KnowledgeStrip]
     input_notes: list[str]
+    web_reason: str
+    answerable: bool
 
 
 NOT_RESET: Mapping[str, str] = {

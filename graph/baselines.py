@@ -9,7 +9,8 @@
   yes/no grade per passage, a rewritten web search whenever any passage is judged irrelevant,
   no refinement.
 
-Each takes the same context as the CRAG graph and returns the same output fields. Those that
+Each is built with the components it is given (as the CRAG graph is), takes the same context
+as the CRAG graph and returns the same output fields. Those that
 retrieve (``rag``, ``rag-web``, ``tutorial``) also take the same input: a ``question`` or chat
 ``messages``, a follow-up made standalone first (``contextualize``, as in the CRAG graph), the
 answer appended to ``messages``. ``no-retrieval`` takes a question only.
@@ -26,10 +27,11 @@ from langgraph.graph.state import CompiledStateGraph
 from crag.core.context import Context
 from crag.core.node_runtime import graph_node
 from crag.core.run_context import RunContext
-from crag.core.state import ChatInputState, ChatOutputState, InputState, OutputState, State
-from crag.graph.builder import ChatBuilder, chat_builder
+from crag.core.state import InputState, OutputState, State
+from crag.graph.builder import ChatBuilder, CragGraph, chat_builder
 from crag.graph.routers import route_tutorial
 from crag.nodes.closed_book import answer_closed_book
+from crag.nodes.components import Components
 from crag.nodes.generate import generate
 from crag.nodes.pass_passages import pass_passages
 from crag.nodes.tutorial import grade_binary, transform_query, tutorial_web_search
@@ -37,43 +39,43 @@ from crag.nodes.web_search import web_search
 
 Graph = CompiledStateGraph[State, Context, InputState, OutputState]
 """A graph that takes a question only (``no-retrieval``)."""
-ChatGraph = CompiledStateGraph[State, Context, ChatInputState, ChatOutputState]
+ChatGraph = CragGraph
 """A graph that takes the CRAG graph's input: a question or chat messages."""
 
 
-def build_no_retrieval_graph() -> Graph:
+def build_no_retrieval_graph(components: Components) -> Graph:
     """The generator alone: no store, no web."""
     builder = StateGraph(
         State, context_schema=RunContext, input_schema=InputState, output_schema=OutputState
     )
-    builder.add_node("generate", graph_node(answer_closed_book))
+    builder.add_node("generate", graph_node(answer_closed_book, components=components))
     builder.add_edge(START, "generate")
     builder.add_edge("generate", END)
     return builder.compile(name="no-retrieval")
 
 
-def _retrieve_and_pass() -> ChatBuilder:
+def _retrieve_and_pass(components: Components) -> ChatBuilder:
     """A builder with standard RAG's first steps: [contextualize →] retrieve → pass_passages."""
-    builder = chat_builder()
+    builder = chat_builder(components)
     builder.add_node("pass_passages", graph_node(pass_passages, cancellable=False))
     builder.add_edge("retrieve", "pass_passages")
     return builder
 
 
-def build_rag_graph() -> ChatGraph:
+def build_rag_graph(components: Components) -> ChatGraph:
     """Standard RAG: retrieve → pass_passages → generate."""
-    builder = _retrieve_and_pass()
-    builder.add_node("generate", graph_node(generate))
+    builder = _retrieve_and_pass(components)
+    builder.add_node("generate", graph_node(generate, components=components))
     builder.add_edge("pass_passages", "generate")
     builder.add_edge("generate", END)
     return builder.compile(name="rag")
 
 
-def build_rag_web_graph() -> ChatGraph:
+def build_rag_web_graph(components: Components) -> ChatGraph:
     """RAG with web results always added: retrieve → (pass_passages ∥ web_search) → generate."""
-    builder = _retrieve_and_pass()
-    builder.add_node("web_search", graph_node(web_search))
-    builder.add_node("generate", graph_node(generate), defer=True)
+    builder = _retrieve_and_pass(components)
+    builder.add_node("web_search", graph_node(web_search, components=components))
+    builder.add_node("generate", graph_node(generate, components=components), defer=True)
     builder.add_edge("retrieve", "web_search")
     builder.add_edge("pass_passages", "generate")
     builder.add_edge("web_search", "generate")
@@ -81,16 +83,16 @@ def build_rag_web_graph() -> ChatGraph:
     return builder.compile(name="rag-web")
 
 
-def build_tutorial_graph() -> ChatGraph:
+def build_tutorial_graph(components: Components) -> ChatGraph:
     """Tutorial: retrieve → grade → [any irrelevant: transform_query → web_search] → generate.
 
     Chat runs start at contextualize, as in every chat graph.
     """
-    builder = chat_builder()
-    builder.add_node("grade", graph_node(grade_binary))
-    builder.add_node("transform_query", graph_node(transform_query))
-    builder.add_node("web_search", graph_node(tutorial_web_search))
-    builder.add_node("generate", graph_node(generate))
+    builder = chat_builder(components)
+    builder.add_node("grade", graph_node(grade_binary, components=components))
+    builder.add_node("transform_query", graph_node(transform_query, components=components))
+    builder.add_node("web_search", graph_node(tutorial_web_search, components=components))
+    builder.add_node("generate", graph_node(generate, components=components))
     builder.add_edge("retrieve", "grade")
     builder.add_conditional_edges("grade", route_tutorial, ["transform_query", "generate"])
     builder.add_edge("transform_query", "web_search")
@@ -99,15 +101,10 @@ def build_tutorial_graph() -> ChatGraph:
     return builder.compile(name="tutorial")
 
 
-BASELINES: dict[str, Callable[[], Any]] = {
+BASELINES: dict[str, Callable[[Components], Any]] = {
     "no-retrieval": build_no_retrieval_graph,
     "rag": build_rag_graph,
     "rag-web": build_rag_web_graph,
     "tutorial": build_tutorial_graph,
 }
-"""Baseline graph builders by name."""
-
-rag_graph = build_rag_graph()
-"""Standard RAG, served as ``rag`` (``langgraph.json``) to compare with CRAG in Studio."""
-tutorial_graph = build_tutorial_graph()
-"""The LangGraph tutorial's corrective RAG, served as ``crag-tutorial``."""
+"""Baseline graph builders by name, each taking the components its nodes call."""

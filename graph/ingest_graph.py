@@ -270,7 +270,11 @@ def ingest_node(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str
 def build_ingest_graph() -> CompiledStateGraph[
     IngestState, IngestContext, IngestInput, IngestOutput
 ]:
-    """Return the compiled ingestion graph (one node: ``ingest``)."""
+    """Return the compiled ingestion graph (one node: ``ingest``).
+
+    It needs no components: the store is opened from the run's settings. The served one is
+    :data:`crag.app.graphs.ingest_graph`.
+    """
     builder = StateGraph(
         IngestState,
         context_schema=RunIngestContext,
@@ -281,7 +285,3 @@ def build_ingest_graph() -> CompiledStateGraph[
     builder.add_edge(START, "ingest")
     builder.add_edge("ingest", END)
     return builder.compile(name=GRAPH_NAME)
-
-
-graph = build_ingest_graph()
-"""The compiled ingestion graph that ``langgraph.json`` serves as ``ingest``."""

@@ -7,6 +7,7 @@ from typing import Literal
 from crag.core.state import State
 
 ActionRoute = Literal["refine", "rewrite_query"]
+AnswerRoute = Literal["generate", "abstain"]
 StartRoute = Literal["contextualize", "retrieve"]
 
 
@@ -37,6 +38,14 @@ def route_action(state: State) -> list[ActionRoute]:
     if action == "ambiguous":
         return ["refine", "rewrite_query"]
     raise _unexpected(action)
+
+
+def route_answer(state: State) -> AnswerRoute:
+    """Send a run whose knowledge supports an answer to ``generate``, any other to ``abstain``.
+
+    ``decide_answer`` records the verdict (``answerable``) once the branches have joined.
+    """
+    return "generate" if state.get("answerable") else "abstain"
 
 
 TutorialRoute = Literal["transform_query", "generate"]

@@ -1,9 +1,13 @@
-"""Answer, or abstain when no knowledge was found (the ``crag`` graph's last step).
+"""Decide whether to answer, and abstain when no knowledge was found (the ``crag`` graph's end).
 
 A small generator given no knowledge answers anyway, from what it half remembers. When nothing
 from the store or the web passed the strip threshold, the ``crag`` graph says it could not find
 the answer instead (a fixed sentence) and does not ask the generator; ``notes`` say which
 sources gave nothing. The setting ``abstain_without_knowledge`` turns this off.
+
+The graph draws the choice: :func:`decide_answer` (where the branches join) records whether the
+run's knowledge supports an answer (``answerable``), and the router
+:func:`~crag.graph.routers.route_answer` sends the run to ``generate`` or to :func:`abstain`.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from crag.core.context import Context
 from crag.core.progress import emit
 from crag.core.state import KnowledgeStrip, State, StateUpdate
 from crag.knowledge.conversation import answer_message
-from crag.nodes.generate import gathered_knowledge, generate
+from crag.nodes.generate import gathered_knowledge
 from crag.prompts.generate import ABSTENTION
 
 logger = logging.getLogger(__name__)
@@ -35,13 +39,10 @@ def _store_reason(state: State, context: Context) -> str:
 
 
 def _web_reason(state: State, context: Context) -> str:
-    """Why the web gave no knowledge: the web search's own note, when it left one."""
+    """Why the web gave no knowledge: the reason the web search recorded, when it gave one."""
     if state.get("action") == "correct":
         return "not searched (action correct)"
-    for note in state.get("notes", []):
-        if note.startswith("web search"):
-            return note.partition("; answered without")[0]
-    return f"no strip scored above {context.strip_threshold:g}"
+    return state.get("web_reason") or f"no strip scored above {context.strip_threshold:g}"
 
 
 def supports_an_answer(knowledge: list[KnowledgeStrip], threshold: float) -> bool:
@@ -66,13 +67,25 @@ def abstention_note(state: State, context: Context, knowledge: list[KnowledgeStr
     )
 
 
-def abstain(
-    state: State, runtime: Runtime[Context], knowledge: list[KnowledgeStrip]
-) -> StateUpdate:
+def decide_answer(state: State, runtime: Runtime[Context]) -> StateUpdate:
+    """Record whether the run may answer: some knowledge scores above the abstention threshold.
+
+    The knowledge is the run's gathered knowledge (:func:`~crag.nodes.generate.gathered_knowledge`,
+    what ``generate`` would be given); with ``abstain_without_knowledge`` off every run answers.
+    """
+    context = runtime.context
+    knowledge = gathered_knowledge(state, context)
+    supported = supports_an_answer(knowledge, context.abstention_threshold)
+    return {"answerable": supported or not context.abstain_without_knowledge}
+
+
+def abstain(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """The update of a run without usable knowledge: the abstention sentence, no generator call.
 
-    ``knowledge`` (too weak to answer from) is named in the note only.
+    The run's knowledge (too weak to answer from) is named in the note only. The progress event
+    is the answer step's (``generate``), as when the run answers.
     """
+    knowledge = gathered_knowledge(state, runtime.context)
     note = abstention_note(state, runtime.context, knowledge)
     logger.info("%s", note)
     emit(runtime, "generate", "abstained")
@@ -92,18 +105,3 @@ def abstain(
         "messages": [message],
         "notes": [note],
     }
-
-
-def answer_or_abstain(state: State, runtime: Runtime[Context]) -> StateUpdate:
-    """Abstain without knowledge scoring above the abstention threshold, else generate.
-
-    Generating is :func:`~crag.nodes.generate.generate`. ``abstain_without_knowledge`` off: the
-    generator answers even without knowledge.
-    """
-    context = runtime.context
-    knowledge = gathered_knowledge(state, context)
-    if context.abstain_without_knowledge and not supports_an_answer(
-        knowledge, context.abstention_threshold
-    ):
-        return abstain(state, runtime, knowledge)
-    return generate(state, runtime)

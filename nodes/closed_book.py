@@ -10,15 +10,17 @@ from crag.core.context import Context
 from crag.core.progress import emit
 from crag.core.state import State, StateUpdate
 from crag.core.validation import validate_question
-from crag.nodes.components import current_components
+from crag.nodes.components import Components
 from crag.prompts.generate import CLOSED_BOOK_SYSTEM
 
 
-def answer_closed_book(state: State, runtime: Runtime[Context]) -> StateUpdate:
+def answer_closed_book(
+    state: State, runtime: Runtime[Context], components: Components
+) -> StateUpdate:
     """Validate the question and answer it with no retrieved or web knowledge."""
     context = runtime.context
     question = validate_question(state.get("question"), context.max_question_chars)
-    model = current_components().chat_model(context)
+    model = components.chat_model(context)
     emit(runtime, "generate", "generating", internal=0, external=0)
     reply = model.invoke([SystemMessage(CLOSED_BOOK_SYSTEM), HumanMessage(question)])
     answer = reply.text.strip()

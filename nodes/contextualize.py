@@ -37,7 +37,7 @@ from crag.knowledge.conversation import (
     question_from_messages,
 )
 from crag.knowledge.lexical import STOPWORDS, content_tokens
-from crag.nodes.components import current_components
+from crag.nodes.components import Components
 from crag.nodes.retrieve import retrieve
 from crag.prompts.contextualize import contextualize_turns
 from crag.prompts.generate import NO_ANSWER
@@ -138,9 +138,11 @@ def fallback_question(follow_up: str, turns: Sequence[Turn], max_chars: int) -> 
     return question if len(question) <= max_chars else follow_up
 
 
-def _rewrite(question: str, turns: Sequence[Turn], context: Context) -> tuple[str, bool]:
+def _rewrite(
+    question: str, turns: Sequence[Turn], context: Context, components: Components
+) -> tuple[str, bool]:
     """Ask the generator; returns the standalone question and whether the fallback was used."""
-    model = current_components().chat_model(context).with_config(tags=[TAG_NOSTREAM])
+    model = components.chat_model(context).with_config(tags=[TAG_NOSTREAM])
     prompt = contextualize_turns([(t.question, t.answer) for t in turns], question)
     raw = ""
     try:
@@ -168,7 +170,7 @@ def history_note(history: History, context: Context) -> str | None:
     )
 
 
-def contextualize(state: State, runtime: Runtime[Context]) -> StateUpdate:
+def contextualize(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
     """Pick the run's question (``question`` or the new human message) and make it standalone.
 
     Only the most recent earlier turns are read, within ``max_history_chars``; a note in
@@ -192,13 +194,15 @@ def contextualize(state: State, runtime: Runtime[Context]) -> StateUpdate:
         emit(runtime, "contextualize", "unchanged", turns=len(every_turn))
         return {**update, "question": question, "standalone_question": question}
     emit(runtime, "contextualize", "rewriting", turns=len(turns))
-    standalone, fallback = _rewrite(question, turns, context)
+    standalone, fallback = _rewrite(question, turns, context, components)
     logger.info("standalone question: %r (fallback: %s)", standalone, fallback)
     emit(runtime, "contextualize", "rewritten", question=standalone, fallback=fallback)
     return {**update, "question": standalone, "standalone_question": standalone}
 
 
-def retrieve_with_input_notes(state: State, runtime: Runtime[Context]) -> StateUpdate:
+def retrieve_with_input_notes(
+    state: State, runtime: Runtime[Context], components: Components
+) -> StateUpdate:
     """``retrieve``, starting the run's notes with those ``contextualize`` left on its input.
 
     ``retrieve`` clears what an earlier run on the thread left, ``notes`` included; the notes
@@ -206,7 +210,7 @@ def retrieve_with_input_notes(state: State, runtime: Runtime[Context]) -> StateU
     ``retrieve`` starts the run with (a scope that matches nothing), and ``input_notes`` is
     emptied. The chat graphs add this as their ``retrieve`` node.
     """
-    update = retrieve(state, runtime)
+    update = retrieve(state, runtime, components)
     started = update.get("notes")
     own = started.value if isinstance(started, Overwrite) else list(started or [])
     update["notes"] = Overwrite([*(state.get("input_notes") or []), *own])

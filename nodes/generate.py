@@ -22,7 +22,7 @@ from crag.knowledge.attribution import Attribution, attribute
 from crag.knowledge.combination import UNSCORED_RANK, best_first, combine_knowledge
 from crag.knowledge.conversation import answer_message, clip_text
 from crag.knowledge.lexical import heading_of
-from crag.nodes.components import current_components
+from crag.nodes.components import Components
 from crag.prompts.generate import GENERATE_HUMAN, GENERATE_SYSTEM, NO_ANSWER, NO_KNOWLEDGE
 
 logger = logging.getLogger(__name__)
@@ -237,7 +237,7 @@ def attribute_answer(answer: str, knowledge: list[KnowledgeStrip], question: str
     return attribution
 
 
-def generate(state: State, runtime: Runtime[Context]) -> StateUpdate:
+def generate(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
     """Ask the generator to answer from the knowledge, then attribute the answer.
 
     The knowledge is bounded first (:func:`bounded_knowledge`: the lowest-ranked entries
@@ -248,7 +248,7 @@ def generate(state: State, runtime: Runtime[Context]) -> StateUpdate:
     (:mod:`crag.knowledge.attribution`). The answer is also appended to ``messages`` as an AI
     message carrying the sources, citations and action (what chat front-ends show).
     """
-    model = current_components().chat_model(runtime.context)
+    model = components.chat_model(runtime.context)
     knowledge, notes = bounded_knowledge(
         gathered_knowledge(state, runtime.context), model, runtime.context, state["question"]
     )

@@ -7,16 +7,16 @@ from langgraph.runtime import Runtime
 from crag.core.context import Context
 from crag.core.progress import emit
 from crag.core.state import RetrievedPassage, State, StateUpdate
-from crag.nodes.components import current_components
+from crag.nodes.components import Components
 
 
-def grade(state: State, runtime: Runtime[Context]) -> StateUpdate:
+def grade(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
     """Score all retrieved passages against the question in one batched evaluator call."""
     documents = state.get("documents", [])
     if not documents:
         emit(runtime, "grade", "scored", passages=0, best=None)
         return {"documents": []}
-    evaluator = current_components().evaluator(runtime.context)
+    evaluator = components.evaluator(runtime.context)
     emit(
         runtime,
         "grade",

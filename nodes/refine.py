@@ -12,12 +12,12 @@ from crag.core.state import RetrievedPassage, State, StateUpdate
 from crag.evaluator.base import score_strips
 from crag.knowledge.selection import best_passage_whole, select_top
 from crag.knowledge.strips import as_internal_knowledge, decompose, internal_strip
-from crag.nodes.components import current_components
+from crag.nodes.components import Components
 
 logger = logging.getLogger(__name__)
 
 
-def refine(state: State, runtime: Runtime[Context]) -> StateUpdate:
+def refine(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
     """Build the internal knowledge from the retrieved passages.
 
     Decompose: each passage the evaluator did not judge irrelevant (score at or above the
@@ -41,7 +41,7 @@ def refine(state: State, runtime: Runtime[Context]) -> StateUpdate:
     if not candidates:
         emit(runtime, "refine", "filtered", passages=len(relevant), strips=0, kept=0)
         return {"internal_knowledge": [], "notes": ["no retrieved passage was kept for refinement"]}
-    evaluator = current_components().evaluator(context)
+    evaluator = components.evaluator(context)
     emit(runtime, "refine", "scoring", passages=len(relevant), strips=len(candidates))
     texts = [c[0] for c in candidates]
     scores = score_strips(evaluator, state["question"], texts, by=context.strip_scoring)

@@ -11,7 +11,7 @@ from crag.core.context import Context
 from crag.core.progress import emit
 from crag.core.state import RetrievedPassage, State, StateUpdate, run_reset
 from crag.core.validation import validate_question
-from crag.nodes.components import current_components
+from crag.nodes.components import Components
 from crag.vectorstore.hybrid import search
 from crag.vectorstore.scope import describe_scope, scope_filter
 from crag.vectorstore.vector_memo import vector_memo
@@ -19,7 +19,7 @@ from crag.vectorstore.vector_memo import vector_memo
 logger = logging.getLogger(__name__)
 
 
-def retrieve(state: State, runtime: Runtime[Context]) -> StateUpdate:
+def retrieve(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
     """Validate the question, reset the per-run fields and fetch the top-k passages.
 
     A thread keeps its state between runs on the server, so everything a run produces is
@@ -28,7 +28,7 @@ def retrieve(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """
     context = runtime.context
     question = validate_question(state.get("question"), context.max_question_chars)
-    store = current_components().vectorstore(context)
+    store = components.vectorstore(context)
     # the passages' stored vectors go to the embedding evaluator, which then need not embed them
     memo = vector_memo(context.embedder)
     where = scope_filter(context)  # the run's scope: tags, folder, file types (or None)

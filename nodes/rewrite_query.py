@@ -9,14 +9,14 @@ from langgraph.runtime import Runtime
 from crag.core.context import Context
 from crag.core.progress import emit
 from crag.core.state import State, StateUpdate
-from crag.nodes.components import current_components
+from crag.nodes.components import Components
 from crag.prompts.rewrite import rewrite_turns
 from crag.websearch.keywords import clean_query, fallback_keywords
 
 logger = logging.getLogger(__name__)
 
 
-def rewrite_query(state: State, runtime: Runtime[Context]) -> StateUpdate:
+def rewrite_query(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
     """Set the web-search query: the question as asked, or the paper's keywords.
 
     With ``rewrite_for_search`` on, the query is at most three keywords the generator writes
@@ -32,7 +32,7 @@ def rewrite_query(state: State, runtime: Runtime[Context]) -> StateUpdate:
     if not context.rewrite_for_search:
         emit(runtime, "rewrite_query", "rewritten", query=question, fallback=False)
         return {"search_query": question}
-    model = current_components().chat_model(context)
+    model = components.chat_model(context)
     raw = ""
     emit(runtime, "rewrite_query", "rewriting")
     try:

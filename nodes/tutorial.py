@@ -18,7 +18,7 @@ from crag.core.progress import emit
 from crag.core.state import Action, RetrievedPassage, State, StateUpdate
 from crag.evaluator.llm import LLMEvaluator
 from crag.knowledge.strips import as_internal_knowledge
-from crag.nodes.components import current_components
+from crag.nodes.components import Components
 from crag.nodes.web_search import web_search
 from crag.prompts.tutorial import grader_messages, rewriter_messages
 
@@ -28,7 +28,7 @@ TUTORIAL_WEB_RESULTS = 3
 """The tutorial's web search returns three results."""
 
 
-def grade_binary(state: State, runtime: Runtime[Context]) -> StateUpdate:
+def grade_binary(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
     """Grade each passage yes/no with the generator and the tutorial's grader prompt.
 
     A passage is relevant when the model puts more probability on "yes" than on "no" (or
@@ -37,7 +37,7 @@ def grade_binary(state: State, runtime: Runtime[Context]) -> StateUpdate:
     """
     documents = state.get("documents", [])
     grader = LLMEvaluator(
-        current_components().chat_model(runtime.context),
+        components.chat_model(runtime.context),
         name="tutorial-grader",
         prompt=grader_messages,
     )
@@ -56,12 +56,12 @@ def grade_binary(state: State, runtime: Runtime[Context]) -> StateUpdate:
     return {"documents": graded, "internal_knowledge": relevant, "action": action}
 
 
-def transform_query(state: State, runtime: Runtime[Context]) -> StateUpdate:
+def transform_query(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
     """Rewrite the question for web search with the tutorial's re-writer prompt."""
     question = state["question"]
     emit(runtime, "rewrite_query", "rewriting")
     try:
-        reply = current_components().chat_model(runtime.context).invoke(rewriter_messages(question))
+        reply = components.chat_model(runtime.context).invoke(rewriter_messages(question))
         query = " ".join(reply.text.split())
     except Exception as exc:  # noqa: BLE001 - any provider error: search the question
         logger.warning("tutorial query rewriting failed: %s", exc)
@@ -76,13 +76,17 @@ def transform_query(state: State, runtime: Runtime[Context]) -> StateUpdate:
     return {"search_query": query}
 
 
-def tutorial_web_search(state: State, runtime: Runtime[Context]) -> StateUpdate:
+def tutorial_web_search(
+    state: State, runtime: Runtime[Context], components: Components
+) -> StateUpdate:
     """Search as the tutorial does: three results, their snippets, no page reading or selection.
 
     Runs this project's web search node with those settings, so provider failures become
     notes in the same way.
     """
-    return web_search(state, runtime.override(context=tutorial_settings(runtime.context)))
+    return web_search(
+        state, runtime.override(context=tutorial_settings(runtime.context)), components
+    )
 
 
 def tutorial_settings(context: Context) -> Context:

@@ -10,10 +10,10 @@ from langgraph.runtime import Runtime
 from crag.core.context import Context
 from crag.core.progress import emit
 from crag.core.state import KnowledgeStrip, State, StateUpdate
-from crag.evaluator.base import score_strips
+from crag.evaluator.base import RetrievalEvaluator, score_strips
 from crag.knowledge.selection import select_top
 from crag.knowledge.strips import decompose
-from crag.nodes.components import current_components
+from crag.nodes.components import Components
 from crag.websearch.base import SearchResult, SearchUnavailableError
 from crag.websearch.ranking import rank_results, wikipedia_query
 from crag.websearch.reader import ReaderOptions, WebPassage, WebReading, cached_search, read_results
@@ -35,7 +35,7 @@ def reader_options(context: Context) -> ReaderOptions:
     )
 
 
-def web_search(state: State, runtime: Runtime[Context]) -> StateUpdate:
+def web_search(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
     """Search the web for the rewritten query, read the top pages, keep what is relevant.
 
     Wikipedia is preferred as in the paper (query bias and ranking; ``only_wikipedia`` keeps
@@ -45,31 +45,30 @@ def web_search(state: State, runtime: Runtime[Context]) -> StateUpdate:
     ``refine_web_knowledge``, first decomposed into strips as retrieved passages are) and the
     best ``strips_kept`` above ``strip_threshold`` become the external knowledge, each with its
     URL. A search engine or page that is down, slow, refused or rate-limited does not stop the
-    run: the graph goes on with the knowledge it has and ``notes`` says what happened.
+    run: the graph goes on with the knowledge it has and ``notes`` says what happened. When the
+    web gave no knowledge, ``web_reason`` says why (the note's words, for the abstention note).
     """
     context = runtime.context
     query, wanted = _query(state, context)
     emit(runtime, "web_search", "searching", query=query)
     try:
-        results = _ranked_results(context, query, wanted)
+        results = _ranked_results(components, context, query, wanted)
     except SearchUnavailableError as exc:
         logger.warning("web search unavailable: %s", exc)
         emit(runtime, "web_search", "unavailable", reason=str(exc))
+        reason = f"web search unavailable: {str(exc).rstrip('.')}"
         return {
             "external_knowledge": [],
-            "notes": [
-                f"web search unavailable: {str(exc).rstrip('.')}; answered without web knowledge"
-            ],
+            "notes": [f"{reason}; answered without web knowledge"],
+            "web_reason": reason,
         }
     emit(runtime, "web_search", "searched", results=len(results))
     if not results:
         only = " (only_wikipedia is on)" if context.only_wikipedia else ""
-        return {
-            "external_knowledge": [],
-            "notes": [f"web search found nothing usable for {query!r}{only}"],
-        }
+        reason = f"web search found nothing usable for {query!r}{only}"
+        return {"external_knowledge": [], "notes": [reason], "web_reason": reason}
     reading = _read(runtime, results)
-    update = _select(state["question"], reading, context, query)
+    update = _select(components, state["question"], reading, context, query)
     emit(
         runtime,
         "web_search",
@@ -91,13 +90,15 @@ def _query(state: State, context: Context) -> tuple[str, int]:
     return query, wanted
 
 
-def _ranked_results(context: Context, query: str, wanted: int) -> list[SearchResult]:
+def _ranked_results(
+    components: Components, context: Context, query: str, wanted: int
+) -> list[SearchResult]:
     """The run's top ``web_results`` hits for ``query``, Wikipedia first where preferred.
 
     Raises:
         SearchUnavailableError: the search engine could not be used.
     """
-    provider = current_components().search(context)
+    provider = components.search(context)
     results = cached_search(provider, query, wanted, ttl=context.web_cache_ttl)
     ranked = rank_results(
         results, prefer_wikipedia=context.prefer_wikipedia, only_wikipedia=context.only_wikipedia
@@ -116,40 +117,54 @@ def _read(runtime: Runtime[Context], results: list[SearchResult]) -> WebReading:
     return read_results(results, pages=pages, options=reader_options(context), on_page=page_read)
 
 
-def _select(question: str, reading: WebReading, context: Context, query: str) -> StateUpdate:
+def _select(
+    components: Components, question: str, reading: WebReading, context: Context, query: str
+) -> StateUpdate:
     """Score every passage in one batch and keep the best (the paper's filter step).
 
     With ``select_web_knowledge`` off (an ablation) the first ``strips_kept`` passages in
-    result order are kept unscored.
+    result order are kept unscored. The page-reading notes come first; when nothing was kept
+    because nothing was found or nothing scored high enough, the reason follows them and is
+    the update's ``web_reason`` too.
     """
     notes = list(reading.notes)
     passages = reading.passages
     if not passages:
-        notes.append(f"web search found nothing usable for {query!r}")
-        return {"external_knowledge": [], "notes": notes}
+        reason = f"web search found nothing usable for {query!r}"
+        return {"external_knowledge": [], "notes": [*notes, reason], "web_reason": reason}
     if not context.select_web_knowledge:
         kept: list[KnowledgeStrip] = [
             {"text": p.text, "source": p.source, "chunk": None, "origin": "external", "score": None}
             for p in passages[: context.strips_kept]
         ]
     else:
-        kept = _best(question, passages, context, notes)
+        kept = _best(components.evaluator(context), question, passages, context)
     update: StateUpdate = {"external_knowledge": kept}
+    if not kept and context.select_web_knowledge:
+        what = "paragraphs and snippets" if any(p.from_page for p in passages) else "results"
+        reason = (
+            f"web search returned {len(passages)} {what} but none scored above "
+            f"{context.strip_threshold}"
+        )
+        notes.append(reason)
+        update["web_reason"] = reason
     if notes:
         update["notes"] = notes
     return update
 
 
 def _best(
-    question: str, passages: Sequence[WebPassage], context: Context, notes: list[str]
+    evaluator: RetrievalEvaluator,
+    question: str,
+    passages: Sequence[WebPassage],
+    context: Context,
 ) -> list[KnowledgeStrip]:
-    """Score every passage or strip in one evaluator call; keep the best, noting when none passed.
+    """Score every passage or strip in one evaluator call; keep the best (maybe none).
 
     With ``refine_web_knowledge`` on, each paragraph is first decomposed into strips (under its
     page title) exactly as retrieved passages are, and the strips are scored as refinement
     scores them; the kept strips stay in page, paragraph and sentence order.
     """
-    evaluator = current_components().evaluator(context)
     candidates: list[tuple[str, str]] = [(p.text, p.source) for p in passages]
     if context.refine_web_knowledge:
         candidates = [
@@ -172,13 +187,6 @@ def _best(
         }
         for (text, source), score in zip(candidates, scores, strict=True)
     ]
-    kept = select_top(
+    return select_top(
         strips, scores, context.strips_kept, context.strip_threshold, context.strip_margin
     )
-    if not kept:
-        what = "paragraphs and snippets" if any(p.from_page for p in passages) else "results"
-        notes.append(
-            f"web search returned {len(passages)} {what} but none scored above "
-            f"{context.strip_threshold}"
-        )
-    return kept

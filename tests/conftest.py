@@ -1,4 +1,4 @@
-"""Shared fixtures: offline environment, fakes installed as the graph's components."""
+"""Shared fixtures: offline environment, fakes and the graphs built with them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from crag.evaluator.registry import clear_evaluator_cache
-from crag.nodes.components import use_components
+from crag.graph.builder import CragGraph, build_graph
 from tests import network_guard
 from tests.fakes import (
     FakeComponents,
@@ -23,6 +23,7 @@ from tests.fakes import (
     StaticStore,
     corpus_documents,
     scripted_chat,
+    use_app_components,
 )
 from tests.tiny_cross_encoder import build_tiny_cross_encoder
 from tests.tiny_t5 import build_tiny_t5
@@ -31,16 +32,34 @@ network_guard.install()
 
 
 @pytest.fixture
-def fake_components() -> Iterator[FakeComponents]:
-    """Fakes installed for the graph: Mona Lisa passage scores 0.9, others -1."""
-    components = FakeComponents(
+def fake_components() -> FakeComponents:
+    """Fakes to build graphs with: Mona Lisa passage scores 0.9, others -1.
+
+    The graphs call them at run time, so a test may swap a part (``fake_components.scorer =
+    ...``) after building its graph.
+    """
+    return FakeComponents(
         store=StaticStore(corpus_documents()),
         scorer=FixedScoreEvaluator({"Leonardo": 0.9, "Louvre": 0.2, "Mona Lisa": 0.7}),
         chat=scripted_chat(),
         web=StaticSearch(error="search is off in this test"),
     )
-    with use_components(components):
-        yield components
+
+
+@pytest.fixture
+def fake_graph(fake_components: FakeComponents) -> CragGraph:
+    """The CRAG graph built with :func:`fake_components`."""
+    return build_graph(components=fake_components)
+
+
+@pytest.fixture
+def fake_app(fake_components: FakeComponents, monkeypatch: pytest.MonkeyPatch) -> FakeComponents:
+    """The app's graphs (:mod:`crag.app.graphs`, what the CLI and API run) built with the fakes.
+
+    Returns the fakes (:func:`fake_components`: the same object).
+    """
+    use_app_components(monkeypatch, fake_components)
+    return fake_components
 
 
 @pytest.fixture

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -11,6 +12,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from pytest import MonkeyPatch
 
 from crag.core.context import Context
 from crag.websearch.base import SearchResult, SearchUnavailableError
@@ -122,6 +124,31 @@ class FakeComponents:
 
     def search(self, context: Any) -> Any:
         return self.web
+
+
+def use_app_components(monkeypatch: MonkeyPatch, components: Any) -> None:
+    """Replace the app's components and graphs with ones built with ``components``.
+
+    What :mod:`crag.app.graphs` holds (the graphs the CLI and the Python API run, and the
+    components the threaded graphs and ``crag serve``'s warm-up use), undone by
+    ``monkeypatch`` at the end of the test.
+    """
+    from crag.app import graphs
+    from crag.graph.baselines import build_rag_graph, build_tutorial_graph
+    from crag.graph.builder import build_graph
+
+    monkeypatch.setattr(graphs, "components", components)
+    monkeypatch.setattr(graphs, "graph", build_graph(components=components))
+    monkeypatch.setattr(graphs, "rag_graph", build_rag_graph(components))
+    monkeypatch.setattr(graphs, "tutorial_graph", build_tutorial_graph(components))
+
+
+@contextmanager
+def app_components(components: Any) -> Iterator[Any]:
+    """:func:`use_app_components` for the block; yields ``components``."""
+    with MonkeyPatch.context() as monkeypatch:
+        use_app_components(monkeypatch, components)
+        yield components
 
 
 MONA_LISA = (

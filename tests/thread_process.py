@@ -18,7 +18,6 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from crag.app.api import output_of, persistent_graph, thread_config
-from crag.nodes.components import use_components
 from tests.fakes import (
     FakeComponents,
     FixedScoreEvaluator,
@@ -57,7 +56,7 @@ def main() -> int:
         web=StaticSearch(error="search is off in this test"),
     )
     config = thread_config(args.thread)
-    with use_components(fakes), persistent_graph(args.db) as graph:
+    with persistent_graph(args.db, components=fakes) as graph:
         inputs: list[Any] = [None] if args.resume else [{"question": q} for q in args.questions]
         for run_input in inputs:
             out = graph.invoke(run_input, config)

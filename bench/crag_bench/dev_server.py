@@ -26,7 +26,7 @@ import httpx
 
 logger = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 """The project root (holds ``langgraph.json``)."""
 
 HOST = "127.0.0.1"
@@ -101,12 +101,19 @@ def stop_process_group(process: subprocess.Popen[bytes], timeout: float = 15.0) 
 
 
 def served_graphs(config_path: Path = REPO / "langgraph.json") -> dict[str, Any]:
-    """The graphs of a ``langgraph.json``, their file paths made absolute."""
+    """The graphs of a ``langgraph.json``, their file paths made absolute.
+
+    A graph named in module syntax (``crag.app.graphs:graph``, no ``/``) is kept as it is: the
+    server imports the module from the installed package.
+    """
     config = json.loads(config_path.read_text(encoding="utf-8"))
     graphs: dict[str, Any] = {}
     for name, spec in config["graphs"].items():
         path = spec["path"] if isinstance(spec, dict) else str(spec)
         file, _, attr = path.rpartition(":")
+        if "/" not in file:
+            graphs[name] = spec
+            continue
         absolute = f"{(config_path.parent / file).resolve()}:{attr}"
         graphs[name] = {**spec, "path": absolute} if isinstance(spec, dict) else absolute
     return graphs

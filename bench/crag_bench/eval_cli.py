@@ -343,7 +343,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from crag_bench.runner import run_eval
 
     options = build_options(args)
-    logger.info("crag-bench eval: %d questions (%s)", len(options.questions), options.question_source)
+    logger.info(
+        "crag-bench eval: %d questions (%s)", len(options.questions), options.question_source
+    )
     results = run_eval(options)
     written = write_report(results, args.out)
     if args.json:

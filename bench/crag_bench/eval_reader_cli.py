@@ -1,4 +1,4 @@
-"""``crag-bench eval-reader``: a recorded ``crag-bench eval`` run's prompts answered by another generator."""
+"""``crag-bench eval-reader``: a recorded run's prompts answered by another generator."""
 
 from __future__ import annotations
 

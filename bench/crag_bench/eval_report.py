@@ -703,8 +703,8 @@ READER_SWAP_NOTE = (
 PROMPTS_ONLY_NOTE = (
     "## Prompts only\n\n"
     "This run recorded the prompts each pipeline sends its generator and generated no answer, "
-    "so it reports no accuracy. `crag-bench eval-reader RUN_DIR --generator SPEC --out DIR` answers "
-    "the recorded prompts with a generator and writes the full report."
+    "so it reports no accuracy. `crag-bench eval-reader RUN_DIR --generator SPEC --out DIR` "
+    "answers the recorded prompts with a generator and writes the full report."
 )
 
 

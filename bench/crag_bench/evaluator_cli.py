@@ -1,4 +1,4 @@
-"""``crag-bench evaluator ...``: build pairs, train, calibrate, report on and time retrieval evaluators.
+"""``crag-bench evaluator ...``: build pairs, train, calibrate, report on and time evaluators.
 
 Commands:
 

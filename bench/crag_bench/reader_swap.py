@@ -47,7 +47,7 @@ _CLOSED_BOOK = frozenset(e.name for e in EXPERIMENTS if e.graph == "no-retrieval
 
 
 def load_recorded_run(run_dir: Path) -> tuple[dict[str, Any], list[Row]]:
-    """The figures (``results.json``) and rows (``rows.jsonl``) of a recorded ``crag-bench eval`` run.
+    """The figures (``results.json``) and rows (``rows.jsonl``) of a recorded eval run.
 
     Raises:
         ValueError: A file is missing or unreadable, or the run did not record its prompts.

@@ -35,7 +35,7 @@ from typing import Any
 from tqdm import tqdm
 
 from crag.core.context import Context
-from crag.nodes.components import current_components, use_components
+from crag.nodes.components import Components
 from crag_bench.answers import answer_in_text, is_looping
 from crag_bench.eval_components import EvalComponents, SourceFilter
 from crag_bench.experiments import (
@@ -216,11 +216,15 @@ def run_graph(
     )
 
 
-def _graph_builders() -> dict[str, Callable[[], Any]]:
+def _graph_builders() -> dict[str, Callable[[Components], Any]]:
+    """Each experiment graph's builder by name; each takes the components its nodes call."""
     from crag.graph.baselines import BASELINES
     from crag.graph.builder import build_graph
 
-    return {"crag": build_graph, **BASELINES}
+    def crag(components: Components) -> Any:
+        return build_graph(components=components)
+
+    return {"crag": crag, **BASELINES}
 
 
 @contextmanager
@@ -240,8 +244,8 @@ def llm_cache() -> Iterator[None]:
 def batch_generation(model: Any, max_batch_size: int) -> None:
     """Let a local generator decode up to ``max_batch_size`` overlapping prompts together.
 
-    Off by default (answers then never depend on what else runs); ``crag-bench eval --workers`` turns
-    it on for the eval's own process (the deployment setting ``generator_batch_size``, which
+    Off by default (answers then never depend on what else runs); ``crag-bench eval --workers``
+    turns it on for the eval's own process (the deployment setting ``generator_batch_size``, which
     the default components apply once per model and value, does not undo it). Other
     chat models are left as they are.
     """
@@ -348,6 +352,11 @@ def _alone_and_together(
     return alone, list(units.values())
 
 
+def _progress_bar(total: int, show: bool) -> Any:
+    """The runs' progress bar on stderr (hidden unless ``show``)."""
+    return tqdm(total=total, desc="crag-bench eval", unit="run", disable=not show, file=sys.stderr)
+
+
 def run_experiments(
     options: EvalOptions, context: Context, components: EvalComponents
 ) -> list[Row]:
@@ -357,14 +366,12 @@ def run_experiments(
     in batches; see :func:`_alone_and_together` for which runs are timed.
     """
     builders = _graph_builders()
-    graphs = {e.graph: builders[e.graph]() for e in options.experiments}
+    graphs = {e.graph: builders[e.graph](components) for e in options.experiments}
     contexts = {e.name: dataclasses.replace(context, **e.settings) for e in options.experiments}
     plan = plan_runs(options)
     position = {id(run): index for index, run in enumerate(plan)}
     alone, units = _alone_and_together(plan, options)
-    bar = tqdm(
-        total=len(plan), desc="crag-bench eval", unit="run", disable=not options.progress, file=sys.stderr
-    )
+    bar = _progress_bar(len(plan), options.progress)
     results: list[tuple[int, Row]] = []
 
     def execute(run: PlannedRun, timer: StageTimer, timed: bool) -> None:
@@ -788,6 +795,7 @@ def run_eval(options: EvalOptions) -> dict[str, Any]:
     Raises:
         ValueError: No questions to ask.
     """
+    from crag.app.wiring import DefaultComponents
     from crag_bench.performance import measure_cold_start, measure_ingestion
 
     try:
@@ -804,15 +812,14 @@ def run_eval(options: EvalOptions) -> dict[str, Any]:
     with SimulatedWeb() as web:
         context = base_context(options, web.base_url, web.allowed_hosts)
         components = EvalComponents(
-            current_components(), PromptsOnlyChatModel() if options.prompts_only else None
+            DefaultComponents(), PromptsOnlyChatModel() if options.prompts_only else None
         )
         performance: dict[str, Any] = {}
-        with use_components(components):
-            components.vectorstore(context)  # builds the store first when it is empty
+        components.vectorstore(context)  # builds the store first when it is empty
         measure = options.performance and not options.prompts_only
         if measure:
             performance["cold_start"] = measure_cold_start(context, options.questions[0].question)
-        with use_components(components), llm_cache():
+        with llm_cache():
             if options.workers > 1:
                 batch_generation(components.chat_model(context), options.workers)
             rows = run_experiments(options, context, components)

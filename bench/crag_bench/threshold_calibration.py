@@ -80,7 +80,8 @@ def load_cases(rows_path: Path) -> list[Case]:
                 continue
             missing = ", ".join(sorted(needed - experiments))
             raise ValueError(
-                f"{rows_path} lacks experiments {missing}: run `crag-bench eval --experiments thresholds`"
+                f"{rows_path} lacks experiments {missing}: run "
+                "`crag-bench eval --experiments thresholds`"
             )
         for (name, question_id), row in rows.items():
             if name != setting:

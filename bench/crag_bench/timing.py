@@ -24,10 +24,13 @@ STAGES: dict[str, str] = {
     "rewrite_query": "rewrite",
     "transform_query": "rewrite",
     "web_search": "search",
+    "decide_answer": "generate",
     "generate": "generate",
+    "abstain": "generate",
 }
 """Graph node → reported stage (the action trigger counts with grading; RAG's hand-over of
-passages with refinement, which it replaces)."""
+passages with refinement, which it replaces; the answer-or-abstain decision and the abstention
+with generation, the answer step they stand for)."""
 
 STAGE_ORDER: tuple[str, ...] = ("retrieve", "grade", "refine", "rewrite", "search", "generate")
 """The stages, in the order a run passes them."""

@@ -33,12 +33,11 @@ def mark(name):
     marks[name] = time.perf_counter() - t0 - sum(marks.values())
 import crag.app.cli; mark("import crag.app.cli")
 import torch; mark("import torch")
-from crag.graph.builder import graph; from crag.core.context import Context
+from crag.app.graphs import components, graph; from crag.core.context import Context
 mark("import the graph")
 import sentence_transformers; mark("import sentence-transformers")
 import chromadb; mark("import chromadb")
-from crag.nodes.components import current_components
-components = current_components(); context = Context()
+context = Context()
 components.vectorstore(context); mark("load the embedder, open the store")
 components.evaluator(context); mark("load the evaluator")
 components.chat_model(context); mark("load the generator")

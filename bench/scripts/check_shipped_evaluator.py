@@ -2,8 +2,8 @@
 
 Two checks, the second optional (it trains for about 75 minutes on two CPU cores):
 
-1. the pair files (``crag-bench evaluator mine`` and ``crag-bench evaluator pairs --split train`` output,
-   in the order training read them) have the digest recorded in
+1. the pair files (``crag-bench evaluator mine`` and ``crag-bench evaluator pairs --split
+   train`` output, in the order training read them) have the digest recorded in
    ``evaluator/weights/crag-evaluator-minilm.json``: mining reproduces the training data;
 2. ``--retrain``: ``crag-bench evaluator train`` with the recorded options on those pairs gives
    weights whose scores on the pairs' first questions match the shipped evaluator's (the

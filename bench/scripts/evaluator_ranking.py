@@ -100,7 +100,9 @@ def _meaning(best: list[tuple[float, bool]], upper: float, lower: float, side: s
 def main() -> None:
     """Print each evaluator's figures on the split."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=Path, required=True, help="crag-bench evaluator mine folder")
+    parser.add_argument(
+        "--pairs", type=Path, required=True, help="crag-bench evaluator mine folder"
+    )
     parser.add_argument("--split", default="measure", choices=("measure", "select"))
     parser.add_argument(
         "--model", action="append", default=[], metavar="BACKEND=PATH", help="repeatable"

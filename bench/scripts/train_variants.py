@@ -159,8 +159,12 @@ def run_variant(
 def main() -> None:
     """Train and measure the variants named on the command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=Path, required=True, help="crag-bench evaluator mine folder")
-    parser.add_argument("--fanoutqa", type=Path, help="crag-bench evaluator pairs --split train file")
+    parser.add_argument(
+        "--pairs", type=Path, required=True, help="crag-bench evaluator mine folder"
+    )
+    parser.add_argument(
+        "--fanoutqa", type=Path, help="crag-bench evaluator pairs --split train file"
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--base-model", required=True, help="the MiniLM folder")
     parser.add_argument("--variants", default=",".join(VARIANTS))

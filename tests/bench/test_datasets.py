@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from crag.app.cli import build_parser, main
 from crag.vectorstore.corpus import load_corpus
 from crag_bench.answers import answer_in_text
+from crag_bench.cli import build_parser, main
 from crag_bench.datasets import (
     DATA_DIR,
     UnknownDatasetError,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from crag.app.cli import main
+from crag_bench.cli import main
 from crag_bench.experiments import EXPERIMENTS
 
 pytestmark = pytest.mark.integration

@@ -1,7 +1,6 @@
 """crag-bench eval's machinery: node timing, store views, caches, figures, the experiment loop."""
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,6 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from crag.core.context import Context
-from crag.nodes.components import use_components
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.store import open_store
 from crag_bench.eval_components import (
@@ -383,10 +381,8 @@ def test_agreement_counts_the_papers_way() -> None:
 
 
 @pytest.fixture
-def eval_components(fake_components: FakeComponents) -> Iterator[EvalComponents]:
-    components = EvalComponents(fake_components)
-    with use_components(components):
-        yield components
+def eval_components(fake_components: FakeComponents) -> EvalComponents:
+    return EvalComponents(fake_components)
 
 
 class _FilteringStore(StaticStore):

@@ -1,4 +1,4 @@
-"""Evaluator tools: threshold fitting, metrics, the backend report and `crag-bench evaluator ...`."""
+"""Evaluator tools: threshold fitting, metrics, the backend report, `crag-bench evaluator`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`crag-bench eval --record-prompts` / `--prompts-only` and `crag-bench eval-reader`: the prompts a run
-sent its generator, answered again by a generator, reproduce the run."""
+"""`crag-bench eval --record-prompts` / `--prompts-only` and `crag-bench eval-reader`: the
+prompts a run sent its generator, answered again by a generator, reproduce the run."""
 
 import json
 from pathlib import Path
@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from crag.app.cli import main
 from crag.generator.factory import load_chat_model
 from crag.generator.gguf import converted_folder, ensure_converted
+from crag_bench.cli import main
 from crag_bench.prompt_recording import (
     PromptRecorder,
     PromptsOnlyChatModel,
@@ -250,7 +250,8 @@ def test_eval_reader_needs_a_run_with_prompts(
         == 2
     )
     assert (
-        "did not record its prompts: run crag-bench eval with --record-prompts" in capsys.readouterr().err
+        "did not record its prompts: run crag-bench eval with --record-prompts"
+        in capsys.readouterr().err
     )
     (tmp_path / "rows.jsonl").write_text("{not json\n", encoding="utf-8")
     assert (

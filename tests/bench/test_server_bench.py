@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from crag.app.cli import main
+from crag_bench.cli import main
 from crag_bench.server_bench import (
     BENCH_GENERATOR_BATCH_SIZE,
     DEFAULT_LEVELS,
@@ -217,13 +217,13 @@ def test_bad_arguments_stop_before_anything_starts(capsys: pytest.CaptureFixture
         run_bench(runs=0)
     with pytest.raises(BenchError, match="runs must be between 1 and 500"):
         run_bench(levels=[1, 501])
-    assert main(["bench-server", "--url", "http://192.0.2.1:8123"]) == 2
+    assert main(["server", "--url", "http://192.0.2.1:8123"]) == 2
     assert "--allow-remote" in capsys.readouterr().err
-    assert main(["bench-server", "--runs", "501"]) == 2
+    assert main(["server", "--runs", "501"]) == 2
     assert "runs must be between" in capsys.readouterr().err
-    assert main(["bench-server", "--levels", "1,x"]) == 2
+    assert main(["server", "--levels", "1,x"]) == 2
     assert "comma-separated numbers" in capsys.readouterr().err
-    assert main(["bench-server", "--levels", "1,4", "--runs", "4"]) == 2
+    assert main(["server", "--levels", "1,4", "--runs", "4"]) == 2
     assert "not both" in capsys.readouterr().err
 
 
@@ -257,5 +257,5 @@ def test_a_running_server_keeps_its_deployment_settings(
     # Refused before any request: the port is never contacted.
     with pytest.raises(BenchError, match="setting store_path is a deployment setting"):
         run_bench(url="http://127.0.0.1:9", extra_context={"top_k": 3, "store_path": "/x"})
-    assert main(["bench-server", "--url", "http://127.0.0.1:9", "--set", "allowed_hosts=x"]) == 2
+    assert main(["server", "--url", "http://127.0.0.1:9", "--set", "allowed_hosts=x"]) == 2
     assert "setting allowed_hosts is a deployment setting" in capsys.readouterr().err

@@ -234,8 +234,7 @@ def test_a_server_that_is_not_chroma_is_a_store_error() -> None:
 def test_graph_retrieves_from_the_chroma_server(chroma: ChromaServer, collection: str) -> None:
     """The real wiring (``DefaultComponents.vectorstore``) opens the server's collection."""
     from crag.app.wiring import DefaultComponents
-    from crag.graph.builder import graph
-    from crag.nodes.components import use_components
+    from crag.graph.builder import build_graph
     from tests.fakes import FakeComponents, FixedScoreEvaluator, scripted_chat
 
     context = Context(collection=collection, default_corpus=False, **chroma.settings())
@@ -260,8 +259,8 @@ def test_graph_retrieves_from_the_chroma_server(chroma: ChromaServer, collection
     fakes = ServerStore(
         store=None, scorer=FixedScoreEvaluator({"otters": 0.9}), chat=scripted_chat()
     )
-    with use_components(fakes):
-        out = graph.invoke({"question": "Why do otters hold hands?"}, context=context)
+    graph = build_graph(components=fakes)
+    out = graph.invoke({"question": "Why do otters hold hands?"}, context=context)
     assert out["action"] == "correct"
     assert out["documents"][0]["source"] == "notes:otters"
     assert out["documents"][0]["text"] == f"Otters\n{OTTERS}"

@@ -51,7 +51,9 @@ def test_graph_prints_mermaid(capsys: pytest.CaptureFixture[str]) -> None:
         "refine",
         "rewrite_query",
         "web_search",
+        "decide_answer",
         "generate",
+        "abstain",
     ):
         assert node in out
 

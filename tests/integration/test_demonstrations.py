@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from crag.app.graphs import graph
 from crag.core.context import Context
-from crag.graph.builder import graph
 from crag_bench.answers import answer_in_text, is_looping
 from crag_bench.simweb import SimulatedWeb
 

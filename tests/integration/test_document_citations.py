@@ -16,8 +16,7 @@ from langchain_huggingface import HuggingFaceEmbeddings
 
 from crag.app.cli import main
 from crag.core.context import Context
-from crag.graph.builder import graph
-from crag.nodes.components import use_components
+from crag.graph.builder import build_graph
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.ingest import IngestReport, chunk_id, ingest_paths
 from crag.vectorstore.store import open_store
@@ -30,7 +29,7 @@ from tests.document_factory import (
     write_pdf,
     write_pptx,
 )
-from tests.fakes import FakeComponents, FixedScoreEvaluator, ScriptedChatModel
+from tests.fakes import FakeComponents, FixedScoreEvaluator, ScriptedChatModel, app_components
 
 pytestmark = pytest.mark.integration
 
@@ -135,8 +134,8 @@ def components(store: Chroma) -> FakeComponents:
 def test_the_answer_cites_the_pdf_page(ingested: tuple[Path, Chroma, IngestReport]) -> None:
     folder, store, _ = ingested
     source = str((folder / "report.pdf").absolute())
-    with use_components(components(store)):
-        out = graph.invoke({"question": QUESTION}, context=Context(number_knowledge=True))
+    graph = build_graph(components=components(store))
+    out = graph.invoke({"question": QUESTION}, context=Context(number_knowledge=True))
     top = out["documents"][0]
     assert (top["source"], top["text"], top.get("location")) == (source, ZEPHYR, "p. 1")
     assert out["citations"] == [1]
@@ -151,7 +150,7 @@ def test_crag_ask_prints_the_page(
     ingested: tuple[Path, Chroma, IngestReport], capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder, store, _ = ingested
-    with use_components(components(store)):
+    with app_components(components(store)):
         assert main(["ask", "-q", "--set", "number_knowledge=true", QUESTION]) == 0
     out = capsys.readouterr().out
     answer, sources = out.split("Sources:\n")

@@ -19,9 +19,9 @@ from langchain_chroma import Chroma
 from langchain_core.embeddings import Embeddings
 from langchain_huggingface import HuggingFaceEmbeddings
 
+from crag.app.graphs import ingest_graph
 from crag.core.context import IngestContext
 from crag.graph.ingest_graph import InvalidIngestInputError
-from crag.graph.ingest_graph import graph as ingest_graph
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.ingest import (
     IngestReport,

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from langchain_chroma import Chroma
 
+from crag.app.graphs import ingest_graph
 from crag.core.context import IngestContext
 from crag.graph.ingest_graph import InvalidIngestInputError
-from crag.graph.ingest_graph import graph as ingest_graph
 from crag.vectorstore.ingest import chunk_id, ingest_paths
 from crag.vectorstore.ingestion import ingest_into_store, inline_document
 from crag.vectorstore.store import open_store

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from crag.app.graphs import graph
 from crag.core.context import Context
-from crag.graph.builder import graph
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.store import StoreError, open_store
 from tests.integration_support import build_small_store

@@ -16,14 +16,13 @@ import pytest
 from langchain_chroma import Chroma
 from langchain_huggingface import HuggingFaceEmbeddings
 
+from crag.app.graphs import ingest_graph
 from crag.app.settings import parse_settings
 from crag.app.wiring import DefaultComponents
 from crag.core.context import Context, IngestContext, InvalidSettingError
 from crag.core.run_context import RunContext
 from crag.core.scope_settings import MAX_TAG_CHARS, check_tags, normal_file_types, normal_folder
 from crag.graph.ingest_graph import InvalidIngestInputError
-from crag.graph.ingest_graph import graph as ingest_graph
-from crag.nodes.components import use_components
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.ingest import chunk_id, ingest_documents, ingest_paths
 from crag.vectorstore.ingestion import inline_document
@@ -377,17 +376,17 @@ def test_the_components_open_the_collection_the_run_searches(
 def test_a_scope_that_matches_nothing_says_so(
     tmp_path: Path, store: Chroma, tagged: dict[str, list[str]]
 ) -> None:
-    from crag.graph.baselines import rag_graph
+    from crag.graph.baselines import build_rag_graph
 
     components = FakeComponents(
         store=store, scorer=FixedScoreEvaluator({"leave": 0.9}), chat=scripted_chat()
     )
-    with use_components(components):
-        out = rag_graph.invoke(
-            {"question": QUESTION}, context=Context(scope_tags=["nothing"], default_corpus=False)
-        )
-        assert out["documents"] == []
-        assert "no stored passage matches the scope (tags nothing)" in out["notes"]
-        scoped = rag_graph.invoke({"question": QUESTION}, context=Context(scope_tags=["handbook"]))
+    rag_graph = build_rag_graph(components)
+    out = rag_graph.invoke(
+        {"question": QUESTION}, context=Context(scope_tags=["nothing"], default_corpus=False)
+    )
+    assert out["documents"] == []
+    assert "no stored passage matches the scope (tags nothing)" in out["notes"]
+    scoped = rag_graph.invoke({"question": QUESTION}, context=Context(scope_tags=["handbook"]))
     assert {d["source"] for d in scoped["documents"]} <= set(tagged["handbook"])
     assert scoped["documents"]

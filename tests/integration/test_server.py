@@ -51,7 +51,9 @@ NODES = {
     "refine",
     "rewrite_query",
     "web_search",
+    "decide_answer",
     "generate",
+    "abstain",
 }
 RUN_TIMEOUT = 180.0
 MONA_QUESTION = "Who painted the Mona Lisa?"
@@ -133,14 +135,16 @@ def test_assistant_serves_the_crag_graph(client: Any) -> None:
     assert assistants[0]["name"] == GRAPH_ID
 
 
-def test_drawn_graph_has_the_seven_nodes(client: Any, assistant_id: str) -> None:
+def test_drawn_graph_has_every_node(client: Any, assistant_id: str) -> None:
     drawn = client.assistants.get_graph(assistant_id)
     node_ids = {node["id"] for node in drawn["nodes"]}
     assert node_ids == NODES | {"__start__", "__end__"}
     edges = {(e["source"], e["target"], bool(e.get("conditional"))) for e in drawn["edges"]}
     assert ("decide_action", "refine", True) in edges
     assert ("decide_action", "rewrite_query", True) in edges
-    assert ("web_search", "generate", False) in edges
+    assert ("web_search", "decide_answer", False) in edges
+    assert ("decide_answer", "generate", True) in edges
+    assert ("decide_answer", "abstain", True) in edges
 
 
 def test_context_schema_shows_the_defaults(client: Any, assistant_id: str) -> None:
@@ -257,11 +261,17 @@ def test_drawn_graph_has_the_three_branches(client: Any, assistant_id: str) -> N
     drawn = client.assistants.get_graph(assistant_id)
     edges = {(e["source"], e["target"]): bool(e.get("conditional")) for e in drawn["edges"]}
     # Correct -> refine, Incorrect -> rewrite_query, Ambiguous -> both: two conditional edges
-    # out of decide_action, and both paths join at generate.
+    # out of decide_action; both paths join at decide_answer, whose two conditional edges lead
+    # to generate or abstain.
     conditional = sorted(
-        target for (src, target), cond in edges.items() if cond and src != "__start__"
+        (src, target) for (src, target), cond in edges.items() if cond and src != "__start__"
     )
-    assert conditional == ["refine", "rewrite_query"]
+    assert conditional == [
+        ("decide_action", "refine"),
+        ("decide_action", "rewrite_query"),
+        ("decide_answer", "abstain"),
+        ("decide_answer", "generate"),
+    ]
     # Chat runs start at contextualize, single questions at retrieve.
     assert edges.get(("__start__", "contextualize")) is True
     assert edges.get(("__start__", "retrieve")) is True
@@ -269,10 +279,11 @@ def test_drawn_graph_has_the_three_branches(client: Any, assistant_id: str) -> N
         ("contextualize", "retrieve"),
         ("retrieve", "grade"),
         ("grade", "decide_action"),
-        ("refine", "generate"),
+        ("refine", "decide_answer"),
         ("rewrite_query", "web_search"),
-        ("web_search", "generate"),
+        ("web_search", "decide_answer"),
         ("generate", "__end__"),
+        ("abstain", "__end__"),
     ]:
         assert edges.get(edge) is False, edge
 
@@ -297,7 +308,7 @@ def test_run_streams_node_updates_tokens_and_progress(
     assert "error" not in events, [p.data for p in parts if p.event == "error"]
     # Node by node, in order: the Correct branch.
     updated = [node for p in parts if p.event == "updates" for node in p.data]
-    assert updated == ["retrieve", "grade", "decide_action", "refine", "generate"]
+    assert updated == ["retrieve", "grade", "decide_action", "refine", "decide_answer", "generate"]
     # Progress events from the nodes (custom stream).
     progress = [p.data for p in parts if p.event == "custom"]
     scored = next(e for e in progress if e["node"] == "grade" and e["event"] == "scored")

@@ -23,19 +23,19 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langgraph.types import StreamMode
 
+from crag.app.graphs import ingest_graph
 from crag.app.wiring import DefaultComponents, LockedEvaluator
 from crag.core.context import Context, IngestContext
 from crag.core.model_locks import model_lock
-from crag.graph.builder import graph
+from crag.graph.builder import build_graph
 from crag.graph.ingest_graph import InlineDocument
-from crag.graph.ingest_graph import graph as ingest_graph
-from crag.nodes.components import use_components
 from crag.websearch.cache import clear_web_caches
 from tests.fakes import (
     FakeComponents,
     FixedScoreEvaluator,
     StaticSearch,
     StaticStore,
+    app_components,
     corpus_documents,
     scripted_chat,
 )
@@ -45,7 +45,7 @@ QUESTION = "Who painted the Mona Lisa?"
 ANSWER = "The Mona Lisa was painted by Leonardo da Vinci."
 SOURCES = "Sources:\n  [1] wikipedia:Mona Lisa#0\n"
 """What ``crag ask`` prints under the answer: its one knowledge strip."""
-NODES_CORRECT = ["retrieve", "grade", "decide_action", "refine", "generate"]
+NODES_CORRECT = ["retrieve", "grade", "decide_action", "refine", "decide_answer", "generate"]
 
 
 class LoopClock:
@@ -142,12 +142,15 @@ def mode_chunks(parts: Iterable[Any]) -> list[tuple[str, Any]]:
     return [(str(mode), chunk) for mode, chunk in parts]
 
 
-def collect_sync(context: Context | None = None) -> list[tuple[str, Any]]:
+def collect_sync(components: Any, context: Context | None = None) -> list[tuple[str, Any]]:
+    graph = build_graph(components=components)
     modes: list[StreamMode] = ["updates", "custom", "messages"]
     return mode_chunks(graph.stream({"question": QUESTION}, context=context, stream_mode=modes))
 
 
-def collect_async(context: Context | None = None) -> list[tuple[str, Any]]:
+def collect_async(components: Any, context: Context | None = None) -> list[tuple[str, Any]]:
+    graph = build_graph(components=components)
+
     async def run() -> list[tuple[str, Any]]:
         modes: list[StreamMode] = ["updates", "custom", "messages"]
         return mode_chunks(
@@ -167,8 +170,7 @@ def collect_async(context: Context | None = None) -> list[tuple[str, Any]]:
 
 @pytest.mark.parametrize("collect", [collect_sync, collect_async], ids=["stream", "astream"])
 def test_updates_tokens_and_progress_are_streamed(collect: Any) -> None:
-    with use_components(fakes()):
-        parts = collect()
+    parts = collect(fakes())
     updates = [node for mode, chunk in parts if mode == "updates" for node in chunk]
     assert updates == NODES_CORRECT
     tokens = [
@@ -207,8 +209,10 @@ def test_updates_tokens_and_progress_are_streamed(collect: Any) -> None:
 
 
 def test_incorrect_branch_reports_rewrite_and_search_progress() -> None:
-    with use_components(fakes(scorer=FixedScoreEvaluator({}, default=-1.0))):
-        parts = collect_sync(Context(abstain_without_knowledge=False, rewrite_for_search=True))
+    parts = collect_sync(
+        fakes(scorer=FixedScoreEvaluator({}, default=-1.0)),
+        Context(abstain_without_knowledge=False, rewrite_for_search=True),
+    )
     progress = [(c["node"], c["event"]) for mode, c in parts if mode == "custom"]
     decided = progress.index(("decide_action", "decided"))
     assert progress[decided + 1 :] == [
@@ -246,8 +250,7 @@ def test_web_search_reports_each_page_it_reads() -> None:
             scorer=FixedScoreEvaluator({"1503": 0.8}, default=-1.0),
             chat=StreamingChat(threads=[]),
         )
-        with use_components(components):
-            parts = collect_sync(context)
+        parts = collect_sync(components, context)
         wiki, broken = web.url_for("/wiki/Mona_Lisa"), web.url_for("/broken")
     clear_web_caches()
     pages = [c for mode, c in parts if mode == "custom" and c["event"] == "page"]
@@ -289,6 +292,7 @@ def test_ainvoke_runs_blocking_model_calls_off_the_event_loop() -> None:
     clock = LoopClock()
     chat = StreamingChat(clock=clock, ticks=5, threads=[], blocked=[])
     scorer = SlowEvaluator(clock, ticks=3)
+    graph = build_graph(components=fakes(chat=chat, scorer=scorer))
 
     async def main() -> tuple[dict[str, Any], str]:
         loop_thread = threading.current_thread().name
@@ -305,8 +309,7 @@ def test_ainvoke_runs_blocking_model_calls_off_the_event_loop() -> None:
         await beat
         return dict(out), loop_thread
 
-    with use_components(fakes(chat=chat, scorer=scorer)):
-        out, loop_thread = asyncio.run(main())
+    out, loop_thread = asyncio.run(main())
     assert out["answer"] == ANSWER
     # generate, grade and refine really blocked their threads, and the loop ran meanwhile.
     assert chat.blocked == [True], "the event loop was blocked during generate"
@@ -418,7 +421,7 @@ def test_crag_ask_prints_tokens_as_they_come_and_progress_on_stderr(
     writes: list[tuple[str, str]] = []
     monkeypatch.setattr(sys, "stdout", Recorder(writes, "out"))
     monkeypatch.setattr(sys, "stderr", Recorder(writes, "err"))
-    with use_components(fakes()):
+    with app_components(fakes()):
         assert main(["ask", QUESTION]) == 0
     out = "".join(text for stream, text in writes if stream == "out")
     err = "".join(text for stream, text in writes if stream == "err")
@@ -448,7 +451,7 @@ def test_crag_ask_json_and_quiet(monkeypatch: pytest.MonkeyPatch, capsys: Any) -
 
     from crag.app.cli import main
 
-    with use_components(fakes()):
+    with app_components(fakes()):
         assert main(["ask", "--json", QUESTION]) == 0
         captured = capsys.readouterr()
         assert json.loads(captured.out)["answer"] == ANSWER
@@ -461,6 +464,6 @@ def test_crag_ask_json_and_quiet(monkeypatch: pytest.MonkeyPatch, capsys: Any) -
 def test_non_streaming_model_still_prints_the_answer(capsys: Any) -> None:
     from crag.app.cli import main
 
-    with use_components(fakes(chat=scripted_chat(answer="Leonardo."))):
+    with app_components(fakes(chat=scripted_chat(answer="Leonardo."))):
         assert main(["ask", "-q", QUESTION]) == 0
     assert capsys.readouterr().out == f"Leonardo. [1]\n{SOURCES}"

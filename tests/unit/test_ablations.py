@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from crag.core.context import Context, InvalidSettingError
-from crag.graph.builder import graph
+from crag.graph.builder import CragGraph
 from crag.knowledge.action_trigger import trigger_action
 from crag.websearch.base import SearchResult
 from tests.fakes import FakeComponents, StaticSearch
@@ -54,7 +54,7 @@ def test_unknown_ablation_values_are_refused() -> None:
         Context(refine_knowledge="no")  # type: ignore[arg-type]
 
 
-def _run(**settings: Any) -> dict[str, Any]:
+def _run(graph: CragGraph, **settings: Any) -> dict[str, Any]:
     return graph.invoke(
         {"question": "Who painted the Mona Lisa?"},
         context=Context(fetch_pages=False, **settings),
@@ -62,25 +62,29 @@ def _run(**settings: Any) -> dict[str, Any]:
 
 
 def test_forced_incorrect_searches_the_web_even_for_a_good_passage(
+    fake_graph: CragGraph,
     fake_components: FakeComponents,
 ) -> None:
-    out = _run(force_action="incorrect")
+    out = _run(fake_graph, force_action="incorrect")
     assert out["action"] == "incorrect"
     assert all(k["origin"] == "external" for k in out["knowledge"])
     assert fake_components.web.queries, "the web was not searched"
 
 
-def test_without_correct_a_correct_case_becomes_ambiguous(fake_components: FakeComponents) -> None:
-    out = _run(disable_action="correct")
+def test_without_correct_a_correct_case_becomes_ambiguous(
+    fake_graph: CragGraph, fake_components: FakeComponents
+) -> None:
+    out = _run(fake_graph, disable_action="correct")
     assert out["action"] == "ambiguous"
     assert fake_components.web.queries
 
 
 def test_without_refinement_passages_go_whole_and_unrefined(
+    fake_graph: CragGraph,
     fake_components: FakeComponents,
 ) -> None:
-    refined = _run()
-    whole = _run(refine_knowledge=False)
+    refined = _run(fake_graph)
+    whole = _run(fake_graph, refine_knowledge=False)
     assert len(refined["knowledge"]) >= 1
     texts = [k["text"] for k in whole["knowledge"]]
     assert texts == [d["text"] for d in whole["documents"] if d["score"] >= LOWER]
@@ -90,12 +94,16 @@ def test_without_refinement_passages_go_whole_and_unrefined(
     ]
 
 
-def test_without_rewriting_the_question_itself_is_searched(fake_components: FakeComponents) -> None:
+def test_without_rewriting_the_question_itself_is_searched(
+    fake_graph: CragGraph, fake_components: FakeComponents
+) -> None:
     fake_components.web = StaticSearch(
         [SearchResult("Mona Lisa - Wikipedia", "https://en.wikipedia.org/wiki/Mona_Lisa", "x")]
     )
     chat_calls_before = len(fake_components.chat.prompts)
-    out = _run(force_action="incorrect", rewrite_for_search=False, prefer_wikipedia=False)
+    out = _run(
+        fake_graph, force_action="incorrect", rewrite_for_search=False, prefer_wikipedia=False
+    )
     assert fake_components.web.queries == ["Who painted the Mona Lisa?"]
     rewrite_prompts = [
         p for p in fake_components.chat.prompts[chat_calls_before:] if p[-1].text.startswith("q")
@@ -105,18 +113,20 @@ def test_without_rewriting_the_question_itself_is_searched(fake_components: Fake
 
 
 def test_by_default_the_question_itself_is_searched_and_rewriting_is_opt_in(
+    fake_graph: CragGraph,
     fake_components: FakeComponents,
 ) -> None:
     fake_components.web = StaticSearch(
         [SearchResult("Mona Lisa - Wikipedia", "https://en.wikipedia.org/wiki/Mona_Lisa", "x")]
     )
-    _run(force_action="incorrect", prefer_wikipedia=False)
-    _run(force_action="incorrect", prefer_wikipedia=False, rewrite_for_search=True)
+    _run(fake_graph, force_action="incorrect", prefer_wikipedia=False)
+    _run(fake_graph, force_action="incorrect", prefer_wikipedia=False, rewrite_for_search=True)
     # the default searches the question; the paper's rewrite searches the model's keywords
     assert fake_components.web.queries == ["Who painted the Mona Lisa?", "Mona Lisa, painter"]
 
 
 def test_without_selection_web_results_are_kept_in_order_unscored(
+    fake_graph: CragGraph,
     fake_components: FakeComponents,
 ) -> None:
     results = [
@@ -124,10 +134,16 @@ def test_without_selection_web_results_are_kept_in_order_unscored(
         for i in range(8)
     ]
     fake_components.web = StaticSearch(results)
-    out = _run(force_action="incorrect", select_web_knowledge=False, web_results=8, strips_kept=3)
+    out = _run(
+        fake_graph,
+        force_action="incorrect",
+        select_web_knowledge=False,
+        web_results=8,
+        strips_kept=3,
+    )
     external = [k for k in out["knowledge"] if k["origin"] == "external"]
     assert [k["text"] for k in external] == ["Page 0\ntext 0", "Page 1\ntext 1", "Page 2\ntext 2"]
     assert all(k["score"] is None for k in external)
-    scored = _run(force_action="incorrect", web_results=8, strips_kept=3)
+    scored = _run(fake_graph, force_action="incorrect", web_results=8, strips_kept=3)
     # With selection the evaluator (-1 for these pages) drops every one of them.
     assert not [k for k in scored["knowledge"] if k["origin"] == "external"]

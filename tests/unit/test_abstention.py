@@ -10,7 +10,7 @@ from langchain_core.messages import BaseMessage
 from crag.app.cli import main
 from crag.core.context import Context
 from crag.graph.baselines import build_rag_graph
-from crag.graph.builder import graph
+from crag.graph.builder import CragGraph
 from crag.prompts.generate import ABSTENTION, NO_KNOWLEDGE
 from tests.fakes import FakeComponents, FixedScoreEvaluator, StaticStore, dict_context
 
@@ -22,9 +22,11 @@ def generations(prompts: list[list[BaseMessage]]) -> list[list[BaseMessage]]:
     return [p for p in prompts if "<knowledge>" in p[-1].text]
 
 
-def test_no_knowledge_abstains_without_the_generator(fake_components: FakeComponents) -> None:
+def test_no_knowledge_abstains_without_the_generator(
+    fake_components: FakeComponents, fake_graph: CragGraph
+) -> None:
     fake_components.scorer = FixedScoreEvaluator({}, default=-1.0)
-    out = graph.invoke({"question": QUESTION})
+    out = fake_graph.invoke({"question": QUESTION})
     assert out["action"] == "incorrect"
     assert out["answer"] == ABSTENTION
     assert (out["abstained"], out["citations"], out["knowledge"]) == (True, [], [])
@@ -43,8 +45,9 @@ def test_no_knowledge_abstains_without_the_generator(fake_components: FakeCompon
 
 def test_a_correct_run_whose_strips_all_fail_abstains_and_says_the_web_was_not_searched(
     fake_components: FakeComponents,
+    fake_graph: CragGraph,
 ) -> None:
-    out = graph.invoke({"question": QUESTION}, context=Context(strip_threshold=0.95))
+    out = fake_graph.invoke({"question": QUESTION}, context=Context(strip_threshold=0.95))
     assert out["action"] == "correct" and out["abstained"] is True
     assert out["notes"][-1] == (
         "abstained, the generator was not asked: no knowledge passed the strip threshold "
@@ -58,10 +61,10 @@ def test_a_correct_run_whose_strips_all_fail_abstains_and_says_the_web_was_not_s
     "context", [Context(abstain_without_knowledge=False), {"abstain_without_knowledge": False}]
 )
 def test_the_setting_off_restores_the_unsupported_answer(
-    fake_components: FakeComponents, context: Any
+    fake_components: FakeComponents, fake_graph: CragGraph, context: Any
 ) -> None:
     fake_components.scorer = FixedScoreEvaluator({}, default=-1.0)
-    out = graph.invoke({"question": QUESTION}, context=context)
+    out = fake_graph.invoke({"question": QUESTION}, context=context)
     assert out["answer"] == "Leonardo da Vinci."
     assert out["abstained"] is False and out["knowledge"] == []
     [prompt] = generations(fake_components.chat.prompts)
@@ -69,15 +72,17 @@ def test_the_setting_off_restores_the_unsupported_answer(
     assert out["notes"][-1] == "no knowledge reached the generator; the answer is unsupported"
 
 
-def test_a_run_may_set_it_and_the_schema_describes_it() -> None:
-    setting = graph.get_context_jsonschema()["properties"]["abstain_without_knowledge"]  # type: ignore[index]
+def test_a_run_may_set_it_and_the_schema_describes_it(fake_graph: CragGraph) -> None:
+    setting = fake_graph.get_context_jsonschema()["properties"]["abstain_without_knowledge"]  # type: ignore[index]
     assert setting["default"] is True
     assert "readOnly" not in setting
     assert "generator" in setting["description"]
 
 
-def test_knowledge_found_is_answered_as_before(fake_components: FakeComponents) -> None:
-    out = graph.invoke({"question": QUESTION})
+def test_knowledge_found_is_answered_as_before(
+    fake_components: FakeComponents, fake_graph: CragGraph
+) -> None:
+    out = fake_graph.invoke({"question": QUESTION})
     assert out["action"] == "correct"
     assert out["abstained"] is False and out["answer"] == "Leonardo da Vinci."
     assert len(generations(fake_components.chat.prompts)) == 1
@@ -85,11 +90,12 @@ def test_knowledge_found_is_answered_as_before(fake_components: FakeComponents) 
 
 def test_baselines_do_not_abstain(fake_components: FakeComponents) -> None:
     fake_components.store = StaticStore([])
-    out = build_rag_graph().invoke({"question": QUESTION})
+    out = build_rag_graph(fake_components).invoke({"question": QUESTION})
     assert out["answer"] == "Leonardo da Vinci." and out["abstained"] is False
     assert len(generations(fake_components.chat.prompts)) == 1
 
 
+@pytest.mark.usefixtures("fake_app")
 def test_crag_ask_prints_the_abstention_and_why(
     fake_components: FakeComponents, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -101,11 +107,13 @@ def test_crag_ask_prints_the_abstention_and_why(
     assert "note: abstained, the generator was not asked" in captured.err
 
 
-def test_knowledge_too_weak_to_answer_from_abstains(fake_components: FakeComponents) -> None:
+def test_knowledge_too_weak_to_answer_from_abstains(
+    fake_components: FakeComponents, fake_graph: CragGraph
+) -> None:
     # every passage and strip scores -0.95: ambiguous (the paper's lower threshold, -0.99), the
     # strips pass the strip threshold (-0.99) but none scores above the abstention threshold
     fake_components.scorer = FixedScoreEvaluator({}, default=-0.95)
-    out = graph.invoke({"question": QUESTION}, context=Context(lower_threshold=-0.99))
+    out = fake_graph.invoke({"question": QUESTION}, context=Context(lower_threshold=-0.99))
     assert out["action"] == "ambiguous"
     assert out["abstained"] is True and out["answer"] == ABSTENTION
     assert out["knowledge"] == []
@@ -119,14 +127,35 @@ def test_knowledge_too_weak_to_answer_from_abstains(fake_components: FakeCompone
 
 def test_an_abstention_threshold_of_minus_one_abstains_only_without_knowledge(
     fake_components: FakeComponents,
+    fake_graph: CragGraph,
 ) -> None:
     fake_components.scorer = FixedScoreEvaluator({}, default=-0.95)
-    out = graph.invoke(
+    out = fake_graph.invoke(
         {"question": QUESTION},
         context=dict_context(abstention_threshold=-1.0, lower_threshold=-0.99),
     )
     assert out["abstained"] is False and out["answer"] == "Leonardo da Vinci."
     assert out["knowledge"] and all(k["score"] == pytest.approx(-0.95) for k in out["knowledge"])
+
+
+def test_the_abstention_note_reads_the_web_reason_from_the_state_not_the_notes() -> None:
+    from langgraph.runtime import Runtime
+
+    from crag.nodes.abstain import abstain
+
+    state: Any = {
+        "question": QUESTION,
+        "action": "incorrect",
+        "documents": [],
+        "notes": ["web search unavailable: a note abstain does not read"],
+        "web_reason": "web search found nothing usable for 'Mona Lisa'",
+    }
+    update = abstain(state, Runtime(context=Context()))
+    assert update["notes"] == [
+        "abstained, the generator was not asked: no knowledge passed the strip threshold "
+        "(-0.99); store: returned no passages; web: web search found nothing usable for "
+        "'Mona Lisa'"
+    ]
 
 
 def test_unscored_knowledge_always_supports_an_answer() -> None:

@@ -1,4 +1,4 @@
-"""The baselines of crag-bench eval: no retrieval, standard RAG, RAG + web, the LangGraph tutorial."""
+"""crag-bench eval's baselines: no retrieval, standard RAG, RAG + web, the LangGraph tutorial."""
 
 from typing import Any
 
@@ -47,14 +47,14 @@ def _invoke(graph: Any, **settings: Any) -> dict[str, Any]:
     return result
 
 
-def test_every_baseline_is_named_and_compiles() -> None:
+def test_every_baseline_is_named_and_compiles(fake_components: FakeComponents) -> None:
     assert set(BASELINES) == {"no-retrieval", "rag", "rag-web", "tutorial"}
     for build in BASELINES.values():
-        assert build().get_graph().nodes
+        assert build(fake_components).get_graph().nodes
 
 
 def test_no_retrieval_answers_closed_book(fake_components: FakeComponents) -> None:
-    out = _invoke(build_no_retrieval_graph())
+    out = _invoke(build_no_retrieval_graph(fake_components))
     assert out["answer"] == "Leonardo da Vinci."
     assert out["documents"] == [] and out["knowledge"] == []
     prompt = fake_components.chat.prompts[-1]
@@ -64,11 +64,11 @@ def test_no_retrieval_answers_closed_book(fake_components: FakeComponents) -> No
 
 def test_no_retrieval_rejects_an_empty_question(fake_components: FakeComponents) -> None:
     with pytest.raises(InvalidQuestionError, match="empty"):
-        build_no_retrieval_graph().invoke({"question": "  "})
+        build_no_retrieval_graph(fake_components).invoke({"question": "  "})
 
 
 def test_rag_passes_every_passage_whole_and_unscored(fake_components: FakeComponents) -> None:
-    out = _invoke(build_rag_graph())
+    out = _invoke(build_rag_graph(fake_components))
     assert [k["text"] for k in out["knowledge"]] == [d["text"] for d in out["documents"]]
     assert len(out["knowledge"]) == 2
     assert all(k["score"] is None for k in out["knowledge"])
@@ -78,7 +78,9 @@ def test_rag_passes_every_passage_whole_and_unscored(fake_components: FakeCompon
 
 def test_rag_web_adds_web_results_to_the_passages(fake_components: FakeComponents) -> None:
     fake_components.web = StaticSearch(WEB)
-    out = _invoke(build_rag_web_graph(), select_web_knowledge=False, prefer_wikipedia=False)
+    out = _invoke(
+        build_rag_web_graph(fake_components), select_web_knowledge=False, prefer_wikipedia=False
+    )
     origins = [k["origin"] for k in out["knowledge"]]
     assert origins.count("internal") == 2 and origins.count("external") == 5
     assert fake_components.web.queries == [QUESTION]
@@ -89,7 +91,7 @@ def test_tutorial_searches_when_any_passage_is_irrelevant(
 ) -> None:
     fake_components.chat = tutorial_chat()
     fake_components.web = StaticSearch(WEB)
-    out = _invoke(build_tutorial_graph())
+    out = _invoke(build_tutorial_graph(fake_components))
     relevant = [k for k in out["knowledge"] if k["origin"] == "internal"]
     assert len(relevant) == 1 and "Leonardo" in relevant[0]["text"]
     external = [k for k in out["knowledge"] if k["origin"] == "external"]
@@ -107,7 +109,7 @@ def test_tutorial_skips_the_web_when_every_passage_is_relevant(
     fake_components.chat = chat
     fake_components.store.documents = fake_components.store.documents[:1]
     fake_components.web = StaticSearch(WEB)
-    out = _invoke(build_tutorial_graph())
+    out = _invoke(build_tutorial_graph(fake_components))
     assert out["action"] == "correct"
     assert fake_components.web.queries == []
     assert [k["origin"] for k in out["knowledge"]] == ["internal"]
@@ -115,7 +117,7 @@ def test_tutorial_skips_the_web_when_every_passage_is_relevant(
 
 def test_tutorial_goes_on_when_the_web_is_down(fake_components: FakeComponents) -> None:
     fake_components.chat = tutorial_chat()
-    out = _invoke(build_tutorial_graph())
+    out = _invoke(build_tutorial_graph(fake_components))
     assert out["answer"] == "Leonardo da Vinci."
     assert any("web search unavailable" in n for n in out["notes"])
 

@@ -33,14 +33,14 @@ from crag.core.cancellation import (
 from crag.evaluator.embedding import EmbeddingEvaluator
 from crag.evaluator.llm import LLMEvaluator
 from crag.generator.local import LocalChatModel
-from crag.graph.builder import graph
-from crag.nodes.components import use_components
+from crag.graph.builder import build_graph
 from tests.fakes import (
     FakeComponents,
     FixedScoreEvaluator,
     ScriptedChatModel,
     StaticSearch,
     StaticStore,
+    app_components,
     corpus_documents,
     scripted_chat,
 )
@@ -149,6 +149,7 @@ def test_cancelling_ainvoke_mid_grade_frees_the_evaluator_for_the_next_run() -> 
     components = FakeComponents(
         store=StaticStore(many_passages(10)), scorer=evaluator, chat=scripted_chat()
     )
+    graph = build_graph(components=components)
 
     async def main() -> tuple[float, dict[str, Any]]:
         first = asyncio.create_task(graph.ainvoke({"question": QUESTION}))
@@ -161,8 +162,7 @@ def test_cancelling_ainvoke_mid_grade_frees_the_evaluator_for_the_next_run() -> 
         second = await graph.ainvoke({"question": QUESTION})
         return time.monotonic() - cancelled_at, second
 
-    with use_components(components):
-        elapsed, second = asyncio.run(main())
+    elapsed, second = asyncio.run(main())
     assert elapsed < FREED_WITHIN, f"the next run waited {elapsed:.1f} s for the evaluator"
     assert second["answer"] == "Leonardo da Vinci."
     # The first run scored 1-2 of its 10 passages; the second run scored its 10 and refined.
@@ -260,6 +260,7 @@ def test_cancelling_a_run_mid_generation_frees_the_generator(tiny_lm: Path, mode
         chat=chat,
         web=StaticSearch(error="search is off in this test"),
     )
+    graph = build_graph(components=components)
 
     async def run() -> dict[str, Any]:
         if mode == "ainvoke":
@@ -279,8 +280,7 @@ def test_cancelling_a_run_mid_generation_frees_the_generator(tiny_lm: Path, mode
         second = await graph.ainvoke({"question": QUESTION})
         return time.monotonic() - cancelled_at, forwards.count, dict(second)
 
-    with use_components(components):
-        elapsed, count, second = asyncio.run(main())
+    elapsed, count, second = asyncio.run(main())
     assert elapsed < FREED_WITHIN, f"the next run waited {elapsed:.1f} s for the generator"
     assert count < 100, f"the cancelled run went on generating ({count} forward passes)"
     assert second["answer"]  # the second run got the model and answered
@@ -329,7 +329,7 @@ def test_ctrl_c_in_crag_ask_stops_the_parallel_branch(capsys: pytest.CaptureFixt
     # then leaves alone (it only wraps a callable handler).
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        with use_components(components):
+        with app_components(components):
             code = main(["ask", "-q", QUESTION])
             returned_at = time.monotonic()
     finally:

@@ -8,7 +8,7 @@ from langchain_core.messages import BaseMessage
 
 from crag.app.cli import main
 from crag.core.context import Context
-from crag.graph.builder import graph
+from crag.graph.builder import CragGraph
 from crag.prompts.generate import NO_ANSWER
 from crag.websearch.base import SearchResult
 from tests.fakes import FakeComponents, ScriptedChatModel, StaticSearch, StaticStore, scripted_chat
@@ -29,20 +29,22 @@ def answering(answer: str) -> ScriptedChatModel:
 
 
 def test_by_default_the_prompt_does_not_number_the_knowledge(
+    fake_graph: CragGraph,
     fake_components: FakeComponents,
 ) -> None:
     fake_components.chat = answering("It is held at the Louvre.")
-    out = graph.invoke({"question": QUESTION}, context=BOTH_KEPT)
+    out = fake_graph.invoke({"question": QUESTION}, context=BOTH_KEPT)
     prompt: list[BaseMessage] = fake_components.chat.prompts[-1]
     assert f"<knowledge>\n{LEONARDO}\n{LOUVRE}\n</knowledge>" in prompt[-1].text
     assert out["citations"] == [2]  # attributed by overlap: "Louvre"
 
 
 def test_numbered_knowledge_lets_the_models_citation_stand(
+    fake_graph: CragGraph,
     fake_components: FakeComponents,
 ) -> None:
     fake_components.chat = answering("It is held at the Louvre [2].")
-    out = graph.invoke(
+    out = fake_graph.invoke(
         {"question": QUESTION}, context=Context(number_knowledge=True, strip_margin=0)
     )
     assert [k["text"] for k in out["knowledge"]] == [LEONARDO, LOUVRE]
@@ -68,15 +70,16 @@ def test_numbered_knowledge_lets_the_models_citation_stand(
     ],
 )
 def test_numbers_are_checked_and_missing_ones_attributed(
-    fake_components: FakeComponents, answer: str, citations: list[int]
+    fake_graph: CragGraph, fake_components: FakeComponents, answer: str, citations: list[int]
 ) -> None:
     fake_components.chat = answering(answer)
-    out = graph.invoke({"question": QUESTION}, context=BOTH_KEPT)
+    out = fake_graph.invoke({"question": QUESTION}, context=BOTH_KEPT)
     assert out["citations"] == citations
     assert "[5]" not in out["answer"]
     assert [c["number"] for c in out["messages"][-1].additional_kwargs["citations"]] == citations
 
 
+@pytest.mark.usefixtures("fake_app")
 def test_crag_ask_prints_the_numbered_sources_under_the_answer(
     fake_components: FakeComponents, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -102,6 +105,7 @@ def test_crag_ask_prints_the_numbered_sources_under_the_answer(
     )
 
 
+@pytest.mark.usefixtures("fake_app")
 def test_crag_ask_json_has_the_citations(
     fake_components: FakeComponents, capsys: pytest.CaptureFixture[str]
 ) -> None:

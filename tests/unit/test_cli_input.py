@@ -15,6 +15,7 @@ from tests.fakes import FakeComponents
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.usefixtures("fake_app")
 def test_ask_rejects_a_question_with_lone_surrogates(
     fake_components: FakeComponents, capsys: pytest.CaptureFixture[str]
 ) -> None:

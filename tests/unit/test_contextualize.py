@@ -7,7 +7,7 @@ with the answer.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +18,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from crag.app.cli import main
 from crag.core.question_channel import CarriedQuestion
 from crag.core.validation import InvalidQuestionError
-from crag.graph.builder import build_graph, graph
+from crag.graph.builder import CragGraph, build_graph
 from crag.graph.routers import route_start
 from crag.knowledge.conversation import Turn, earlier_turns, question_from_messages
-from crag.nodes.components import use_components
 from crag.nodes.contextualize import fallback_question, needs_context, usable_rewrite
 from crag.prompts.contextualize import CONTEXTUALIZE_INSTRUCTION
 from tests.fakes import (
@@ -31,6 +30,7 @@ from tests.fakes import (
     StaticSearch,
     StaticStore,
     corpus_documents,
+    use_app_components,
 )
 
 MONA = "Who painted the Mona Lisa?"
@@ -61,15 +61,26 @@ def rewrites(model: ScriptedChatModel) -> list[list[BaseMessage]]:
 
 
 @pytest.fixture
-def fakes() -> Iterator[FakeComponents]:
-    components = FakeComponents(
+def fakes() -> FakeComponents:
+    return FakeComponents(
         store=StaticStore(corpus_documents()),
         scorer=FixedScoreEvaluator({"Leonardo": 0.9}),
         chat=chat(lambda _: "Where is the Mona Lisa displayed?"),
         web=StaticSearch(error="search is off in this test"),
     )
-    with use_components(components):
-        yield components
+
+
+@pytest.fixture
+def graph(fakes: FakeComponents) -> CragGraph:
+    """The CRAG graph built with the fakes."""
+    return build_graph(components=fakes)
+
+
+@pytest.fixture
+def app(fakes: FakeComponents, monkeypatch: pytest.MonkeyPatch) -> FakeComponents:
+    """The app's graphs (what the CLI runs) built with the fakes."""
+    use_app_components(monkeypatch, fakes)
+    return fakes
 
 
 def said(*messages: Any) -> Any:
@@ -77,8 +88,9 @@ def said(*messages: Any) -> Any:
     return {"messages": list(messages)}
 
 
-def thread() -> tuple[Any, Any]:
-    return build_graph(checkpointer=InMemorySaver()), {"configurable": {"thread_id": "t"}}
+def thread(components: FakeComponents) -> tuple[Any, Any]:
+    graph = build_graph(components, checkpointer=InMemorySaver())
+    return graph, {"configurable": {"thread_id": "t"}}
 
 
 # -- the pure helpers ---------------------------------------------------------------------------
@@ -173,7 +185,9 @@ def test_route_start_sends_only_chat_runs_to_contextualize() -> None:
     ],
     ids=["role-dict", "type-dict", "message"],
 )
-def test_messages_input_is_answered_with_an_ai_message(fakes: FakeComponents, message: Any) -> None:
+def test_messages_input_is_answered_with_an_ai_message(
+    graph: CragGraph, fakes: FakeComponents, message: Any
+) -> None:
     out = graph.invoke(said(message))
     assert out["standalone_question"] == MONA
     assert out["answer"] == ANSWER and out["action"] == "correct"
@@ -198,9 +212,11 @@ def test_messages_input_is_answered_with_an_ai_message(fakes: FakeComponents, me
     assert fakes.store.queries == [(MONA, 10)]
 
 
-def test_question_input_runs_as_before_and_records_the_answer(fakes: FakeComponents) -> None:
+def test_question_input_runs_as_before_and_records_the_answer(
+    graph: CragGraph, fakes: FakeComponents
+) -> None:
     nodes = [n for chunk in graph.stream({"question": MONA}, stream_mode="updates") for n in chunk]
-    assert nodes == ["retrieve", "grade", "decide_action", "refine", "generate"]
+    assert nodes == ["retrieve", "grade", "decide_action", "refine", "decide_answer", "generate"]
     out = graph.invoke({"question": MONA})
     assert "standalone_question" not in out
     assert [m.type for m in out["messages"]] == ["ai"]
@@ -209,7 +225,7 @@ def test_question_input_runs_as_before_and_records_the_answer(fakes: FakeCompone
 
 @pytest.mark.parametrize("content", ["", "   \n"])
 def test_empty_last_human_message_is_the_empty_question_error(
-    fakes: FakeComponents, content: str
+    graph: CragGraph, fakes: FakeComponents, content: str
 ) -> None:
     with pytest.raises(InvalidQuestionError, match="the question is empty"):
         graph.invoke(said({"role": "user", "content": MONA}, {"role": "user", "content": content}))
@@ -218,7 +234,7 @@ def test_empty_last_human_message_is_the_empty_question_error(
 
 
 def test_follow_up_is_made_standalone_and_used_downstream(fakes: FakeComponents) -> None:
-    threaded, config = thread()
+    threaded, config = thread(fakes)
     threaded.invoke({"messages": [{"role": "user", "content": MONA}]}, config)
     out = threaded.invoke(
         {"messages": [{"role": "user", "content": "Where is it displayed?"}]}, config
@@ -247,7 +263,7 @@ def test_follow_up_falls_back_to_key_words(
     fakes: FakeComponents, rewrite: Callable[[str], str] | None
 ) -> None:
     fakes.chat = chat(rewrite)
-    threaded, config = thread()
+    threaded, config = thread(fakes)
     threaded.invoke({"question": MONA}, config)
     out = threaded.invoke({"question": "When was he born?"}, config)
     assert out["standalone_question"] == "When was he born? (painted Mona Lisa; Leonardo da Vinci)"
@@ -256,7 +272,7 @@ def test_follow_up_falls_back_to_key_words(
 
 
 def test_self_contained_question_on_a_thread_is_not_rewritten(fakes: FakeComponents) -> None:
-    threaded, config = thread()
+    threaded, config = thread(fakes)
     threaded.invoke({"question": "What is photosynthesis?"}, config)
     out = threaded.invoke({"messages": [{"role": "user", "content": MONA}]}, config)
     assert out["standalone_question"] == MONA
@@ -264,7 +280,7 @@ def test_self_contained_question_on_a_thread_is_not_rewritten(fakes: FakeCompone
 
 
 def test_question_and_messages_mix_on_one_thread(fakes: FakeComponents) -> None:
-    threaded, config = thread()
+    threaded, config = thread(fakes)
     threaded.invoke({"messages": [{"role": "user", "content": MONA}]}, config)
     # A question after chat messages is this run's question, not the pending-message rule's.
     out = threaded.invoke({"question": "Where is it displayed?"}, config)
@@ -275,6 +291,7 @@ def test_question_and_messages_mix_on_one_thread(fakes: FakeComponents) -> None:
     assert len(rewrites(fakes.chat)) == 2
 
 
+@pytest.mark.usefixtures("app")
 def test_crag_ask_thread_follow_up(
     tmp_path: Path, fakes: FakeComponents, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -293,14 +310,14 @@ def test_crag_ask_thread_follow_up(
 def test_a_failed_question_run_does_not_hide_the_next_message(
     fakes: FakeComponents, failure: str
 ) -> None:
-    threaded, config = thread()
+    threaded, config = thread(fakes)
     if failure == "too-long":
         bad: dict[str, Any] = {"question": "x" * 3000}
         with pytest.raises(InvalidQuestionError, match="characters long"):
             threaded.invoke(bad, config)
     else:
         working = fakes.chat
-        fakes.chat = ScriptedChatModel(respond=lambda _: 1 / 0, prompts=[])  # type: ignore[arg-type,return-value]
+        fakes.chat = ScriptedChatModel(respond=lambda _: 1 / 0, prompts=[])
         with pytest.raises(ZeroDivisionError):
             threaded.invoke({"question": "What is photosynthesis?"}, config)
         fakes.chat = working

@@ -10,7 +10,6 @@ from langchain_core.documents import Document
 from langgraph.runtime import Runtime
 
 from crag.core.context import Context, InvalidSettingError
-from crag.nodes.components import use_components
 from crag.nodes.retrieve import retrieve
 from crag.vectorstore.hybrid import candidates, fuse, search
 from crag.vectorstore.ingest import ingest_documents
@@ -79,14 +78,13 @@ def small_store(tmp_path: Path) -> object:
 
 def test_the_retrieve_node_follows_the_setting(small_store: object) -> None:
     components = FakeComponents(store=small_store, scorer=None, chat=scripted_chat())
-    with use_components(components):
-        for mode in ("lexical", "hybrid"):
-            runtime = Runtime(context=Context(top_k=1, retrieval=mode))
-            update = retrieve({"question": "cube-shaped droppings"}, runtime)
-            documents = update["documents"]
-            assert [(d["source"], d["chunk"], d["text"]) for d in documents] == [
-                ("mem:wombats", 0, WOMBATS)
-            ], mode
+    for mode in ("lexical", "hybrid"):
+        runtime = Runtime(context=Context(top_k=1, retrieval=mode))
+        update = retrieve({"question": "cube-shaped droppings"}, runtime, components)
+        documents = update["documents"]
+        assert [(d["source"], d["chunk"], d["text"]) for d in documents] == [
+            ("mem:wombats", 0, WOMBATS)
+        ], mode
 
 
 def test_a_filtering_view_filters_the_lexical_side_too(small_store: object) -> None:

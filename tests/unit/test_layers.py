@@ -2,7 +2,8 @@
 
 ``lint-imports`` (run by ``make test``) checks the contract; these tests check it again with
 ``scripts/import_edges.py`` (no package needed), check that every module is in a layer, and
-check that the served graphs load without the app and still get the app's default components.
+check that the graph modules import no app module while the served graphs are the app's, built
+with its default components and no model loaded.
 """
 
 from __future__ import annotations
@@ -84,24 +85,54 @@ def test_the_check_finds_an_upward_import_and_a_module_in_no_layer(
     assert "low.b" not in out  # a sibling of the same layer may be imported
 
 
-def test_served_graphs_load_without_the_app_and_get_its_default_components() -> None:
-    """The server imports the graph modules langgraph.json names: the app loads on first use."""
-    served = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))["graphs"]
-    modules = sorted(
-        {spec["path"].split(":")[0] for spec in served.values()}
-    )
-    assert modules == ["crag.graph.baselines", "crag.graph.builder", "crag.graph.ingest_graph"]
+def test_the_graph_modules_import_no_app_module() -> None:
+    """The graph builders take their components: nothing below the app names the app."""
     script = textwrap.dedent(
-        f"""
+        """
         import importlib, sys
-        for name in {modules!r}:
+        for name in ("crag.graph.builder", "crag.graph.baselines", "crag.graph.ingest_graph"):
             importlib.import_module(name)
-        loaded = sorted(m for m in sys.modules if m == "app" or m.startswith("app."))
-        from crag.nodes.components import current_components
-        default = current_components()
-        print(loaded, type(default).__module__, type(default).__name__)
+        print(sorted(m for m in sys.modules if m == "crag.app" or m.startswith("crag.app.")))
         """
     )
+    assert _run_python(script).split() == ["[]"]
+
+
+def test_served_graphs_are_the_apps_built_with_its_components_and_load_no_model() -> None:
+    """langgraph.json serves crag.app.graphs: DefaultComponents, no model loaded at import."""
+    served = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))["graphs"]
+    paths = {name: spec["path"] for name, spec in served.items()}
+    assert paths == {
+        "crag": "crag.app.graphs:graph",
+        "ingest": "crag.app.graphs:ingest_graph",
+        "rag": "crag.app.graphs:rag_graph",
+        "crag-tutorial": "crag.app.graphs:tutorial_graph",
+    }
+    script = textwrap.dedent(
+        """
+        import sys
+        from crag.app import graphs
+        heavy = ("torch", "transformers", "sentence_transformers", "llama_cpp", "onnxruntime")
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy)
+        components = graphs.components
+        print(loaded, type(components).__module__, type(components).__name__)
+        print(components._stores, components._evaluators)
+        print(
+            graphs.graph.name,
+            graphs.ingest_graph.name,
+            graphs.rag_graph.name,
+            graphs.tutorial_graph.name,
+        )
+        """
+    )
+    lines = _run_python(script).splitlines()
+    assert lines[0].split() == ["[]", "crag.app.wiring", "DefaultComponents"]
+    assert lines[1] == "{} {}"  # no store opened, no evaluator loaded
+    assert lines[2].split() == ["crag", "ingest", "rag", "tutorial"]
+
+
+def _run_python(script: str) -> str:
+    """Run ``script`` in a fresh interpreter at the repository root; its standard output."""
     done = subprocess.run(
         [sys.executable, "-c", script],
         cwd=ROOT,
@@ -111,4 +142,4 @@ def test_served_graphs_load_without_the_app_and_get_its_default_components() -> 
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["[]", "crag.app.wiring", "DefaultComponents"]
+    return done.stdout

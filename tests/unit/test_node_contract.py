@@ -19,8 +19,7 @@ from crag.core.state import (
     _empty_value,
     run_reset,
 )
-from crag.graph.builder import graph
-from crag.nodes.components import use_components
+from crag.graph.builder import build_graph
 from tests.fakes import FakeComponents, dict_context
 
 QUESTION = "Who painted the Mona Lisa?"
@@ -55,6 +54,8 @@ def test_the_reset_is_the_empty_value_of_each_field() -> None:
         "internal_knowledge": [],
         "search_query": "",
         "external_knowledge": [],
+        "web_reason": "",
+        "answerable": False,
     }
     notes = first["notes"]
     assert isinstance(notes, Overwrite) and notes.value == []  # notes has a reducer
@@ -86,18 +87,17 @@ class RecordingComponents(FakeComponents):
 
 
 @pytest.fixture
-def recording(fake_components: FakeComponents) -> Any:
-    components = RecordingComponents(
+def recording(fake_components: FakeComponents) -> RecordingComponents:
+    return RecordingComponents(
         store=fake_components.store, scorer=fake_components.scorer, chat=fake_components.chat
     )
-    with use_components(components):
-        yield components
 
 
 @pytest.mark.parametrize("given", [None, {"top_k": 2}], ids=["no-context", "dict"])
 def test_every_node_of_a_run_gets_the_same_resolved_context(
     recording: RecordingComponents, given: dict[str, Any] | None
 ) -> None:
+    graph = build_graph(components=recording)
     graph.invoke({"question": QUESTION}, context=None if given is None else dict_context(**given))
     contexts = recording.contexts
     assert len(contexts) >= 3  # retrieve, grade, refine, generate

@@ -46,7 +46,11 @@ def passage(
 
 
 def test_retrieve_resets_run_fields_and_returns_top_k(fake_components: FakeComponents) -> None:
-    update = retrieve({"question": "  Who painted the Mona Lisa? "}, node_runtime(Context(top_k=1)))
+    update = retrieve(
+        {"question": "  Who painted the Mona Lisa? "},
+        node_runtime(Context(top_k=1)),
+        fake_components,
+    )
     assert update["question"] == "Who painted the Mona Lisa?"
     assert [d["source"] for d in update["documents"]] == ["wikipedia:Mona Lisa"]
     assert update["documents"][0]["score"] is None
@@ -71,13 +75,13 @@ def test_retrieve_rejects_bad_questions(
     fake_components: FakeComponents, question: Any, message: str
 ) -> None:
     with pytest.raises(InvalidQuestionError, match=message):
-        retrieve({"question": question}, RT)
+        retrieve({"question": question}, RT, fake_components)
     assert fake_components.store.queries == []
 
 
 def test_grade_scores_every_passage_in_one_call(fake_components: FakeComponents) -> None:
     docs = [passage(MONA_LISA, None), passage("Nothing here.", None)]
-    update = grade({"question": "q", "documents": docs}, RT)
+    update = grade({"question": "q", "documents": docs}, RT, fake_components)
     assert [d["score"] for d in update["documents"]] == [0.9, -1.0]
     assert len(fake_components.scorer.calls) == 1
 
@@ -85,7 +89,7 @@ def test_grade_scores_every_passage_in_one_call(fake_components: FakeComponents)
 def test_grade_with_no_documents_does_not_call_the_evaluator(
     fake_components: FakeComponents,
 ) -> None:
-    assert grade({"question": "q", "documents": []}, RT) == {"documents": []}
+    assert grade({"question": "q", "documents": []}, RT, fake_components) == {"documents": []}
     assert fake_components.scorer.calls == []
 
 
@@ -109,7 +113,9 @@ def test_decide_action_uses_context_thresholds() -> None:
 def test_refine_keeps_relevant_strips_in_original_order(fake_components: FakeComponents) -> None:
     docs = [passage(MONA_LISA, 0.9, "wikipedia:Mona Lisa"), passage("Irrelevant. Text.", -0.995)]
     # The fake scores are not calibrated: no margin, or the 0.2 strip would go as far below 0.9.
-    update = refine({"question": "q", "documents": docs}, node_runtime(Context(strip_margin=0)))
+    update = refine(
+        {"question": "q", "documents": docs}, node_runtime(Context(strip_margin=0)), fake_components
+    )
     texts = [s["text"] for s in update["internal_knowledge"]]
     # Sentence 1 mentions Leonardo (0.9); sentence 3 mentions the Louvre (0.2); sentence 2
     # scores -1 and is dropped. The passage below the lower threshold is not decomposed.
@@ -127,7 +133,9 @@ def test_refine_keeps_relevant_strips_in_original_order(fake_components: FakeCom
 
 def test_refine_respects_strips_kept(fake_components: FakeComponents) -> None:
     docs = [passage(MONA_LISA, 0.9)]
-    update = refine({"question": "q", "documents": docs}, node_runtime(Context(strips_kept=1)))
+    update = refine(
+        {"question": "q", "documents": docs}, node_runtime(Context(strips_kept=1)), fake_components
+    )
     assert [s["score"] for s in update["internal_knowledge"]] == [0.9]
 
 
@@ -140,7 +148,7 @@ def test_refine_keeps_the_best_strips_passage_whole_when_asked(
         passage(MONA_LISA, 0.9, "wikipedia:Mona Lisa"),
     ]
     context = Context(best_passage_whole=True, strips_kept=3, strip_margin=0)
-    update = refine({"question": "q", "documents": docs}, node_runtime(context))
+    update = refine({"question": "q", "documents": docs}, node_runtime(context), fake_components)
     knowledge = update["internal_knowledge"]
     # Kept strips: "The Louvre has none." (0.2, passage 1), Leonardo's sentence (0.9) and the
     # Louvre sentence (0.2) of the Mona Lisa; the best strip's passage replaces both of its
@@ -150,7 +158,9 @@ def test_refine_keeps_the_best_strips_passage_whole_when_asked(
         (MONA_LISA, "wikipedia:Mona Lisa", 0, 0.9),
     ]
     plain_context = Context(strips_kept=3, strip_margin=0)
-    plain = refine({"question": "q", "documents": docs}, node_runtime(plain_context))
+    plain = refine(
+        {"question": "q", "documents": docs}, node_runtime(plain_context), fake_components
+    )
     assert [k["text"] for k in plain["internal_knowledge"]] == [
         "The Louvre has none.",
         "The Mona Lisa is a half-length portrait painting by the Italian artist Leonardo da Vinci.",
@@ -160,13 +170,13 @@ def test_refine_keeps_the_best_strips_passage_whole_when_asked(
 
 def test_refine_notes_when_nothing_survives(fake_components: FakeComponents) -> None:
     docs = [passage("Nothing relevant. At all. Really.", 0.0)]
-    update = refine({"question": "q", "documents": docs}, RT)
+    update = refine({"question": "q", "documents": docs}, RT, fake_components)
     assert update["internal_knowledge"] == []
     assert "kept no strip" in first_note(update)
 
 
 def test_rewrite_query_uses_model_keywords(fake_components: FakeComponents) -> None:
-    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, KEYWORDS_RT)
+    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, KEYWORDS_RT, fake_components)
     assert update == {"search_query": "Mona Lisa, painter"}
     messages = fake_components.chat.prompts[-1]
     assert messages[0].type == "system" and messages[0].text.startswith("Extract at most three")
@@ -178,7 +188,7 @@ def test_rewrite_query_rejects_keywords_copied_from_the_examples(
     fake_components: FakeComponents,
 ) -> None:
     fake_components.chat = ScriptedChatModel(respond=lambda m: "query: John Gwynn", prompts=[])
-    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, KEYWORDS_RT)
+    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, KEYWORDS_RT, fake_components)
     assert update["search_query"] == "Mona Lisa, painted"
 
 
@@ -187,7 +197,7 @@ def test_rewrite_query_falls_back_when_output_unusable(
     fake_components: FakeComponents, reply: str
 ) -> None:
     fake_components.chat = ScriptedChatModel(respond=lambda m: reply, prompts=[])
-    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, KEYWORDS_RT)
+    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, KEYWORDS_RT, fake_components)
     assert update["search_query"] == "Mona Lisa, painted"
     assert "no usable keywords" in first_note(update)
 
@@ -197,7 +207,7 @@ def test_rewrite_query_falls_back_when_model_fails(fake_components: FakeComponen
         raise ConnectionError("provider down")
 
     fake_components.chat = ScriptedChatModel(respond=boom, prompts=[])
-    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, KEYWORDS_RT)
+    update = rewrite_query({"question": "Who painted the Mona Lisa?"}, KEYWORDS_RT, fake_components)
     assert update["search_query"] == "Mona Lisa, painted"
 
 
@@ -216,7 +226,9 @@ def test_web_search_selects_relevant_snippets_wikipedia_first(
         ]
     )
     snippets_only = node_runtime(Context(fetch_pages=False))  # hermetic: no page is read
-    update = web_search({"question": "q", "search_query": "Mona Lisa, painter"}, snippets_only)
+    update = web_search(
+        {"question": "q", "search_query": "Mona Lisa, painter"}, snippets_only, fake_components
+    )
     strips = update["external_knowledge"]
     assert [s["source"] for s in strips] == ["https://en.wikipedia.org/wiki/Mona_Lisa"]
     assert strips[0]["origin"] == "external" and strips[0]["chunk"] is None
@@ -225,20 +237,24 @@ def test_web_search_selects_relevant_snippets_wikipedia_first(
 
 def test_web_search_unavailable_is_a_note_not_a_crash(fake_components: FakeComponents) -> None:
     fake_components.web = StaticSearch(error="DuckDuckGo could not be reached")
-    update = web_search({"question": "q", "search_query": "x"}, RT)
+    update = web_search({"question": "q", "search_query": "x"}, RT, fake_components)
     assert update["external_knowledge"] == []
     assert update["notes"] == [
         "web search unavailable: DuckDuckGo could not be reached; answered without web knowledge"
     ]
+    assert update["web_reason"] == "web search unavailable: DuckDuckGo could not be reached"
 
 
 def test_web_search_no_results_is_noted(fake_components: FakeComponents) -> None:
     fake_components.web = StaticSearch([])
     update = web_search(
-        {"question": "q", "search_query": "x"}, node_runtime(Context(prefer_wikipedia=False))
+        {"question": "q", "search_query": "x"},
+        node_runtime(Context(prefer_wikipedia=False)),
+        fake_components,
     )
     assert fake_components.web.queries == ["x"]
     assert "found nothing" in first_note(update)
+    assert update["web_reason"] == first_note(update)
 
 
 def test_generate_combines_knowledge_and_delimits_it(fake_components: FakeComponents) -> None:
@@ -261,7 +277,7 @@ def test_generate_combines_knowledge_and_delimits_it(fake_components: FakeCompon
         "internal_knowledge": [internal],
         "external_knowledge": [external],
     }
-    update = generate(state, RT)
+    update = generate(state, RT, fake_components)
     assert update["answer"] == "Leonardo da Vinci."
     assert update["knowledge"] == [internal, external]
     system, human = fake_components.chat.prompts[-1]
@@ -272,7 +288,7 @@ def test_generate_combines_knowledge_and_delimits_it(fake_components: FakeCompon
 
 
 def test_generate_without_knowledge_notes_it(fake_components: FakeComponents) -> None:
-    update = generate({"question": "Who?"}, RT)
+    update = generate({"question": "Who?"}, RT, fake_components)
     assert update["knowledge"] == []
     assert "no knowledge" in first_note(update)
     assert "(no knowledge was found)" in fake_components.chat.prompts[-1][1].text
@@ -312,7 +328,7 @@ def test_refine_scores_strips_with_the_strip_calibration_unless_told_otherwise(
     fake_components.scorer = evaluator
     docs = [passage(MONA_LISA, 0.9, "wikipedia:Mona Lisa")]
     runtime = node_runtime(Context(strip_scoring=scoring))
-    update = refine({"question": "q", "documents": docs}, runtime)
+    update = refine({"question": "q", "documents": docs}, runtime, fake_components)
     assert evaluator.methods == [method]
     texts = [s["text"] for s in update["internal_knowledge"]]
     if kept is not None:
@@ -343,7 +359,7 @@ def test_web_paragraphs_are_kept_whole_or_refined_into_strips(
     if refine_web is not None:
         context = dataclasses.replace(context, refine_web_knowledge=refine_web)
     runtime = node_runtime(context)
-    update = web_search({"question": "q", "search_query": "Mona Lisa"}, runtime)
+    update = web_search({"question": "q", "search_query": "Mona Lisa"}, runtime, fake_components)
     texts = [s["text"] for s in update["external_knowledge"]]
     if refine_web:
         assert evaluator.methods == ["score_strips"]

@@ -3,7 +3,7 @@ from typing import Any
 import pytest
 
 from crag.core.context import Context
-from crag.graph.routers import route_action, route_tutorial
+from crag.graph.routers import route_action, route_answer, route_tutorial
 from crag.knowledge.action_trigger import trigger_action
 
 
@@ -23,6 +23,14 @@ def test_route_action_table(state: dict[str, Any], expected: list[str]) -> None:
 def test_route_action_rejects_unknown(state: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="unexpected action"):
         route_action(state)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [({"answerable": True}, "generate"), ({"answerable": False}, "abstain"), ({}, "abstain")],
+)
+def test_route_answer_generates_only_with_knowledge(state: dict[str, Any], expected: str) -> None:
+    assert route_answer(state) == expected  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("state", [{}, {"action": "maybe"}, {"action": None}])

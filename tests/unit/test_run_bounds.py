@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,10 +27,9 @@ from crag.core.setting_checks import env_name, generator_spec_problem
 from crag.core.state import KnowledgeStrip
 from crag.core.validation import InvalidQuestionError
 from crag.evaluator.registry import BACKENDS
-from crag.graph.baselines import build_rag_graph, build_tutorial_graph, rag_graph, tutorial_graph
-from crag.graph.builder import build_graph, graph
+from crag.graph.baselines import build_rag_graph, build_tutorial_graph
+from crag.graph.builder import CragGraph, build_graph
 from crag.knowledge.conversation import Turn, bounded_history, clip_text
-from crag.nodes.components import use_components
 from crag.nodes.generate import KnowledgeBudget, fit_knowledge
 from crag.prompts.contextualize import CONTEXTUALIZE_INSTRUCTION
 from crag.prompts.tutorial import GRADER_SYSTEM, REWRITER_SYSTEM
@@ -44,6 +42,7 @@ from tests.fakes import (
     StaticStore,
     corpus_documents,
     dict_context,
+    use_app_components,
 )
 
 MONA = "Who painted the Mona Lisa?"
@@ -65,15 +64,26 @@ def respond(messages: list[BaseMessage]) -> str:
 
 
 @pytest.fixture
-def fakes() -> Iterator[FakeComponents]:
-    components = FakeComponents(
+def fakes() -> FakeComponents:
+    return FakeComponents(
         store=StaticStore(corpus_documents()),
         scorer=FixedScoreEvaluator({"Leonardo": 0.9}),
         chat=ScriptedChatModel(respond=respond, prompts=[]),
         web=StaticSearch(error="search is off in this test"),
     )
-    with use_components(components):
-        yield components
+
+
+@pytest.fixture
+def graph(fakes: FakeComponents) -> CragGraph:
+    """The CRAG graph built with the fakes."""
+    return build_graph(components=fakes)
+
+
+@pytest.fixture
+def app(fakes: FakeComponents, monkeypatch: pytest.MonkeyPatch) -> FakeComponents:
+    """The app's graphs (what the CLI runs) built with the fakes."""
+    use_app_components(monkeypatch, fakes)
+    return fakes
 
 
 def contextualize_prompts(chat: ScriptedChatModel) -> list[list[BaseMessage]]:
@@ -121,6 +131,7 @@ def test_bounded_history_keeps_the_newest_turns_within_the_characters() -> None:
 
 
 def test_a_huge_earlier_answer_is_cut_before_the_contextualizer_reads_it(
+    graph: CragGraph,
     fakes: FakeComponents,
 ) -> None:
     huge = "Leonardo da Vinci painted it. " * 1400  # 42,000 characters
@@ -134,7 +145,7 @@ def test_a_huge_earlier_answer_is_cut_before_the_contextualizer_reads_it(
 
 
 def test_the_history_settings_come_from_the_environment(
-    fakes: FakeComponents, monkeypatch: pytest.MonkeyPatch
+    graph: CragGraph, fakes: FakeComponents, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(env_name("max_history_turns"), "1")
     monkeypatch.setenv(env_name("max_history_chars"), "500")
@@ -149,7 +160,7 @@ def test_the_history_settings_come_from_the_environment(
 
 
 def test_the_history_note_lasts_one_run_only(fakes: FakeComponents) -> None:
-    threaded = build_graph(checkpointer=InMemorySaver())
+    threaded = build_graph(fakes, checkpointer=InMemorySaver())
     config: Any = {"configurable": {"thread_id": "t"}}
     huge = "Leonardo da Vinci painted it. " * 1400
     out = threaded.invoke(said(user(MONA), assistant(huge), user(FOLLOW_UP)), config)
@@ -159,7 +170,7 @@ def test_the_history_note_lasts_one_run_only(fakes: FakeComponents) -> None:
     assert threaded.get_state(config).values["input_notes"] == []
 
 
-def test_an_ordinary_follow_up_gets_no_note(fakes: FakeComponents) -> None:
+def test_an_ordinary_follow_up_gets_no_note(graph: CragGraph, fakes: FakeComponents) -> None:
     out = graph.invoke(said(user(MONA), assistant(ANSWER), user(FOLLOW_UP)))
     assert out["standalone_question"] == STANDALONE
     assert not any(n.startswith("chat history") for n in out.get("notes", []))
@@ -187,7 +198,7 @@ def test_rag_with_top_k_50_keeps_the_best_passages_within_the_limit(
     fakes: FakeComponents,
 ) -> None:
     fakes.store = StaticStore(passages(50))
-    out = rag_graph.invoke({"question": MONA}, context=Context(top_k=50))
+    out = build_rag_graph(fakes).invoke({"question": MONA}, context=Context(top_k=50))
     block = knowledge_block(fakes.chat.prompts[-1])
     assert len(block) <= Context().max_knowledge_chars
     kept = [k["source"] for k in out["knowledge"]]
@@ -230,7 +241,7 @@ def test_knowledge_fits_a_local_models_context(fakes: FakeComponents) -> None:
     chat = WindowedChat(respond=respond, prompts=[])
     fakes.chat = chat
     fakes.store = StaticStore(passages(10, words=40))
-    out = rag_graph.invoke({"question": MONA}, context=Context(max_new_tokens=64))
+    out = build_rag_graph(fakes).invoke({"question": MONA}, context=Context(max_new_tokens=64))
     prompt = chat.prompts[-1]
     assert chat.get_num_tokens_from_messages(prompt) + 64 <= chat.context_length
     assert 1 < len(out["knowledge"]) < 10
@@ -256,10 +267,12 @@ def test_a_local_model_never_reads_past_its_context(tmp_path: Any) -> None:
 # -- 3. a message with an unknown role ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("served", [graph, rag_graph, tutorial_graph], ids=["crag", "rag", "tut"])
-def test_an_unknown_role_is_a_one_line_input_error(fakes: FakeComponents, served: Any) -> None:
+@pytest.mark.parametrize(
+    "build", [build_graph, build_rag_graph, build_tutorial_graph], ids=["crag", "rag", "tut"]
+)
+def test_an_unknown_role_is_a_one_line_input_error(fakes: FakeComponents, build: Any) -> None:
     with pytest.raises(InvalidQuestionError) as info:
-        served.invoke(said(user(MONA), {"role": "wizard", "content": "abracadabra"}))
+        build(fakes).invoke(said(user(MONA), {"role": "wizard", "content": "abracadabra"}))
     message = str(info.value)
     assert message == (
         "message 1 has the role 'wizard'; allowed roles: 'user' (or 'human'), 'assistant' "
@@ -268,7 +281,9 @@ def test_an_unknown_role_is_a_one_line_input_error(fakes: FakeComponents, served
     assert fakes.store.queries == []
 
 
-def test_a_message_langchain_cannot_read_is_named_by_its_index(fakes: FakeComponents) -> None:
+def test_a_message_langchain_cannot_read_is_named_by_its_index(
+    graph: CragGraph, fakes: FakeComponents
+) -> None:
     with pytest.raises(InvalidQuestionError, match=r"^message 0 is not a chat message: ") as info:
         graph.invoke(said({"content": MONA}))
     assert "\n" not in str(info.value)
@@ -293,7 +308,7 @@ def test_unknown_names_in_the_constructor_are_setting_errors() -> None:
     assert Context(top_k=5).top_k == 5  # the generated constructor still does the work
 
 
-def test_context_stays_a_langgraph_context_schema(fakes: FakeComponents) -> None:
+def test_context_stays_a_langgraph_context_schema(graph: CragGraph, fakes: FakeComponents) -> None:
     assert "top_k" in graph.get_context_jsonschema()["properties"]  # type: ignore[index]
     out = graph.invoke({"question": MONA}, context=Context(top_k=1))
     assert fakes.store.queries == [(MONA, 1)] and out["answer"] == ANSWER
@@ -306,6 +321,7 @@ def test_the_evaluator_names_match_the_registry() -> None:
     assert EVALUATORS == BACKENDS
 
 
+@pytest.mark.usefixtures("app")
 @pytest.mark.parametrize(
     ("pair", "message"),
     [
@@ -371,7 +387,7 @@ def test_the_evaluator_is_read_in_any_case_and_the_llm_spec_is_checked() -> None
 
 @pytest.mark.parametrize("variable", ["evaluator", "generator"])
 def test_a_served_run_fails_on_a_bad_operator_component_before_retrieval(
-    fakes: FakeComponents, monkeypatch: pytest.MonkeyPatch, variable: str
+    graph: CragGraph, fakes: FakeComponents, monkeypatch: pytest.MonkeyPatch, variable: str
 ) -> None:
     monkeypatch.setenv(env_name(variable), "gpt9")
     with pytest.raises(InvalidSettingError, match=f"^setting {variable} must"):
@@ -386,7 +402,7 @@ def test_a_served_run_fails_on_a_bad_operator_component_before_retrieval(
 
 @pytest.mark.parametrize("build", [build_rag_graph, build_tutorial_graph], ids=["rag", "tutorial"])
 def test_baselines_answer_chat_messages(fakes: FakeComponents, build: Any) -> None:
-    out = build().invoke(said(user(MONA)))
+    out = build(fakes).invoke(said(user(MONA)))
     assert out["answer"] == ANSWER and out["standalone_question"] == MONA
     human, ai = out["messages"]
     assert human.text == MONA and ai.text == ANSWER
@@ -394,9 +410,9 @@ def test_baselines_answer_chat_messages(fakes: FakeComponents, build: Any) -> No
     assert fakes.store.queries[0] == (MONA, 10)
 
 
-@pytest.mark.parametrize("served", [rag_graph, tutorial_graph], ids=["rag", "tutorial"])
-def test_baselines_make_a_follow_up_standalone(fakes: FakeComponents, served: Any) -> None:
-    out = served.invoke(said(user(MONA), assistant(ANSWER), user(FOLLOW_UP)))
+@pytest.mark.parametrize("build", [build_rag_graph, build_tutorial_graph], ids=["rag", "tutorial"])
+def test_baselines_make_a_follow_up_standalone(fakes: FakeComponents, build: Any) -> None:
+    out = build(fakes).invoke(said(user(MONA), assistant(ANSWER), user(FOLLOW_UP)))
     assert out["standalone_question"] == STANDALONE
     assert fakes.store.queries[0][0] == STANDALONE
     assert out["messages"][-1].additional_kwargs["question"] == STANDALONE
@@ -404,6 +420,6 @@ def test_baselines_make_a_follow_up_standalone(fakes: FakeComponents, served: An
 
 def test_served_tutorial_searches_with_a_run_context(fakes: FakeComponents) -> None:
     fakes.web = StaticSearch([SearchResult(f"R{i}", f"https://e.org/{i}", "s") for i in range(5)])
-    out = tutorial_graph.invoke({"question": MONA}, context=dict_context(top_k=2))
+    out = build_tutorial_graph(fakes).invoke({"question": MONA}, context=dict_context(top_k=2))
     assert fakes.web.queries == ["Mona Lisa painter"]
     assert [k["origin"] for k in out["knowledge"]].count("external") == 3

@@ -14,15 +14,15 @@ from typing import Any, get_args, get_origin
 
 import pytest
 
+from crag.app.graphs import graph, ingest_graph, rag_graph, tutorial_graph
 from crag.app.settings import parse_settings
 from crag.core.context import Context, IngestContext, InvalidSettingError, resolve_context
 from crag.core.run_context import RunContext, RunIngestContext
 from crag.core.setting_checks import env_name
 from crag.core.state import ChatInputState
 from crag.core.validation import InvalidQuestionError
-from crag.graph.baselines import rag_graph, tutorial_graph
-from crag.graph.builder import graph
-from crag.graph.ingest_graph import graph as ingest_graph
+from crag.graph.baselines import build_rag_graph
+from crag.graph.builder import CragGraph
 from tests.fakes import FakeComponents, dict_context
 
 REPO = Path(__file__).resolve().parents[2]
@@ -146,7 +146,9 @@ def test_a_bad_environment_variable_is_named(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(InvalidSettingError, match="environment variable CRAG_CHROMA_PORT must be"):
         RunContext()
     monkeypatch.setenv("CRAG_CHROMA_PORT", "70000")
-    with pytest.raises(InvalidSettingError, match="chroma_port must be at most 65535"):
+    with pytest.raises(
+        InvalidSettingError, match="environment variable CRAG_CHROMA_PORT must be at most 65535"
+    ):
         Context()
     monkeypatch.delenv("CRAG_CHROMA_PORT")
     monkeypatch.setenv("CRAG_EVALUATOR_INT8", "sometimes")
@@ -164,7 +166,7 @@ def test_the_generator_batch_size_is_the_operators_and_bounded(
     with pytest.raises(InvalidSettingError, match="generator_batch_size must be at most 128"):
         Context(generator_batch_size=129)
     monkeypatch.setenv("CRAG_GENERATOR_BATCH_SIZE", "0")
-    with pytest.raises(InvalidSettingError, match="generator_batch_size must be at least 1"):
+    with pytest.raises(InvalidSettingError, match="CRAG_GENERATOR_BATCH_SIZE must be at least 1"):
         RunContext()
     monkeypatch.setenv("CRAG_GENERATOR_BATCH_SIZE", "eight")
     with pytest.raises(InvalidSettingError, match="CRAG_GENERATOR_BATCH_SIZE must be"):
@@ -173,10 +175,10 @@ def test_the_generator_batch_size_is_the_operators_and_bounded(
 
 def test_every_deployment_setting_is_documented() -> None:
     example = (REPO / ".env.example").read_text(encoding="utf-8")
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    reference = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
     for name in CONTEXT_DEPLOYMENT | INGEST_DEPLOYMENT:
         assert re.search(rf"^# ?{env_name(name)}=", example, re.MULTILINE), name
-        assert env_name(name) in readme, name
+        assert env_name(name) in reference, name
 
 
 def test_the_served_schema_shows_bounds_and_marks_deployment_settings_read_only() -> None:
@@ -276,9 +278,11 @@ def test_a_set_threshold_is_checked_against_the_evaluators_default() -> None:
     assert Context(evaluator="t5", lower_threshold=0.5).action_thresholds() == (0.59, 0.5)
 
 
-def test_reversed_thresholds_fail_before_retrieval(fake_components: FakeComponents) -> None:
+def test_reversed_thresholds_fail_before_retrieval(
+    fake_components: FakeComponents, fake_graph: CragGraph
+) -> None:
     with pytest.raises(InvalidSettingError, match="lower_threshold"):
-        graph.invoke(QUESTION, context=dict_context(upper_threshold=0.1, lower_threshold=0.2))
+        fake_graph.invoke(QUESTION, context=dict_context(upper_threshold=0.1, lower_threshold=0.2))
     assert fake_components.store.queries == []
 
 
@@ -309,9 +313,9 @@ def test_contradictory_ablations_and_chunking_are_refused() -> None:
     ids=["int", "str", "unknown-key", "unknown-keys"],
 )
 def test_a_bad_python_context_is_a_one_line_setting_error(
-    fake_components: FakeComponents, context: Any, message: str
+    fake_components: FakeComponents, fake_graph: CragGraph, context: Any, message: str
 ) -> None:
-    for served in (graph, rag_graph):
+    for served in (fake_graph, build_rag_graph(fake_components)):
         with pytest.raises(InvalidSettingError) as info:
             served.invoke({"question": QUESTION["question"]}, context=context)
         assert str(info.value).startswith(message)
@@ -350,17 +354,17 @@ def test_a_bad_ingestion_context_is_a_setting_error(context: Any) -> None:
 
 
 def test_a_python_dict_is_a_runs_context(
-    fake_components: FakeComponents, monkeypatch: pytest.MonkeyPatch
+    fake_components: FakeComponents, fake_graph: CragGraph, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    out = graph.invoke(QUESTION, context=dict_context(top_k=1))
+    out = fake_graph.invoke(QUESTION, context=dict_context(top_k=1))
     assert fake_components.store.queries[-1][1] == 1
     assert len(out["documents"]) == 1
     with pytest.raises(InvalidSettingError, match="setting store_path is a deployment setting"):
-        graph.invoke(QUESTION, context=dict_context(store_path="/tmp/elsewhere"))
+        fake_graph.invoke(QUESTION, context=dict_context(store_path="/tmp/elsewhere"))
     # Deployment settings of a dict-built context come from the environment.
     monkeypatch.setenv("CRAG_MAX_QUESTION_CHARS", "10")
     with pytest.raises(InvalidQuestionError, match="the limit is 10"):
-        graph.invoke(QUESTION, context=dict_context(top_k=1))
+        fake_graph.invoke(QUESTION, context=dict_context(top_k=1))
 
 
 def test_resolve_context_keeps_contexts_and_builds_mappings() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from crag.app.cli import main
 from crag.core.context import Context
-from crag.graph.builder import graph
+from crag.graph.builder import CragGraph
 from crag.knowledge.selection import score_logit
 from tests.fakes import FakeComponents
 
@@ -16,29 +16,35 @@ QUESTION = "Who painted the Mona Lisa?"
 
 
 def test_by_default_a_strip_far_below_the_best_is_not_knowledge(
+    fake_graph: CragGraph,
     fake_components: FakeComponents,
 ) -> None:
     # The fixture's evaluator: "Leonardo" 0.9, "Louvre" 0.2: 2.5 logits apart, more than 1.0.
     assert score_logit(0.9) - score_logit(0.2) > Context().strip_margin
-    out = graph.invoke({"question": QUESTION})
+    out = fake_graph.invoke({"question": QUESTION})
     texts = [k["text"] for k in out["knowledge"]]
     assert any("Leonardo" in t for t in texts)
     assert not any("Louvre" in t for t in texts)
 
 
-def test_without_the_margin_both_strips_are_kept(fake_components: FakeComponents) -> None:
-    out = graph.invoke({"question": QUESTION}, context=Context(strip_margin=0))
+def test_without_the_margin_both_strips_are_kept(
+    fake_graph: CragGraph, fake_components: FakeComponents
+) -> None:
+    out = fake_graph.invoke({"question": QUESTION}, context=Context(strip_margin=0))
     texts = [k["text"] for k in out["knowledge"]]
     assert any("Leonardo" in t for t in texts) and any("Louvre" in t for t in texts)
 
 
-def test_a_strip_within_the_margin_stays(fake_components: FakeComponents) -> None:
+def test_a_strip_within_the_margin_stays(
+    fake_graph: CragGraph, fake_components: FakeComponents
+) -> None:
     fake_components.scorer.keyword_scores = {"Leonardo": 0.9, "Louvre": 0.8}
-    out = graph.invoke({"question": QUESTION})
+    out = fake_graph.invoke({"question": QUESTION})
     texts = [k["text"] for k in out["knowledge"]]
     assert any("Louvre" in t for t in texts)
 
 
+@pytest.mark.usefixtures("fake_app")
 def test_the_margin_is_turned_off_from_the_command_line(
     fake_components: FakeComponents, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -15,7 +15,6 @@ import pytest
 
 from crag.app.api import apersistent_graph, persistent_graph, thread_config, thread_turns
 from crag.app.cli import main
-from crag.nodes.components import use_components
 from tests.fakes import (
     FakeComponents,
     FixedScoreEvaluator,
@@ -23,6 +22,7 @@ from tests.fakes import (
     StaticStore,
     corpus_documents,
     scripted_chat,
+    use_app_components,
 )
 
 MONA = "Who painted the Mona Lisa?"
@@ -30,7 +30,7 @@ NITROGEN = "What is the boiling point of liquid nitrogen?"
 
 
 @pytest.fixture
-def components() -> Any:
+def components(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Mona Lisa questions are Correct; anything else is Incorrect and web search is down."""
 
     class ByQuestion(FixedScoreEvaluator):
@@ -44,8 +44,8 @@ def components() -> Any:
         chat=scripted_chat(),
         web=StaticSearch(error="search is off in this test"),
     )
-    with use_components(fakes):
-        yield fakes
+    use_app_components(monkeypatch, fakes)  # the CLI's graphs too
+    return fakes
 
 
 def test_thread_survives_reopening_and_each_run_resets_its_fields(
@@ -53,13 +53,13 @@ def test_thread_survives_reopening_and_each_run_resets_its_fields(
 ) -> None:
     db = tmp_path / "sub" / "threads.sqlite"
     config = thread_config("conversation-1")
-    with persistent_graph(db) as first:
+    with persistent_graph(db, components=components) as first:
         out = first.invoke({"question": NITROGEN}, config)
         assert out["action"] == "incorrect"
         assert any("web search unavailable" in n for n in out["notes"])
     assert db.is_file()
 
-    with persistent_graph(db) as second:  # a new process would do the same
+    with persistent_graph(db, components=components) as second:  # a new process would do the same
         before = second.get_state(config).values
         assert before["question"] == NITROGEN and before["search_query"]
         out = second.invoke({"question": MONA}, config)
@@ -81,7 +81,7 @@ def test_async_persistent_graph(tmp_path: Path, components: Any) -> None:
     db = tmp_path / "threads.sqlite"
 
     async def main_() -> tuple[dict[str, Any], dict[str, Any]]:
-        async with apersistent_graph(db) as g:
+        async with apersistent_graph(db, components=components) as g:
             out = await g.ainvoke({"question": MONA}, thread_config("t"))
             state = await g.aget_state(thread_config("t"))
         return dict(out), dict(state.values)
@@ -89,7 +89,9 @@ def test_async_persistent_graph(tmp_path: Path, components: Any) -> None:
     out, state = asyncio.run(main_())
     assert out["answer"] == "Leonardo da Vinci."
     assert state["question"] == MONA
-    with persistent_graph(db) as g:  # the sync saver reads what the async one wrote
+    with persistent_graph(
+        db, components=components
+    ) as g:  # the sync saver reads what the async one wrote
         assert [t["question"] for t in thread_turns(g, "t")] == [MONA]
 
 

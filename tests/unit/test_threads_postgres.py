@@ -25,12 +25,12 @@ import pytest
 from crag.app.api import persistent_graph, thread_config, thread_turns
 from crag.app.cli import main
 from crag.app.threads import ThreadsDatabaseError, describe_threads_db, is_postgres
-from crag.nodes.components import use_components
 from tests.fakes import (
     FakeComponents,
     FixedScoreEvaluator,
     ScriptedChatModel,
     StaticStore,
+    app_components,
     corpus_documents,
 )
 from tests.postgres_support import PostgresServer, postgres_server
@@ -137,7 +137,7 @@ def test_a_database_gone_mid_run_gives_a_clear_error_and_the_retry_works() -> No
         scorer=FixedScoreEvaluator({"Leonardo": 0.9}),
         chat=_blocking_chat(started, release),
     )
-    with postgres_server() as (server, uri), use_components(fakes), persistent_graph(uri) as graph:
+    with postgres_server() as (server, uri), persistent_graph(uri, components=fakes) as graph:
         failure: list[BaseException] = []
 
         def run() -> None:
@@ -183,7 +183,7 @@ def test_crag_ask_thread_on_postgres(postgres: str, capsys: pytest.CaptureFixtur
         scorer=FixedScoreEvaluator({"Leonardo": 0.9}),
         chat=ScriptedChatModel(respond=lambda m: "Leonardo da Vinci.", prompts=[]),
     )
-    with use_components(fakes):
+    with app_components(fakes):
         assert main(["ask", "-q", "--thread", "cli", "--threads-db", postgres, MONA]) == 0
     capsys.readouterr()
     assert main(["history", "cli", "--threads-db", postgres, "--json"]) == 0

@@ -20,7 +20,6 @@ from langgraph.runtime import Runtime
 
 from crag.core.context import Context
 from crag.evaluator.embedding import EmbeddingEvaluator
-from crag.nodes.components import use_components
 from crag.nodes.grade import grade
 from crag.nodes.retrieve import retrieve
 from crag.vectorstore.store import close_stores, open_store
@@ -96,9 +95,8 @@ def test_retrieved_passages_are_graded_without_embedding_them(store: Any) -> Non
     evaluator = EmbeddingEvaluator(RememberingEmbeddings(counting, memo))
     components = FakeComponents(store=store, scorer=evaluator, chat=scripted_chat())
     runtime = Runtime(context=context)
-    with use_components(components):
-        retrieved = retrieve({"question": question}, runtime)
-        graded = grade({"question": question, "documents": retrieved["documents"]}, runtime)
+    retrieved = retrieve({"question": question}, runtime, components)
+    graded = grade({"question": question, "documents": retrieved["documents"]}, runtime, components)
     texts = [d["text"] for d in retrieved["documents"]]
     assert len(texts) == 2 and len(memo) == 2
     assert counting.documents == 0, "the retrieved passages' vectors came from the store"

@@ -15,8 +15,7 @@ import pytest
 
 from crag.app.wiring import DefaultComponents
 from crag.core.context import Context
-from crag.graph.builder import graph
-from crag.nodes.components import use_components
+from crag.graph.builder import CragGraph, build_graph
 from crag.prompts.generate import ABSTENTION
 from crag.websearch import retry as retry_module
 from crag.websearch.cache import clear_web_caches
@@ -110,7 +109,7 @@ def settings(server: WebsearchServer) -> Context:
     )
 
 
-def run(mode: str, server: WebsearchServer) -> dict[str, Any]:
+def run(graph: CragGraph, mode: str, server: WebsearchServer) -> dict[str, Any]:
     inputs: Any = {"question": QUESTION}
     if mode == "invoke":
         return dict(graph.invoke(inputs, context=settings(server)))
@@ -135,8 +134,8 @@ MODES = ["invoke", "ainvoke", "stream", "astream"]
 @pytest.mark.parametrize("mode", MODES)
 def test_incorrect_answers_from_page_paragraphs(server: WebsearchServer, mode: str) -> None:
     fakes = components({"1503": 0.8, "permanent display": 0.6}, default=-1.0)
-    with use_components(fakes):
-        out = run(mode, server)
+    graph = build_graph(components=fakes)
+    out = run(graph, mode, server)
     wiki = server.url_for("/wiki/Mona_Lisa")
     assert out["action"] == "incorrect"
     assert out["answer"] == "Leonardo da Vinci."
@@ -167,8 +166,8 @@ def test_incorrect_answers_from_page_paragraphs(server: WebsearchServer, mode: s
 @pytest.mark.parametrize("mode", MODES)
 def test_ambiguous_combines_store_and_pages(server: WebsearchServer, mode: str) -> None:
     fakes = components({"1503": 0.8, "permanent display": 0.6, "Leonardo": 0.3}, default=-1.0)
-    with use_components(fakes):
-        out = run(mode, server)
+    graph = build_graph(components=fakes)
+    out = run(graph, mode, server)
     assert out["action"] == "ambiguous"
     wiki = server.url_for("/wiki/Mona_Lisa")
     assert [(k["origin"], k["source"]) for k in out["knowledge"]] == [
@@ -185,8 +184,8 @@ def test_ambiguous_combines_store_and_pages(server: WebsearchServer, mode: str) 
 def test_search_down_is_noted_and_the_run_goes_on(server: WebsearchServer, mode: str) -> None:
     server.search_status = 500
     fakes = components({}, default=-1.0)
-    with use_components(fakes):
-        out = run(mode, server)
+    graph = build_graph(components=fakes)
+    out = run(graph, mode, server)
     assert out["action"] == "incorrect"
     assert out["answer"] == ABSTENTION and out["abstained"] is True
     assert out["knowledge"] == []
@@ -206,9 +205,9 @@ def test_search_down_is_noted_and_the_run_goes_on(server: WebsearchServer, mode:
 
 def test_second_run_uses_the_cache(server: WebsearchServer) -> None:
     fakes = components({"1503": 0.8}, default=-1.0)
-    with use_components(fakes):
-        first = run("invoke", server)
-        second = run("ainvoke", server)
+    graph = build_graph(components=fakes)
+    first = run(graph, "invoke", server)
+    second = run(graph, "ainvoke", server)
     assert first["knowledge"] == second["knowledge"]
     assert len(server.requests_to("/search")) == 1
     assert len(server.requests_to("/wiki/Mona_Lisa")) == 1
@@ -224,21 +223,21 @@ def test_snippets_only_and_only_wikipedia(server: WebsearchServer) -> None:
         web_cache_ttl=0,
         **PAPER_SETTINGS,
     )
-    with use_components(fakes):
-        out = graph.invoke({"question": QUESTION}, context=context)
-        assert [k["text"] for k in out["knowledge"]] == [
-            "Pasta blog\nRecipes.",
-            "Mona Lisa\nSNIPPET of the article.",
-        ]
-        # Only Wikipedia: local pages are not on wikipedia.org, so nothing is left.
-        only = Context(
-            search_provider="searxng",
-            search_url=server.url,
-            allowed_hosts="127.0.0.1",
-            only_wikipedia=True,
-            rewrite_for_search=True,
-        )
-        out = graph.invoke({"question": QUESTION}, context=only)
+    graph = build_graph(components=fakes)
+    out = graph.invoke({"question": QUESTION}, context=context)
+    assert [k["text"] for k in out["knowledge"]] == [
+        "Pasta blog\nRecipes.",
+        "Mona Lisa\nSNIPPET of the article.",
+    ]
+    # Only Wikipedia: local pages are not on wikipedia.org, so nothing is left.
+    only = Context(
+        search_provider="searxng",
+        search_url=server.url,
+        allowed_hosts="127.0.0.1",
+        only_wikipedia=True,
+        rewrite_for_search=True,
+    )
+    out = graph.invoke({"question": QUESTION}, context=only)
     assert out["knowledge"] == []
     assert out["notes"][0] == (
         "web search found nothing usable for 'Mona Lisa, painter wikipedia' (only_wikipedia is on)"
@@ -252,8 +251,8 @@ def test_sync_invoke_inside_a_running_event_loop(server: WebsearchServer) -> Non
     async def caller() -> dict[str, Any]:
         return graph.invoke({"question": QUESTION}, context=settings(server))
 
-    with use_components(fakes):
-        out = asyncio.run(caller())
+    graph = build_graph(components=fakes)
+    out = asyncio.run(caller())
     assert out["knowledge"][0]["text"] == f"Mona Lisa\n{P1}"
 
 
@@ -264,8 +263,8 @@ def test_a_search_endpoint_on_a_non_public_address_needs_allowed_hosts(
     # operator's allowed_hosts lists it, and the run goes on without web knowledge.
     fakes = components({"of the article": 0.8}, default=-1.0)
     context = Context(search_provider="searxng", search_url=server.url, fetch_pages=False)
-    with use_components(fakes):
-        out = graph.invoke({"question": QUESTION}, context=context)
+    graph = build_graph(components=fakes)
+    out = graph.invoke({"question": QUESTION}, context=context)
     refused = (
         f"web search unavailable: SearxNG at {server.url} was not queried: 127.0.0.1 is a "
         "loopback address; list it in allowed_hosts (CRAG_ALLOWED_HOSTS) if it is a trusted "

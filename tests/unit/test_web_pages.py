@@ -16,7 +16,6 @@ from ddgs.exceptions import RatelimitException
 from langgraph.runtime import Runtime
 
 from crag.core.context import Context
-from crag.nodes.components import use_components
 from crag.nodes.web_search import web_search
 from crag.websearch import retry as retry_module
 from crag.websearch import safety as safety_module
@@ -625,9 +624,8 @@ def test_rate_limit_is_retried_once_then_noted(server: WebsearchServer) -> None:
         chat=scripted_chat(),
         web=SearxngSearch(server.url, policy=LOOPBACK, timeout=5),
     )
-    with use_components(components):
-        runtime = Runtime(context=Context(search_provider="searxng", search_url=server.url))
-        update = web_search({"question": "q", "search_query": "mona lisa"}, runtime)
+    runtime = Runtime(context=Context(search_provider="searxng", search_url=server.url))
+    update = web_search({"question": "q", "search_query": "mona lisa"}, runtime, components)
     assert len(server.requests_to("/search")) == 2
     assert update["external_knowledge"] == []
     assert update["notes"] == [
@@ -651,8 +649,7 @@ def test_duckduckgo_rate_limit_is_retried_once_then_noted(monkeypatch: pytest.Mo
         web=DuckDuckGoSearch(timeout=3),
     )
     runtime = Runtime(context=Context())
-    with use_components(components):
-        update = web_search({"question": "q", "search_query": "mona lisa"}, runtime)
+    update = web_search({"question": "q", "search_query": "mona lisa"}, runtime, components)
     assert calls == ["mona lisa wikipedia", "mona lisa wikipedia"]
     assert update["notes"] == [
         "web search unavailable: DuckDuckGo rate-limited the search; wait a minute and try "

@@ -1,0 +1,269 @@
+"""The operator's settings: read once from ``CRAG_<NAME>`` environment variables.
+
+Deployment settings say where things are and what may be reached or loaded: the store, the
+models, the search endpoint, the address allow-list, the bundled corpus, the reading limits.
+A served run may not set them (:mod:`crag.core.run_context`); the operator sets them in the
+environment (``.env`` for the LangGraph server), and Python callers and the CLI may override
+them per :class:`~crag.core.context.Context`.
+
+:class:`DeploymentSettings` declares each one once, with its type, default, bounds and
+description; pydantic-settings reads the environment and checks the values.
+:func:`deployment_settings` builds it once per value of the environment (a process reads it
+once; a test that changes a variable gets the new value), and the settings classes of
+:mod:`crag.core.context` take their deployment fields' defaults, descriptions and bounds from it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from crag.core.setting_checks import ENV_PREFIX, InvalidSettingError, env_name
+
+DEFAULT_STORE_PATH = ".crag/chroma"
+DEFAULT_COLLECTION = "crag"
+DEFAULT_CHROMA_PORT = 8000
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+MAX_GENERATOR_BATCH_SIZE = 128
+"""Rows one decoding step holds at most (and their caches' memory)."""
+
+CHROMA_HOST_DESCRIPTION = (
+    "Host name or IP of a Chroma server (`chroma run`) holding the store; empty: the on-disk "
+    "store at store_path."
+)
+
+
+class DeploymentSettings(BaseSettings):
+    """Every deployment setting, read from ``CRAG_<NAME>`` (an empty variable means unset)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="ignore", frozen=True
+    )
+
+    # Web search and reading
+    search_provider: Literal["duckduckgo", "searxng", "tavily"] = Field(
+        "duckduckgo",
+        description="Web search provider: 'duckduckgo' (ddgs), 'searxng' (a self-hosted "
+        "SearxNG JSON API at search_url) or 'tavily' (hosted API; needs the optional "
+        "tavily-python package and TAVILY_API_KEY in the environment).",
+    )
+    search_url: str = Field(
+        "http://127.0.0.1:8888",
+        description="Base URL of the SearxNG instance (searxng provider only); a non-public "
+        "address must be listed in allowed_hosts.",
+    )
+    search_timeout: float = Field(
+        10.0, ge=0.001, description="Seconds before a web search is abandoned."
+    )
+    page_timeout: float = Field(
+        5.0,
+        ge=0.001,
+        description="Seconds to read one page, redirects included; pages are read concurrently "
+        "(up to 8 at once), so this also bounds the whole reading step.",
+    )
+    max_page_bytes: int = Field(
+        2_000_000,
+        ge=1,
+        description="Largest page read, in bytes; a larger page falls back to its search snippet.",
+    )
+    max_redirects: int = Field(5, ge=0, description="Most redirects followed when reading a page.")
+    allowed_hosts: str = Field(
+        "",
+        description="Comma-separated host names, IP addresses and CIDR networks that pages and "
+        "the search endpoint (search_url) may be on although they are not public (e.g. "
+        "'127.0.0.1, intranet.example, 10.1.0.0/16'). Empty: public addresses only.",
+    )
+    web_cache_ttl: float = Field(
+        3600.0,
+        ge=0,
+        description="Seconds a web search or page stays cached in this process, so it is not "
+        "fetched twice (0: no cache).",
+    )
+    # Models
+    evaluator: str = Field(
+        "embedding",
+        description="Retrieval evaluator backend: 'embedding' (shipped MiniLM, offline "
+        "default), 't5' (the paper's T5 regression evaluator), 'cross-encoder' "
+        "(sentence-transformers CrossEncoder) or 'llm' (the paper's yes/no prompt).",
+    )
+    evaluator_model: str = Field(
+        "",
+        description="Checkpoint path or hub id for 't5' and 'cross-encoder'; a generator spec "
+        "for 'llm' (empty: smollm2); ignored by 'embedding'.",
+    )
+    evaluator_int8: bool = Field(
+        False,
+        description="Run the 't5' or 'cross-encoder' evaluator with int8 dynamically quantised "
+        "linear layers (CPU only): about 2x faster, scores drift by up to ~0.1, so calibrate "
+        "thresholds on int8 scores (`crag-bench evaluator calibrate --int8`).",
+    )
+    generator: str = Field(
+        "smollm2",
+        description="'smollm2' (shipped SmolLM2-135M-Instruct), 'local:/path/to/hf-model', or "
+        "any LangChain chat model as 'provider:model' (e.g. 'openai:gpt-4o-mini').",
+    )
+    no_repeat_ngram_size: int = Field(
+        4,
+        ge=0,
+        description="A local generator's reply never repeats an n-gram of its own tokens this "
+        "long (the prompt is not counted, so copying from the knowledge is free): no "
+        "degenerate loops. 0: off.",
+    )
+    generator_batch_size: int = Field(
+        1,
+        ge=1,
+        le=MAX_GENERATOR_BATCH_SIZE,
+        description="Most generation requests of overlapping runs a local generator decodes "
+        "together (continuous batching: more runs answered per second under load). 1: off, "
+        "every request is decoded alone, so an answer never depends on what else runs (in "
+        "bfloat16 a batched answer can differ in wording from the same prompt decoded alone). "
+        "Ignored by API models.",
+    )
+    embedder: str = Field(
+        DEFAULT_EMBEDDER,
+        description="Sentence-transformers embedder: 'all-MiniLM-L6-v2' (shipped) or a local "
+        "model path.",
+    )
+    # The store
+    store_path: str = Field(
+        DEFAULT_STORE_PATH,
+        description="Directory of the Chroma store on disk (unused when chroma_host is set).",
+    )
+    collection: str = Field(DEFAULT_COLLECTION, description="Chroma collection name.")
+    readable_collections: str = Field(
+        "",
+        description="Comma-separated names of further collections a run may search (setting "
+        "search_collection), read-only. Empty: collection only.",
+    )
+    chroma_host: str = Field("", description=CHROMA_HOST_DESCRIPTION)
+    chroma_port: int = Field(
+        DEFAULT_CHROMA_PORT,
+        ge=1,
+        le=65535,
+        description="Port of the Chroma server (with chroma_host).",
+    )
+    chroma_ssl: bool = Field(
+        False, description="Talk to the Chroma server over HTTPS (with chroma_host)."
+    )
+    default_corpus: bool = Field(
+        True,
+        description="When the collection is empty or missing, ingest the bundled Wikipedia "
+        "vital-article summaries first (CC BY-SA).",
+    )
+    default_corpus_limit: int = Field(
+        0, ge=0, description="Ingest only the first N bundled summaries (0: all 10,033)."
+    )
+    # What one run may read and write
+    max_question_chars: int = Field(
+        2000, ge=1, description="Longer questions are rejected with a clear error."
+    )
+    max_history_turns: int = Field(
+        3,
+        ge=0,
+        description="Earlier turns of a chat the contextualizer reads to make a follow-up "
+        "standalone: the most recent ones (older turns are not read; 0: none).",
+    )
+    max_history_chars: int = Field(
+        4000,
+        ge=0,
+        description="Most characters of those earlier turns (questions and answers) the "
+        "contextualizer reads, newest first: a longer text is cut, and turns that no longer "
+        "fit are not read (the run's notes say so).",
+    )
+    max_knowledge_chars: int = Field(
+        12000,
+        ge=1,
+        description="Most characters of knowledge in the generator's prompt (about 3,000 "
+        "tokens; ten 1,000-character passages fit): past it, or past a local model's context "
+        "length, the lowest-ranked entries are dropped (the question and instructions are "
+        "kept; the run's notes say so).",
+    )
+    # The served ingestion graph
+    max_document_chars: int = Field(
+        5_000_000, ge=1, description="Longest inline document accepted, in characters."
+    )
+    ingest_root: str = Field(
+        "",
+        description="The only directory whose files the ingest graph reads by path (empty: any "
+        "path the server can read). Binds served runs only: crag ingest and the Python API "
+        "are the operator's.",
+    )
+    ingest_run_replace: Literal["none", "served", "all"] = Field(
+        "none",
+        description="What ingest-graph runs may replace (and, for lines gone from a "
+        "re-ingested JSON Lines file, remove) of what is already stored: 'none' (add new "
+        "documents only; the server cannot tell its callers apart, so no caller may change "
+        "what another stored), 'served' (what ingest-graph runs stored, never the operator's: "
+        "crag ingest, the Python API, the bundled corpus) or 'all'. A document out of reach "
+        "is listed in failed and kept as it is.",
+    )
+
+
+_BOUND_WORDS = {"ge": "at least", "le": "at most"}
+
+
+def bounds(kind: Literal["ge", "le"]) -> dict[str, float]:
+    """Each deployment setting's lower (``ge``) or upper (``le``) bound, where it has one."""
+    found: dict[str, float] = {}
+    for name, info in DeploymentSettings.model_fields.items():
+        for constraint in info.metadata:
+            value = getattr(constraint, kind, None)
+            if value is not None:
+                found[name] = value
+    return found
+
+
+def description(name: str) -> str:
+    """The description declared for the deployment setting ``name``."""
+    return DeploymentSettings.model_fields[name].description or ""
+
+
+def _environment_error(error: ValidationError) -> InvalidSettingError:
+    """One line naming the first bad variable, its value and what it must be."""
+    first = error.errors()[0]
+    name = str(first["loc"][0]) if first["loc"] else "?"
+    kind, context = first["type"], first.get("ctx", {})
+    if kind == "bool_parsing":
+        wanted = "true or false"
+    elif kind == "int_parsing" or kind == "int_from_float":
+        wanted = "an integer"
+    elif kind == "float_parsing":
+        wanted = "a number"
+    elif kind == "greater_than_equal":
+        wanted = f"{_BOUND_WORDS['ge']} {context['ge']}"
+    elif kind == "less_than_equal":
+        wanted = f"{_BOUND_WORDS['le']} {context['le']}"
+    else:
+        wanted = first["msg"].lower().removeprefix("input should be ")
+    return InvalidSettingError(
+        f"environment variable {env_name(name)} must be {wanted}, not {first['input']!r}"
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _read(environment: tuple[str | None, ...]) -> DeploymentSettings:
+    """The settings under one value of the environment (the cache key)."""
+    del environment  # the key only: pydantic-settings reads os.environ itself
+    try:
+        return DeploymentSettings()
+    except ValidationError as error:
+        raise _environment_error(error) from None
+
+
+def deployment_settings() -> DeploymentSettings:
+    """The operator's settings, read once per value of the ``CRAG_<NAME>`` variables.
+
+    Raises:
+        InvalidSettingError: a variable is set to a value of the wrong type or out of bounds.
+    """
+    names = [env_name(name) for name in DeploymentSettings.model_fields]
+    return _read(tuple(os.environ.get(name) for name in names))
+
+
+def operator_default(name: str) -> Any:
+    """The operator's value of the deployment setting ``name`` (environment, else default)."""
+    return getattr(deployment_settings(), name)
