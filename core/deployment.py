@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -237,6 +237,9 @@ def _environment_error(error: ValidationError) -> InvalidSettingError:
         wanted = f"{_BOUND_WORDS['ge']} {context['ge']}"
     elif kind == "less_than_equal":
         wanted = f"{_BOUND_WORDS['le']} {context['le']}"
+    elif kind == "literal_error":
+        choices = get_args(DeploymentSettings.model_fields[name].annotation)
+        wanted = "one of " + ", ".join(repr(choice) for choice in choices)
     else:
         wanted = first["msg"].lower().removeprefix("input should be ")
     return InvalidSettingError(

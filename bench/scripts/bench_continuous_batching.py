@@ -29,7 +29,7 @@ token to the plain ``generate`` ones.
 Usage:
     .venv/bin/python bench/scripts/bench_continuous_batching.py [--prompts 24] [--repeats 3]
         [--threads 8] [--max-new-tokens 48] [--library-attention auto]
-        [--library-batch-tokens 8192] [--run /work/runs/dev-100-prompts]
+        [--library-batch-tokens 8192] [--run RUN_DIR]
 """
 
 from __future__ import annotations
@@ -55,7 +55,6 @@ from crag_bench.prompt_recording import messages_of
 from crag_bench.reader_swap import asks_generator, load_recorded_run
 
 logger = logging.getLogger("bench_continuous_batching")
-DEFAULT_RUN = Path("/work/runs/dev-100-prompts")
 LIBRARY_ATTENTIONS = ("sdpa", "paged|eager")
 """The attention implementations transformers' continuous batching takes without flash."""
 Tokens = list[list[int]]
@@ -85,8 +84,10 @@ def nq_dev_prompts(count: int) -> list[list[BaseMessage]]:
     return prompts
 
 
-def load_prompts(run_dir: Path, count: int) -> list[list[BaseMessage]]:
-    """The recorded prompts if they can be read, else the nq-dev ones."""
+def load_prompts(run_dir: Path | None, count: int) -> list[list[BaseMessage]]:
+    """The recorded prompts if a run is given and can be read, else the nq-dev ones."""
+    if run_dir is None:
+        return nq_dev_prompts(count)
     try:
         prompts = recorded_prompts(run_dir, count)
     except ValueError as exc:
@@ -273,7 +274,12 @@ def parse_args() -> argparse.Namespace:
         help="tokens a library forward pass holds (its default; of 512, 2048 and 8192 the fastest)",
     )
     parser.add_argument("--engines", default="ours,library,plain")
-    parser.add_argument("--run", type=Path, default=DEFAULT_RUN)
+    parser.add_argument(
+        "--run",
+        type=Path,
+        help="a `crag-bench eval --prompts-only` run folder (default: bench_generation.py's "
+        "nq-dev prompts)",
+    )
     return parser.parse_args()
 
 
