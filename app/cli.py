@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("crag")
 
 
-def _setup_logging(verbose: int, force: bool = False) -> None:
+def setup_logging(verbose: int, force: bool = False) -> None:
     """Log to stderr; ``force`` replaces earlier handlers.
 
     The warm server forces it: its stderr is a different client's for each command.
@@ -77,11 +77,13 @@ def terminal_text(text: object, *, multiline: bool = False) -> str:
     return pattern.sub(_escape, str(text))
 
 
-def _err(message: str, *, multiline: bool = False) -> None:
+def print_error(message: str, *, multiline: bool = False) -> None:
+    """Write ``message`` to stderr, terminal control characters escaped."""
     print(terminal_text(message, multiline=multiline), file=sys.stderr)
 
 
-def _out(text: str, *, multiline: bool = False) -> None:
+def print_output(text: str, *, multiline: bool = False) -> None:
+    """Write ``text`` to stdout, terminal control characters escaped."""
     print(terminal_text(text, multiline=multiline))
 
 
@@ -172,9 +174,9 @@ def _report_update(node: str, update: dict[str, Any]) -> None:
     """Print one line (or a few) per finished node, then the notes it added."""
     lines = _UPDATE_LINES.get(node)
     for line in lines(update) if lines is not None else []:
-        _err(line)
+        print_error(line)
     for note in update.get("notes", []) if isinstance(update.get("notes"), list) else []:
-        _err(f"    note: {note}")
+        print_error(f"    note: {note}")
 
 
 def _progress_line(event: dict[str, Any]) -> str | None:
@@ -215,11 +217,11 @@ def _print_sources(output: dict[str, Any]) -> None:
     knowledge = output.get("knowledge") or []
     if not knowledge:
         return
-    _out("Sources:")
+    print_output("Sources:")
     for number, strip in enumerate(knowledge, start=1):
         title, location = source_title(strip), source_location(strip)
         shown = location if title == strip["source"] else f"{title} — {location}"
-        _out(f"  [{number}] {shown}")
+        print_output(f"  [{number}] {shown}")
 
 
 class _AnswerPrinter:
@@ -289,7 +291,7 @@ def _report_chunk(printer: _AnswerPrinter, mode: str, chunk: Any) -> None:
         line = _progress_line(chunk)
         if line is not None:
             printer.end_line()  # the answer's line stays open for its citations
-            _err(line)
+            print_error(line)
 
 
 def _stream_run(
@@ -334,9 +336,11 @@ def _run_question(graph: Any, args: argparse.Namespace, config: RunnableConfig |
         print(_json_text(output))
         return 0
     for note in output.get("notes", []):
-        _err(f"note: {note}")
+        print_error(f"note: {note}")
     if not printer.streamed:
-        _out(output.get("answer", "") + _markers(output.get("citations") or []), multiline=True)
+        print_output(
+            output.get("answer", "") + _markers(output.get("citations") or []), multiline=True
+        )
     _print_sources(dict(output))
     return 0
 
@@ -370,13 +374,13 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(_json_text(turns))
         return 0
     if not turns:
-        _err(
+        print_error(
             f"thread {args.thread!r} has no finished runs in {describe_threads_db(args.threads_db)}"
         )
         return 1
     for number, turn in enumerate(turns, start=1):
-        _out(f"{number}. Q: {turn['question']}")
-        _out(f"   A ({turn['action']}): {turn['answer']}", multiline=True)
+        print_output(f"{number}. Q: {turn['question']}")
+        print_output(f"   A ({turn['action']}): {turn['answer']}", multiline=True)
     return 0
 
 
@@ -387,10 +391,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     report = ingest_into_store(args.paths, _context(args), prune=args.prune, tags=args.tags or ())
     for source, error in report.failed:
         # a loader's message already starts with the file's path: print it once
-        _err(f"failed: {error}" if error.startswith(source) else f"failed: {source}: {error}")
+        print_error(
+            f"failed: {error}" if error.startswith(source) else f"failed: {source}: {error}"
+        )
     for source in report.removed:
-        _err(f"removed: {source}")
-    _out(report.summary())
+        print_error(f"removed: {source}")
+    print_output(report.summary())
     stored = report.added or report.replaced or report.skipped or report.removed
     return 1 if report.failed and not stored else 0
 
@@ -401,9 +407,9 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
     report = remove_from_store(args.sources, _context(args))
     for source in report.removed:
-        _out(f"removed: {source}")
+        print_output(f"removed: {source}")
     for item, _ in report.failed:
-        _err(f"not in the store: {item}")
+        print_error(f"not in the store: {item}")
     print(f"{len(report.removed)} removed, {len(report.failed)} not found")
     return 1 if report.failed else 0
 
@@ -553,14 +559,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.stop:
         answered = stop_server()
         if answered is None:
-            _err(f"crag serve: no server answers on {socket_path()}")
+            print_error(f"crag serve: no server answers on {socket_path()}")
             return 1
-        _err(f"crag serve: stopped after answering {answered} command(s)")
+        print_error(f"crag serve: stopped after answering {answered} command(s)")
         return 0
     server = WarmServer(socket_path(), lambda argv: main(argv, reconfigure_logging=True))
     server.bind()
     _warm_up(_context(args))
-    _err(f"crag serve: ready on {server.path} (stop with `crag serve --stop`)")
+    print_error(f"crag serve: ready on {server.path} (stop with `crag serve --stop`)")
     server.serve_forever()
     return 0
 
@@ -577,11 +583,12 @@ def _warm_up(context: Context) -> None:
     components.chat_model(context)
 
 
-def main(argv: Sequence[str] | None = None, *, reconfigure_logging: bool = False) -> int:
-    """Run the CLI; errors the user can fix are printed as one line with exit code 2."""
-    configure_environment()
-    args = build_parser().parse_args(argv)
-    _setup_logging(args.verbose, force=reconfigure_logging)
+def run_command(args: argparse.Namespace, prog: str, *, reconfigure_logging: bool = False) -> int:
+    """Run a parsed command of ``prog`` (``crag``, ``crag-bench``): its exit code.
+
+    Errors the user can fix are printed as one line (``PROG: error: ...``) with exit code 2.
+    """
+    setup_logging(args.verbose, force=reconfigure_logging)
     from crag.core.validation import InvalidQuestionError
     from crag.evaluator.base import EvaluatorError
     from crag.vectorstore.store import StoreError
@@ -595,11 +602,18 @@ def main(argv: Sequence[str] | None = None, *, reconfigure_logging: bool = False
         ThreadsDatabaseError,
         ValueError,
     ) as exc:
-        _err(f"crag: error: {exc}")
+        print_error(f"{prog}: error: {exc}")
         return 2
     except KeyboardInterrupt:
-        _err("crag: interrupted")
+        print_error(f"{prog}: interrupted")
         return 130
+
+
+def main(argv: Sequence[str] | None = None, *, reconfigure_logging: bool = False) -> int:
+    """Run the CLI; errors the user can fix are printed as one line with exit code 2."""
+    configure_environment()
+    args = build_parser().parse_args(argv)
+    return run_command(args, "crag", reconfigure_logging=reconfigure_logging)
 
 
 if __name__ == "__main__":

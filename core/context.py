@@ -15,7 +15,6 @@ defaults (:func:`default_context`).
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -27,7 +26,9 @@ from crag.core.deployment import (
     DEFAULT_COLLECTION,
     DEFAULT_STORE_PATH,
     MAX_GENERATOR_BATCH_SIZE,
+    DeploymentSettings,
     bounds,
+    deployment_settings,
     operator_default,
 )
 from crag.core.deployment import description as deployment_description
@@ -595,16 +596,10 @@ def _not_settings(value: object, kind: str) -> InvalidSettingError:
     )
 
 
-@functools.cache
-def _environment_names() -> tuple[str, ...]:
-    """The environment variables the default settings are read from (``CRAG_<NAME>``)."""
-    return tuple(sorted(env_name(name) for name in Context.deployment_names()))
-
-
 @functools.lru_cache(maxsize=4)
-def _defaults_under(environment: tuple[str | None, ...]) -> Context:
-    """The default settings, built once per value of the deployment environment variables."""
-    del environment  # the cache key: Context() reads the variables itself
+def _defaults_under(operator: DeploymentSettings) -> Context:
+    """The default settings, built once per value of the operator's settings."""
+    del operator  # the cache key: Context() takes its deployment fields from the same object
     return Context()
 
 
@@ -614,7 +609,7 @@ def default_context() -> Context:
     Built once per environment and shared (read it, do not change it): every node of a run, and
     every run under the same environment, gets the same object.
     """
-    return _defaults_under(tuple(os.environ.get(name) for name in _environment_names()))
+    return _defaults_under(deployment_settings())
 
 
 def resolve_context(context: object) -> Context:

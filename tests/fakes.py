@@ -172,6 +172,24 @@ def corpus_documents() -> list[Document]:
     ]
 
 
+class InterruptingEmbeddings(Embeddings):
+    """Delegates to ``inner``; the ``interrupt_on``-th batch raises Ctrl-C."""
+
+    def __init__(self, inner: Embeddings, interrupt_on: int) -> None:
+        self.inner = inner
+        self.interrupt_on = interrupt_on
+        self.calls = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        if self.calls == self.interrupt_on:
+            raise KeyboardInterrupt
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+
 class CountingEmbeddings(Embeddings):
     """Delegates to the real embedder and counts the texts it embeds."""
 

@@ -14,12 +14,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from crag.app.cli import _err, _out, _setup_logging
+from crag.app.cli import print_error, print_output, run_command
 from crag.app.console import configure_environment
 from crag.app.settings import parse_settings
-from crag.core.validation import InvalidQuestionError
-from crag.evaluator.base import EvaluatorError
-from crag.vectorstore.store import StoreError
 from crag_bench.eval_cli import add_eval_command
 from crag_bench.eval_reader_cli import add_eval_reader_command
 from crag_bench.evaluator_cli import add_evaluator_commands
@@ -51,10 +48,10 @@ def cmd_bench_server(args: argparse.Namespace) -> int:
             allow_remote=args.allow_remote,
         )
     except BenchError as exc:
-        _err(f"crag-bench: error: {exc}", multiline=True)  # may end with the server's log
+        print_error(f"crag-bench: error: {exc}", multiline=True)  # may end with the server's log
         return 2
     for line in report.lines():
-        _out(line)
+        print_output(line)
     return 0 if report.ok else 1
 
 
@@ -125,16 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``crag-bench``; errors the user can fix are printed as one line with exit code 2."""
     configure_environment()
-    args = build_parser().parse_args(argv)
-    _setup_logging(args.verbose)
-    try:
-        return int(args.func(args))
-    except (InvalidQuestionError, StoreError, EvaluatorError, ValueError) as exc:
-        _err(f"crag-bench: error: {exc}")
-        return 2
-    except KeyboardInterrupt:
-        _err("crag-bench: interrupted")
-        return 130
+    return run_command(build_parser().parse_args(argv), "crag-bench")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from crag.vectorstore.loaders import LoadedDocument
 from crag.vectorstore.pending import PENDING_PREFIX
 from crag.vectorstore.store import StoreError, count, open_store, retrieve
 from crag_bench.dev_server import free_port
+from tests.fakes import CountingEmbeddings, InterruptingEmbeddings
 from tests.server_support import ChromaServer, chroma_server
 from tests.websearch_server import WebsearchServer
 
@@ -37,21 +38,6 @@ MODES = ["disk", "server"]
 OTTERS = "Sea otters hold hands while they sleep so that they do not drift apart."
 BREAD = "Bread is baked from a dough of flour and water; yeast makes the dough rise."
 VOLCANO = "Mount Etna is an active volcano on the island of Sicily in Italy."
-
-
-class CountingEmbeddings(Embeddings):
-    """Delegates to the real embedder and counts the texts it embeds."""
-
-    def __init__(self, inner: Embeddings) -> None:
-        self.inner = inner
-        self.documents = 0
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        self.documents += len(texts)
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.inner.embed_query(text)
 
 
 StoreOpener = Callable[..., Chroma]
@@ -146,24 +132,6 @@ def test_changed_document_replaces_its_chunks(open_in: StoreOpener, collection: 
     assert count(store) == 2
     stored = store.get(include=["documents"])["documents"]
     assert BREAD not in stored and VOLCANO in stored
-
-
-class InterruptingEmbeddings(Embeddings):
-    """Delegates to ``inner``; the ``interrupt_on``-th batch raises Ctrl-C."""
-
-    def __init__(self, inner: Embeddings, interrupt_on: int) -> None:
-        self.inner = inner
-        self.interrupt_on = interrupt_on
-        self.calls = 0
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        self.calls += 1
-        if self.calls == self.interrupt_on:
-            raise KeyboardInterrupt
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.inner.embed_query(text)
 
 
 def test_interrupted_ingestions_leave_nothing_partial(

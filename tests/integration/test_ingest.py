@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from langchain_chroma import Chroma
-from langchain_core.embeddings import Embeddings
 from langchain_huggingface import HuggingFaceEmbeddings
 
 from crag.app.graphs import ingest_graph
@@ -33,7 +32,7 @@ from crag.vectorstore.ingest import (
 )
 from crag.vectorstore.loaders import LoadedDocument
 from crag.vectorstore.store import count, open_store, retrieve
-from tests.fakes import CountingEmbeddings
+from tests.fakes import CountingEmbeddings, InterruptingEmbeddings
 from tests.hash_embeddings import HashEmbeddings
 
 pytestmark = pytest.mark.integration
@@ -344,24 +343,6 @@ def test_symlink_out_of_the_ingest_root_is_refused(
     direct = ingest_paths([root / "leak.txt", root], store, root=root, progress=False)
     assert [source for source, _ in direct.failed] == [str(root / "leak.txt")]
     assert sorted(direct.skipped) == sorted(report["added"])
-
-
-class InterruptingEmbeddings(Embeddings):
-    """Delegates to the real embedder; the ``interrupt_on``-th batch raises Ctrl-C."""
-
-    def __init__(self, inner: Embeddings, interrupt_on: int) -> None:
-        self.inner = inner
-        self.interrupt_on = interrupt_on
-        self.calls = 0
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        self.calls += 1
-        if self.calls == self.interrupt_on:
-            raise KeyboardInterrupt
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.inner.embed_query(text)
 
 
 def write_big_file(path: Path, paragraphs: int = 12) -> None:
