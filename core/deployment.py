@@ -247,6 +247,12 @@ def _environment_error(error: ValidationError) -> InvalidSettingError:
     )
 
 
+@functools.cache
+def _variable_names() -> tuple[str, ...]:
+    """The environment variables of the deployment settings (``CRAG_<NAME>``)."""
+    return tuple(env_name(name) for name in DeploymentSettings.model_fields)
+
+
 @functools.lru_cache(maxsize=4)
 def _read(environment: tuple[str | None, ...]) -> DeploymentSettings:
     """The settings under one value of the environment (the cache key)."""
@@ -263,8 +269,7 @@ def deployment_settings() -> DeploymentSettings:
     Raises:
         InvalidSettingError: a variable is set to a value of the wrong type or out of bounds.
     """
-    names = [env_name(name) for name in DeploymentSettings.model_fields]
-    return _read(tuple(os.environ.get(name) for name in names))
+    return _read(tuple(os.environ.get(name) for name in _variable_names()))
 
 
 def operator_default(name: str) -> Any:
