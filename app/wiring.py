@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from langchain_core.vectorstores import VectorStore
 
     from crag.evaluator.base import RetrievalEvaluator
+    from crag.generator.endpoint_config import EndpointConfig
     from crag.websearch.base import SearchProvider
 
 logger = logging.getLogger(__name__)
@@ -78,7 +79,15 @@ class DefaultComponents:
     the same model twice.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, endpoint: EndpointConfig | None = None) -> None:
+        """Components for the settings of each run.
+
+        Args:
+            endpoint: The model server of ``endpoint`` specs (generator, rewriter,
+                contextualizer, the ``llm`` evaluator's model); default: the deployment
+                settings ``CRAG_LLM_*``, read when a model is first asked for.
+        """
+        self.endpoint = endpoint
         self._lock = threading.RLock()
         self._stores: dict[StoreKey, VectorStore] = {}
         self._evaluators: dict[int, LockedEvaluator] = {}
@@ -129,6 +138,7 @@ class DefaultComponents:
     def evaluator(self, context: Context) -> RetrievalEvaluator:
         """The evaluator named by ``context.evaluator`` (cached by the registry), serialised."""
         from crag.evaluator.registry import load_evaluator
+        from crag.generator.endpoint import EndpointChatModel
         from crag.vectorstore.embeddings import embedder_lock
 
         with self._lock:
@@ -138,7 +148,10 @@ class DefaultComponents:
                 batch_size=context.evaluator_batch_size,
                 embeddings_name=context.embedder,
                 int8=context.evaluator_int8,
+                endpoint=self.endpoint,
             )
+            if isinstance(getattr(inner, "chat_model", None), EndpointChatModel):
+                return inner  # a model server's requests are bounded by its in-flight limit
             wrapped = self._evaluators.get(id(inner))
             if wrapped is None or wrapped.inner is not inner:
                 name = context.evaluator.strip().lower()
@@ -160,7 +173,10 @@ class DefaultComponents:
 
         with self._lock:
             model = load_chat_model(
-                context.generator, context.max_new_tokens, context.no_repeat_ngram_size
+                context.generator,
+                context.max_new_tokens,
+                context.no_repeat_ngram_size,
+                endpoint=self.endpoint,
             )
             self.apply_batch_size(model, context.generator_batch_size)
             return model

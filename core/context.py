@@ -414,6 +414,8 @@ class Context(Settings):
         metadata={"description": "Pairs scored per forward pass by the evaluator."},
     )
     generator: str = _deployment("generator")
+    rewriter: str = _deployment("rewriter")
+    contextualizer: str = _deployment("contextualizer")
     max_new_tokens: int = field(
         default=128,
         metadata={"description": "Longest answer the generator may write, in tokens."},
@@ -460,8 +462,24 @@ class Context(Settings):
         """
         self.evaluator = check_choice("evaluator", self.evaluator, EVALUATORS)
         check_generator_spec("generator", self.generator)
+        for role in ("rewriter", "contextualizer"):
+            if getattr(self, role).strip():
+                check_generator_spec(role, getattr(self, role))
         if self.evaluator == "llm" and self.evaluator_model.strip():
             check_generator_spec("evaluator_model", self.evaluator_model)
+
+    def for_role(self, role: Literal["rewriter", "contextualizer"]) -> Context:
+        """These settings with ``generator`` set to the model of an LLM role.
+
+        The rewriter and the contextualizer use the generator unless their own setting names
+        another model (``endpoint:small-model``, say). A plain :class:`Context` is built (a
+        served run's constructor refuses the deployment settings ``replace`` would pass on).
+        """
+        spec = getattr(self, role).strip()
+        if not spec or spec == self.generator:
+            return self
+        values = {name: getattr(self, name) for name in self.setting_names()}
+        return Context(**{**values, "generator": spec})
 
     def _threshold_origin(self) -> str:
         """Where an unset threshold's value came from, for the order error (empty if both set)."""

@@ -19,7 +19,7 @@ import functools
 import os
 from typing import Any, Literal, get_args
 
-from pydantic import Field, ValidationError
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from crag.core.setting_checks import ENV_PREFIX, InvalidSettingError, env_name
@@ -93,7 +93,7 @@ class DeploymentSettings(BaseSettings):
     evaluator_model: str = Field(
         "",
         description="Checkpoint path or hub id for 't5' and 'cross-encoder'; a generator spec "
-        "for 'llm' (empty: smollm2); ignored by 'embedding'.",
+        "for 'llm' (empty: smollm2; 'endpoint' for your model server); ignored by 'embedding'.",
     )
     evaluator_int8: bool = Field(
         False,
@@ -103,8 +103,10 @@ class DeploymentSettings(BaseSettings):
     )
     generator: str = Field(
         "smollm2",
-        description="'smollm2' (shipped SmolLM2-135M-Instruct), 'local:/path/to/hf-model', or "
-        "any LangChain chat model as 'provider:model' (e.g. 'openai:gpt-4o-mini').",
+        description="'smollm2' (shipped SmolLM2-135M-Instruct), 'endpoint' (your model server: "
+        "llm_base_url and llm_model; 'endpoint:MODEL' for another of its models), "
+        "'local:/path/to/hf-model', 'gguf:/path/model.gguf', or any LangChain chat model as "
+        "'provider:model' (e.g. 'openai:gpt-4o-mini').",
     )
     no_repeat_ngram_size: int = Field(
         4,
@@ -122,6 +124,63 @@ class DeploymentSettings(BaseSettings):
         "every request is decoded alone, so an answer never depends on what else runs (in "
         "bfloat16 a batched answer can differ in wording from the same prompt decoded alone). "
         "Ignored by API models.",
+    )
+    rewriter: str = Field(
+        "",
+        description="The model that rewrites the question into search keywords (with "
+        "rewrite_for_search): a generator spec; empty: the generator.",
+    )
+    contextualizer: str = Field(
+        "",
+        description="The model that makes a chat follow-up standalone: a generator spec; "
+        "empty: the generator.",
+    )
+    # Your own model server (an OpenAI-compatible endpoint: the 'endpoint' generator spec)
+    llm_base_url: str = Field(
+        "",
+        description="Base URL of an OpenAI-compatible model server, up to its /v1 (Ollama: "
+        "http://localhost:11434/v1, vLLM: http://localhost:8000/v1, llama.cpp: "
+        "http://localhost:8080/v1). The generator spec 'endpoint' (or 'endpoint:MODEL') uses "
+        "it, for any LLM role: generator, rewriter, contextualizer, evaluator_model.",
+    )
+    llm_model: str = Field(
+        "",
+        description="Model name the server knows (what its /v1/models lists; Ollama: "
+        "'llama3.2'), for the spec 'endpoint'; 'endpoint:OTHER' names another one.",
+    )
+    llm_api_key: SecretStr = Field(
+        SecretStr(""),
+        description="API key sent as a bearer token (empty: none; most local servers need "
+        "none). A secret: never in a run's state, notes, errors, logs or the warm server's "
+        "traffic.",
+    )
+    llm_timeout: float = Field(
+        120.0,
+        ge=0.001,
+        description="Seconds one request to the model server may take, from sending it to its "
+        "last token, retries and their waits included.",
+    )
+    llm_max_retries: int = Field(
+        2,
+        ge=0,
+        le=20,
+        description="Retries of a request the server refused for now (429, 503 and other "
+        "5xx: after its Retry-After) or could not be reached, within llm_timeout.",
+    )
+    llm_max_concurrency: int = Field(
+        4,
+        ge=1,
+        le=1024,
+        description="Most requests in flight to the model server at once, from this process "
+        "(the others wait their turn): match the server's parallel slots.",
+    )
+    llm_context_length: int = Field(
+        0,
+        ge=0,
+        description="The served model's context in tokens (prompt and answer), which the "
+        "generator's prompt is fitted to. 0: ask the server (vLLM and llama.cpp say it; "
+        "Ollama does not: set it to Ollama's num_ctx), else only max_knowledge_chars bounds "
+        "the prompt.",
     )
     embedder: str = Field(
         DEFAULT_EMBEDDER,

@@ -29,9 +29,13 @@ class InvalidSettingError(ValueError):
 
 
 GENERATOR_FORMS = (
-    "'smollm2', 'local:/path/to/hf-model', 'gguf:/path/model.gguf' or 'provider:model' "
+    "'smollm2', 'endpoint' or 'endpoint:MODEL' (the model server at CRAG_LLM_BASE_URL), "
+    "'local:/path/to/hf-model', 'gguf:/path/model.gguf' or 'provider:model' "
     "(e.g. 'openai:gpt-4o-mini')"
 )
+
+ENDPOINT_SPEC = "endpoint"
+"""The generator spec of the operator's model server (``endpoint`` or ``endpoint:MODEL``)."""
 """The forms a generator spec takes (:func:`crag.generator.factory.load_chat_model`)."""
 
 _LOCAL_PREFIXES = ("local:", "gguf:")
@@ -58,8 +62,11 @@ def generator_spec_problem(spec: str) -> str | None:
     path holds a model or a remote provider answers is known only when the model is loaded.
     """
     spec = spec.strip()
-    if spec in ("", "smollm2"):
+    if spec in ("", "smollm2", ENDPOINT_SPEC):
         return None
+    if spec.startswith(ENDPOINT_SPEC + ":"):
+        has_model = spec.removeprefix(ENDPOINT_SPEC + ":").strip()
+        return None if has_model else f"must give a model name after '{ENDPOINT_SPEC}:'"
     prefix = next((p for p in _LOCAL_PREFIXES if spec.startswith(p)), None)
     if prefix is not None:
         return None if spec.removeprefix(prefix).strip() else f"must give a path after {prefix!r}"

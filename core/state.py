@@ -177,6 +177,10 @@ class State(ChatOutputState, total=False):
     """Why the web search gave no knowledge, in the words of its note ("web search unavailable:
     ...", "web search found nothing usable for ...", "web search returned 5 results but none
     scored above -0.99"); empty when it gave some, or did not run. ``abstain`` names it."""
+    graded_by: str
+    """The evaluator that scored this run's passages and strips when it is not the configured
+    one: ``embedding`` after the configured evaluator failed (a model server that is down);
+    empty otherwise. Later scoring and the action thresholds follow it."""
     answerable: bool
     """Whether the run's knowledge supports an answer (a strip scores above
     ``abstention_threshold``, or ``abstain_without_knowledge`` is off): written by
@@ -207,6 +211,7 @@ class StateUpdate(TypedDict, total=False):
     external_knowledge: list[KnowledgeStrip]
     input_notes: list[str]
     web_reason: str
+    graded_by: str
     answerable: bool
 
 

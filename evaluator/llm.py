@@ -26,12 +26,16 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from crag.evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
+from crag.generator.reply_cap import reply_cap
 from crag.prompts.evaluator import EVALUATOR_ANSWERS, evaluator_prompt
 
 logger = logging.getLogger(__name__)
 
 TOP_LOGPROBS = 5
 """Alternatives per token asked of chat models with OpenAI-style log-probabilities."""
+
+ANSWER_TOKENS = 8
+"""Longest yes/no answer asked of a model that reads it as text (a model server's)."""
 
 _ANSWER = re.compile(r"^\W*(?:answer\W*)?(yes|no)\b", re.IGNORECASE)
 
@@ -145,6 +149,7 @@ class LLMEvaluator(BatchedEvaluator):
         return f"LLMEvaluator({type(self.chat_model).__name__}, name={self.name!r})"
 
     def _ask(self, messages: list[BaseMessage], **bind: Any) -> BaseMessage:
+        bind = {**reply_cap(self.chat_model, ANSWER_TOKENS), **bind}
         model: Any = self.chat_model.bind(**bind) if bind else self.chat_model
         reply: BaseMessage = model.invoke(messages)
         return reply

@@ -10,9 +10,12 @@ from __future__ import annotations
 import logging
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crag.evaluator.base import EvaluatorError, RetrievalEvaluator
+
+if TYPE_CHECKING:
+    from crag.generator.endpoint_config import EndpointConfig
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +59,7 @@ def load_evaluator(
     batch_size: int = 32,
     embeddings_name: str = DEFAULT_EMBEDDINGS,
     int8: bool = False,
+    endpoint: EndpointConfig | None = None,
 ) -> RetrievalEvaluator:
     """Return the evaluator ``name``, loading it on first use.
 
@@ -76,6 +80,8 @@ def load_evaluator(
             on the CPU (faster; scores drift slightly; refused on CUDA). An int8 and a float
             evaluator of the same checkpoint are cached apart. Ignored by ``"embedding"`` and
             ``"llm"``.
+        endpoint: For ``"llm"`` with an ``endpoint`` spec: the model server (default: the
+            deployment settings, ``CRAG_LLM_*``). Ignored by the others.
 
     Returns:
         The evaluator.
@@ -92,8 +98,19 @@ def load_evaluator(
         embedder = embeddings_name if key == "cross-encoder" else ""
         return _load_cached(key, _checkpoint(key, model), batch_size, embedder, int8)
     if key == "llm":
-        return _load_cached(key, model.strip() or DEFAULT_LLM, 0, "", False)
+        spec = model.strip() or DEFAULT_LLM
+        return _load_cached(key, spec, 0, "", False, _endpoint_of(spec, endpoint))
     return _load_cached(key, "", 0, embeddings_name, False)
+
+
+def _endpoint_of(spec: str, endpoint: EndpointConfig | None) -> EndpointConfig | None:
+    """The model server an ``endpoint`` spec uses (part of the cache key); else ``None``."""
+    from crag.core.setting_checks import ENDPOINT_SPEC
+    from crag.generator.endpoint_config import EndpointConfig
+
+    if spec != ENDPOINT_SPEC and not spec.startswith(ENDPOINT_SPEC + ":"):
+        return None
+    return endpoint or EndpointConfig.from_settings()
 
 
 def clear_evaluator_cache() -> None:
@@ -103,7 +120,12 @@ def clear_evaluator_cache() -> None:
 
 @lru_cache(maxsize=8)
 def _load_cached(
-    name: str, model: str, batch_size: int, embeddings_name: str, int8: bool
+    name: str,
+    model: str,
+    batch_size: int,
+    embeddings_name: str,
+    int8: bool,
+    endpoint: EndpointConfig | None = None,
 ) -> RetrievalEvaluator:
     if name == "t5":
         from crag.evaluator.t5 import T5Evaluator
@@ -133,7 +155,7 @@ def _load_cached(
         from crag.generator.factory import load_chat_model
 
         try:
-            chat_model = load_chat_model(model)
+            chat_model = load_chat_model(model, endpoint=endpoint)
         except Exception as exc:
             raise EvaluatorError(
                 f"the llm evaluator could not load the chat model {model!r}: {exc}"

@@ -7,20 +7,25 @@ import logging
 
 from langchain_core.language_models import BaseChatModel
 
-from crag.core.setting_checks import generator_spec_problem
+from crag.core.setting_checks import ENDPOINT_SPEC, generator_spec_problem
+from crag.generator.endpoint_config import EndpointConfig, endpoint_for_spec
 from crag.generator.repetition import DEFAULT_NGRAM
 
 logger = logging.getLogger(__name__)
 
 
-@functools.lru_cache(maxsize=4)
 def load_chat_model(
-    spec: str, max_new_tokens: int = 128, no_repeat_ngram_size: int = DEFAULT_NGRAM
+    spec: str,
+    max_new_tokens: int = 128,
+    no_repeat_ngram_size: int = DEFAULT_NGRAM,
+    endpoint: EndpointConfig | None = None,
 ) -> BaseChatModel:
-    """Load the chat model named by ``spec``.
+    """Load the chat model named by ``spec`` (once per process for the same arguments).
 
     Args:
-        spec: ``"smollm2"`` (shipped default), ``"local:/path"`` (a transformers folder with a
+        spec: ``"smollm2"`` (shipped default), ``"endpoint"`` or ``"endpoint:MODEL"`` (the
+            operator's OpenAI-compatible model server: :mod:`crag.generator.endpoint`),
+            ``"local:/path"`` (a transformers folder with a
             chat template), ``"gguf:/path/model.gguf"`` (a GGUF chat model, converted once to
             a transformers folder under the cache: :mod:`crag.generator.gguf`) or
             ``"provider:model"`` for any LangChain chat model (``init_chat_model``; e.g.
@@ -28,13 +33,37 @@ def load_chat_model(
         max_new_tokens: Longest answer, in tokens.
         no_repeat_ngram_size: Local models: a reply never repeats an n-gram of its own tokens
             this long (:mod:`crag.generator.repetition`; 0: off). API models: not applied.
-    """
-    from crag.generator.local import LocalChatModel
+        endpoint: The model server of ``endpoint`` specs; default: the deployment settings
+            (``CRAG_LLM_*``).
 
+    Raises:
+        ValueError: A spec of no known form.
+        EndpointError: An ``endpoint`` spec without a server or model configured.
+    """
     spec = spec.strip()
     problem = generator_spec_problem(spec)  # the check the settings make when they are built
     if problem is not None:
         raise ValueError(f"generator {spec!r} not understood: it {problem}")
+    if spec == ENDPOINT_SPEC or spec.startswith(ENDPOINT_SPEC + ":"):
+        config = endpoint_for_spec(spec, endpoint)
+        return _endpoint_model(config, max_new_tokens)
+    return _chat_model(spec, max_new_tokens, no_repeat_ngram_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _endpoint_model(config: EndpointConfig, max_new_tokens: int) -> BaseChatModel:
+    """One chat model per endpoint, model and answer length."""
+    from crag.generator.endpoint import EndpointChatModel
+
+    logger.info("chat model %r on the model server %s", config.model, config.where)
+    return EndpointChatModel.for_endpoint(config, max_new_tokens)
+
+
+@functools.lru_cache(maxsize=4)
+def _chat_model(spec: str, max_new_tokens: int, no_repeat_ngram_size: int) -> BaseChatModel:
+    """A local model, or one ``init_chat_model`` makes (``provider:model``)."""
+    from crag.generator.local import LocalChatModel
+
     folder = _local_model_folder(spec)
     if folder is not None:
         return LocalChatModel(

@@ -21,7 +21,7 @@ import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -129,6 +129,8 @@ class LocalChatModel(BaseChatModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
+    takes_max_new_tokens: ClassVar[bool] = True
+    """A call may cap its reply with ``max_new_tokens`` (:mod:`crag.generator.reply_cap`)."""
     model_path: str
     """Directory holding a transformers model and tokenizer with a chat template."""
     max_new_tokens: int = 128

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
@@ -29,6 +30,7 @@ from crag.core.context import Context
 from crag.core.progress import emit
 from crag.core.state import State, StateUpdate
 from crag.core.validation import validate_question
+from crag.generator.reply_cap import reply_cap
 from crag.knowledge.conversation import (
     History,
     Turn,
@@ -138,22 +140,33 @@ def fallback_question(follow_up: str, turns: Sequence[Turn], max_chars: int) -> 
     return question if len(question) <= max_chars else follow_up
 
 
+class Rewrite(NamedTuple):
+    """The standalone question, whether the fallback made it, and why (a failure) if so."""
+
+    question: str
+    fallback: bool
+    failure: str = ""
+
+
 def _rewrite(
     question: str, turns: Sequence[Turn], context: Context, components: Components
-) -> tuple[str, bool]:
-    """Ask the generator; returns the standalone question and whether the fallback was used."""
-    model = components.chat_model(context).with_config(tags=[TAG_NOSTREAM])
+) -> Rewrite:
+    """Ask the contextualizer's model (the generator unless set) for a standalone question."""
     prompt = contextualize_turns([(t.question, t.answer) for t in turns], question)
     raw = ""
+    failure = ""
     try:
-        raw = model.invoke(prompt, max_new_tokens=REWRITE_TOKENS).text
+        model = components.chat_model(context.for_role("contextualizer"))
+        quiet = model.with_config(tags=[TAG_NOSTREAM])
+        raw = quiet.invoke(prompt, **reply_cap(model, REWRITE_TOKENS)).text
     except Exception as exc:  # noqa: BLE001 - any provider error: the fallback runs
         logger.warning("contextualizing the follow-up failed: %s", exc)
+        failure = str(exc)
     rewritten = usable_rewrite(raw, question, turns, context.max_question_chars)
     if rewritten is not None:
-        return rewritten, False
+        return Rewrite(rewritten, False)
     logger.info("unusable standalone question %r; falling back to key words", raw)
-    return fallback_question(question, turns, context.max_question_chars), True
+    return Rewrite(fallback_question(question, turns, context.max_question_chars), True, failure)
 
 
 def history_note(history: History, context: Context) -> str | None:
@@ -194,9 +207,15 @@ def contextualize(state: State, runtime: Runtime[Context], components: Component
         emit(runtime, "contextualize", "unchanged", turns=len(every_turn))
         return {**update, "question": question, "standalone_question": question}
     emit(runtime, "contextualize", "rewriting", turns=len(turns))
-    standalone, fallback = _rewrite(question, turns, context, components)
+    standalone, fallback, failure = _rewrite(question, turns, context, components)
     logger.info("standalone question: %r (fallback: %s)", standalone, fallback)
     emit(runtime, "contextualize", "rewritten", question=standalone, fallback=fallback)
+    if failure:
+        update["input_notes"] = [
+            *update["input_notes"],
+            f"the contextualizer failed ({failure}); the follow-up was completed with the "
+            f"earlier turn's key words: {standalone!r}",
+        ]
     return {**update, "question": standalone, "standalone_question": standalone}
 
 

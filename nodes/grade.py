@@ -8,27 +8,31 @@ from crag.core.context import Context
 from crag.core.progress import emit
 from crag.core.state import RetrievedPassage, State, StateUpdate
 from crag.nodes.components import Components
+from crag.nodes.scoring import score_or_fall_back
 
 
 def grade(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
-    """Score all retrieved passages against the question in one batched evaluator call."""
+    """Score all retrieved passages against the question in one batched evaluator call.
+
+    If the evaluator fails, the embedding evaluator scores instead (:mod:`crag.nodes.scoring`):
+    ``graded_by`` and a note say so.
+    """
     documents = state.get("documents", [])
     if not documents:
         emit(runtime, "grade", "scored", passages=0, best=None)
         return {"documents": []}
-    evaluator = components.evaluator(runtime.context)
-    emit(
-        runtime,
-        "grade",
-        "scoring",
-        passages=len(documents),
-        evaluator=getattr(evaluator, "name", "unknown"),
+    emit(runtime, "grade", "scoring", passages=len(documents), evaluator=runtime.context.evaluator)
+    texts = [d["text"] for d in documents]
+    scores, scoring, notes = score_or_fall_back(
+        state, runtime.context, components, lambda e: e.score(state["question"], texts)
     )
-    scores = evaluator.score(state["question"], [d["text"] for d in documents])
+    update: StateUpdate = {}
+    if scoring.evaluator != runtime.context.evaluator:
+        update = {"graded_by": scoring.evaluator, "notes": notes}
     graded: list[RetrievedPassage] = [
         {**doc, "score": round(float(score), 4)}
         for doc, score in zip(documents, scores, strict=True)
     ]
     best = max(round(float(score), 4) for score in scores)
     emit(runtime, "grade", "scored", passages=len(graded), best=best)
-    return {"documents": graded}
+    return {**update, "documents": graded}

@@ -13,6 +13,7 @@ from crag.evaluator.base import score_strips
 from crag.knowledge.selection import best_passage_whole, select_top
 from crag.knowledge.strips import as_internal_knowledge, decompose, internal_strip
 from crag.nodes.components import Components
+from crag.nodes.scoring import score_or_fall_back, scoring_context
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ def refine(state: State, runtime: Runtime[Context], components: Components) -> S
     ``best_passage_whole`` the passage of the best strip replaces its kept strips, whole.
     """
     context = runtime.context
-    _, lower = context.action_thresholds()
+    _, lower = scoring_context(state, context).action_thresholds()
     relevant = [d for d in state.get("documents", []) if d["score"] is None or d["score"] >= lower]
     if not context.refine_knowledge:
         return _whole_passages(relevant, runtime)
@@ -41,10 +42,14 @@ def refine(state: State, runtime: Runtime[Context], components: Components) -> S
     if not candidates:
         emit(runtime, "refine", "filtered", passages=len(relevant), strips=0, kept=0)
         return {"internal_knowledge": [], "notes": ["no retrieved passage was kept for refinement"]}
-    evaluator = components.evaluator(context)
     emit(runtime, "refine", "scoring", passages=len(relevant), strips=len(candidates))
     texts = [c[0] for c in candidates]
-    scores = score_strips(evaluator, state["question"], texts, by=context.strip_scoring)
+    scores, _, notes = score_or_fall_back(
+        state,
+        context,
+        components,
+        lambda e: score_strips(e, state["question"], texts, by=context.strip_scoring),
+    )
     strips = [
         internal_strip(text, doc, score)
         for (text, doc), score in zip(candidates, scores, strict=True)
@@ -58,9 +63,11 @@ def refine(state: State, runtime: Runtime[Context], components: Components) -> S
         "refine: %d strips from %d passages, kept %d", len(strips), len(relevant), len(kept)
     )
     emit(runtime, "refine", "filtered", passages=len(relevant), strips=len(strips), kept=len(kept))
-    update: StateUpdate = {"internal_knowledge": kept}
     if not kept:
-        update["notes"] = [f"refinement kept no strip: none scored above {context.strip_threshold}"]
+        notes.append(f"refinement kept no strip: none scored above {context.strip_threshold}")
+    update: StateUpdate = {"internal_knowledge": kept}
+    if notes:
+        update["notes"] = notes
     return update
 
 

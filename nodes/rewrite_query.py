@@ -9,11 +9,15 @@ from langgraph.runtime import Runtime
 from crag.core.context import Context
 from crag.core.progress import emit
 from crag.core.state import State, StateUpdate
+from crag.generator.reply_cap import reply_cap
 from crag.nodes.components import Components
 from crag.prompts.rewrite import rewrite_turns
 from crag.websearch.keywords import clean_query, fallback_keywords
 
 logger = logging.getLogger(__name__)
+
+REWRITE_TOKENS = 24
+"""Longest keyword query, in tokens (at most three keywords)."""
 
 
 def rewrite_query(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
@@ -32,21 +36,23 @@ def rewrite_query(state: State, runtime: Runtime[Context], components: Component
     if not context.rewrite_for_search:
         emit(runtime, "rewrite_query", "rewritten", query=question, fallback=False)
         return {"search_query": question}
-    model = components.chat_model(context)
     raw = ""
+    failure = ""
     emit(runtime, "rewrite_query", "rewriting")
     try:
-        reply = model.invoke(rewrite_turns(question), max_new_tokens=24)
+        model = components.chat_model(context.for_role("rewriter"))
+        reply = model.invoke(rewrite_turns(question), **reply_cap(model, REWRITE_TOKENS))
         raw = reply.text
     except Exception as exc:  # noqa: BLE001 - any provider error: the fallback runs
         logger.warning("query rewriting failed: %s", exc)
+        failure = f" (the rewriter failed: {exc})"
     query = clean_query(raw, question=question)
     if query is None:
         query = fallback_keywords(question)
         emit(runtime, "rewrite_query", "rewritten", query=query, fallback=True)
         return {
             "search_query": query,
-            "notes": [f"query rewriting gave no usable keywords; searched for {query!r}"],
+            "notes": [f"query rewriting gave no usable keywords{failure}; searched for {query!r}"],
         }
     emit(runtime, "rewrite_query", "rewritten", query=query, fallback=False)
     return {"search_query": query}

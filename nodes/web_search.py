@@ -14,6 +14,7 @@ from crag.evaluator.base import RetrievalEvaluator, score_strips
 from crag.knowledge.selection import select_top
 from crag.knowledge.strips import decompose
 from crag.nodes.components import Components
+from crag.nodes.scoring import score_or_fall_back
 from crag.websearch.base import SearchResult, SearchUnavailableError
 from crag.websearch.ranking import rank_results, wikipedia_query
 from crag.websearch.reader import ReaderOptions, WebPassage, WebReading, cached_search, read_results
@@ -68,7 +69,7 @@ def web_search(state: State, runtime: Runtime[Context], components: Components) 
         reason = f"web search found nothing usable for {query!r}{only}"
         return {"external_knowledge": [], "notes": [reason], "web_reason": reason}
     reading = _read(runtime, results)
-    update = _select(components, state["question"], reading, context, query)
+    update = _select(state, components, state["question"], reading, context, query)
     emit(
         runtime,
         "web_search",
@@ -118,7 +119,12 @@ def _read(runtime: Runtime[Context], results: list[SearchResult]) -> WebReading:
 
 
 def _select(
-    components: Components, question: str, reading: WebReading, context: Context, query: str
+    state: State,
+    components: Components,
+    question: str,
+    reading: WebReading,
+    context: Context,
+    query: str,
 ) -> StateUpdate:
     """Score every passage in one batch and keep the best (the paper's filter step).
 
@@ -138,7 +144,8 @@ def _select(
             for p in passages[: context.strips_kept]
         ]
     else:
-        kept = _best(components.evaluator(context), question, passages, context)
+        kept, fallback_notes = _best(state, components, question, passages, context)
+        notes.extend(fallback_notes)
     update: StateUpdate = {"external_knowledge": kept}
     if not kept and context.select_web_knowledge:
         what = "paragraphs and snippets" if any(p.from_page for p in passages) else "results"
@@ -154,16 +161,19 @@ def _select(
 
 
 def _best(
-    evaluator: RetrievalEvaluator,
+    state: State,
+    components: Components,
     question: str,
     passages: Sequence[WebPassage],
     context: Context,
-) -> list[KnowledgeStrip]:
+) -> tuple[list[KnowledgeStrip], list[str]]:
     """Score every passage or strip in one evaluator call; keep the best (maybe none).
 
     With ``refine_web_knowledge`` on, each paragraph is first decomposed into strips (under its
     page title) exactly as retrieved passages are, and the strips are scored as refinement
-    scores them; the kept strips stay in page, paragraph and sentence order.
+    scores them; the kept strips stay in page, paragraph and sentence order. A failing
+    evaluator is replaced by the embedding one (:mod:`crag.nodes.scoring`; the update's note
+    says so).
     """
     candidates: list[tuple[str, str]] = [(p.text, p.source) for p in passages]
     if context.refine_web_knowledge:
@@ -173,10 +183,13 @@ def _best(
             for strip in decompose(p.text, context.strip_mode, context.strip_size)
         ]
     texts = [text for text, _ in candidates]
-    if context.refine_web_knowledge:
-        scores = score_strips(evaluator, question, texts, by=context.strip_scoring)
-    else:
-        scores = evaluator.score(question, texts)
+
+    def score(evaluator: RetrievalEvaluator) -> list[float]:
+        if context.refine_web_knowledge:
+            return score_strips(evaluator, question, texts, by=context.strip_scoring)
+        return evaluator.score(question, texts)
+
+    scores, _, notes = score_or_fall_back(state, context, components, score)
     strips: list[KnowledgeStrip] = [
         {
             "text": text,
@@ -187,6 +200,7 @@ def _best(
         }
         for (text, source), score in zip(candidates, scores, strict=True)
     ]
-    return select_top(
+    kept = select_top(
         strips, scores, context.strips_kept, context.strip_threshold, context.strip_margin
     )
+    return kept, notes
