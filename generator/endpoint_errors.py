@@ -162,11 +162,12 @@ def describe_status(
     if status in RETRY_STATUSES:
         after = retry_after(exc)
         asked = f", asked to retry after {after:g} s" if after is not None else ""
+        what = "is busy" if status in (429, 503) else "failed"
         return EndpointError(
-            f"{where} is busy (HTTP {status}{asked}): gave up after {tries} "
+            f"{where} {what} (HTTP {status}{asked}): gave up after {tries} "
             f"{'try' if tries == 1 else 'tries'} in {waited:.1f} s (CRAG_LLM_TIMEOUT "
-            f"{config.timeout:g} s, CRAG_LLM_MAX_RETRIES {config.max_retries})",
-            "busy",
+            f"{config.timeout:g} s, CRAG_LLM_MAX_RETRIES {config.max_retries}): {said}",
+            "busy" if status in (429, 503) else "server",
         )
     return EndpointError(f"{where} answered HTTP {status}: {said}", "server")
 
@@ -223,13 +224,20 @@ def describe(
         if _closed_early(exc):
             return EndpointError(f"{where} closed the connection before answering", "disconnected")
         return EndpointError(f"{where} {_cause_words(exc)}", "unreachable")
-    if isinstance(exc, json.JSONDecodeError | openai.APIResponseValidationError) or _bad_reply(exc):
-        return EndpointError(
-            f"{where} sent a reply that is not the JSON of a chat completion: "
-            f"{snippet(redact(str(exc), config))}",
-            "malformed",
-        )
+    if isinstance(exc, json.JSONDecodeError):
+        return malformed(config, f"{snippet(redact(exc.doc, config))!r}")
+    if isinstance(exc, openai.APIResponseValidationError) or _bad_reply(exc):
+        return malformed(config, snippet(redact(str(exc), config)))
     return EndpointError(f"{where} failed: {snippet(redact(str(exc), config))}", "server")
+
+
+def malformed(config: EndpointConfig, what: str) -> EndpointError:
+    """The error for a reply that is not a chat completion (``what``: what came instead)."""
+    return EndpointError(
+        f"the model server {config.where} sent a reply that is not the JSON of a chat "
+        f"completion: {what}",
+        "malformed",
+    )
 
 
 def _closed_early(exc: BaseException) -> bool:
@@ -246,10 +254,3 @@ def _closed_early(exc: BaseException) -> bool:
 def _bad_reply(exc: BaseException) -> bool:
     """Whether parsing the reply failed: not JSON, or JSON of another shape."""
     return isinstance(exc, AttributeError | KeyError | TypeError | ValueError)
-
-
-def reply_problem(reply: Any) -> str | None:
-    """What is wrong with a parsed reply that should be a chat completion; ``None``: nothing."""
-    if isinstance(reply, str | bytes):
-        return f"not JSON: {snippet(reply if isinstance(reply, str) else repr(reply))!r}"
-    return None

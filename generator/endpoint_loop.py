@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from crag.core.cancellation import RunCancelledError, current_token
 from crag.generator.endpoint_config import EndpointConfig, EndpointError
-from crag.generator.endpoint_errors import describe, retry_delay
+from crag.generator.endpoint_errors import describe, malformed, retry_delay
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +195,7 @@ async def stream(
                     first = await anext(items)
                 break
             except StopAsyncIteration:
-                return
+                raise malformed(config, "an empty stream (no server-sent events)") from None
             except TimeoutError:
                 raise describe(TimeoutError(), config) from None
             except EndpointError:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 from crag.core.context import Context, IngestContext
-from crag.core.setting_checks import ENV_PREFIX, Settings
+from crag.core.setting_checks import ENV_PREFIX, Settings, env_name
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "docs" / "configuration.md"
@@ -177,6 +177,33 @@ def deployment_table(cls: type[Settings]) -> list[str]:
     return lines
 
 
+ENDPOINT_PREAMBLE = """\
+Read from the environment only (never per run, nor from `crag ask --set`): where the
+operator's OpenAI-compatible model server is, for the generator spec `endpoint` (or
+`endpoint:MODEL`), which any LLM role may use (`generator`, `rewriter`, `contextualizer`,
+`evaluator_model`). Python callers may pass them where the components are built instead
+(`DefaultComponents(endpoint=EndpointConfig(...))`). See [models.md](models.md)."""
+
+
+def endpoint_table() -> list[str]:
+    """The deployment settings of the model server (``llm_*``: in no settings class)."""
+    from crag.core.deployment import DeploymentSettings
+
+    lines = [
+        "| setting | environment variable | default | meaning |",
+        "|---|---|---|---|",
+    ]
+    for name, info in DeploymentSettings.model_fields.items():
+        if not name.startswith("llm_"):
+            continue
+        default = info.default
+        shown = '`""`' if name == "llm_api_key" else shown_value(default)
+        lines.append(
+            f"| `{name}` | `{env_name(name)}` | {shown} | {_cell(info.description or '')} |"
+        )
+    return lines
+
+
 def render() -> str:
     """The whole page."""
     parts = [PREAMBLE]
@@ -185,6 +212,7 @@ def render() -> str:
         parts += [*per_run_table(cls), ""]
         parts += ["### Deployment settings", ""]
         parts += [*deployment_table(cls), ""]
+    parts += ["## Your model server", "", ENDPOINT_PREAMBLE, "", *endpoint_table(), ""]
     return "\n".join(parts).rstrip("\n") + "\n"
 
 
