@@ -591,6 +591,7 @@ def run_command(args: argparse.Namespace, prog: str, *, reconfigure_logging: boo
     setup_logging(args.verbose, force=reconfigure_logging)
     from crag.core.validation import InvalidQuestionError
     from crag.evaluator.base import EvaluatorError
+    from crag.generator.endpoint_config import EndpointError
     from crag.vectorstore.store import StoreError
 
     try:
@@ -599,6 +600,7 @@ def run_command(args: argparse.Namespace, prog: str, *, reconfigure_logging: boo
         InvalidQuestionError,
         StoreError,
         EvaluatorError,
+        EndpointError,
         ThreadsDatabaseError,
         ValueError,
     ) as exc:

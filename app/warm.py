@@ -19,6 +19,7 @@ in-process. Commands run one at a time, in the server's main thread.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -56,10 +57,22 @@ def socket_path() -> Path:
     return Path(configured or DEFAULT_SOCKET).expanduser().absolute()
 
 
+SECRET_VARIABLES = frozenset({"CRAG_LLM_API_KEY"})
+"""Variables whose value never crosses the socket: only a digest of it does."""
+
+
 def deployment_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The ``CRAG_*`` variables: a server answers only clients that agree with it on them."""
+    """The ``CRAG_*`` variables: a server answers only clients that agree with it on them.
+
+    A secret (:data:`SECRET_VARIABLES`) is compared by its SHA-256 digest: the server uses its
+    own environment's key, and the key itself never travels.
+    """
     source = os.environ if environ is None else environ
-    return {k: v for k, v in source.items() if k.startswith("CRAG_") and k != SOCKET_ENV}
+    return {
+        k: f"sha256:{hashlib.sha256(v.encode()).hexdigest()}" if k in SECRET_VARIABLES else v
+        for k, v in source.items()
+        if k.startswith("CRAG_") and k != SOCKET_ENV
+    }
 
 
 def _send(conn: socket.socket, message: Mapping[str, Any]) -> None:

@@ -11,7 +11,6 @@ import email.utils
 import json
 import re
 import time
-from typing import Any
 
 from crag.generator.endpoint_config import EndpointConfig, EndpointError
 

@@ -538,6 +538,8 @@ ATTEMPTS: dict[str, Any] = {
     "evaluator_model": "/tmp/some-checkpoint",
     "evaluator_int8": True,
     "generator": "local:/tmp/some-model",
+    "rewriter": "endpoint:some-model",
+    "contextualizer": "endpoint:some-model",
     "no_repeat_ngram_size": 0,
     "generator_batch_size": 128,
     "search_provider": "duckduckgo",
