@@ -57,6 +57,18 @@ class LockedEvaluator:
         return getattr(self.inner, name)
 
 
+def name_is_llm(context: Context) -> bool:
+    """Whether the run's evaluator is the ``llm`` one (whose model may be a server's)."""
+    return context.evaluator.strip().lower() == "llm"
+
+
+def on_endpoint(evaluator: RetrievalEvaluator) -> bool:
+    """Whether ``evaluator`` asks a model server (no process-wide lock: its in-flight limit)."""
+    from crag.generator.endpoint import EndpointChatModel
+
+    return isinstance(getattr(evaluator, "chat_model", None), EndpointChatModel)
+
+
 def store_key(context: Context) -> StoreKey:
     """The settings that identify one opened store (the collection: the one the run searches)."""
     return (
@@ -138,7 +150,6 @@ class DefaultComponents:
     def evaluator(self, context: Context) -> RetrievalEvaluator:
         """The evaluator named by ``context.evaluator`` (cached by the registry), serialised."""
         from crag.evaluator.registry import load_evaluator
-        from crag.generator.endpoint import EndpointChatModel
         from crag.vectorstore.embeddings import embedder_lock
 
         with self._lock:
@@ -150,7 +161,7 @@ class DefaultComponents:
                 int8=context.evaluator_int8,
                 endpoint=self.endpoint,
             )
-            if isinstance(getattr(inner, "chat_model", None), EndpointChatModel):
+            if name_is_llm(context) and on_endpoint(inner):
                 return inner  # a model server's requests are bounded by its in-flight limit
             wrapped = self._evaluators.get(id(inner))
             if wrapped is None or wrapped.inner is not inner:
