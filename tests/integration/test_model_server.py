@@ -261,3 +261,38 @@ def test_the_served_graph_answers_eight_runs_at_once_through_the_server(
     assert all("Leonardo" in (run.answer or "") for run in report.concurrent)
     assert requests_seen(server) >= before + 9  # the sequential run and the eight at once
     assert "CRAG_LLM_API_KEY" not in os.environ  # nothing here needed a key
+
+
+# -- failing roles degrade, and the run says so ----------------------------------------------------
+
+
+def test_a_failing_llm_evaluator_falls_back_to_the_embedding_one(
+    on_server: ModelServer, store: Path, down: WebsearchServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRAG_EVALUATOR", "llm")
+    monkeypatch.setenv("CRAG_EVALUATOR_MODEL", "endpoint:no-such-model")
+    graph = build_graph(DefaultComponents())
+    out = graph.invoke({"question": MONA}, context=settings(store, down))
+    failed = [note for note in out["notes"] if "the llm evaluator failed" in note]
+    assert failed and "scored with the embedding evaluator instead" in failed[0]
+    assert "has no model 'no-such-model'" in failed[0]
+    assert out["action"] == "correct"  # by the embedding evaluator's thresholds
+    assert all(d["score"] is not None for d in out["documents"])
+    assert "Leonardo" in out["answer"]
+
+
+def test_a_failing_rewriter_and_contextualizer_leave_a_note(
+    on_server: ModelServer, store: Path, down: WebsearchServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRAG_REWRITER", "endpoint:no-such-model")
+    monkeypatch.setenv("CRAG_CONTEXTUALIZER", "endpoint:no-such-model")
+    graph = build_graph(DefaultComponents(), checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "failing-roles"}}
+    graph.invoke({"question": MONA}, thread, context=settings(store, down))
+    context = settings(store, down, force_action="incorrect", rewrite_for_search=True)
+    out = graph.invoke({"question": "Where is it displayed?"}, thread, context=context)
+    notes = " | ".join(out["notes"])
+    assert "the contextualizer failed (the model server" in notes
+    assert "the rewriter failed: the model server" in notes
+    assert "has no model 'no-such-model'" in notes
+    assert out["standalone_question"] != "Where is it displayed?"  # the key-word fallback

@@ -162,3 +162,19 @@ def test_max_new_tokens_is_sent_as_max_tokens() -> None:
         model_on(server).invoke(QUESTION, max_new_tokens=3)
     assert server.requests[0]["max_tokens"] == 3
     assert "max_new_tokens" not in server.requests[0]
+
+
+def test_the_prompt_is_fitted_to_the_servers_context() -> None:
+    from crag.core.context import Context
+    from crag.nodes.generate import bounded_knowledge
+
+    knowledge = [
+        {"text": f"Fact {n}: " + "word " * 200, "source": f"s{n}", "chunk": 0,
+         "origin": "internal", "score": 1.0 - n / 10}
+        for n in range(5)
+    ]  # fmt: skip
+    with FakeModelServer(models=[{"id": "fake", "max_model_len": 1024}]) as server:
+        model = model_on(server)
+        kept, notes = bounded_knowledge(knowledge, model, Context(max_new_tokens=64), "Why?")  # type: ignore[arg-type]
+    assert 0 < len(kept) < len(knowledge)
+    assert "the generator's context of 1,024 tokens, 64 kept for the answer" in notes[0]

@@ -430,7 +430,7 @@ def test_registry_llm_uses_the_generator_factory(
     asked: list[str] = []
     chat = _scripted({}, default="Yes")
 
-    def fake_load(spec: str, max_new_tokens: int = 128) -> BaseChatModel:
+    def fake_load(spec: str, max_new_tokens: int = 128, **_: object) -> BaseChatModel:
         asked.append(spec)
         return chat
 

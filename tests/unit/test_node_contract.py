@@ -55,6 +55,7 @@ def test_the_reset_is_the_empty_value_of_each_field() -> None:
         "search_query": "",
         "external_knowledge": [],
         "web_reason": "",
+        "graded_by": "",
         "answerable": False,
     }
     notes = first["notes"]

@@ -327,7 +327,8 @@ def test_the_evaluator_names_match_the_registry() -> None:
     [
         ("evaluator=gpt9", "setting evaluator must be one of 'embedding', 't5', 'cross-encoder', "
          "'llm', not 'gpt9'"),
-        ("generator=nonsense", "setting generator must be 'smollm2', 'local:/path/to/hf-model', "
+        ("generator=nonsense", "setting generator must be 'smollm2', 'endpoint' or "
+         "'endpoint:MODEL' (the model server at CRAG_LLM_BASE_URL), 'local:/path/to/hf-model', "
          "'gguf:/path/model.gguf' or 'provider:model' (e.g. 'openai:gpt-4o-mini'), not "
          "'nonsense'"),
     ],
@@ -365,6 +366,7 @@ def test_well_formed_generator_specs_pass(spec: str) -> None:
         ("nonsense", "must be 'smollm2'"),
         ("local:", "must give a path after 'local:'"),
         ("gguf:  ", "must give a path after 'gguf:'"),
+        ("endpoint: ", "must give a model name after 'endpoint:'"),
         ("openai:", "must be 'smollm2'"),
         (":gpt-4o", "must be 'smollm2'"),
         ("wizard:gpt9", "names the unknown provider 'wizard'; known providers: "),

@@ -40,6 +40,8 @@ CONTEXT_DEPLOYMENT = {
     "evaluator_model",
     "evaluator_int8",
     "generator",
+    "rewriter",
+    "contextualizer",
     "no_repeat_ngram_size",
     "generator_batch_size",
     "search_provider",
