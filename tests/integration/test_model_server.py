@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
 from crag.app.cli import main
@@ -115,9 +116,10 @@ def test_tokens_stream_from_the_server_as_they_arrive(
 ) -> None:
     graph = build_graph(DefaultComponents())
     chunks: list[str] = []
-    for message, metadata in graph.stream(
+    stream: Any = graph.stream(
         {"question": MONA}, context=settings(store, down), stream_mode="messages"
-    ):
+    )
+    for message, metadata in stream:
         if metadata.get("langgraph_node") == "generate" and message.text:
             chunks.append(message.text)
     assert len(chunks) >= 3, chunks
@@ -128,7 +130,7 @@ def test_the_contextualizer_runs_on_the_server(
     on_server: ModelServer, store: Path, down: WebsearchServer
 ) -> None:
     graph = build_graph(DefaultComponents(), checkpointer=InMemorySaver())
-    thread = {"configurable": {"thread_id": "follow-up"}}
+    thread: RunnableConfig = {"configurable": {"thread_id": "follow-up"}}
     context = settings(store, down)
     graph.invoke({"question": MONA}, thread, context=context)
     before = requests_seen(on_server)
@@ -287,7 +289,7 @@ def test_a_failing_rewriter_and_contextualizer_leave_a_note(
     monkeypatch.setenv("CRAG_REWRITER", "endpoint:no-such-model")
     monkeypatch.setenv("CRAG_CONTEXTUALIZER", "endpoint:no-such-model")
     graph = build_graph(DefaultComponents(), checkpointer=InMemorySaver())
-    thread = {"configurable": {"thread_id": "failing-roles"}}
+    thread: RunnableConfig = {"configurable": {"thread_id": "failing-roles"}}
     graph.invoke({"question": MONA}, thread, context=settings(store, down))
     context = settings(store, down, force_action="incorrect", rewrite_for_search=True)
     out = graph.invoke({"question": "Where is it displayed?"}, thread, context=context)
