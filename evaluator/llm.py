@@ -16,10 +16,12 @@ score in [-1, 1]:
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.language_models import BaseChatModel
@@ -123,7 +125,8 @@ class LLMEvaluator(BatchedEvaluator):
     """
 
     batch_size = 1
-    """One prompt per passage."""
+    """Prompts in flight at once: one, or a model server's parallel requests
+    (``parallel_requests``, the in-flight limit), one prompt per passage either way."""
 
     def __init__(
         self,
@@ -141,6 +144,7 @@ class LLMEvaluator(BatchedEvaluator):
                 a yes/no answer. Default: the paper's few-shot prompt as one user turn.
         """
         self.chat_model = chat_model
+        self.batch_size = max(1, int(getattr(chat_model, "parallel_requests", 1)))
         self.name: str = name
         self._prompt = prompt or paper_prompt
         self._logprobs_supported: bool | None = None
@@ -207,5 +211,19 @@ class LLMEvaluator(BatchedEvaluator):
     def _batch_scorer(
         self, question: str, passages: Sequence[str], indices: list[int]
     ) -> BatchScorer:
-        """One prompt per passage, in the order given (``batch_size`` is 1)."""
-        return BatchScorer(lambda batch: [self.score_one(question, passages[i]) for i in batch])
+        """One prompt per passage; a batch's prompts are sent at once to a model server."""
+        if self.batch_size == 1:
+            return BatchScorer(lambda batch: [self.score_one(question, passages[i]) for i in batch])
+
+        def at_once(batch: list[int]) -> list[float]:
+            # each thread runs in a copy of this one's context: the run's cancellation token
+            with ThreadPoolExecutor(len(batch), thread_name_prefix="crag-llm-grader") as pool:
+                futures = [
+                    pool.submit(
+                        contextvars.copy_context().run, self.score_one, question, passages[i]
+                    )
+                    for i in batch
+                ]
+                return [future.result() for future in futures]
+
+        return BatchScorer(at_once)

@@ -139,6 +139,11 @@ class EndpointChatModel(BaseChatOpenAI):
         return self._endpoint
 
     @property
+    def parallel_requests(self) -> int:
+        """Requests a caller may send at once (the in-flight limit): the llm evaluator's."""
+        return self._endpoint.max_concurrency
+
+    @property
     def context_length(self) -> int | None:
         """Tokens of the served model's context: the setting, else what the server says."""
         if self._endpoint.context_length > 0:

@@ -178,3 +178,17 @@ def test_the_prompt_is_fitted_to_the_servers_context() -> None:
         kept, notes = bounded_knowledge(knowledge, model, Context(max_new_tokens=64), "Why?")  # type: ignore[arg-type]
     assert 0 < len(kept) < len(knowledge)
     assert "the generator's context of 1,024 tokens, 64 kept for the answer" in notes[0]
+
+
+def test_the_llm_evaluator_sends_its_prompts_at_once_within_the_limit() -> None:
+    from crag.evaluator.llm import LLMEvaluator
+
+    with FakeModelServer(default=Reply(text="Yes", delay=0.3)) as server:
+        evaluator = LLMEvaluator(model_on(server, max_concurrency=3))
+        start = time.monotonic()
+        scores = evaluator.score("Is the sky blue?", ["a", "b", "", "c", "d", "e", "f"])
+        took = time.monotonic() - start
+    assert scores == [1.0, 1.0, -1.0, 1.0, 1.0, 1.0, 1.0]  # the empty passage is not asked
+    assert len(server.requests) == 6
+    assert server.most_in_flight == 3
+    assert took < 6 * 0.3
