@@ -8,7 +8,7 @@ from crag.core.context import Context
 from crag.core.progress import emit
 from crag.core.state import RetrievedPassage, State, StateUpdate
 from crag.nodes.components import Components
-from crag.nodes.scoring import score_or_fall_back
+from crag.nodes.scoring import evaluator_name, score_or_fall_back, scoring_context
 
 
 def grade(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
@@ -21,7 +21,13 @@ def grade(state: State, runtime: Runtime[Context], components: Components) -> St
     if not documents:
         emit(runtime, "grade", "scored", passages=0, best=None)
         return {"documents": []}
-    emit(runtime, "grade", "scoring", passages=len(documents), evaluator=runtime.context.evaluator)
+    emit(
+        runtime,
+        "grade",
+        "scoring",
+        passages=len(documents),
+        evaluator=evaluator_name(components, scoring_context(state, runtime.context)),
+    )
     texts = [d["text"] for d in documents]
     scores, scoring, notes = score_or_fall_back(
         state, runtime.context, components, lambda e: e.score(state["question"], texts)

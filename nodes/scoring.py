@@ -51,6 +51,14 @@ class Scored(NamedTuple):
     notes: list[str]
 
 
+def evaluator_name(components: Components, context: Context) -> str:
+    """The name of the evaluator ``context`` asks for (its setting, if it does not load)."""
+    try:
+        return str(getattr(components.evaluator(context), "name", context.evaluator))
+    except EvaluatorError:
+        return context.evaluator
+
+
 def score_or_fall_back(
     state: State,
     context: Context,
