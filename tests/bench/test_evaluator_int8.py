@@ -164,7 +164,7 @@ def test_registry_ignores_int8_for_the_llm(
     chat = scripted_chat()
     loads: list[str] = []
 
-    def fake_load(spec: str, max_new_tokens: int = 128) -> BaseChatModel:
+    def fake_load(spec: str, max_new_tokens: int = 128, **_: object) -> BaseChatModel:
         loads.append(spec)
         return chat
 
