@@ -468,18 +468,25 @@ class Context(Settings):
         if self.evaluator == "llm" and self.evaluator_model.strip():
             check_generator_spec("evaluator_model", self.evaluator_model)
 
+    def replaced(self, **changes: Any) -> Context:
+        """A plain :class:`Context` with these settings, ``changes`` applied (checked anew).
+
+        Not ``dataclasses.replace``: a served run's constructor refuses the deployment settings
+        that ``replace`` would pass on (they are filled in from the environment by then).
+        """
+        values = {name: getattr(self, name) for name in Context.setting_names()}
+        return Context(**{**values, **changes})
+
     def for_role(self, role: Literal["rewriter", "contextualizer"]) -> Context:
         """These settings with ``generator`` set to the model of an LLM role.
 
         The rewriter and the contextualizer use the generator unless their own setting names
-        another model (``endpoint:small-model``, say). A plain :class:`Context` is built (a
-        served run's constructor refuses the deployment settings ``replace`` would pass on).
+        another model (``endpoint:small-model``, say).
         """
         spec = getattr(self, role).strip()
         if not spec or spec == self.generator:
             return self
-        values = {name: getattr(self, name) for name in self.setting_names()}
-        return Context(**{**values, "generator": spec})
+        return self.replaced(generator=spec)
 
     def _threshold_origin(self) -> str:
         """Where an unset threshold's value came from, for the order error (empty if both set)."""

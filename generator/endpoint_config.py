@@ -10,7 +10,7 @@ at an address of its choosing. The key is a :class:`~pydantic.SecretStr`: it pri
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import SecretStr
@@ -73,15 +73,7 @@ class EndpointConfig:
 
     def for_model(self, model: str) -> EndpointConfig:
         """The same endpoint with another model name (a role pointed at another model)."""
-        return EndpointConfig(
-            base_url=self.base_url,
-            model=model,
-            api_key=self.api_key,
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            max_concurrency=self.max_concurrency,
-            context_length=self.context_length,
-        )
+        return replace(self, model=model)
 
     def checked(self) -> EndpointConfig:
         """The endpoint itself, if it names a server and a model.

@@ -26,12 +26,8 @@ FALLBACK_EVALUATOR = "embedding"
 
 
 def with_evaluator(context: Context, name: str) -> Context:
-    """``context`` with the evaluator ``name`` (its own model and thresholds' defaults).
-
-    A plain :class:`Context` is built (a served run's constructor refuses deployment settings).
-    """
-    values = {setting: getattr(context, setting) for setting in context.setting_names()}
-    return Context(**{**values, "evaluator": name, "evaluator_model": ""})
+    """``context`` with the evaluator ``name`` (its own model and thresholds' defaults)."""
+    return context.replaced(evaluator=name, evaluator_model="")
 
 
 def scoring_context(state: State, context: Context) -> Context:

@@ -8,7 +8,6 @@ top three results' contents).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 from langgraph.runtime import Runtime
@@ -92,19 +91,13 @@ def tutorial_web_search(
 def tutorial_settings(context: Context) -> Context:
     """The run's settings with the tutorial's web search: three snippets, unselected.
 
-    A plain :class:`Context` is built, not ``dataclasses.replace``: a served run's context is a
-    :data:`~crag.core.run_context.RunContext`, whose constructor refuses the deployment settings
-    that ``replace`` would pass on (they are filled in from the environment by then).
+    Built with :meth:`Context.replaced`, which a served run's context takes too.
     """
-    values = {spec.name: getattr(context, spec.name) for spec in dataclasses.fields(Context)}
-    return Context(
-        **{
-            **values,
-            "web_results": TUTORIAL_WEB_RESULTS,
-            "strips_kept": TUTORIAL_WEB_RESULTS,
-            "fetch_pages": False,
-            "select_web_knowledge": False,
-            "prefer_wikipedia": False,
-            "only_wikipedia": False,
-        }
+    return context.replaced(
+        web_results=TUTORIAL_WEB_RESULTS,
+        strips_kept=TUTORIAL_WEB_RESULTS,
+        fetch_pages=False,
+        select_web_knowledge=False,
+        prefer_wikipedia=False,
+        only_wikipedia=False,
     )

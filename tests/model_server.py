@@ -24,10 +24,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from crag_bench.dev_server import HOST, free_port, log_tail, stop_process_group
+from crag_bench.dev_server import HOST, free_port, stop_process_group
+from tests.server_support import wait_until_up
 
 STARTUP_TIMEOUT = 120.0
 
@@ -88,18 +88,9 @@ def transformers_serve(workdir: Path, model: str | None = None) -> Iterator[Mode
         )
     server = ModelServer(port, folder, process, log)
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while True:
-            if process.poll() is not None:
-                pytest.fail(
-                    f"transformers serve exited with {process.returncode}:\n{log_tail(log)}"
-                )
-            with suppress(httpx.HTTPError):
-                if httpx.get(f"http://{HOST}:{port}/health", timeout=2).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                pytest.fail(f"transformers serve did not answer in time:\n{log_tail(log)}")
-            time.sleep(0.3)
+        wait_until_up(
+            process, f"http://{HOST}:{port}/health", log, "transformers serve", STARTUP_TIMEOUT
+        )
         yield server
     finally:
         stop_process_group(process)

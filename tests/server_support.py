@@ -98,6 +98,22 @@ class ChromaServer:
         return {"chroma_host": self.host, "chroma_port": self.port}
 
 
+def wait_until_up(
+    process: subprocess.Popen[bytes], url: str, log: Path, what: str, timeout: float
+) -> None:
+    """Wait until ``url`` answers 200; fail the test if ``process`` exits or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            pytest.fail(f"{what} exited with {process.returncode}:\n{log_tail(log)}")
+        with suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not answer within the deadline:\n{log_tail(log)}")
+        time.sleep(0.2)
+
+
 @contextmanager
 def chroma_server(path: Path) -> Iterator[ChromaServer]:
     """``chroma run`` on a free port of 127.0.0.1 over ``path``; stopped by PID at the end."""
@@ -119,16 +135,9 @@ def chroma_server(path: Path) -> Iterator[ChromaServer]:
         )
     server = ChromaServer(HOST, port, process, log)
     try:
-        deadline = time.monotonic() + CHROMA_STARTUP_TIMEOUT
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"chroma run exited with {process.returncode}:\n{log_tail(log)}")
-            with suppress(httpx.HTTPError):
-                if httpx.get(f"{server.url}/api/v2/heartbeat", timeout=2).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                pytest.fail(f"chroma run did not answer within the deadline:\n{log_tail(log)}")
-            time.sleep(0.2)
+        wait_until_up(
+            process, f"{server.url}/api/v2/heartbeat", log, "chroma run", CHROMA_STARTUP_TIMEOUT
+        )
         yield server
     finally:
         stop_process_group(process)
