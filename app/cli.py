@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import re
 import signal
 import sys
 import threading
@@ -16,9 +14,10 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from crag.app.console import configure_environment
+from crag.app.terminal_text import TerminalFormatter, json_text, terminal_text
 from crag.app.threads import ThreadsDatabaseError, describe_threads_db
 from crag.core.context import DEFAULT_COLLECTION, Context
-from crag.knowledge.conversation import source_location, source_title
+from crag.knowledge.conversation import source_location, source_title, source_writer
 from crag.nodes.generate import render_strip
 
 if TYPE_CHECKING:
@@ -33,7 +32,10 @@ def setup_logging(verbose: int, force: bool = False) -> None:
     The warm server forces it: its stderr is a different client's for each command.
     """
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", force=force)
+    handler = logging.StreamHandler(sys.stderr)
+    # Log lines carry file names, sources and exception text: escaped like everything printed.
+    handler.setFormatter(TerminalFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=force)
     if verbose < 2:
         for noisy in ("httpx", "chromadb", "sentence_transformers", "transformers"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -52,31 +54,6 @@ def _context(args: argparse.Namespace) -> Context:
     return parse_settings(list(getattr(args, "set", None) or []), base)
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff]")
-"""What may not reach a terminal as it is: C0 controls but tab (ESC, BEL, NUL, CR, newline),
-DEL, C1 controls, and lone surrogates (a file name that is not UTF-8), which cannot even be
-encoded."""
-
-_CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
-
-
-def terminal_text(text: object, *, multiline: bool = False) -> str:
-    r"""``text`` with every control character shown as an escape (``\x1b``), for printing.
-
-    Documents, web pages, answers and file names reach the terminal through the progress lines,
-    the answer, its sources and the history; raw, an ESC sequence in an ingested file could
-    recolour, retitle or clear the user's terminal. Newlines are kept only with ``multiline``
-    (an answer): elsewhere one line stays one line.
-    """
-    pattern = _CONTROL_BUT_NEWLINE if multiline else _CONTROL
-    return pattern.sub(_escape, str(text))
-
-
 def print_error(message: str, *, multiline: bool = False) -> None:
     """Write ``message`` to stderr, terminal control characters escaped."""
     print(terminal_text(message, multiline=multiline), file=sys.stderr)
@@ -88,13 +65,8 @@ def print_output(text: str, *, multiline: bool = False) -> None:
 
 
 def _json_text(value: Any) -> str:
-    r"""``value`` as indented JSON that is safe to print.
-
-    ``json`` escapes the C0 controls itself, but not DEL, the C1 controls and lone surrogates:
-    those are written as ``\u00XX`` too.
-    """
-    text = json.dumps(value, indent=2, ensure_ascii=False)
-    return _CONTROL_BUT_NEWLINE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    """``value`` as indented JSON that is safe to print (see :func:`json_text`)."""
+    return json_text(value)
 
 
 def _short(text: str, width: int = 90) -> str:
@@ -212,7 +184,8 @@ def _print_sources(output: dict[str, Any]) -> None:
     """The numbered knowledge under the answer: number, title, and where it is.
 
     Where: the URL, or the document and where in it (``report.pdf, p. 12``, ``deck.pptx,
-    slide 3``) or its chunk (``notes.txt#2``).
+    slide 3``) or its chunk (``notes.txt#2``); a passage a served run stored, not the
+    operator, says so (``notes.txt#2 (added by a served run)``).
     """
     knowledge = output.get("knowledge") or []
     if not knowledge:
@@ -221,7 +194,7 @@ def _print_sources(output: dict[str, Any]) -> None:
     for number, strip in enumerate(knowledge, start=1):
         title, location = source_title(strip), source_location(strip)
         shown = location if title == strip["source"] else f"{title} — {location}"
-        print_output(f"  [{number}] {shown}")
+        print_output(f"  [{number}] {shown}{source_writer(strip)}")
 
 
 class _AnswerPrinter:
@@ -253,31 +226,68 @@ class _AnswerPrinter:
             self.open_line = False
 
 
+class TerminatedError(KeyboardInterrupt):
+    """SIGTERM arrived (``timeout``, systemd, ``docker stop``): handled as Ctrl-C, exit 143."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise TerminatedError
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises :class:`TerminatedError` in the main thread, as Ctrl-C raises its own.
+
+    So a terminated ``crag ingest`` runs the cleanup an interrupted one runs (its pending
+    document is removed, never left half-written for ``crag ask`` to answer from). Only where
+    SIGTERM still has its default action: a handler set before (the warm server's, which stops
+    after the command it runs) or an ignored SIGTERM stays as it is.
+    """
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @contextmanager
 def _cancel_on_interrupt() -> Iterator[None]:
-    """Ctrl-C also cancels the run's model work on worker threads, not only the main thread.
+    """Ctrl-C (and SIGTERM) also cancel the run's model work on worker threads.
 
     A parallel branch (Ambiguous) runs on a worker thread that ``KeyboardInterrupt`` does not
     reach, and LangGraph waits for it before the interrupt propagates; the run's cancellation
-    token makes that thread stop at its next batch or token instead.
+    token makes that thread stop at its next batch or token instead. The signal's own handler
+    then runs as before; an ignored signal stays ignored.
     """
     from crag.core.cancellation import cancellation_scope
 
     with cancellation_scope() as token:
-        previous = signal.getsignal(signal.SIGINT)
-        if threading.current_thread() is not threading.main_thread() or not callable(previous):
-            yield  # signals go to the main thread only; an ignored SIGINT stays ignored
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signals go to the main thread only
             return
+        saved: dict[int, Any] = {}
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous = signal.getsignal(signum)
+            if not callable(previous):
+                continue
 
-        def interrupt(signum: int, frame: FrameType | None) -> None:
-            token.cancel()
-            previous(signum, frame)
+            def interrupt(number: int, frame: FrameType | None, previous: Any = previous) -> None:
+                token.cancel()
+                previous(number, frame)
 
-        signal.signal(signal.SIGINT, interrupt)
+            saved[signum] = previous
+            signal.signal(signum, interrupt)
         try:
             yield
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for number, handler in saved.items():
+                signal.signal(number, handler)
 
 
 def _report_chunk(printer: _AnswerPrinter, mode: str, chunk: Any) -> None:
@@ -537,9 +547,9 @@ def _add_serve_command(
         help="keep the models loaded for crag ask / crag ingest (a local Unix socket)",
         description="Load the store, the evaluator and the generator once and answer `crag "
         f"ask` and `crag ingest` on a Unix socket (${SOCKET_ENV}, default {DEFAULT_SOCKET} "
-        "under the working directory; mode 0600) until `crag serve --stop`. The commands "
-        "run in-process when no server answers or its CRAG_* settings differ from theirs. "
-        "The store options choose what is loaded first.",
+        "for the working directory; mode 0600 in a private directory) until `crag serve "
+        "--stop`. The commands run in-process when no server answers, it is busy, or its "
+        "CRAG_* settings differ from theirs. The store options choose what is loaded first.",
     )
     serve.add_argument("--stop", action="store_true", help="stop the running server")
     store_options(serve)
@@ -595,7 +605,8 @@ def run_command(args: argparse.Namespace, prog: str, *, reconfigure_logging: boo
     from crag.vectorstore.store import StoreError
 
     try:
-        return int(args.func(args))
+        with _terminate_as_interrupt():
+            return int(args.func(args))
     except (
         InvalidQuestionError,
         StoreError,
@@ -606,7 +617,10 @@ def run_command(args: argparse.Namespace, prog: str, *, reconfigure_logging: boo
     ) as exc:
         print_error(f"{prog}: error: {exc}")
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, TerminatedError):
+            print_error(f"{prog}: terminated")
+            return 143
         print_error(f"{prog}: interrupted")
         return 130
 

@@ -8,8 +8,9 @@ The PostgreSQL savers need the ``postgres`` extra (``langgraph-checkpoint-postgr
 
 PostgreSQL connections come from a pool that checks each connection before lending it, so a
 database that went away and came back serves the next run without reopening the graph; while
-it is away, a run fails with :class:`ThreadsDatabaseError` (one line, the password left out)
-and can be retried.
+it is away, a run fails within :data:`CONNECT_TIMEOUT_S` with :class:`ThreadsDatabaseError` (one
+line, the password left out; the pool's own warnings per reconnection attempt are dropped) and
+can be retried.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from crag.app.postgres_outage import Outage, fail_fast_pools, quiet_pool_warnings, writing
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -46,8 +49,9 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 POOL_SIZE = 4
 """Most PostgreSQL connections one process holds (runs on threads of one graph share them)."""
 
-CONNECT_TIMEOUT_S = 10
-"""How long a run waits for a PostgreSQL connection before it fails with a clear error."""
+CONNECT_TIMEOUT_S = 5
+"""How long a run waits for a PostgreSQL connection (a free one from the pool, or a new one:
+libpq's ``connect_timeout`` unless the URL sets its own) before it fails with a clear error."""
 
 
 class ThreadsDatabaseError(RuntimeError):
@@ -112,6 +116,21 @@ def _connection_kwargs() -> dict[str, Any]:
     return {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
 
 
+def _connect_timeout(url: str) -> dict[str, Any]:
+    """The connection option ``connect_timeout``, unless ``url`` sets its own.
+
+    libpq has none by default: a host that drops packets hangs a connection attempt for minutes.
+    """
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        if conninfo_to_dict(url).get("connect_timeout"):
+            return {}
+    except Exception:  # noqa: BLE001 - a malformed URL is reported when it is used
+        return {}
+    return {"connect_timeout": CONNECT_TIMEOUT_S}
+
+
 def _lost_connection_errors() -> tuple[type[BaseException], ...]:
     import psycopg
     import psycopg_pool
@@ -125,13 +144,15 @@ def _reporting_savers() -> tuple[type[Any], type[Any]]:
 
     Every query the savers make goes through their ``_cursor``; a connection that fails there
     (or a pool that has none to lend) becomes :class:`ThreadsDatabaseError`, so a run that
-    meets an outage fails with a line that says what to do, wherever the checkpoint is written.
+    meets an outage fails with a line that says what to do, wherever the checkpoint is written;
+    the writes after it fail at once (:mod:`crag.app.postgres_outage`).
     """
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
     class ReportingPostgresSaver(PostgresSaver):
         target = ""
+        outage = Outage()
 
         @contextmanager
         def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
@@ -139,10 +160,21 @@ def _reporting_savers() -> tuple[type[Any], type[Any]]:
                 with super()._cursor(pipeline=pipeline) as cursor:
                     yield cursor
             except _lost_connection_errors() as exc:
-                raise _unreachable(self.target, exc) from exc
+                self.outage.error = _unreachable(self.target, exc)
+                raise self.outage.error from exc
+            self.outage.error = None
+
+        def put(self, *args: Any, **kwargs: Any) -> Any:
+            with writing():
+                return super().put(*args, **kwargs)
+
+        def put_writes(self, *args: Any, **kwargs: Any) -> None:
+            with writing():
+                super().put_writes(*args, **kwargs)
 
     class ReportingAsyncPostgresSaver(AsyncPostgresSaver):
         target = ""
+        outage = Outage()
 
         @asynccontextmanager
         async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[Any]:
@@ -150,16 +182,27 @@ def _reporting_savers() -> tuple[type[Any], type[Any]]:
                 async with super()._cursor(pipeline=pipeline) as cursor:
                     yield cursor
             except _lost_connection_errors() as exc:
-                raise _unreachable(self.target, exc) from exc
+                self.outage.error = _unreachable(self.target, exc)
+                raise self.outage.error from exc
+            self.outage.error = None
+
+        async def aput(self, *args: Any, **kwargs: Any) -> Any:
+            with writing():
+                return await super().aput(*args, **kwargs)
+
+        async def aput_writes(self, *args: Any, **kwargs: Any) -> None:
+            with writing():
+                await super().aput_writes(*args, **kwargs)
 
     return ReportingPostgresSaver, ReportingAsyncPostgresSaver
 
 
-def _pool_options() -> dict[str, Any]:
+def _pool_options(url: str) -> dict[str, Any]:
+    quiet_pool_warnings()
     return {
         "min_size": 1,
         "max_size": POOL_SIZE,
-        "kwargs": _connection_kwargs(),
+        "kwargs": {**_connection_kwargs(), **_connect_timeout(url)},
         "timeout": CONNECT_TIMEOUT_S,
         # Give up reconnecting in the background after this long (the default, 5 minutes of
         # growing back-off, left a database that came back unused for up to a minute); the
@@ -174,13 +217,14 @@ def _postgres_saver(url: str) -> Iterator[BaseCheckpointSaver[Any]]:
     import psycopg
 
     pool_module = _postgres_modules()
-    pool_class = pool_module.ConnectionPool
-    pool = pool_class(url, check=pool_class.check_connection, **_pool_options())
+    pool_class = fail_fast_pools()[0]
+    pool = pool_class(url, check=pool_class.check_connection, **_pool_options(url))
+    pool.outage = Outage()
     try:
         try:
             pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
             saver = _reporting_savers()[0](pool)
-            saver.target = url
+            saver.target, saver.outage = url, pool.outage
             saver.setup()  # creates or migrates LangGraph's tables; idempotent
         except (psycopg.Error, pool_module.PoolTimeout) as exc:
             raise _unreachable(url, exc) from exc
@@ -194,13 +238,14 @@ async def _async_postgres_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[A
     import psycopg
 
     pool_module = _postgres_modules()
-    pool_class = pool_module.AsyncConnectionPool
-    pool = pool_class(url, check=pool_class.check_connection, **_pool_options())
+    pool_class = fail_fast_pools()[1]
+    pool = pool_class(url, check=pool_class.check_connection, **_pool_options(url))
+    pool.outage = Outage()
     try:
         try:
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
             saver = _reporting_savers()[1](pool)
-            saver.target = url
+            saver.target, saver.outage = url, pool.outage
             await saver.setup()
         except (psycopg.Error, pool_module.PoolTimeout) as exc:
             raise _unreachable(url, exc) from exc

@@ -16,6 +16,7 @@ work stops at the next batch or token, which releases the lock within about a se
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -70,9 +71,17 @@ def on_endpoint(evaluator: RetrievalEvaluator) -> bool:
 
 
 def store_key(context: Context) -> StoreKey:
-    """The settings that identify one opened store (the collection: the one the run searches)."""
+    """The settings that identify one opened store (the collection: the one the run searches).
+
+    A store on disk is known by its resolved path: ``store_path`` may be relative, and the warm
+    server (``crag serve``) runs each client's command in the client's directory, so the same
+    ``--store st`` names another store for each directory.
+    """
+    path = context.store_path
+    if not context.chroma_host.strip():
+        path = os.path.realpath(os.path.expanduser(path))
     return (
-        context.store_path,
+        path,
         context.searched_collection(),
         context.embedder,
         context.default_corpus,

@@ -598,6 +598,11 @@ class IngestContext(Settings):
     max_document_chars: int = _deployment("max_document_chars")
     ingest_root: str = _deployment("ingest_root")
     ingest_run_replace: Literal["none", "served", "all"] = _deployment("ingest_run_replace")
+    ingest_min_chunk_size: int = _deployment("ingest_min_chunk_size")
+    ingest_max_chunks: int = _deployment("ingest_max_chunks")
+    max_file_pages: int = _deployment("max_file_pages")
+    max_file_paragraphs: int = _deployment("max_file_paragraphs")
+    max_file_chars: int = _deployment("max_file_chars")
 
     def check_together(self) -> None:
         """Chunks overlap by less than their size."""

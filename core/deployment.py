@@ -245,6 +245,43 @@ class DeploymentSettings(BaseSettings):
     max_document_chars: int = Field(
         5_000_000, ge=1, description="Longest inline document accepted, in characters."
     )
+    ingest_min_chunk_size: int = Field(
+        100,
+        ge=1,
+        le=100_000,
+        description="Smallest chunk_size an ingest-graph run may ask for, in characters; a "
+        "smaller one is refused. Binds served runs only: tiny chunks multiply what a run "
+        "embeds (chunk_size=1 makes a chunk of every word).",
+    )
+    ingest_max_chunks: int = Field(
+        10_000,
+        ge=1,
+        description="Most chunks one ingest-graph run may embed, counted as documents are "
+        "split, before they are embedded: past it the run is refused and writes nothing more "
+        "(its files are ingested before its inline documents: a run refused at its inline "
+        "documents keeps its files). Binds served runs only: crag ingest and the Python API "
+        "are the operator's.",
+    )
+    max_file_pages: int = Field(
+        5_000,
+        ge=1,
+        description="Most pages of a PDF (slides of a presentation) read from one file; a "
+        "longer file is refused, the others are still ingested. Binds every ingestion.",
+    )
+    max_file_paragraphs: int = Field(
+        200_000,
+        ge=1,
+        description="Most paragraphs of a Word file (rows of a spreadsheet or CSV file) read "
+        "from one file; a longer file is refused, the others are still ingested. Binds every "
+        "ingestion.",
+    )
+    max_file_chars: int = Field(
+        20_000_000,
+        ge=1,
+        description="Most characters of text extracted from one file (about 20,000 chunks of "
+        "the default size); a file with more is refused, the others are still ingested. Binds "
+        "every ingestion.",
+    )
     ingest_root: str = Field(
         "",
         description="The only directory whose files the ingest graph reads by path (empty: any "

@@ -26,6 +26,7 @@ from dataclasses import MISSING, Field, field, fields, make_dataclass
 from typing import Any, TypeVar, cast, get_type_hints
 
 from crag.core.context import Context, IngestContext
+from crag.core.scope_settings import check_served_folder
 from crag.core.setting_checks import InvalidSettingError, Settings, check_known, env_name
 
 S = TypeVar("S", bound=Settings)
@@ -92,6 +93,12 @@ def served_schema(base: type[S], name: str) -> type[S]:
         given = sorted(n for n in deployment if getattr(self, n) is not None)
         if given:
             raise deployment_error(given)
+        folder = getattr(self, "scope_folder", None)  # the question graphs' scope
+        if isinstance(folder, str):
+            try:
+                check_served_folder(folder, "setting scope_folder")
+            except ValueError as exc:
+                raise InvalidSettingError(str(exc)) from None
         for setting in deployment:
             setattr(self, setting, _operator_value(base_fields[setting]))
         self.check()

@@ -72,6 +72,24 @@ def normal_folder(folder: str, what: str = "scope_folder") -> str:
     return os.path.abspath(os.path.expanduser(folder.strip()))
 
 
+def check_served_folder(folder: str, what: str = "scope_folder") -> None:
+    """Refuse a folder a served run gives unless it is absolute.
+
+    A served run cannot name the caller's working directory or home: the server's would be
+    silently used instead (and finding it is a blocking ``os.getcwd`` in the server's event
+    loop). Command-line and Python runs resolve a relative folder as :func:`normal_folder` says.
+
+    Raises:
+        ValueError: ``folder`` is relative (``docs``, ``.``, ``~/docs``).
+    """
+    stripped = folder.strip()
+    if stripped and not os.path.isabs(stripped):
+        raise ValueError(
+            f"{what}: a served run must name an absolute folder, not {stripped!r}: the server "
+            "cannot know which directory it is relative to"
+        )
+
+
 def normal_file_types(file_types: Iterable[str], what: str = "scope_file_types") -> list[str]:
     """File types in lower case without a leading dot (``".PDF"``: ``"pdf"``), checked.
 

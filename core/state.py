@@ -46,6 +46,9 @@ class RetrievedPassage(TypedDict):
     location: NotRequired[str]
     """Where the chunk is in its document, for citations ("p. 12", "slide 3", "sheet Sales,
     rows 2-40", "Method > Evaluator"); absent when the document's format says nothing."""
+    writer: NotRequired[str]
+    """Who stored the passage when it is not the operator: ``"served"`` (a run of the served
+    ``ingest`` graph, whoever could reach the server); absent for the operator's."""
 
 
 class KnowledgeStrip(TypedDict):
@@ -64,6 +67,8 @@ class KnowledgeStrip(TypedDict):
     (baselines and ablations that skip the evaluator)."""
     location: NotRequired[str]
     """Where the strip's passage is in its document ("p. 12"), as ``RetrievedPassage``'s."""
+    writer: NotRequired[str]
+    """Who stored the strip's passage when it is not the operator, as ``RetrievedPassage``'s."""
 
 
 class ActionDecision(TypedDict):

@@ -12,8 +12,11 @@ stream (``{"node": "ingest", "event": "embedding", "done": 512, "total": 1800}``
 The deployment setting ``ingest_root`` (``CRAG_INGEST_ROOT`` in the server's environment), when
 set, confines the paths a caller may ingest to that directory: a named path outside it is an
 input error, and a file found in a named directory whose real path leaves it (a symbolic link
-pointing outside) is refused and listed in ``failed``. The root binds served runs only:
-``crag ingest`` and the Python API are the operator's, and read any path they are given.
+pointing outside) is refused and listed in ``failed``. The check here is on the names sent;
+each file is then opened first and what was opened checked before it is read
+(:mod:`crag.vectorstore.confined`), so a link swapped in between is refused too. The root binds
+served runs only: ``crag ingest`` and the Python API are the operator's, and read any path they
+are given.
 
 **Trust model.** Whoever can reach the server may run this graph, and the server cannot tell
 its callers apart, so by default a run may only *add* documents: no caller may change or poison
@@ -29,6 +32,17 @@ allow more with the deployment setting ``ingest_run_replace`` (``CRAG_INGEST_RUN
 ``"none"`` (the default), ``"served"`` (runs may replace and remove what runs stored, never
 the operator's documents) or ``"all"`` (anything). Runs never prune.
 Inline documents sent without a source get an ``inline:`` source from a hash of their text.
+Sources have one spelling (:mod:`crag.vectorstore.sources`: NFC, whitespace, paths), so a
+look-alike of a stored source is that source. On a Chroma server, where no lock spans the check
+and the write, runs replace nothing whatever ``ingest_run_replace`` says
+(:func:`~crag.vectorstore.sources.unlocked_writer`).
+
+**What a run may cost.** A ``chunk_size`` below the operator's ``ingest_min_chunk_size`` is an
+input error, and a run whose documents split into more than ``ingest_max_chunks`` chunks is
+refused before those are embedded (:class:`~crag.vectorstore.limits.ChunkBudget`); the per-file
+limits (``max_file_pages`` ...) bind every ingestion. The node is cancellable
+(:func:`~crag.core.cancellation.cancellable_node`): a cancelled run stops before its next batch
+of chunks and removes the documents it left unfinished.
 """
 
 from __future__ import annotations
@@ -42,11 +56,13 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
+from crag.core.cancellation import cancellable_node
 from crag.core.context import IngestContext, resolve_ingest_context
 from crag.core.progress import emit
 from crag.core.run_context import RunIngestContext
 from crag.core.scope_settings import check_tags
 from crag.vectorstore.ingestion import ingest_into_store, inline_document
+from crag.vectorstore.limits import ChunkLimitError
 from crag.vectorstore.loaders import LoaderError, real_path
 from crag.vectorstore.sources import served_writer
 
@@ -211,6 +227,19 @@ def _tags(value: Any) -> list[str]:
         raise InvalidIngestInputError(str(exc)) from None
 
 
+def _check_run_cost(context: IngestContext) -> None:
+    """Refuse a chunk size below the operator's minimum for served runs (``ingest_min_chunk_size``).
+
+    The other bound on a run's cost, ``ingest_max_chunks``, is applied as documents are split
+    (:class:`~crag.vectorstore.limits.ChunkBudget`).
+    """
+    if context.chunk_size < context.ingest_min_chunk_size:
+        raise InvalidIngestInputError(
+            f"chunk_size {context.chunk_size} is below {context.ingest_min_chunk_size}, the "
+            "smallest this server ingests with (setting ingest_min_chunk_size)"
+        )
+
+
 def ingest_node(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     """The ``ingest`` node: validate the input, load files and inline documents, store chunks.
 
@@ -219,6 +248,7 @@ def ingest_node(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str
     a served run's, which may not replace the operator's documents (see the module).
     """
     context = resolve_ingest_context(runtime.context)
+    _check_run_cost(context)
     root = context.ingest_root.strip()
     paths = _paths(state.get("paths"), root)
     docs = _documents(state.get("documents"), context.max_document_chars)
@@ -233,18 +263,23 @@ def ingest_node(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str
     def on_progress(done: int, total: int) -> None:
         emit(runtime, "ingest", "embedding", done=done, total=total)
 
-    report = ingest_into_store(
-        paths,
-        context,
-        documents=[
-            inline_document(d["text"], source=d.get("source"), title=d.get("title")) for d in docs
-        ],
-        root=root or None,
-        progress=False,
-        on_progress=on_progress,
-        writer=served_writer(context.ingest_run_replace),
-        tags=tags,
-    )
+    try:
+        report = ingest_into_store(
+            paths,
+            context,
+            documents=[
+                inline_document(d["text"], source=d.get("source"), title=d.get("title"))
+                for d in docs
+            ],
+            root=root or None,
+            progress=False,
+            on_progress=on_progress,
+            writer=served_writer(context.ingest_run_replace),
+            tags=tags,
+            max_chunks=context.ingest_max_chunks,
+        )
+    except ChunkLimitError as exc:
+        raise InvalidIngestInputError(str(exc)) from None
     emit(
         runtime,
         "ingest",
@@ -281,7 +316,8 @@ def build_ingest_graph() -> CompiledStateGraph[
         input_schema=IngestInput,
         output_schema=IngestOutput,
     )
-    builder.add_node("ingest", ingest_node)
+    # Cancellable: a cancelled run stops at its next batch and removes what it left unfinished.
+    builder.add_node("ingest", cancellable_node(ingest_node))
     builder.add_edge(START, "ingest")
     builder.add_edge("ingest", END)
     return builder.compile(name=GRAPH_NAME)

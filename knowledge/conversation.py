@@ -172,11 +172,26 @@ class Citation(TypedDict):
     location: NotRequired[str]
     """Where the chunk is in the document ("p. 12", "slide 3", "Method > Evaluator"), when
     its format says."""
+    writer: NotRequired[str]
+    """Who stored the passage when it is not the operator: ``"served"``, a run of the served
+    ``ingest`` graph (whoever could reach the server), not the operator's own documents."""
 
 
 def source_title(strip: KnowledgeStrip) -> str:
     """A strip's title: its heading line (page or document title), else its source."""
     return heading_of(strip["text"]) or strip["source"]
+
+
+WRITER_NOTES = {"served": "added by a served run"}
+"""How a source list says who stored a passage that is not the operator's."""
+
+
+def source_writer(strip: KnowledgeStrip) -> str:
+    """`` (added by a served run)`` for a passage not the operator's; empty for the operator's."""
+    writer = strip.get("writer")
+    if not writer:
+        return ""
+    return f" ({WRITER_NOTES.get(writer, f'added by {writer}')})"
 
 
 def source_location(strip: KnowledgeStrip) -> str:
@@ -202,6 +217,8 @@ def citation_entry(number: int, strip: KnowledgeStrip) -> Citation:
     }
     if "location" in strip:
         entry["location"] = strip["location"]
+    if "writer" in strip:
+        entry["writer"] = strip["writer"]
     return entry
 
 

@@ -73,7 +73,7 @@ def decompose(text: str, mode: StripMode = "sentences", size: int = 1) -> list[s
 
 
 def internal_strip(text: str, passage: RetrievedPassage, score: float | None) -> KnowledgeStrip:
-    """A strip of internal knowledge cut from ``passage``: its source, chunk and location."""
+    """A strip of internal knowledge cut from ``passage``: its source, chunk, location, writer."""
     strip: KnowledgeStrip = {
         "text": text,
         "source": passage["source"],
@@ -83,6 +83,8 @@ def internal_strip(text: str, passage: RetrievedPassage, score: float | None) ->
     }
     if "location" in passage:
         strip["location"] = passage["location"]
+    if "writer" in passage:
+        strip["writer"] = passage["writer"]
     return strip
 
 

@@ -22,6 +22,7 @@ from crag.knowledge.attribution import Attribution, attribute
 from crag.knowledge.combination import UNSCORED_RANK, best_first, combine_knowledge
 from crag.knowledge.conversation import answer_message, clip_text
 from crag.knowledge.lexical import heading_of
+from crag.knowledge.passages import one_per_passage
 from crag.nodes.components import Components
 from crag.prompts.generate import GENERATE_HUMAN, GENERATE_SYSTEM, NO_ANSWER, NO_KNOWLEDGE
 
@@ -212,8 +213,9 @@ def gathered_knowledge(state: State, context: Context) -> list[KnowledgeStrip]:
     Correct runs give only internal knowledge, Incorrect only external, Ambiguous both: each
     branch fills only its own list and ``retrieve`` clears both at the start of a run. An
     Ambiguous run's knowledge is pooled with ``ambiguous_knowledge="pooled"`` (the best
-    ``strips_kept`` of both; :mod:`crag.knowledge.combination`); ``knowledge_order="score"`` puts
-    the best-scored strips first.
+    ``strips_kept`` of both; :mod:`crag.knowledge.combination`). The kept strips of one stored
+    passage are then one entry (:mod:`crag.knowledge.passages`); ``knowledge_order="score"``
+    puts the best-scored entries first.
     """
     pooled = state.get("action") == "ambiguous" and context.ambiguous_knowledge == "pooled"
     knowledge = combine_knowledge(
@@ -221,6 +223,7 @@ def gathered_knowledge(state: State, context: Context) -> list[KnowledgeStrip]:
         state.get("external_knowledge", []),
         pooled_keep=context.strips_kept if pooled else None,
     )
+    knowledge = one_per_passage(knowledge)  # one number, citation and source per passage
     if context.knowledge_order == "score":
         knowledge = best_first(knowledge)
     return knowledge

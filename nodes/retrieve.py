@@ -13,7 +13,9 @@ from crag.core.state import RetrievedPassage, State, StateUpdate, run_reset
 from crag.core.validation import validate_question
 from crag.nodes.components import Components
 from crag.vectorstore.hybrid import search
+from crag.vectorstore.index_health import watch_index
 from crag.vectorstore.scope import describe_scope, scope_filter
+from crag.vectorstore.sources import OPERATOR, writer_of
 from crag.vectorstore.vector_memo import vector_memo
 
 logger = logging.getLogger(__name__)
@@ -32,7 +34,10 @@ def retrieve(state: State, runtime: Runtime[Context], components: Components) ->
     # the passages' stored vectors go to the embedding evaluator, which then need not embed them
     memo = vector_memo(context.embedder)
     where = scope_filter(context)  # the run's scope: tags, folder, file types (or None)
-    hits = search(store, question, context.top_k, mode=context.retrieval, memo=memo, where=where)
+    with watch_index() as index_notes:  # a damaged vector index met and rebuilt, said so
+        hits = search(
+            store, question, context.top_k, mode=context.retrieval, memo=memo, where=where
+        )
     documents: list[RetrievedPassage] = [
         {
             "text": doc.page_content,
@@ -46,11 +51,16 @@ def retrieve(state: State, runtime: Runtime[Context], components: Components) ->
         location = doc.metadata.get("location")  # page, slide, rows...: cited with the source
         if isinstance(location, str) and location:
             passage["location"] = location
+        if writer_of(doc.metadata) != OPERATOR:  # a served run's passage: cited as such
+            passage["writer"] = writer_of(doc.metadata)
     logger.info("retrieved %d passages", len(documents))
     emit(runtime, "retrieve", "retrieved", passages=len(documents), top_k=context.top_k)
     update: StateUpdate = {**run_reset(), "question": question, "documents": documents}
+    notes = list(index_notes)
     if where is not None and not documents:
         note = f"no stored passage matches the scope ({describe_scope(context)})"
         logger.info("%s", note)
-        update["notes"] = Overwrite([note])
+        notes.append(note)
+    if notes:
+        update["notes"] = Overwrite(notes)
     return update

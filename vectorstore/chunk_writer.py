@@ -3,6 +3,8 @@
 :class:`ChunkBatches` gathers documents' chunks into batches and hands each full one to a
 :class:`ChunkWriter`, which records the documents the batch leaves unfinished in the collection
 (:mod:`crag.vectorstore.pending`) before writing it, so that an interrupted run can be cleaned up.
+Before each batch the run's cancellation token is looked at (:mod:`crag.core.cancellation`): a
+cancelled run stops there, so it embeds at most one more batch after the cancel.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from langchain_chroma import Chroma
 
+from crag.core.cancellation import raise_if_cancelled
 from crag.vectorstore.loaders import LoadedDocument
 from crag.vectorstore.pending import abandon_run, clear_pending, mark_pending, new_run_id, shorten
 from crag.vectorstore.records import chunk_id, delete_sources
@@ -22,6 +25,10 @@ from crag.vectorstore.sources import OPERATOR
 from crag.vectorstore.store import StoreError
 
 logger = logging.getLogger(__name__)
+
+Recheck = Callable[[list[str]], dict[str, str]]
+"""Given the sources of a batch about to be written, ``source -> why`` for those that may no
+longer be (stored by someone else meanwhile, on a store no lock guards across processes)."""
 
 
 @dataclass
@@ -49,15 +56,46 @@ class ChunkWriter:
     batch is written, so until then the store keeps the old version whole.
     """
 
-    def __init__(self, store: Chroma) -> None:
+    def __init__(self, store: Chroma, recheck: Recheck | None = None) -> None:
         self.store = store
+        self.recheck = recheck
         self.run_id = new_run_id()
         self.recorded = False
         self.started: set[str] = set()
         self.unfinished: set[str] = set()
+        self.refused: dict[str, str] = {}
+        """``source -> why``: documents ``recheck`` refused just before a batch of theirs."""
+
+    def _drop_refused(self, batch: ChunkBatch) -> None:
+        """Ask ``recheck`` about the documents in ``batch``; leave the refused ones out.
+
+        Asked before every batch, not only a document's first: chunk 0 goes last, so a record
+        already stored for a document this run is still writing is someone else's. What this
+        run wrote of a refused document is left as it is (the other writer replaced it, or
+        will); it is no longer this run's to remove on an interruption.
+        """
+        if self.recheck is None:
+            return
+        in_batch = list(dict.fromkeys(str(m["source"]) for m in batch.metadatas))
+        asked = [source for source in in_batch if source not in self.refused]
+        if asked:
+            self.refused.update(self.recheck(asked))
+        self.unfinished -= set(self.refused)
+        kept = [i for i, meta in enumerate(batch.metadatas) if meta["source"] not in self.refused]
+        batch.ids[:] = [batch.ids[i] for i in kept]
+        batch.texts[:] = [batch.texts[i] for i in kept]
+        batch.metadatas[:] = [batch.metadatas[i] for i in kept]
 
     def write(self, batch: ChunkBatch) -> int:
-        """Record the batch's documents as unfinished, then write it; the chunks written."""
+        """Record the batch's documents as unfinished, then write it; the chunks written.
+
+        With ``recheck``, the batch's documents are looked up once more just before anything
+        of theirs is written or deleted; those it refuses are left out (and go to
+        :attr:`refused`).
+        """
+        self._drop_refused(batch)
+        if not batch:
+            return 0
         in_batch = list(dict.fromkeys(str(m["source"]) for m in batch.metadatas))
         starting = [source for source in in_batch if source not in self.started]
         mark_pending(self.store, self.run_id, self.unfinished | set(in_batch))
@@ -152,9 +190,14 @@ class ChunkBatches:
                 self.flush()
 
     def flush(self) -> None:
-        """Write the queued chunks, if any."""
+        """Write the queued chunks, if any, unless the run was cancelled.
+
+        Raises:
+            RunCancelledError: The run was cancelled (the caller undoes what it wrote).
+        """
         if not self.batch:
             return
+        raise_if_cancelled()
         flushed = self.writer.write(self.batch)
         self.batch.clear()
         self.written += flushed

@@ -6,10 +6,11 @@
 :func:`candidates` best chunks each by reciprocal rank fusion (:func:`fuse`) and keeps the
 ``k`` best. Lexical-only hits carry no stored vector: the embedding evaluator embeds them.
 
-A ``where`` filter (a Chroma metadata filter) applies to both sides. A store view that filters
-per query (the benchmark's, ``query_filter(query)``) is honoured by both sides too. A store
-that cannot be searched lexically (a Chroma server, a stand-in) is searched densely, with a
-warning once per store.
+A ``where`` filter (a Chroma metadata filter) applies to both sides, and so does the one that
+leaves out documents whose write is pending (:func:`~crag.vectorstore.pending.hide_unfinished`).
+A store view that filters per query (the benchmark's, ``query_filter(query)``) is honoured by
+both sides too. A store that cannot be searched lexically (a Chroma server, a stand-in) is
+searched densely, with a warning once per store.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Literal, get_args
 from langchain_core.documents import Document
 
 from crag.vectorstore.lexical_store import fetch_documents, lexical_available, lexical_ids
+from crag.vectorstore.pending import hide_unfinished
 from crag.vectorstore.vector_memo import VectorMemo, similarity_search_remembering
 
 logger = logging.getLogger(__name__)
@@ -152,6 +154,8 @@ def search(
         raise ValueError(f"unknown retrieval mode {mode!r}; one of {', '.join(RETRIEVAL_MODES)}")
     if k <= 0:
         return []
+    # never the chunks of a document whose write is pending (crag.vectorstore.pending)
+    where = _combined(where, hide_unfinished(store))
     if _falls_back(store, mode):
         mode = "dense"
     if mode == "dense":

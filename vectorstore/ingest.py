@@ -8,7 +8,15 @@ Every write holds the store's write lock (:mod:`crag.vectorstore.locking`), so a
 the same files waits for the first and then finds them unchanged. The documents being written
 are recorded in the collection (:mod:`crag.vectorstore.pending`): a run interrupted by Ctrl-C
 removes its unfinished documents on the way out, and one killed outright is repaired by the next
-writer.
+writer; until then retrieval does not return their chunks
+(:func:`~crag.vectorstore.pending.hide_unfinished`).
+A cancelled run (its :class:`~crag.core.cancellation.CancelToken`: a served run cancelled, the
+warm server's client gone) stops at the next file, document or batch of chunks and is undone as
+after Ctrl-C.
+
+**What one run may cost.** Every ingestion reads at most the operator's pages, paragraphs and
+characters from one file (:mod:`crag.vectorstore.limits`); a served run may also embed at most
+``ingest_max_chunks`` chunks, counted before anything is embedded (a ``budget``).
 
 **Who may change what.** Every chunk records its ``writer`` (:mod:`crag.vectorstore.records`): the
 operator (``crag ingest``, the Python API, the bundled corpus) or a served run (the ``ingest``
@@ -25,26 +33,29 @@ Text that is not text (NUL characters, a high share of control characters) is re
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from langchain_chroma import Chroma
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 from tqdm import tqdm
 
-from crag.vectorstore.chunk_writer import ChunkBatches, ChunkWriter
+from crag.core.cancellation import raise_if_cancelled
+from crag.vectorstore.chunk_writer import ChunkBatches, ChunkWriter, Recheck
+from crag.vectorstore.confined import read_inside
 from crag.vectorstore.documents import MetadataValue
 from crag.vectorstore.lexical_store import refresh_lexical_index
+from crag.vectorstore.limits import ChunkBudget, FileLimits
 from crag.vectorstore.loaders import (
     LoadedDocument,
     LoaderError,
     iter_paths,
     load_file,
     not_text_reason,
-    real_path,
 )
 from crag.vectorstore.locking import store_write_lock
 from crag.vectorstore.pending import repair_interrupted
@@ -58,8 +69,16 @@ from crag.vectorstore.records import (
 from crag.vectorstore.removal import prune_missing, remove_sources
 from crag.vectorstore.report import IngestReport
 from crag.vectorstore.scope import NO_LABELS, ScopeLabels, relabel_unchanged
-from crag.vectorstore.sources import OPERATOR, OPERATOR_WRITER, Writer, writer_of
-from crag.vectorstore.store import StoreError
+from crag.vectorstore.sources import (
+    OPERATOR,
+    OPERATOR_WRITER,
+    Writer,
+    normalise_path,
+    normalise_source,
+    unlocked_writer,
+    writer_of,
+)
+from crag.vectorstore.store import StoreError, store_directory
 
 __all__ = [
     "EMBED_BATCH_SIZE",
@@ -144,6 +163,8 @@ class _WriteOptions:
     on_progress: ChunkProgress | None
     writer: Writer = OPERATOR_WRITER
     scope: ScopeLabels = NO_LABELS
+    budget: ChunkBudget | None = None
+    """The chunks a served run may still embed (``None``: no limit, the operator's runs)."""
 
 
 @dataclass(frozen=True)
@@ -168,13 +189,41 @@ def _unique(docs: Iterable[LoadedDocument]) -> dict[str, LoadedDocument]:
     return unique
 
 
+def _taken(source: str, stored_by: str, writer: Writer) -> str:
+    """Why ``writer`` may not replace ``source``, which ``stored_by`` stored."""
+    if writer.unlocked:
+        return (
+            f"{source}: already stored by {_stored_by(stored_by)}; runs may not replace "
+            "documents in a store on a Chroma server (no lock holds there between the check "
+            "and the write)"
+        )
+    return (
+        f"{source}: already stored by {_stored_by(stored_by)}; this server does not let runs "
+        f"replace it ({REPLACE_SETTING})"
+    )
+
+
+def _recheck(store: Chroma, writer: Writer) -> Recheck | None:
+    """The look-up just before each batch of a new document's chunks is written, or ``None``.
+
+    Only for a writer on a store without a lock across processes (a Chroma server): it refuses
+    a source someone else stored since the plan (see
+    :class:`~crag.vectorstore.chunk_writer.ChunkWriter`).
+    """
+    if not writer.unlocked:
+        return None
+
+    def taken(sources: list[str]) -> dict[str, str]:
+        now = stored_records(store, sources)
+        return {s: _taken(s, r.writer, writer) for s, r in now.items() if writer.refuses(r.writer)}
+
+    return taken
+
+
 def _refusal(doc: LoadedDocument, previous: StoredRecord | None, writer: Writer) -> str | None:
     """Why ``doc`` may not be written (another writer's document, not text), or ``None``."""
     if previous is not None and writer.refuses(previous.writer):
-        return (
-            f"{doc.source}: already stored by {_stored_by(previous.writer)}; this server does "
-            f"not let runs replace it ({REPLACE_SETTING})"
-        )
+        return _taken(doc.source, previous.writer, writer)
     reason = not_text_reason(doc.text)
     return f"{doc.source}: {reason}" if reason is not None else None
 
@@ -188,6 +237,7 @@ def _plan(
     """The documents to write with their chunks; the others go to the report."""
     plan: list[_Planned] = []
     for doc in docs:
+        raise_if_cancelled()
         previous = stored.get(doc.source)
         if previous is not None and previous.sha256 == doc.sha256:
             report.skipped.append(doc.source)
@@ -201,6 +251,8 @@ def _plan(
         if not chunks:
             report.failed.append((doc.source, f"{doc.source}: no text to index (empty document)"))
             continue
+        if options.budget is not None:
+            options.budget.take(len(chunks))  # refused here: nothing embedded or written yet
         plan.append(_Planned(doc, chunks, previous is not None, locations))
     return plan
 
@@ -238,7 +290,7 @@ def _write_documents(
     unchanged = [unique[source] for source in report.skipped if source in unique]
     relabel_unchanged(report, store, unchanged, options.scope, options.writer, stored)
     total = sum(len(planned.chunks) for planned in plan)
-    writer = ChunkWriter(store)
+    writer = ChunkWriter(store, _recheck(store, options.writer))
     if options.on_progress is not None:
         options.on_progress(0, total)
     with tqdm(
@@ -268,6 +320,10 @@ def _write_documents(
             writer.abandon()
             raise
     writer.finish()
+    for source, why in writer.refused.items():
+        logger.warning("%s", why)
+        (report.added if source in report.added else report.replaced).remove(source)
+        report.failed.append((source, why))
 
 
 def _write_under_lock(
@@ -343,6 +399,7 @@ def ingest_documents(
     on_progress: ChunkProgress | None = None,
     writer: Writer = OPERATOR_WRITER,
     tags: Sequence[str] = (),
+    budget: ChunkBudget | None = None,
 ) -> IngestReport:
     """Chunk, embed and store documents; unchanged documents are skipped.
 
@@ -350,7 +407,8 @@ def ingest_documents(
     left behind.
 
     Args:
-        docs: The documents.
+        docs: The documents; each source is stored in its one spelling
+            (:func:`~crag.vectorstore.sources.normalise_source`: NFC, whitespace, paths).
         store: The vector store to write to.
         chunk_size: Largest chunk, in characters.
         chunk_overlap: Characters shared by consecutive chunks.
@@ -361,6 +419,8 @@ def ingest_documents(
             module).
         tags: Recorded on every chunk, for scoped search (see :mod:`crag.vectorstore.scope`); an
             unchanged document gets them without being embedded again.
+        budget: The chunks this run may embed (a served run's, see
+            :class:`~crag.vectorstore.limits.ChunkBudget`); ``None``: no limit.
 
     Returns:
         What was added, skipped, replaced, relabelled or failed.
@@ -368,43 +428,38 @@ def ingest_documents(
     Raises:
         StoreError: The store cannot be read or written (or is read-only).
         ValueError: Invalid chunking parameters or tags.
+        ChunkLimitError: The documents would take more chunks than ``budget`` has left
+            (nothing is written).
+        RunCancelledError: The run was cancelled; its unfinished documents were removed.
     """
     scope = ScopeLabels.given(tags)
+    writer = unlocked_writer(writer) if store_directory(store) is None else writer
     options = _WriteOptions(
-        _splitter(chunk_size, chunk_overlap), progress, batch_size, on_progress, writer, scope
+        _splitter(chunk_size, chunk_overlap),
+        progress,
+        batch_size,
+        on_progress,
+        writer,
+        scope,
+        budget,
     )
-    return _write_under_lock(IngestReport(), docs, store, options)
-
-
-def _outside(path: Path, root: Path) -> str | None:
-    """Why ``path`` may not be read when only ``root`` is, or ``None`` when it may.
-
-    Its real path (symbolic links followed) must lie in ``root``; a symbolic link loop, whose
-    target cannot be known, is refused as such.
-    """
-    try:
-        real = real_path(path)
-    except LoaderError as exc:
-        return str(exc)
-    if real != root and root not in real.parents:
-        return f"{path}: refused: it leads outside {root}, the only directory ingested from"
-    return None
+    named = (replace(doc, source=normalise_source(doc.source)) for doc in docs)
+    return _write_under_lock(IngestReport(), named, store, options)
 
 
 def _load_paths(
-    paths: Sequence[str | Path], root: Path | None, report: IngestReport
+    paths: Sequence[str | Path], root: Path | None, report: IngestReport, limits: FileLimits
 ) -> tuple[list[LoadedDocument], dict[str, set[str]]]:
     """Load the files; return the documents and, per JSON Lines file, its sources."""
     docs: list[LoadedDocument] = []
     multi_files: dict[str, set[str]] = {}
-    for path in iter_paths(paths):
-        refused = _outside(path, root) if root is not None else None
-        if refused is not None:
-            logger.warning("%s", refused)
-            report.failed.append((str(path), refused))
-            continue
+    for named in iter_paths(paths):
+        raise_if_cancelled()
+        path = Path(normalise_path(named))  # one source per file, however it is named
         try:
-            loaded = load_file(path)
+            # under a root: opened first, what was opened checked, then read (no swap between)
+            data = read_inside(path, root) if root is not None else None
+            loaded = load_file(path, limits, data=data)
         except LoaderError as exc:
             logger.warning("skipping %s", exc)
             report.failed.append((str(path), str(exc)))
@@ -417,6 +472,23 @@ def _load_paths(
                 multi_files.setdefault(doc.file, set()).add(doc.source)
         docs.extend(loaded)
     return docs, multi_files
+
+
+def _remove_stale(
+    report: IngestReport,
+    store: Chroma,
+    multi_files: dict[str, set[str]],
+    writer: Writer,
+    pruned: Sequence[str | Path] | None,
+) -> None:
+    """Remove lines gone from re-ingested JSON Lines files, and vanished files' documents.
+
+    ``pruned``: the paths given to ``--prune`` (``None``: no pruning).
+    """
+    for file, keep in multi_files.items():
+        _prune_file(report, store, file, keep, writer)
+    if pruned is not None:
+        report.removed.extend(prune_missing(store, pruned))
 
 
 def ingest_paths(
@@ -432,12 +504,13 @@ def ingest_paths(
     prune: bool = False,
     writer: Writer = OPERATOR_WRITER,
     tags: Sequence[str] = (),
+    limits: FileLimits | None = None,
+    budget: ChunkBudget | None = None,
 ) -> IngestReport:
     """Ingest files and directories (searched recursively) into the store.
 
     A file that cannot be loaded (unreadable, not UTF-8, unsupported type, malformed JSON
-    line, not a regular file) is listed in ``report.failed`` and the other files are still
-    ingested.
+    line, not a regular file, past a limit) is listed in ``report.failed``; the others go on.
 
     Args:
         paths: Files and/or directories.
@@ -454,6 +527,8 @@ def ingest_paths(
         writer: Who is writing (recorded on every chunk), and what it may replace or remove
             (see the module).
         tags: As for :func:`ingest_documents`.
+        limits: Most pages, paragraphs, characters read per file (default: the operator's).
+        budget: As for :func:`ingest_documents`.
 
     Returns:
         What was added, skipped, replaced, removed or failed.
@@ -462,20 +537,17 @@ def ingest_paths(
         StoreError: The store cannot be read or written (or is read-only).
         ValueError: Invalid chunking parameters or tags, or ``prune`` asked of a writer other
             than the operator.
+        ChunkLimitError, RunCancelledError: As for :func:`ingest_documents`.
     """
     if prune and writer.name != OPERATOR:
         raise ValueError("pruning is for the operator only (crag ingest --prune)")
     # The splitter and tags first: bad chunking parameters or tags fail fast, before loading.
     splitter, scope = _splitter(chunk_size, chunk_overlap), ScopeLabels.given(tags, files=True)
-    options = _WriteOptions(splitter, progress, batch_size, on_progress, writer, scope)
+    writer = unlocked_writer(writer) if store_directory(store) is None else writer
+    options = _WriteOptions(splitter, progress, batch_size, on_progress, writer, scope, budget)
     base = Path(root).expanduser().resolve() if root is not None else None
     report = IngestReport()
-    docs, multi_files = _load_paths(paths, base, report)
-
-    def remove_stale() -> None:
-        for file, keep in multi_files.items():
-            _prune_file(report, store, file, keep, writer)
-        if prune:
-            report.removed.extend(prune_missing(store, paths))
-
-    return _write_under_lock(report, docs, store, options, then=remove_stale)
+    docs, multi_files = _load_paths(paths, base, report, limits or FileLimits.configured())
+    pruned = paths if prune else None
+    then = functools.partial(_remove_stale, report, store, multi_files, writer, pruned)
+    return _write_under_lock(report, docs, store, options, then=then)

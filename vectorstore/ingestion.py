@@ -92,6 +92,16 @@ def _chunking(settings: Context | IngestContext) -> dict[str, int]:
     return {}
 
 
+def _shared(
+    settings: Context | IngestContext, max_chunks: int | None, given: dict[str, Any]
+) -> dict[str, Any]:
+    """What files and inline documents share: chunking, progress, who writes, tags, budget."""
+    from crag.vectorstore.limits import ChunkBudget
+
+    budget = ChunkBudget(max_chunks) if max_chunks is not None else None
+    return {**given, "tags": check_tags(given["tags"]), "budget": budget, **_chunking(settings)}
+
+
 def ingest_into_store(
     paths: Sequence[str | Path],
     context: Context | IngestContext | None = None,
@@ -103,6 +113,7 @@ def ingest_into_store(
     on_progress: ChunkProgress | None = None,
     writer: Writer = OPERATOR_WRITER,
     tags: Sequence[str] = (),
+    max_chunks: int | None = None,
 ) -> IngestReport:
     """Ingest files, directories and inline documents into the configured store.
 
@@ -125,6 +136,8 @@ def ingest_into_store(
         tags: Tags for every document given, for scoped search (:mod:`crag.vectorstore.scope`); a
             document's tags are those of its latest ingestion (an unchanged one is relabelled
             without being embedded again).
+        max_chunks: Most chunks embedded, files and documents together (a served run's
+            ``ingest_max_chunks``); ``None``: no limit. Files: the settings' per-file limits.
 
     Returns:
         One report for files and documents: added, skipped, replaced, relabelled, removed,
@@ -133,22 +146,19 @@ def ingest_into_store(
     Raises:
         StoreError: The store cannot be opened, read or written, or is read-only.
         ValueError: Invalid chunking parameters or tags.
+        ChunkLimitError, RunCancelledError: See :func:`~crag.vectorstore.ingest.ingest_paths`.
     """
     from crag.vectorstore.ingest import IngestReport, ingest_documents, ingest_paths
+    from crag.vectorstore.limits import FileLimits
 
     settings = context or Context()
-    # What files and inline documents share: chunking, progress and who writes.
-    shared: dict[str, Any] = {
-        "progress": progress,
-        "on_progress": on_progress,
-        "writer": writer,
-        "tags": check_tags(tags),
-        **_chunking(settings),
-    }
+    given = {"progress": progress, "on_progress": on_progress, "writer": writer, "tags": tags}
+    shared = _shared(settings, max_chunks, given)
     store = open_configured_store(settings, create=True, writable=True)
     report = IngestReport()
     if paths:
-        report = ingest_paths(list(paths), store, root=root, prune=prune, **shared)
+        limits = FileLimits.configured(settings)
+        report = ingest_paths(list(paths), store, root=root, prune=prune, limits=limits, **shared)
     if documents:
         report.extend(ingest_documents(documents, store, **shared))
     return report

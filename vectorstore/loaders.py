@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from crag.vectorstore.documents import LoadedDocument, LoaderError, Section, join_sections
+from crag.vectorstore.limits import FileLimits, operator_limits
 
 __all__ = [
     "SUPPORTED_EXTENSIONS",
+    "FileLimits",
     "LoadedDocument",
     "LoaderError",
     "Section",
@@ -75,6 +77,9 @@ _READERS: dict[str, tuple[str, str]] = {
 }
 """Module and function reading each binary format but EPUB (which also gives a title)."""
 
+Reader = Callable[[bytes, Path, FileLimits], list[Section]]
+"""A binary format's reader: the file's bytes, its path (for messages) and the limits."""
+
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -118,7 +123,8 @@ def real_path(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path, text_limits: FileLimits | None = None) -> bytes:
+    """The file's bytes; a text file too large for ``text_limits`` is refused unread."""
     try:
         info = path.stat()
     except FileNotFoundError:
@@ -134,6 +140,8 @@ def _read_bytes(path: Path) -> bytes:
     if not stat.S_ISREG(info.st_mode):
         # Opening a FIFO waits for a writer, forever; a device may never end: never open them.
         raise LoaderError(f"{path}: skipped: {_file_kind(info.st_mode)}, not a regular file")
+    if text_limits is not None:
+        text_limits.check_text_bytes(path, info.st_size)
     try:
         return path.read_bytes()
     except OSError as exc:
@@ -205,7 +213,9 @@ def _jsonl_documents(data: bytes, path: Path, source: str) -> list[LoadedDocumen
     return docs
 
 
-def _read_binary(suffix: str, data: bytes, path: Path) -> tuple[list[Section], str | None]:
+def _read_binary(
+    suffix: str, data: bytes, path: Path, limits: FileLimits
+) -> tuple[list[Section], str | None]:
     """The sections (and title) of a PDF, Office or EPUB file, by its reader.
 
     The readers are imported on first use: their libraries take a while to import.
@@ -213,14 +223,16 @@ def _read_binary(suffix: str, data: bytes, path: Path) -> tuple[list[Section], s
     if suffix == ".epub":
         from crag.vectorstore.formats.epub import read_epub
 
-        book = read_epub(data, path)
+        book = read_epub(data, path, limits)
         return book.sections, book.title
     module, name = _READERS[suffix]
-    reader: Callable[[bytes, Path], list[Section]] = getattr(importlib.import_module(module), name)
-    return reader(data, path), None
+    reader: Reader = getattr(importlib.import_module(module), name)
+    return reader(data, path, limits), None
 
 
-def _text_sections(suffix: str, text: str, path: Path) -> tuple[str, str | None, list[Section]]:
+def _text_sections(
+    suffix: str, text: str, path: Path, limits: FileLimits
+) -> tuple[str, str | None, list[Section]]:
     """The text, title and sections of a text file (no sections: plain text)."""
     from crag.vectorstore.formats.markup import html_text, markdown_sections
     from crag.vectorstore.formats.spreadsheet import read_csv
@@ -231,16 +243,22 @@ def _text_sections(suffix: str, text: str, path: Path) -> tuple[str, str | None,
     if suffix in MARKDOWN_EXTENSIONS:
         return text, None, markdown_sections(text)
     if suffix in CSV_EXTENSIONS:
-        sections = read_csv(text, path)
+        sections = read_csv(text, path, limits)
         return join_sections(sections), None, sections
     return text, None, []
 
 
-def load_file(path: Path) -> list[LoadedDocument]:
+def load_file(
+    path: Path, limits: FileLimits | None = None, *, data: bytes | None = None
+) -> list[LoadedDocument]:
     """Load one file into documents (one per file, one per line for JSON Lines).
 
     Args:
         path: A file with one of :data:`SUPPORTED_EXTENSIONS`.
+        limits: The most pages, paragraphs and characters read from the file (see
+            :mod:`crag.vectorstore.limits`); default: the operator's settings.
+        data: Its bytes, already read from a descriptor checked to lie in the ingest root
+            (:mod:`crag.vectorstore.confined`); ``None`` reads ``path``.
 
     Returns:
         The documents; ``source`` is the absolute path (``path#lineN`` for JSON lines). A
@@ -252,8 +270,9 @@ def load_file(path: Path) -> list[LoadedDocument]:
             device, which is never opened), a symbolic link loop, not UTF-8, binary data, of an
             unsupported type, a JSON line is malformed, or the path has a NUL character; a PDF
             is encrypted, scanned (no text layer) or damaged; an Office file or e-book is
-            password-protected or damaged.
+            password-protected or damaged; the file is past one of ``limits``.
     """
+    limits = limits or operator_limits()
     path = Path(path)
     _check_name(path)
     suffix = path.suffix.lower()
@@ -262,19 +281,25 @@ def load_file(path: Path) -> list[LoadedDocument]:
         raise LoaderError(
             f"{path}: unsupported file type ({kind}); supported: {', '.join(SUPPORTED_EXTENSIONS)}"
         )
-    data = _read_bytes(path)
+    binary = suffix in BINARY_EXTENSIONS
+    if data is None:
+        data = _read_bytes(path, None if binary else limits)
+    elif not binary:
+        limits.check_text_bytes(path, len(data))
     source = str(path.expanduser().absolute())
-    if suffix in JSONL_EXTENSIONS:
-        return _jsonl_documents(data, path, source)
-    if suffix in BINARY_EXTENSIONS:
-        sections, title = _read_binary(suffix, data, path)
+    if binary:
+        sections, title = _read_binary(suffix, data, path, limits)
         text = join_sections(sections)
+        limits.check_chars(path, len(text))
     else:
         text = _decode(data, path)
+        limits.check_chars(path, len(text))  # before parsing: markup is longer than its text
+        if suffix in JSONL_EXTENSIONS:
+            return _jsonl_documents(data, path, source)
         reason = not_text_reason(text)
         if reason is not None:
             raise LoaderError(f"{path}: {reason}")
-        text, title, sections = _text_sections(suffix, text, path)
+        text, title, sections = _text_sections(suffix, text, path, limits)
     # Sections without a location say nothing the text does not: plain text stays one piece.
     located = tuple(sections) if any(s.location for s in sections) else ()
     return [

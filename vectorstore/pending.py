@@ -12,6 +12,11 @@ added again by the next ingest of its file).
 Records of runs that may still be writing are left alone: for a store on disk the write lock
 (:mod:`crag.vectorstore.locking`) guarantees there is none; on a Chroma server a record is repaired
 only once it has not been refreshed for :data:`STALE_AFTER` seconds.
+
+Until then, searches never return their chunks: :func:`hide_unfinished` gives the filter that
+leaves out every source a record names that has no chunk 0 (a document being written now, or
+one a killed run left half-written); a recorded document whose chunk 0 is stored is complete
+(chunk 0 is written last, after the old version's chunks were deleted) and is searched as usual.
 """
 
 from __future__ import annotations
@@ -133,6 +138,44 @@ def repair_interrupted(store: Chroma, *, exclusive: bool) -> list[str]:
             shorten(removed),
         )
     return removed
+
+
+def unfinished_sources(store: Chroma) -> list[str]:
+    """The sources the records name whose chunk 0 is not stored: their writes are pending.
+
+    Raises:
+        StoreError: The store cannot be read.
+    """
+    recorded: set[str] = set()
+    for key, value in _metadata(store).items():
+        parsed = _parse(value) if key.startswith(PENDING_PREFIX) else None
+        if parsed is not None:
+            recorded.update(parsed[1])
+    if not recorded:
+        return []
+    return sorted(recorded - set(stored_hashes(store, sorted(recorded))))
+
+
+def hide_unfinished(store: Any) -> dict[str, Any] | None:
+    """The Chroma ``where`` that leaves out the chunks of pending writes; ``None``: none are.
+
+    One read of the collection's metadata per search (and a look-up of chunk 0 of the sources
+    recorded, when there are any). A store that is not a Chroma collection (a test's stand-in,
+    a benchmark's view) has no records: ``None``.
+
+    Raises:
+        StoreError: The store cannot be read.
+    """
+    if not isinstance(store, Chroma):
+        return None
+    unfinished = unfinished_sources(store)
+    if unfinished:
+        logger.info(
+            "%d document(s) are being written or were left half-written; not searched: %s",
+            len(unfinished),
+            shorten(unfinished),
+        )
+    return {"source": {"$nin": unfinished}} if unfinished else None
 
 
 def shorten(sources: list[str], shown: int = 5) -> str:

@@ -18,6 +18,7 @@ from crag.vectorstore.locking import store_write_lock
 from crag.vectorstore.pending import repair_interrupted, shorten
 from crag.vectorstore.records import delete_sources, scan_pages
 from crag.vectorstore.report import IngestReport
+from crag.vectorstore.sources import normalise_path, normalise_source
 
 logger = logging.getLogger(__name__)
 
@@ -80,12 +81,36 @@ def prune_missing(store: Chroma, paths: Sequence[str | Path]) -> list[str]:
     return gone
 
 
+def _names(item: str) -> set[str]:
+    """The names ``item`` may be stored under: as given, as a source, as a file's path."""
+    if not item.strip():
+        return set()
+    names = {item, normalise_source(item)}
+    if "\0" not in item:
+        names |= {str(Path(item).expanduser().absolute()), normalise_path(item)}
+    return names
+
+
+def _by_name(stored: dict[str, str]) -> dict[str, set[str]]:
+    """Each stored ``source -> file`` under every name that finds it.
+
+    The source and the file, each as stored and in its one spelling: stores written before
+    sources had one spelling keep their names.
+    """
+    found: dict[str, set[str]] = {}
+    for source, file in stored.items():
+        for name in {source, file, normalise_source(source), normalise_source(file)}:
+            found.setdefault(name, set()).add(source)
+    return found
+
+
 def remove_sources(store: Chroma, sources: Sequence[str]) -> IngestReport:
     """Remove documents from the store by source.
 
     Each item is a stored source (``wikipedia:Title``, ``inline:...``, a file's absolute
-    path, ``FILE#lineN``) or a file path (made absolute); a JSON Lines file removes all its
-    lines.
+    path, ``FILE#lineN``) or a file path (made absolute, ``..`` resolved); a JSON Lines file
+    removes all its lines. Names match in their one spelling (Unicode NFC, whitespace, paths:
+    :mod:`crag.vectorstore.sources`), as stored and as given.
 
     Returns:
         A report whose ``removed`` lists the sources removed and whose ``failed`` lists the
@@ -97,16 +122,10 @@ def remove_sources(store: Chroma, sources: Sequence[str]) -> IngestReport:
     report = IngestReport()
     with store_write_lock(store) as directory:
         repair_interrupted(store, exclusive=directory is not None)
-        stored = _stored_files(store)
-        by_file: dict[str, list[str]] = {}
-        for source, file in stored.items():
-            by_file.setdefault(file, []).append(source)
+        by_name = _by_name(_stored_files(store))
         chosen: set[str] = set()
         for item in sources:
-            keys = {item, str(Path(item).expanduser().absolute())} if item.strip() else set()
-            matched = {key for key in keys if key in stored}
-            for key in keys:
-                matched.update(by_file.get(key, ()))
+            matched = {source for key in _names(item) for source in by_name.get(key, ())}
             if not matched:
                 report.failed.append((item, f"{item}: not in the store"))
             chosen |= matched

@@ -1,9 +1,18 @@
-"""How the store names its documents' sources and writers (no store code: cheap to import)."""
+"""How the store names its documents' sources and writers (no store code: cheap to import).
+
+A source has one spelling (:func:`normalise_source`, :func:`normalise_path`), given at every
+door (``crag ingest``, the Python API, the served ``ingest`` graph, ``crag remove``): else a
+served run could store ``wikipedia:Pelé`` in another Unicode form, or ``/srv/docs/./a.txt``,
+beside the operator's document, and be cited as if it were the operator's.
+"""
 
 from __future__ import annotations
 
+import os
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
 SOURCE_PREFIX = "wikipedia:"
@@ -32,6 +41,9 @@ class Writer:
 
     name: str
     may_replace: frozenset[str] | None = None
+    unlocked: bool = False
+    """Writing to a store no lock guards across processes (a Chroma server): see
+    :func:`unlocked_writer`."""
 
     def refuses(self, stored_by: str) -> bool:
         """Whether a document stored by ``stored_by`` is out of this writer's reach."""
@@ -65,7 +77,78 @@ def served_writer(run_replace: str) -> Writer:
     return Writer(SERVED, may_replace=_RUN_MAY_REPLACE[run_replace])
 
 
+def unlocked_writer(writer: Writer) -> Writer:
+    """``writer`` on a store no lock guards across processes: a served run may only add.
+
+    On a Chroma server the check "may this run replace that document?" and the write are two
+    requests, and nothing stops another process (``crag ingest``, another server) writing the
+    same source between them; so a served run replaces, removes and relabels nothing there,
+    whatever ``ingest_run_replace`` says, and each new document is looked up once more just
+    before each batch of its chunks is written. The operator is returned as it is.
+    """
+    if writer.name == OPERATOR:
+        return writer
+    return Writer(writer.name, may_replace=frozenset(), unlocked=True)
+
+
 def writer_of(metadata: Mapping[str, Any]) -> str:
     """Who stored a chunk; chunks older than the ``writer`` field are the operator's."""
     value = metadata.get("writer")
     return value if isinstance(value, str) and value else OPERATOR
+
+
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u2060\ufeff"))
+"""Zero-width space, word joiner, byte order mark: never part of a name, only of a look-alike."""
+
+
+def normalise_name(text: str) -> str:
+    r"""A source name as text: Unicode NFC, every run of whitespace one space, trimmed.
+
+    ``wikipedia:Pele\u0301`` (decomposed) and ``wikipedia:Pelé`` are one name, and so are
+    ``Mona\u00a0Lisa`` (a non-breaking space) and ``Mona Lisa``; zero-width spaces, word
+    joiners and byte order marks are dropped. Python's ``str.split`` splits on every Unicode
+    space (no-break, en, em, ideographic...).
+    """
+    return " ".join(unicodedata.normalize("NFC", text).translate(_INVISIBLE).split())
+
+
+def _lexical_path(path: str) -> str:
+    """An absolute path with ``.``, ``..`` and repeated slashes collapsed, by its text alone."""
+    normal = os.path.normpath(path)
+    # POSIX keeps a leading "//" (it may mean something to some systems; not to Linux)
+    return "/" + normal.lstrip("/") if normal.startswith("//") else normal
+
+
+def normalise_source(source: str) -> str:
+    """The one spelling of a source given as text (an inline document's, a name to remove).
+
+    :func:`normalise_name`, and an absolute path also loses its ``.``, ``..`` and repeated
+    slashes (``/srv/docs/./a.txt``, ``/srv//docs/a.txt``, ``/srv/docs/../docs/a.txt`` are
+    ``/srv/docs/a.txt``), by the text alone: nothing on disk is looked at. Idempotent.
+    """
+    name = normalise_name(source)
+    return _lexical_path(name) if name.startswith("/") else name
+
+
+def normalise_path(path: str | os.PathLike[str]) -> str:
+    """The source of a file named by ``path``: absolute, ``.`` and repeated slashes dropped.
+
+    ``..`` is collapsed by the text (``docs/../docs/a.txt`` is ``docs/a.txt``) when that names
+    the same file the system opens; when it does not (a symbolic link to a directory before
+    the ``..``), the real path is taken. Other symbolic links are kept as named, as for the
+    ``folders`` of scoped search (:func:`crag.core.scope_settings.normal_folder`). The name's
+    characters are kept as they are: on Linux ``Pelé.txt`` in NFC and in NFD are two files.
+    """
+    given = os.path.expanduser(os.fspath(path))
+    lexical = _lexical_path(os.path.abspath(given))
+    if ".." not in PurePath(given).parts:
+        return lexical
+    try:
+        physical = os.path.realpath(given)
+    except ValueError:
+        return lexical  # a NUL character: the loader says so, naming the path
+    try:
+        same = os.path.samefile(lexical, physical)
+    except (OSError, ValueError):
+        same = False
+    return lexical if same else physical

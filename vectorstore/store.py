@@ -46,6 +46,7 @@ from crag.vectorstore.readonly import (
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+_S = TypeVar("_S", bound=list[Any])
 
 HEARTBEAT_PATH = "/api/v2/heartbeat"
 """The Chroma server's liveness endpoint (Chroma 1.x)."""
@@ -342,6 +343,11 @@ def _server_client(host: str, port: int, ssl: bool) -> ClientAPI:
         return client
 
 
+def _collection_gone(exc: BaseException) -> bool:
+    """Whether a Chroma error says the collection no longer exists (rebuilt under its name)."""
+    return "does not exist" in str(exc).lower() or type(exc).__name__ == "NotFoundError"
+
+
 def _describe(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
@@ -390,7 +396,10 @@ class CheckedChroma(Chroma):
     """LangChain's Chroma whose searches fail with a :class:`StoreError` naming the store.
 
     The retrieve node searches the store directly; without this a damaged index reached the
-    user as Chroma's ``InternalError`` traceback.
+    user as Chroma's ``InternalError`` traceback. A search that comes back short of chunks the
+    collection holds is a vector index blocked by deleted chunks: it is rebuilt and the search
+    run again (:mod:`crag.vectorstore.index_health`). A collection rebuilt by another process
+    is found again by name.
     """
 
     def __init__(self, *, where: str, hint: str, **kwargs: Any) -> None:
@@ -405,35 +414,90 @@ class CheckedChroma(Chroma):
         except StoreError:
             raise
         except Exception as exc:
+            if not _collection_gone(exc):
+                raise StoreError(
+                    f"cannot search {self.where}: {_describe(exc)}. {self.hint}"
+                ) from exc
+        # another process rebuilt the collection (a new id under the same name): reopen it
+        try:
+            self._chroma_collection = self._client.get_collection(self._collection_name)
+            return search()
+        except Exception as exc:
             raise StoreError(f"cannot search {self.where}: {_describe(exc)}. {self.hint}") from exc
+
+    def _checked_search(
+        self, search: Callable[[], _S], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> _S:
+        """:meth:`_search`, then repair a damaged vector index and search again.
+
+        A search of ``k`` that returns fewer than the collection holds (matching its metadata
+        filter) met deleted chunks that block the index: see
+        :mod:`crag.vectorstore.index_health`. ``args``/``kwargs``: the search's own, which
+        say ``k`` and the filter (LangChain's order: query, k, filter, where_document).
+        """
+        found = self._search(search)
+        k = kwargs.get("k", args[1] if len(args) > 1 else 4)
+        where = kwargs.get("filter", args[2] if len(args) > 2 else None)
+        if len(found) >= k or kwargs.get("where_document") or len(args) > 3:
+            return found
+        # imported here: index_health takes the write lock, whose module imports this one
+        from crag.vectorstore.index_health import matching_chunks, repair_search
+
+        expected = self._search(partial(matching_chunks, self._collection, k, where))
+        if len(found) >= expected:
+            return found
+        repaired = repair_search(self, partial(self._search, search), len(found), expected)
+        return found if repaired is None else repaired
 
     def similarity_search_with_score(
         self, *args: Any, **kwargs: Any
     ) -> list[tuple[Document, float]]:
-        """Chroma's, failing with :class:`StoreError`."""
-        return self._search(partial(super().similarity_search_with_score, *args, **kwargs))
+        """Chroma's, failing with :class:`StoreError`; a damaged index is repaired."""
+        search = partial(super().similarity_search_with_score, *args, **kwargs)
+        return self._checked_search(search, args, kwargs)
 
     def similarity_search_with_vectors(
         self, *args: Any, **kwargs: Any
     ) -> list[tuple[Document, Any]]:
-        """Chroma's, failing with :class:`StoreError`."""
-        return self._search(partial(super().similarity_search_with_vectors, *args, **kwargs))
+        """Chroma's, failing with :class:`StoreError`; a damaged index is repaired."""
+        search = partial(super().similarity_search_with_vectors, *args, **kwargs)
+        return self._checked_search(search, args, kwargs)
 
     def similarity_search_by_vector(self, *args: Any, **kwargs: Any) -> list[Document]:
-        """Chroma's, failing with :class:`StoreError`."""
-        return self._search(partial(super().similarity_search_by_vector, *args, **kwargs))
+        """Chroma's, failing with :class:`StoreError`; a damaged index is repaired."""
+        search = partial(super().similarity_search_by_vector, *args, **kwargs)
+        return self._checked_search(search, args, kwargs)
 
     def similarity_search_by_vector_with_relevance_scores(
         self, *args: Any, **kwargs: Any
     ) -> list[tuple[Document, float]]:
-        """Chroma's, failing with :class:`StoreError`."""
-        search = super().similarity_search_by_vector_with_relevance_scores
-        return self._search(partial(search, *args, **kwargs))
+        """Chroma's, failing with :class:`StoreError`; a damaged index is repaired."""
+        search = partial(super().similarity_search_by_vector_with_relevance_scores, *args, **kwargs)
+        return self._checked_search(search, args, kwargs)
 
     def max_marginal_relevance_search_by_vector(self, *args: Any, **kwargs: Any) -> list[Document]:
         """Chroma's, failing with :class:`StoreError`."""
         search = super().max_marginal_relevance_search_by_vector
         return self._search(partial(search, *args, **kwargs))
+
+
+def _finish_rebuild(client: ClientAPI, collection: str, where: str, hint: str) -> list[str]:
+    """Complete or undo a rebuild of the collection's index that a crash interrupted.
+
+    Returns:
+        The collections of the store afterwards.
+    """
+    # imported here: index_health takes the write lock, whose module imports this one
+    from crag.vectorstore.index_health import finish_interrupted_rebuild
+
+    try:
+        finish_interrupted_rebuild(client, collection)
+    except Exception as exc:
+        raise StoreError(
+            f"cannot finish an interrupted rebuild of collection {collection!r} in {where}: "
+            f"{_describe(exc)}"
+        ) from exc
+    return _existing_collections(client, where, hint)
 
 
 def open_store(
@@ -473,6 +537,8 @@ def open_store(
         path, host=host, port=port, ssl=ssl, create=create, writable=writable
     )
     existing = _existing_collections(client, where, corrupt_hint)
+    if any(name.startswith(f"{collection}-crag-") for name in existing):
+        existing = _finish_rebuild(client, collection, where, corrupt_hint)
     if not create and collection not in existing:
         listing = ", ".join(repr(n) for n in existing) if existing else "none"
         raise StoreError(

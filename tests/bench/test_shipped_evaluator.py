@@ -12,6 +12,7 @@ import crag.evaluator.shipped as shipped
 from crag.evaluator.base import EvaluatorError
 from crag.evaluator.cross_encoder import CrossEncoderEvaluator
 from crag.evaluator.prior_cross_encoder import PriorCrossEncoderEvaluator, prior_of
+from crag.evaluator.registry import clear_evaluator_cache, load_evaluator
 from crag_bench.evaluator_training import TrainingOptions, train_evaluator
 from tests.bench.test_training import FAST, PAIRS, tiny_bert  # noqa: F401 - fixture
 
@@ -74,15 +75,56 @@ def test_damaged_or_foreign_weights_are_refused(tiny_shipped: Path, tmp_path: Pa
         shipped.shipped_folder(tmp_path / "cache3")
 
 
-@pytest.mark.integration
-def test_the_real_shipped_evaluator_prefers_the_answering_sentence() -> None:
-    """The shipped weights on the installed MiniLM: the README's Mona Lisa strips."""
-    if not shipped.shipped_available():
-        pytest.skip("no shipped evaluator weights in this checkout")
-    from crag.evaluator.registry import clear_evaluator_cache, load_evaluator
-
+@pytest.mark.integration  # the prior reads the installed MiniLM embedder
+def test_cross_encoder_without_a_model_loads_the_shipped_delta(
+    tiny_shipped: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``evaluator=cross-encoder`` with no ``evaluator_model``: the shipped delta, built once."""
+    monkeypatch.setenv("CRAG_CACHE_DIR", str(tmp_path / "crag-cache"))
     clear_evaluator_cache()
-    evaluator = load_evaluator("cross-encoder")
+    try:
+        default = load_evaluator("cross-encoder")
+        trained = load_evaluator("cross-encoder", model=str(tiny_shipped))
+        assert isinstance(default, PriorCrossEncoderEvaluator)
+        assert (tmp_path / "crag-cache" / "models").is_dir()  # built in the cache
+        question = PAIRS[0].question
+        texts = [p.passage for p in PAIRS[:6]]
+        assert default.score(question, texts) == pytest.approx(
+            trained.score(question, texts), abs=5e-3
+        )
+    finally:
+        clear_evaluator_cache()
+
+
+WEIGHTS_README = shipped.WEIGHTS_DIR / "README.md"
+NONE_SHIP = "**No weights ship today.**"
+
+
+def test_what_ships_is_what_the_weights_readme_says() -> None:
+    """The checkout's own weights, checked for what they are (this used to skip when none ship).
+
+    None ship today (``evaluator/weights/README.md``): the cross-encoder without a model then
+    says, in one line, that the weights are missing and how to name a checkpoint. Once weights
+    ship, that README changes and the weights must prefer the README's answering sentence.
+    """
+    clear_evaluator_cache()
+    none_ship = NONE_SHIP in WEIGHTS_README.read_text(encoding="utf-8")
+    assert shipped.shipped_available() is not none_ship, (
+        f"{WEIGHTS_README} says weights ship {'not ' if none_ship else ''}but the checkout "
+        f"{'has' if shipped.shipped_available() else 'lacks'} {shipped.DELTA_FILE.name}"
+    )
+    if none_ship:
+        with pytest.raises(EvaluatorError) as missing:
+            load_evaluator("cross-encoder")
+        message = str(missing.value)
+        assert "weights are missing" in message and "evaluator_model" in message
+        assert "\n" not in message
+        return
+    _assert_prefers_the_answering_sentence(load_evaluator("cross-encoder"))
+
+
+def _assert_prefers_the_answering_sentence(evaluator: object) -> None:
+    """The shipped weights on the installed MiniLM: the README's Mona Lisa strips."""
     assert isinstance(evaluator, PriorCrossEncoderEvaluator)
     question = "Who painted the Mona Lisa?"
     strips = [

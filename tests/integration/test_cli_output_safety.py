@@ -9,7 +9,11 @@ could recolour, retitle or clear the user's terminal. Each is now shown as a vis
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,11 +21,14 @@ from typing import Any
 
 import pytest
 
-from crag.app.cli import _run_question, main, terminal_text
+from crag.app.cli import _run_question, main
+from crag.app.terminal_text import TerminalFormatter, json_text, terminal_text
 from tests.websearch_server import WebsearchServer
 
 HOSTILE = "red\x1b[31m bell\x07 nul\x00 csi\x9b del\x7f cr\r"
 """ESC sequence, BEL, NUL, a C1 control, DEL and a carriage return."""
+
+REPO = Path(__file__).resolve().parents[2]
 
 RAW_CONTROLS = ("\x1b", "\x07", "\x00", "\x9b", "\x7f", "\r")
 
@@ -53,6 +60,25 @@ def test_a_file_name_that_is_not_utf8_prints_instead_of_failing() -> None:
     name = b"caf\xe9.md".decode("utf-8", "surrogateescape")
     assert terminal_text(name) == "caf\\udce9.md"
     terminal_text(name).encode("utf-8")  # what print() would do
+
+
+FORMAT_CHARACTERS = "\u202e\u202a\u2066\u2069\u200b\u200e\ufeff\u2028\u2029\U000e0041"
+"""Bidirectional overrides and isolates, a zero-width space, a direction mark, the BOM, the line
+and paragraph separators and a tag character: invisible, or reordering what follows."""
+
+
+def test_format_characters_become_visible_escapes() -> None:
+    # `evil\u202etxt.exe` would show as `evilexe.txt`
+    assert terminal_text("evil\u202etxt.exe") == "evil\\u202etxt.exe"
+    shown = terminal_text(FORMAT_CHARACTERS, multiline=True)
+    assert shown == ("\\u202e\\u202a\\u2066\\u2069\\u200b\\u200e\\ufeff\\u2028\\u2029\\U000e0041")
+
+
+def test_joiners_stay_in_prose_but_not_in_a_name() -> None:
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # one emoji, joined
+    persian = "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"  # "I want", with a ZWNJ
+    assert terminal_text(family + persian, multiline=True) == family + persian
+    assert terminal_text("ab\u200dc.md") == "ab\\u200dc.md"
 
 
 # -- every print site of `crag ask`, with a scripted run --------------------------------------
@@ -200,3 +226,78 @@ def test_an_ingested_document_with_escapes_reaches_the_terminal_escaped(
     assert "mona\\x1b[31m.md" in captured.err  # the source, in the grade lines
     assert "\\x1b[31mis a portrait\\x1b[0m" in captured.err  # a kept strip's text
     assert "The Mona Lisa \\x1b[31mpainting\\x07" in captured.out  # its title, under Sources
+
+
+def test_json_text_escapes_format_characters_and_still_parses() -> None:
+    value = {"source": f"evil\u202etxt.exe {FORMAT_CHARACTERS} {HOSTILE}"}
+    text = json_text(value)
+    _assert_no_controls(text, (*RAW_CONTROLS, *FORMAT_CHARACTERS))
+    assert "\\u202e" in text and "\\udb40\\udc41" in text  # a tag character: a surrogate pair
+    assert json.loads(text) == value
+
+
+# -- the log: warnings name files, sources and exception text ---------------------------------
+
+
+def _log_to(stream: io.StringIO) -> logging.Logger:
+    """A logger writing through the formatter `crag` itself installs, to ``stream``."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(TerminalFormatter("%(levelname)s %(name)s: %(message)s"))
+    log = logging.getLogger(f"crag.test_output_safety.{id(stream)}")
+    log.propagate = False
+    log.handlers[:] = [handler]
+    return log
+
+
+def test_a_log_line_escapes_its_arguments_and_stays_one_line() -> None:
+    stream = io.StringIO()
+    _log_to(stream).warning("skipping %s", "evil\x1b[31m\u202ename.doc\nERROR crag: forged")
+    line = stream.getvalue()
+    assert line == (
+        "WARNING crag.test_output_safety."
+        f"{id(stream)}: skipping evil\\x1b[31m\\u202ename.doc\\x0aERROR crag: forged\n"
+    )
+
+
+def test_a_logged_traceback_keeps_its_lines_and_escapes_the_rest() -> None:
+    stream = io.StringIO()
+    log = _log_to(stream)
+    try:
+        raise OSError(f"cannot read {HOSTILE}\u202e")
+    except OSError:
+        log.exception("ingest failed")
+    text = stream.getvalue()
+    _assert_no_controls(text, (*RAW_CONTROLS, "\u202e"))
+    assert text.startswith("ERROR ") and "\nTraceback (most recent call last):\n" in text
+    assert "OSError: cannot read red\\x1b[31m" in text and "\\u202e" in text
+
+
+INGEST_WITH_A_FAST_EMBEDDER = """
+import sys
+import crag.vectorstore.embeddings as embeddings
+from tests.hash_embeddings import HashEmbeddings
+
+embeddings.load_embeddings = lambda *args, **kwargs: HashEmbeddings()  # no model to load
+from crag.app.console import main
+
+sys.argv = ["crag", *sys.argv[1:]]
+sys.exit(main())
+"""
+
+
+def test_crag_ingest_warns_about_a_hostile_file_name_escaped(tmp_path: Path) -> None:
+    """A real `crag ingest` process: the skipped file's warning reaches stderr escaped."""
+    name = tmp_path / "evil\x1b[31m\u202ename.doc"  # no loader for .doc: skipped, warned about
+    name.write_text("hello", encoding="utf-8")
+    argv = ["ingest", "--no-server", "--store", str(tmp_path / "store"), str(name)]
+    done = subprocess.run(
+        [sys.executable, "-c", INGEST_WITH_A_FAST_EMBEDDER, *argv],
+        cwd=REPO,
+        capture_output=True,
+        timeout=120,
+    )
+    err = done.stderr.decode("utf-8")
+    assert done.returncode == 1, err
+    _assert_no_controls(err, ("\x1b", "\u202e"))
+    warning = next(line for line in err.splitlines() if line.startswith("WARNING"))
+    assert "skipping " in warning and "evil\\x1b[31m\\u202ename.doc" in warning, warning

@@ -118,3 +118,23 @@ def test_a_run_reads_only_the_collections_the_operator_allows(client: Any) -> No
         "setting search_collection: collection 'secret' is not readable on this server; "
         "readable: crag, archive"
     )
+
+
+def test_a_run_with_a_relative_scope_folder_is_refused_with_one_line(
+    client: Any, sources: dict[str, Any]
+) -> None:
+    """A served run cannot know the caller's working directory: only an absolute folder counts.
+
+    A relative folder used to be resolved against the server's own directory with a blocking
+    ``os.getcwd`` in the event loop, and the run failed with ``BlockingError``.
+    """
+    for folder in ("docs/a", "~/docs", "."):
+        refused = _run(client, {"scope_folder": folder}, raise_error=False)
+        assert refused.get("__error__", {}).get("error") == "InvalidSettingError", refused
+        assert refused["__error__"]["message"] == (
+            f"setting scope_folder: a served run must name an absolute folder, not {folder!r}: "
+            "the server cannot know which directory it is relative to"
+        )
+    folder_a = str(sources["store"].parent / "docs" / "a")
+    scoped = _run(client, {"scope_folder": folder_a, "top_k": 10})
+    assert {d["source"] for d in scoped["documents"]} == sources["a"], scoped

@@ -567,6 +567,11 @@ INGEST_ATTEMPTS: dict[str, Any] = {
     "max_document_chars": 10**9,
     "ingest_root": "/",
     "ingest_run_replace": "all",
+    "ingest_min_chunk_size": 1,
+    "ingest_max_chunks": 10**9,
+    "max_file_pages": 10**9,
+    "max_file_paragraphs": 10**9,
+    "max_file_chars": 10**9,
 }
 
 

@@ -23,6 +23,19 @@ BOTH_KEPT = Context(strip_margin=0)
 default strip margin would drop the Louvre strip as far below the best one."""
 
 
+def two_passages(components: FakeComponents) -> None:
+    """The Leonardo and Louvre sentences as two stored passages (chunks 0 and 1): two entries.
+
+    (Strips of one passage are one entry: :mod:`crag.knowledge.passages`.)
+    """
+    components.store = StaticStore(
+        [
+            Document(page_content=text, metadata={"source": "wikipedia:Mona Lisa", "chunk": n})
+            for n, text in enumerate((LEONARDO, LOUVRE))
+        ]
+    )
+
+
 def answering(answer: str) -> ScriptedChatModel:
     """A chat model that answers every prompt with ``answer``."""
     return ScriptedChatModel(respond=lambda _: answer, prompts=[])
@@ -32,6 +45,7 @@ def test_by_default_the_prompt_does_not_number_the_knowledge(
     fake_graph: CragGraph,
     fake_components: FakeComponents,
 ) -> None:
+    two_passages(fake_components)
     fake_components.chat = answering("It is held at the Louvre.")
     out = fake_graph.invoke({"question": QUESTION}, context=BOTH_KEPT)
     prompt: list[BaseMessage] = fake_components.chat.prompts[-1]
@@ -43,6 +57,7 @@ def test_numbered_knowledge_lets_the_models_citation_stand(
     fake_graph: CragGraph,
     fake_components: FakeComponents,
 ) -> None:
+    two_passages(fake_components)
     fake_components.chat = answering("It is held at the Louvre [2].")
     out = fake_graph.invoke(
         {"question": QUESTION}, context=Context(number_knowledge=True, strip_margin=0)
@@ -55,7 +70,7 @@ def test_numbered_knowledge_lets_the_models_citation_stand(
     ai = out["messages"][-1]
     assert ai.text == out["answer"]
     assert ai.additional_kwargs["citations"] == [
-        {"number": 2, "title": "wikipedia:Mona Lisa", "source": "wikipedia:Mona Lisa", "chunk": 0}
+        {"number": 2, "title": "wikipedia:Mona Lisa", "source": "wikipedia:Mona Lisa", "chunk": 1}
     ]
 
 
@@ -72,6 +87,7 @@ def test_numbered_knowledge_lets_the_models_citation_stand(
 def test_numbers_are_checked_and_missing_ones_attributed(
     fake_graph: CragGraph, fake_components: FakeComponents, answer: str, citations: list[int]
 ) -> None:
+    two_passages(fake_components)
     fake_components.chat = answering(answer)
     out = fake_graph.invoke({"question": QUESTION}, context=BOTH_KEPT)
     assert out["citations"] == citations
@@ -96,12 +112,12 @@ def test_crag_ask_prints_the_numbered_sources_under_the_answer(
     fake_components.chat = scripted_chat(answer="Leonardo da Vinci.")
     assert main(["ask", "-q", "--set", "fetch_pages=false", QUESTION]) == 0
     out = capsys.readouterr().out
+    # the two strips kept of the one passage are one source (not [1] and [2], both #3)
     assert out == (
         "Leonardo da Vinci. [1]\n"
         "Sources:\n"
         "  [1] Mona Lisa — docs/mona.md#3\n"
-        "  [2] Mona Lisa — docs/mona.md#3\n"
-        "  [3] Salai — https://en.wikipedia.org/wiki/Salai\n"  # the page title, cleaned
+        "  [2] Salai — https://en.wikipedia.org/wiki/Salai\n"  # the page title, cleaned
     )
 
 

@@ -69,6 +69,11 @@ INGEST_DEPLOYMENT = {
     "max_document_chars",
     "ingest_root",
     "ingest_run_replace",
+    "ingest_min_chunk_size",
+    "ingest_max_chunks",
+    "max_file_pages",
+    "max_file_paragraphs",
+    "max_file_chars",
 }
 
 

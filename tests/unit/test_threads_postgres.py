@@ -9,7 +9,9 @@ and the run succeeds when retried after it is back.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -22,9 +24,14 @@ from typing import Any
 
 import pytest
 
-from crag.app.api import persistent_graph, thread_config, thread_turns
+from crag.app.api import apersistent_graph, persistent_graph, thread_config, thread_turns
 from crag.app.cli import main
-from crag.app.threads import ThreadsDatabaseError, describe_threads_db, is_postgres
+from crag.app.threads import (
+    CONNECT_TIMEOUT_S,
+    ThreadsDatabaseError,
+    describe_threads_db,
+    is_postgres,
+)
 from tests.fakes import (
     FakeComponents,
     FixedScoreEvaluator,
@@ -109,16 +116,35 @@ def test_a_process_killed_mid_run_leaves_the_last_checkpoint(postgres: str, tmp_
         assert not graph.get_state(thread_config("t-killed")).next
 
 
-def test_two_processes_writing_different_threads_lose_nothing(postgres: str) -> None:
+def test_two_processes_writing_different_threads_at_once_lose_nothing(
+    postgres: str, tmp_path: Path
+) -> None:
+    """Both processes run their turns in step: each chat call waits for the other's.
+
+    So every turn of one is in flight, writing its checkpoints, while the other's is (without
+    the barrier one process could finish before the other started).
+    """
     turns = 4
-    procs = {name: _process(postgres, name, *[MONA] * turns) for name in ("t-left", "t-right")}
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    meet = ("--meet-at-generate", str(barrier), "--peers", "2")
+    names = ("t-left", "t-right")
+    procs = {name: _process(postgres, name, *[MONA] * turns, *meet) for name in names}
     for name, proc in procs.items():
         out, err = proc.communicate(timeout=PROCESS_TIMEOUT_S)
         assert proc.returncode == 0, err
         assert len(out.splitlines()) == turns, name
+    calls = {name: sorted(p.name for p in barrier.glob(f"{name}.*")) for name in names}
+    assert len(calls["t-left"]) >= turns and len(calls["t-left"]) == len(calls["t-right"])
     with persistent_graph(postgres) as graph:
+        spans: dict[str, tuple[str, str]] = {}
         for name in procs:
             assert [t["question"] for t in thread_turns(graph, name)] == [MONA] * turns
+            history = graph.get_state_history(thread_config(name))
+            written = sorted(s.created_at for s in history if s.created_at is not None)
+            spans[name] = (written[0], written[-1])
+    # the two threads' checkpoints were written over a common span of time
+    assert max(start for start, _ in spans.values()) < min(end for _, end in spans.values())
 
 
 def _blocking_chat(started: threading.Event, release: threading.Event) -> ScriptedChatModel:
@@ -130,13 +156,22 @@ def _blocking_chat(started: threading.Event, release: threading.Event) -> Script
     return ScriptedChatModel(respond=respond, prompts=[])
 
 
-def test_a_database_gone_mid_run_gives_a_clear_error_and_the_retry_works() -> None:
+def test_a_database_gone_mid_run_fails_fast_with_one_line_and_the_retry_works(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The run fails within the connection timeout, with one line and no pool warnings.
+
+    LangGraph writes checkpoints in the background and raises the first failure when the run
+    ends: each later step used to wait the pool's timeout again (a minute, with a warning per
+    reconnection attempt), where now the writes after the first failure fail at once.
+    """
     started, release = threading.Event(), threading.Event()
     fakes = FakeComponents(
         store=StaticStore(corpus_documents()),
         scorer=FixedScoreEvaluator({"Leonardo": 0.9}),
         chat=_blocking_chat(started, release),
     )
+    caplog.set_level(logging.INFO)
     with postgres_server() as (server, uri), persistent_graph(uri, components=fakes) as graph:
         failure: list[BaseException] = []
 
@@ -150,17 +185,56 @@ def test_a_database_gone_mid_run_gives_a_clear_error_and_the_retry_works() -> No
         worker.start()
         assert started.wait(PROCESS_TIMEOUT_S)
         server.stop()
+        caplog.clear()
+        stopped = time.monotonic()
         release.set()
         worker.join(PROCESS_TIMEOUT_S)
+        elapsed = time.monotonic() - stopped
         assert len(failure) == 1
         assert isinstance(failure[0], ThreadsDatabaseError)
         message = str(failure[0])
         assert "threads database" in message and "retry" in message
         assert "\n" not in message
+        assert elapsed < CONNECT_TIMEOUT_S + 3, f"the run failed after {elapsed:.1f} s"
+        pool_warnings = [
+            r.getMessage() for r in caplog.records
+            if r.name.startswith("psycopg") and r.levelno >= logging.WARNING
+        ]  # fmt: skip
+        assert not pool_warnings, pool_warnings
 
         _restart(server, uri)
         out = graph.invoke({"question": MONA}, thread_config("t-outage"))
         assert out["answer"] == "Leonardo da Vinci."
+
+
+def test_an_async_run_that_loses_the_database_fails_fast_too() -> None:
+    """The same through ``apersistent_graph`` (psycopg's async pool) and ``ainvoke``."""
+    started, release = threading.Event(), threading.Event()
+    fakes = FakeComponents(
+        store=StaticStore(corpus_documents()),
+        scorer=FixedScoreEvaluator({"Leonardo": 0.9}),
+        chat=_blocking_chat(started, release),
+    )
+
+    async def scenario(server: PostgresServer, uri: str) -> float:
+        async with apersistent_graph(uri, components=fakes) as graph:
+            run = asyncio.create_task(graph.ainvoke({"question": MONA}, thread_config("t-async")))
+            assert await asyncio.to_thread(started.wait, PROCESS_TIMEOUT_S)
+            server.stop()
+            stopped = time.monotonic()
+            release.set()
+            with pytest.raises(ThreadsDatabaseError) as caught:
+                await run
+            elapsed = time.monotonic() - stopped
+            assert "\n" not in str(caught.value) and "retry" in str(caught.value)
+            _restart(server, uri)
+            out = await graph.ainvoke({"question": MONA}, thread_config("t-async"))
+            assert out["answer"] == "Leonardo da Vinci."
+            return elapsed
+
+    with postgres_server() as (server, uri):
+        elapsed = asyncio.run(scenario(server, uri))
+    assert elapsed < CONNECT_TIMEOUT_S + 3, f"the run failed after {elapsed:.1f} s"
 
 
 def _restart(server: PostgresServer, uri: str) -> None:

@@ -4,41 +4,62 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import docx
+from docx.oxml.ns import qn
 from docx.table import Table
 from docx.text.paragraph import Paragraph
 
 from crag.vectorstore.documents import LoaderError, Section
 from crag.vectorstore.formats.common import clean_text, office_archive, table_row
 from crag.vectorstore.formats.outline import Outline
+from crag.vectorstore.limits import FileLimits
 
 _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 CAPTION_STYLE = "caption"
 
 
-def read_docx(data: bytes, path: Path) -> list[Section]:
+def read_docx(data: bytes, path: Path, limits: FileLimits) -> list[Section]:
     """The document's sections, one per heading (and one for the text before the first).
 
     Headings are the paragraphs styled "Title" or "Heading N"; a section's ``headings`` is
     the path down to it ("Method > Evaluator"). A table becomes text rows ("a | b | c") kept
-    with its caption (a paragraph styled "Caption" just before or after it).
+    with its caption (a paragraph styled "Caption" just before or after it). The paragraphs
+    (those of tables included) are counted in the parsed XML before python-docx wraps any.
 
     Raises:
-        LoaderError: The file is password-protected, not a valid .docx, or has no text.
+        LoaderError: The file is password-protected, not a valid .docx, has no text, or has
+            more paragraphs than ``limits`` allow.
     """
     stream = office_archive(data, path, ".docx")
     try:
         document = docx.Document(stream)
+        _check_paragraphs(document.element.body, path, limits)
         blocks = list(document.iter_inner_content())
         outline = Outline()
         _read_blocks(blocks, outline)
+    except LoaderError:
+        raise
     except Exception as exc:  # python-docx raises many types for damaged files
         raise LoaderError(f"{path}: not a valid .docx file ({type(exc).__name__}: {exc})") from exc
     sections = outline.sections()
     if not sections:
         raise LoaderError(f"{path}: no text in the document")
     return sections
+
+
+def _check_paragraphs(body: Any, path: Path, limits: FileLimits) -> None:
+    """Refuse a body of more paragraphs than ``limits`` allow, counting no further than that.
+
+    Wrapping each paragraph and looking up its style is what takes long (minutes for a million
+    empty paragraphs); walking the XML elements is quick.
+    """
+    count = 0
+    for count, _ in enumerate(body.iter(qn("w:p")), start=1):
+        if count > limits.paragraphs:
+            break
+    limits.check_paragraphs(path, count)
 
 
 def _heading_level(paragraph: Paragraph) -> int | None:

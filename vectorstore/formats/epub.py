@@ -16,6 +16,7 @@ from xml.etree import ElementTree
 from crag.vectorstore.documents import LoaderError, Section
 from crag.vectorstore.formats.common import office_archive
 from crag.vectorstore.formats.markup import html_text
+from crag.vectorstore.limits import FileLimits
 
 _CONTAINER = "META-INF/container.xml"
 _NS = {
@@ -33,7 +34,7 @@ class Book(NamedTuple):
     sections: list[Section]
 
 
-def read_epub(data: bytes, path: Path) -> Book:
+def read_epub(data: bytes, path: Path, limits: FileLimits) -> Book:
     """The book's title (``dc:title``) and its sections in reading order.
 
     Each section has its heading path within its (X)HTML document of the reading order, else
@@ -41,19 +42,19 @@ def read_epub(data: bytes, path: Path) -> Book:
 
     Raises:
         LoaderError: Not a valid EPUB (not a ZIP archive, no container or package document,
-            malformed XML), encrypted (DRM), or no text.
+            malformed XML), encrypted (DRM), no text, or more characters than ``limits`` allow.
     """
     stream = office_archive(data, path, ".epub")
     try:
         with zipfile.ZipFile(stream) as archive:
-            return _read_book(archive, path)
+            return _read_book(archive, path, limits)
     except LoaderError:
         raise
     except (KeyError, ElementTree.ParseError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
         raise LoaderError(f"{path}: not a valid .epub file ({type(exc).__name__}: {exc})") from exc
 
 
-def _read_book(archive: zipfile.ZipFile, path: Path) -> Book:
+def _read_book(archive: zipfile.ZipFile, path: Path, limits: FileLimits) -> Book:
     if "META-INF/encryption.xml" in archive.namelist():
         raise LoaderError(f"{path}: encrypted (DRM-protected) e-book; it cannot be read")
     container = ElementTree.fromstring(archive.read(_CONTAINER))
@@ -72,9 +73,13 @@ def _read_book(archive: zipfile.ZipFile, path: Path) -> Book:
     }
     order = [ref.get("idref") for ref in package.iterfind(".//opf:spine/opf:itemref", _NS)]
     sections: list[Section] = []
+    chars = 0
     for part, idref in enumerate((i for i in order if i in pages), start=1):
         markup = archive.read(pages[idref]).decode("utf-8", errors="replace")
-        sections.extend(html_text(markup, part=part, with_title=False).sections)
+        found = html_text(markup, part=part, with_title=False).sections
+        chars += sum(len(section.text) for section in found)
+        limits.check_chars(path, chars)  # part by part: a long book stops being read early
+        sections.extend(found)
     if not sections:
         raise LoaderError(f"{path}: no text in the e-book")
     return Book(title or None, sections)

@@ -9,8 +9,10 @@ from pathlib import Path
 from pypdf import PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
+from crag.core.cancellation import raise_if_cancelled
 from crag.vectorstore.documents import LoaderError, Section
 from crag.vectorstore.formats.common import clean_text, wrong_extension
+from crag.vectorstore.limits import FileLimits
 
 logger = logging.getLogger(__name__)
 
@@ -21,18 +23,19 @@ ENCRYPTED = "encrypted PDF; it needs a password: save a decrypted copy"
 NO_TEXT = "no text layer (a scanned PDF?): OCR is not supported"
 
 
-def read_pdf(data: bytes, path: Path) -> list[Section]:
+def read_pdf(data: bytes, path: Path, limits: FileLimits) -> list[Section]:
     """One section per page that has text: ``page`` (1-based) and ``page_label``.
 
     A PDF encrypted with an empty user password (one that only restricts printing or copying)
     opens as any other. Pages without a text layer are left out, with a warning saying how many.
+    The pages are counted before any is read, and the text's characters as the pages are.
 
     Raises:
         LoaderError: The PDF is encrypted with a password, unreadable (corrupt, truncated, not
-            a PDF), or has no text layer at all.
+            a PDF), has no text layer at all, or is past one of ``limits``.
     """
     try:
-        return _pages(PdfReader(io.BytesIO(data)), path)
+        return _pages(PdfReader(io.BytesIO(data)), path, limits)
     except FileNotDecryptedError as exc:
         raise LoaderError(f"{path}: {ENCRYPTED}") from exc
     except DependencyError as exc:
@@ -53,13 +56,22 @@ def read_pdf(data: bytes, path: Path) -> list[Section]:
         ) from exc
 
 
-def _pages(reader: PdfReader, path: Path) -> list[Section]:
-    """The sections of the pages with text; logs progress on long documents."""
+def _pages(reader: PdfReader, path: Path, limits: FileLimits) -> list[Section]:
+    """The sections of the pages with text; logs progress on long documents.
+
+    The page count is that of the flattened page tree (what pypdf would read), not the
+    tree's ``/Count``, which a hostile file may set to anything.
+    """
     total = len(reader.pages)
+    limits.check_pages(path, total)
     labels = reader.page_labels
     sections: list[Section] = []
+    chars = 0
     for index, page in enumerate(reader.pages):
+        raise_if_cancelled()
         text = clean_text(page.extract_text())
+        chars += len(text)
+        limits.check_chars(path, chars)
         if text:
             label = labels[index] if index < len(labels) else ""
             sections.append(Section(text, page=index + 1, page_label=label or None))

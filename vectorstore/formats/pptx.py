@@ -11,22 +11,27 @@ from pptx.enum.shapes import MSO_SHAPE_TYPE
 
 from crag.vectorstore.documents import LoaderError, Section
 from crag.vectorstore.formats.common import clean_text, office_archive, table_row
+from crag.vectorstore.limits import FileLimits
 
 
-def read_pptx(data: bytes, path: Path) -> list[Section]:
+def read_pptx(data: bytes, path: Path, limits: FileLimits) -> list[Section]:
     """One section per slide with text: ``slide`` (1-based), notes after "Notes:".
 
     Raises:
-        LoaderError: The file is password-protected, not a valid .pptx, or has no text.
+        LoaderError: The file is password-protected, not a valid .pptx, has no text, or has
+            more slides than ``limits`` allow pages.
     """
     stream = office_archive(data, path, ".pptx")
     try:
         presentation = pptx.Presentation(stream)
+        limits.check_pages(path, len(presentation.slides), "slides")
         sections = [
             Section(text, slide=number)
             for number, slide in enumerate(presentation.slides, start=1)
             if (text := _slide_text(slide))
         ]
+    except LoaderError:
+        raise
     except Exception as exc:  # python-pptx raises many types for damaged files
         raise LoaderError(f"{path}: not a valid .pptx file ({type(exc).__name__}: {exc})") from exc
     if not sections:

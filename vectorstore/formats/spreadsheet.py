@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import datetime
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import openpyxl
 
 from crag.vectorstore.documents import LoaderError, Section
 from crag.vectorstore.formats.common import office_archive, table_row
+from crag.vectorstore.limits import FileLimits
 
 GROUP_CHARS = 800
 """Characters of rows gathered in one section: below the default chunk size, so that a
@@ -27,25 +28,29 @@ CSV_DELIMITERS = ",;\t|"
 """Delimiters a CSV file may use (sniffed from its start; a comma when none is clear)."""
 
 
-def read_xlsx(data: bytes, path: Path) -> list[Section]:
+def read_xlsx(data: bytes, path: Path, limits: FileLimits) -> list[Section]:
     """The worksheets' rows, grouped: ``sheet``, ``row`` (first row) and ``rows``.
 
     Cells hold the values last computed by the spreadsheet program (not formulas).
 
     Raises:
-        LoaderError: The file is password-protected, not a valid .xlsx, or has no values.
+        LoaderError: The file is password-protected, not a valid .xlsx, has no values, or has
+            more rows (in all its sheets) than ``limits`` allow paragraphs.
     """
     stream = office_archive(data, path, ".xlsx")
+    counter = _RowCounter(path, limits)
     try:
         workbook = openpyxl.load_workbook(stream, read_only=True, data_only=True)
         try:
             sections = [
                 section
                 for sheet in workbook.worksheets
-                for section in group_rows(_sheet_rows(sheet), sheet=sheet.title)
+                for section in group_rows(counter.count(_sheet_rows(sheet)), sheet=sheet.title)
             ]
         finally:
             workbook.close()
+    except LoaderError:
+        raise
     except Exception as exc:  # openpyxl raises many types for damaged files
         raise LoaderError(f"{path}: not a valid .xlsx file ({type(exc).__name__}: {exc})") from exc
     if not sections:
@@ -53,11 +58,12 @@ def read_xlsx(data: bytes, path: Path) -> list[Section]:
     return sections
 
 
-def read_csv(text: str, path: Path) -> list[Section]:
+def read_csv(text: str, path: Path, limits: FileLimits) -> list[Section]:
     """The CSV's records, grouped: ``row`` (first record, 1-based) and ``rows``.
 
     Raises:
-        LoaderError: The CSV is malformed, or has no values.
+        LoaderError: The CSV is malformed, has no values, or has more records than ``limits``
+            allow paragraphs.
     """
     try:
         dialect: type[csv.Dialect] | csv.Dialect = csv.Sniffer().sniff(
@@ -67,13 +73,30 @@ def read_csv(text: str, path: Path) -> list[Section]:
         dialect = csv.excel
     reader = csv.reader(io.StringIO(text, newline=""), dialect)
     try:
-        rows = [(number, table_row(record)) for number, record in enumerate(reader, start=1)]
+        numbered = ((number, table_row(record)) for number, record in enumerate(reader, start=1))
+        rows = list(_RowCounter(path, limits).count(numbered))
     except csv.Error as exc:
         raise LoaderError(f"{path}: malformed CSV (line {reader.line_num}: {exc})") from exc
     sections = group_rows(rows)
     if not sections:
         raise LoaderError(f"{path}: no values in the file")
     return sections
+
+
+class _RowCounter:
+    """Counts the rows read from one file, and refuses the file once they pass the limit."""
+
+    def __init__(self, path: Path, limits: FileLimits) -> None:
+        self.path = path
+        self.limits = limits
+        self.rows = 0
+
+    def count(self, rows: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+        """``rows``, counted as they are read (the row past the limit is not read)."""
+        for row in rows:
+            self.rows += 1
+            self.limits.check_paragraphs(self.path, self.rows, "rows")
+            yield row
 
 
 def _cell_text(value: Any) -> str:
