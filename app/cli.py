@@ -42,7 +42,7 @@ def setup_logging(verbose: int, force: bool = False) -> None:
 
 
 def _context(args: argparse.Namespace) -> Context:
-    from crag.app.settings import parse_settings
+    from crag.app.settings import parse_settings, with_absolute_model_paths
 
     base: dict[str, Any] = {}
     if getattr(args, "store", None):
@@ -51,7 +51,7 @@ def _context(args: argparse.Namespace) -> Context:
         base["default_corpus"] = False
     if getattr(args, "collection", None):
         base["collection"] = args.collection
-    return parse_settings(list(getattr(args, "set", None) or []), base)
+    return with_absolute_model_paths(parse_settings(list(getattr(args, "set", None) or []), base))
 
 
 def print_error(message: str, *, multiline: bool = False) -> None:

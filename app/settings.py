@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from crag.core.context import Context
@@ -28,3 +29,39 @@ def parse_settings(pairs: list[str], base: dict[str, Any] | None = None) -> Cont
         check_known([key], names)
         values[key] = parse_text(raw, hints[key], f"setting {key}")
     return Context.from_mapping(values)
+
+
+MODEL_PREFIXES = ("local:", "gguf:")
+"""Generator specs that name a folder or file on disk."""
+
+
+def _absolute(path: str) -> str:
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _absolute_spec(spec: str) -> str:
+    for prefix in MODEL_PREFIXES:
+        if spec.startswith(prefix) and not os.path.isabs(os.path.expanduser(spec[len(prefix) :])):
+            return prefix + _absolute(spec[len(prefix) :])
+    return spec
+
+
+def with_absolute_model_paths(context: Context) -> Context:
+    """``context`` with every model named by a relative path made absolute (the CLI's cwd).
+
+    The models are cached per process by their setting: a warm server (``crag serve``) runs
+    each client's command in the client's directory, so ``local:models/m`` or an
+    ``evaluator_model``/``embedder`` folder ``models/m`` would otherwise load the first
+    client's folder for every later one. A name that is no folder here (``smollm2``, a Hub name,
+    ``endpoint:MODEL``) is kept as it is.
+    """
+    changes: dict[str, str] = {}
+    for role in ("generator", "rewriter", "contextualizer"):
+        spec = getattr(context, role)
+        if _absolute_spec(spec) != spec:
+            changes[role] = _absolute_spec(spec)
+    for name in ("evaluator_model", "embedder"):
+        value = getattr(context, name)
+        if value and not os.path.isabs(value) and os.path.exists(value):
+            changes[name] = _absolute(value)
+    return context.replaced(**changes) if changes else context
