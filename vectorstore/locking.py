@@ -90,3 +90,30 @@ def store_write_lock(store: Chroma) -> Iterator[Path | None]:
             os.close(fd)
         _depth[key] -= 1
         lock.release()
+
+
+@contextmanager
+def unless_locked(directory: Path) -> Iterator[bool]:
+    """Hold the write lock of the store on disk at ``directory`` if no one holds it.
+
+    Yields ``False`` at once, holding nothing, when another process writes there (an ingest,
+    or a rebuild of the vector index in the middle of swapping collections), or when the lock
+    file cannot be made (a read-only store): what the caller would tidy up is that writer's.
+    """
+    try:
+        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

@@ -500,6 +500,26 @@ def _finish_rebuild(client: ClientAPI, collection: str, where: str, hint: str) -
     return _existing_collections(client, where, hint)
 
 
+def _finish_rebuild_unless_busy(
+    client: ClientAPI, collection: str, where: str, hint: str, directory: Path | None
+) -> list[str]:
+    """:func:`_finish_rebuild`, unless another process holds the store on disk's write lock.
+
+    Then the leftovers may be a rebuild in progress (its copy still filling, or the swap half
+    done), not a crash's: that process finishes it, and this one opens what is there.
+    """
+    if directory is None:  # a Chroma server: no lock across processes (see locking)
+        return _finish_rebuild(client, collection, where, hint)
+    # imported here: locking imports this module
+    from crag.vectorstore.locking import unless_locked
+
+    with unless_locked(directory) as free:
+        if free:
+            return _finish_rebuild(client, collection, where, hint)
+    logger.info("another process is writing %s; its rebuild of the index is left to it", where)
+    return _existing_collections(client, where, hint)
+
+
 def open_store(
     path: str | Path,
     collection: str,
@@ -538,7 +558,9 @@ def open_store(
     )
     existing = _existing_collections(client, where, corrupt_hint)
     if any(name.startswith(f"{collection}-crag-") for name in existing):
-        existing = _finish_rebuild(client, collection, where, corrupt_hint)
+        existing = _finish_rebuild_unless_busy(
+            client, collection, where, corrupt_hint, None if host.strip() else Path(path)
+        )
     if not create and collection not in existing:
         listing = ", ".join(repr(n) for n in existing) if existing else "none"
         raise StoreError(

@@ -16,7 +16,9 @@ text the same vector: a question that is a document's text finds that document f
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,6 +40,7 @@ from crag.vectorstore.index_health import (
 )
 from crag.vectorstore.ingest import ingest_documents
 from crag.vectorstore.loaders import LoadedDocument
+from crag.vectorstore.locking import LOCK_FILE
 from crag.vectorstore.removal import remove_sources
 from crag.vectorstore.store import close_stores, count, open_store
 from crag.vectorstore.vector_memo import VectorMemo
@@ -219,6 +222,22 @@ def test_a_rebuild_cut_short_before_the_swap_is_undone(tmp_path: Path) -> None:
     store = open_store(path, "docs", EMBEDDINGS, create=False)
     assert {c.name for c in store._client.list_collections()} == {"docs"}
     assert count(store) == 3
+
+
+def test_a_rebuild_in_progress_elsewhere_is_left_to_its_writer(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    _collection(path, "docs", ["alpha", "beta", "gamma"])
+    _collection(path, "docs" + SPARE_SUFFIX, ["alpha"])  # another process's copy, filling
+    close_stores()
+    writer = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT)  # that process's write lock
+    try:
+        fcntl.flock(writer, fcntl.LOCK_EX)
+        store = open_store(path, "docs", EMBEDDINGS, create=False)
+        names = {c.name for c in store._client.list_collections()}
+        assert names == {"docs", "docs" + SPARE_SUFFIX}
+        assert count(store) == 3
+    finally:
+        os.close(writer)
 
 
 def test_a_rebuild_cut_short_in_the_swap_is_completed(tmp_path: Path) -> None:
