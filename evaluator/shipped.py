@@ -146,8 +146,8 @@ def shipped_folder(cache: Path | None = None) -> Path:
     """
     if not shipped_available():
         raise EvaluatorError(
-            f"the shipped evaluator's weights are missing ({DELTA_FILE}); reinstall crag or "
-            "name a checkpoint with evaluator_model"
+            f"no cross-encoder weights ship with this version of crag ({DELTA_FILE} is "
+            "absent): name a checkpoint with evaluator_model, or use evaluator=embedding"
         )
     from crag.generator.gguf import cache_dir
 

@@ -71,7 +71,7 @@ def test_damaged_or_foreign_weights_are_refused(tiny_shipped: Path, tmp_path: Pa
     with pytest.raises(EvaluatorError, match="damaged"):
         shipped.shipped_folder(tmp_path / "cache2")
     shipped.DELTA_FILE.unlink()
-    with pytest.raises(EvaluatorError, match="missing"):
+    with pytest.raises(EvaluatorError, match="no cross-encoder weights ship"):
         shipped.shipped_folder(tmp_path / "cache3")
 
 
@@ -104,7 +104,7 @@ def test_what_ships_is_what_the_weights_readme_says() -> None:
     """The checkout's own weights, checked for what they are (this used to skip when none ship).
 
     None ship today (``evaluator/weights/README.md``): the cross-encoder without a model then
-    says, in one line, that the weights are missing and how to name a checkpoint. Once weights
+    says, in one line, that no weights ship and how to name a checkpoint. Once weights
     ship, that README changes and the weights must prefer the README's answering sentence.
     """
     clear_evaluator_cache()
@@ -117,7 +117,7 @@ def test_what_ships_is_what_the_weights_readme_says() -> None:
         with pytest.raises(EvaluatorError) as missing:
             load_evaluator("cross-encoder")
         message = str(missing.value)
-        assert "weights are missing" in message and "evaluator_model" in message
+        assert "no cross-encoder weights ship" in message and "evaluator_model" in message
         assert "\n" not in message
         return
     _assert_prefers_the_answering_sentence(load_evaluator("cross-encoder"))
