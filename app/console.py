@@ -15,6 +15,7 @@ OFFLINE_DEFAULTS = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_VERBOSITY": "error",
     "TOKENIZERS_PARALLELISM": "false",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # transformers' "Loading weights" bar on every start
 }
 """Every library offline and quiet, unless the user's environment says otherwise."""
 
