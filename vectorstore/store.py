@@ -500,14 +500,18 @@ def _finish_rebuild(client: ClientAPI, collection: str, where: str, hint: str) -
     return _existing_collections(client, where, hint)
 
 
-def _finish_rebuild_unless_busy(
+def _collections_after_rebuilds(
     client: ClientAPI, collection: str, where: str, hint: str, directory: Path | None
 ) -> list[str]:
-    """:func:`_finish_rebuild`, unless another process holds the store on disk's write lock.
+    """The store's collections, once an interrupted rebuild of ``collection`` is tidied up.
 
-    Then the leftovers may be a rebuild in progress (its copy still filling, or the swap half
-    done), not a crash's: that process finishes it, and this one opens what is there.
+    Not while another process holds the write lock of the store on disk (``directory``): then
+    the leftovers may be a rebuild in progress (its copy still filling, or the swap half done),
+    not a crash's; that process finishes it, and this one opens what is there.
     """
+    existing = _existing_collections(client, where, hint)
+    if not any(name.startswith(f"{collection}-crag-") for name in existing):
+        return existing
     if directory is None:  # a Chroma server: no lock across processes (see locking)
         return _finish_rebuild(client, collection, where, hint)
     # imported here: locking imports this module
@@ -517,7 +521,7 @@ def _finish_rebuild_unless_busy(
         if free:
             return _finish_rebuild(client, collection, where, hint)
     logger.info("another process is writing %s; its rebuild of the index is left to it", where)
-    return _existing_collections(client, where, hint)
+    return existing
 
 
 def open_store(
@@ -556,11 +560,8 @@ def open_store(
     client, where, corrupt_hint = _connect(
         path, host=host, port=port, ssl=ssl, create=create, writable=writable
     )
-    existing = _existing_collections(client, where, corrupt_hint)
-    if any(name.startswith(f"{collection}-crag-") for name in existing):
-        existing = _finish_rebuild_unless_busy(
-            client, collection, where, corrupt_hint, None if host.strip() else Path(path)
-        )
+    directory = None if host.strip() else Path(path)
+    existing = _collections_after_rebuilds(client, collection, where, corrupt_hint, directory)
     if not create and collection not in existing:
         listing = ", ".join(repr(n) for n in existing) if existing else "none"
         raise StoreError(

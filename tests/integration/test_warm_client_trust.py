@@ -158,13 +158,13 @@ def test_serve_never_replaces_what_is_not_its_socket(tmp_path: Path, kind: str) 
 def test_serve_refuses_a_directory_others_may_write(tmp_path: Path) -> None:
     from crag.app.warm_socket import SocketTrustError, connect_trusted
 
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o777)
+    open_to_all = tmp_path / "open-to-all"
+    open_to_all.mkdir()
+    open_to_all.chmod(0o777)
     done = subprocess.run(
         [sys.executable, "-m", "crag.app.cli", "serve"],
         cwd=tmp_path,
-        env=_environment(shared / "s.sock"),
+        env=_environment(open_to_all / "s.sock"),
         capture_output=True,
         text=True,
         timeout=120,
@@ -174,9 +174,9 @@ def test_serve_refuses_a_directory_others_may_write(tmp_path: Path) -> None:
     assert len(lines) == 1 and "may be written by other users" in lines[0], done.stderr
     with pytest.raises(SocketTrustError, match="may be written by other users"):
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        probe.bind(str(shared / "other.sock"))  # someone's socket in the shared directory
+        probe.bind(str(open_to_all / "other.sock"))  # someone's socket in the open directory
         try:
-            connect_trusted(shared / "other.sock", timeout=1)
+            connect_trusted(open_to_all / "other.sock", timeout=1)
         finally:
             probe.close()
 
