@@ -13,7 +13,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from crag.app.console import configure_environment
+from crag.app.environment import configure_environment
 from crag.app.terminal_text import TerminalFormatter, json_text, terminal_text
 from crag.app.threads import ThreadsDatabaseError, describe_threads_db
 from crag.core.context import DEFAULT_COLLECTION, Context

@@ -7,23 +7,9 @@ LangGraph, the graph's modules) costs about a second.
 
 from __future__ import annotations
 
-import os
 import sys
 
-OFFLINE_DEFAULTS = {
-    "ANONYMIZED_TELEMETRY": "False",
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_VERBOSITY": "error",
-    "TOKENIZERS_PARALLELISM": "false",
-    "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # transformers' "Loading weights" bar on every start
-}
-"""Every library offline and quiet, unless the user's environment says otherwise."""
-
-
-def configure_environment() -> None:
-    """Apply :data:`OFFLINE_DEFAULTS` where the environment does not set them."""
-    for name, value in OFFLINE_DEFAULTS.items():
-        os.environ.setdefault(name, value)
+from crag.app.environment import configure_environment
 
 
 def main() -> int:

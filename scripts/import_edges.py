@@ -126,6 +126,41 @@ def module_edges(modules: dict[str, Path], root: Path) -> list[Edge]:
     return sorted(set(edges), key=_place)
 
 
+def circles(edges: list[Edge]) -> list[list[str]]:
+    """The import circles: sets of two or more modules each reachable from the others.
+
+    Tarjan's strongly connected components over the module edges, each sorted, in order.
+    """
+    graph: dict[str, set[str]] = defaultdict(set)
+    for edge in edges:
+        graph[edge.source].add(edge.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component: list[str] = []
+            while not component or component[-1] != module:
+                component.append(stack.pop())
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(found)
+
+
 def _place(edge: Edge) -> tuple[str, int, str]:
     """Sort key: file, then line number (as a number), then the imported module."""
     file, _, line = edge.where.rpartition(":")

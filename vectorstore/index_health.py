@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 
 from crag.vectorstore.locking import store_write_lock
 from crag.vectorstore.records import scan_pages
-from crag.vectorstore.store import StoreError
+from crag.vectorstore.store_base import StoreError
 
 logger = logging.getLogger(__name__)
 

@@ -72,6 +72,7 @@ from crag.vectorstore.scope import NO_LABELS, ScopeLabels, relabel_unchanged
 from crag.vectorstore.sources import (
     OPERATOR,
     OPERATOR_WRITER,
+    REPLACE_SETTING,
     Writer,
     normalise_path,
     normalise_source,
@@ -105,9 +106,6 @@ throughput measured on the bundled corpus).
 
 ChunkProgress = Callable[[int, int], None]
 """Called as chunks are written: ``(chunks_written, chunks_to_write)``, first with 0."""
-
-REPLACE_SETTING = "setting ingest_run_replace, environment variable CRAG_INGEST_RUN_REPLACE"
-"""The operator's setting that says what served runs may replace and remove."""
 
 
 def _stored_by(writer: str) -> str:

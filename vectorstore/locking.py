@@ -26,7 +26,7 @@ from pathlib import Path
 from langchain_chroma import Chroma
 
 from crag.vectorstore.readonly import read_only_message
-from crag.vectorstore.store import StoreError, ensure_writable, store_directory
+from crag.vectorstore.store_base import StoreError, ensure_writable, store_directory
 
 logger = logging.getLogger(__name__)
 

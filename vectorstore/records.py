@@ -21,7 +21,7 @@ from typing import Any
 from langchain_chroma import Chroma
 
 from crag.vectorstore.sources import writer_of
-from crag.vectorstore.store import StoreError
+from crag.vectorstore.store_base import StoreError
 
 LOOKUP_BATCH_SIZE = 500
 """Ids or sources per Chroma call when looking documents up or deleting them."""

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from crag.core.scope_settings import check_tags
 from crag.vectorstore.records import StoredRecord, update_metadata
-from crag.vectorstore.sources import SOURCE_PREFIX, Writer
+from crag.vectorstore.sources import REPLACE_SETTING, SOURCE_PREFIX, Writer
 
 if TYPE_CHECKING:
     from langchain_chroma import Chroma
@@ -164,8 +164,6 @@ def relabel_unchanged(
     its labels; when the tags asked for differ from its own, it moves from ``skipped`` to
     ``failed`` with the reason.
     """
-    from crag.vectorstore.ingest import REPLACE_SETTING  # ingest imports this module
-
     wanted = {doc.source: labels.metadata(doc) for doc in docs}
     changed: dict[str, dict[str, Any]] = {}
     for source, record in stored.items():

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
+REPLACE_SETTING = "setting ingest_run_replace, environment variable CRAG_INGEST_RUN_REPLACE"
+"""The operator's setting that says what served runs may replace and remove."""
+
 SOURCE_PREFIX = "wikipedia:"
 """Source of a bundled Wikipedia summary: this prefix and the page title."""
 

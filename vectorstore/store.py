@@ -42,6 +42,10 @@ from crag.vectorstore.readonly import (
     remove_snapshot,
     snapshot,
 )
+from crag.vectorstore.store_base import SNAPSHOTS, WRITE_HINT
+from crag.vectorstore.store_base import StoreError as StoreError
+from crag.vectorstore.store_base import ensure_writable as ensure_writable
+from crag.vectorstore.store_base import store_directory as store_directory
 
 logger = logging.getLogger(__name__)
 
@@ -56,13 +60,6 @@ CONNECT_TIMEOUT = 5.0
 
 _clients: dict[str, ClientAPI] = {}
 _clients_lock = threading.Lock()
-_snapshots: dict[str, Path] = {}
-"""Directory of a private copy -> the read-only store it was copied from."""
-
-_WRITE_HINT = (
-    "give this user write permission on the directory and its files, or copy the store to a "
-    "writable directory and point store_path at the copy"
-)
 
 
 _REBUILD_HINT = "delete the directory and run `crag ingest` again to rebuild it"
@@ -75,10 +72,6 @@ _HNSW_VERSION = 1
 element count and bytes per element (Chroma's hnswlib fork, Chroma 1.x)."""
 
 _HNSW_FIELDS = struct.Struct("<iQQQQ")
-
-
-class StoreError(RuntimeError):
-    """The vector store is missing, unreadable, corrupt or lacks the requested collection."""
 
 
 def _index_shortfall(segment: Path) -> str | None:
@@ -167,8 +160,8 @@ def _cached_client(path: Path, *, writable: bool) -> ClientAPI | None:
     if cached is None:
         return None
     if (path / SQLITE_FILE).is_file():
-        if writable and path in _snapshots.values():
-            raise StoreError(f"{read_only_message(path)}: cannot write to it; {_WRITE_HINT}")
+        if writable and path in SNAPSHOTS.values():
+            raise StoreError(f"{read_only_message(path)}: cannot write to it; {WRITE_HINT}")
         return cached
     # The store was deleted under us: drop the stale client before reopening.
     del _clients[key]
@@ -210,13 +203,13 @@ def _directory_to_open(path: Path, *, writable: bool) -> Path:
     if not ((path / SQLITE_FILE).is_file() and is_read_only(path)):
         return path
     if writable:
-        raise StoreError(f"{read_only_message(path)}: cannot write to it; {_WRITE_HINT}")
+        raise StoreError(f"{read_only_message(path)}: cannot write to it; {WRITE_HINT}")
     try:
         return snapshot(path)
     except SnapshotError as exc:
         raise StoreError(
             f"{read_only_message(path)}, and Chroma cannot open a store it may not "
-            f"write, even to read it; {exc}. To use it, {_WRITE_HINT}"
+            f"write, even to read it; {exc}. To use it, {WRITE_HINT}"
         ) from exc
 
 
@@ -233,7 +226,7 @@ def _persistent_client(path: Path, opened: Path) -> ClientAPI:
         if looks_read_only(exc) or is_read_only(path):
             raise StoreError(
                 f"cannot write to the vector store directory '{path}' "
-                f"({_describe(exc)}); it is read-only for this user: {_WRITE_HINT}"
+                f"({_describe(exc)}); it is read-only for this user: {WRITE_HINT}"
             ) from exc
         raise StoreError(
             f"cannot open the vector store at '{path}': {_describe(exc)}. The store may be "
@@ -256,45 +249,15 @@ def _client(path: Path, *, create: bool, writable: bool) -> ClientAPI:
         opened = _directory_to_open(path, writable=writable)
         client = _persistent_client(path, opened)
         if opened != path:
-            _snapshots[str(opened)] = path
+            SNAPSHOTS[str(opened)] = path
         _clients[str(path)] = client
         return client
 
 
-def _persist_directory(store: Chroma) -> Path | None:
-    settings = store._client.get_settings()
-    if not settings.is_persistent:
-        return None
-    return Path(str(settings.persist_directory))
-
-
-def store_directory(store: Chroma) -> Path | None:
-    """The directory of a store on disk (``None`` for a store on a Chroma server).
-
-    For a read-only store opened from a copy, the directory of the store itself.
-    """
-    directory = _persist_directory(store)
-    if directory is None:
-        return None
-    return _snapshots.get(str(directory), directory)
-
-
-def ensure_writable(store: Chroma) -> None:
-    """Refuse to write to a store opened read-only.
-
-    Raises:
-        StoreError: The store is read-only (opened from a copy).
-    """
-    directory = _persist_directory(store)
-    original = _snapshots.get(str(directory)) if directory is not None else None
-    if original is not None:
-        raise StoreError(f"{read_only_message(original)}: cannot write to it; {_WRITE_HINT}")
-
-
 def _drop_snapshot_of(path: Path) -> None:
-    for copy, original in list(_snapshots.items()):
+    for copy, original in list(SNAPSHOTS.items()):
         if original == path:
-            del _snapshots[copy]
+            del SNAPSHOTS[copy]
             _forget_failed_system(copy)
             remove_snapshot(Path(copy))
 
@@ -388,7 +351,7 @@ def _existing_collections(client: ClientAPI, where: str, corrupt_hint: str) -> l
         return _collection_names(client)
     except Exception as exc:
         if looks_read_only(exc):
-            corrupt_hint = f"It looks read-only for this user: {_WRITE_HINT}"
+            corrupt_hint = f"It looks read-only for this user: {WRITE_HINT}"
         raise StoreError(f"cannot read {where}: {_describe(exc)}. {corrupt_hint}") from exc
 
 
@@ -647,7 +610,7 @@ def close_stores() -> None:
             _close_client(client)
             _forget_failed_system(key)
         _clients.clear()
-        for copy in list(_snapshots):
+        for copy in list(SNAPSHOTS):
             _forget_failed_system(copy)
             remove_snapshot(Path(copy))
-        _snapshots.clear()
+        SNAPSHOTS.clear()

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from crag.app.cli import print_error, print_output, run_command
-from crag.app.console import configure_environment
+from crag.app.environment import configure_environment
 from crag.app.settings import parse_settings
 from crag_bench.eval_cli import add_eval_command
 from crag_bench.eval_reader_cli import add_eval_reader_command

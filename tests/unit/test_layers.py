@@ -143,3 +143,22 @@ def _run_python(script: str) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def test_no_product_module_imports_itself_back_through_others(import_edges: ModuleType) -> None:
+    contract = import_edges.read_contract(ROOT / "pyproject.toml")
+    modules = import_edges.project_modules(ROOT, contract.roots, contract.folders)
+    found = import_edges.circles(import_edges.module_edges(modules, ROOT))
+    product = [circle for circle in found if any(m.startswith("crag.") for m in circle)]
+    assert not product, product
+
+
+def test_the_circle_finder_finds_a_circle_of_three(import_edges: ModuleType) -> None:
+    edge = import_edges.Edge
+    edges = [
+        edge("a", "b", "a:1"),
+        edge("b", "c", "b:1"),
+        edge("c", "a", "c:1"),
+        edge("c", "d", ""),
+    ]
+    assert import_edges.circles(edges) == [["a", "b", "c"]]
