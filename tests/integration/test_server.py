@@ -25,6 +25,7 @@ so a developer's local settings cannot change what is tested.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -709,6 +710,52 @@ def test_ingestion_graph_fills_the_store_the_questions_use(
     )
     assert out["documents"][0]["source"] == "notes:zorblax"
     assert out["action"] == "correct"
+
+
+def _chunks_of(store_path: Path, source: str) -> int:
+    """How many chunks of ``source`` the server's store holds (read beside the server)."""
+    import chromadb
+
+    reader = chromadb.PersistentClient(path=str(store_path))
+    found = reader.get_collection("crag").get(where={"source": source}, include=[])
+    return len(found["ids"])
+
+
+def test_a_cancelled_ingestion_run_stops_its_work_and_leaves_nothing(
+    client: Any, store_path: Path
+) -> None:
+    """``runs.cancel`` stops a served ingestion at its next batch, and its chunks are removed.
+
+    About 3,000 chunks of 200 characters: several batches of embedding, cancelled during the
+    first. The next ingestion needs the store's write lock, so it finishes only once the
+    cancelled run has let go of the store.
+    """
+    text = " ".join(f"lanternword{i}" for i in range(50_000))
+    thread_id = client.threads.create()["thread_id"]
+    run = client.runs.create(
+        thread_id,
+        INGEST_ID,
+        input={"documents": [{"text": text, "source": "notes:cancelled"}]},
+        context={"chunk_size": 200, "chunk_overlap": 0},
+    )
+    for _ in range(600):
+        if client.runs.get(thread_id, run["run_id"])["status"] == "running":
+            break
+        time.sleep(0.05)
+    time.sleep(1.0)
+    client.runs.cancel(thread_id, run["run_id"], wait=True)
+    assert client.runs.get(thread_id, run["run_id"])["status"] == "interrupted"
+
+    started = time.monotonic()
+    after = client.runs.wait(
+        client.threads.create()["thread_id"],
+        INGEST_ID,
+        input={"documents": [{"text": FESTIVAL, "source": "notes:after-cancel"}]},
+    )
+    assert after["added"] == ["notes:after-cancel"], after
+    assert time.monotonic() - started < 60, "the cancelled run held the store"
+    assert _chunks_of(store_path, "notes:cancelled") == 0
+    assert _chunks_of(store_path, "notes:after-cancel") == 1
 
 
 @pytest.mark.parametrize(
