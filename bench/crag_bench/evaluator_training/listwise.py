@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -31,10 +31,24 @@ from crag_bench.evaluator_training.errors import TrainingError
 from crag_bench.logistic import fit_logistic
 from crag_bench.pairs import LabelledPair
 
-if TYPE_CHECKING:
-    from crag_bench.evaluator_training.loop import TrainingLoop
-
 logger = logging.getLogger(__name__)
+
+
+class TrainingLoop(Protocol):
+    """What the listwise loss reads of the training loop (``loop.TrainingLoop``, which calls it).
+
+    A protocol rather than an import: the loop imports this module for its loss.
+    """
+
+    targets: torch.Tensor
+    device: torch.device
+    offsets: torch.Tensor | None
+    groups: list[list[int]] | None
+
+    def raw_outputs(self, chunk: list[int]) -> torch.Tensor:
+        """The model's raw scores of the pairs at ``chunk``."""
+        ...
+
 
 CALIBRATION_QUESTIONS = 300
 """Questions whose pairs the correction is fitted on (seeded sample)."""
