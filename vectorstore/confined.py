@@ -12,13 +12,12 @@ file other than the one opened. Either way the file is refused.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import stat
 from pathlib import Path
 
 from crag.vectorstore.documents import LoaderError
-from crag.vectorstore.loaders import real_path
+from crag.vectorstore.loaders import real_path, unreadable
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 """A FIFO opened without ``O_NONBLOCK`` waits for a writer, forever; a terminal is not ours."""
@@ -38,14 +37,8 @@ def _open(path: Path) -> int:
     """Open ``path`` for reading (following links); each failure as the loaders word it."""
     try:
         return os.open(path, _OPEN_FLAGS | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        if path.is_symlink():
-            raise LoaderError(f"{path}: broken symbolic link (its target does not exist)") from None
-        raise LoaderError(f"{path}: file does not exist") from None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise LoaderError(f"{path}: symbolic link loop") from None
-        raise LoaderError(f"{path}: cannot read file ({exc.strerror or exc})") from exc
+        raise unreadable(path, exc) from exc
 
 
 def _check_kind(mode: int, path: Path) -> None:

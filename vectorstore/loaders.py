@@ -123,18 +123,23 @@ def real_path(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
+def unreadable(path: Path, exc: OSError) -> LoaderError:
+    """The one line that says why ``path`` could not be looked at or opened (``exc``)."""
+    if isinstance(exc, FileNotFoundError):
+        if path.is_symlink():
+            return LoaderError(f"{path}: broken symbolic link (its target does not exist)")
+        return LoaderError(f"{path}: file does not exist")
+    if exc.errno == errno.ELOOP:
+        return _loop(path)
+    return LoaderError(f"{path}: cannot read file ({exc.strerror or exc})")
+
+
 def _read_bytes(path: Path, text_limits: FileLimits | None = None) -> bytes:
     """The file's bytes; a text file too large for ``text_limits`` is refused unread."""
     try:
         info = path.stat()
-    except FileNotFoundError:
-        if path.is_symlink():
-            raise LoaderError(f"{path}: broken symbolic link (its target does not exist)") from None
-        raise LoaderError(f"{path}: file does not exist") from None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _loop(path) from None
-        raise LoaderError(f"{path}: cannot read file ({exc.strerror or exc})") from exc
+        raise unreadable(path, exc) from exc
     if stat.S_ISDIR(info.st_mode):
         raise LoaderError(f"{path}: is a directory, not a file")
     if not stat.S_ISREG(info.st_mode):
