@@ -21,6 +21,8 @@ from crag.app.threads import (
     configured_threads_db,
 )
 from crag.core.context import Context
+from crag.core.deployment import DeploymentSettings, deployment_with
+from crag.core.method import MethodConfig
 from crag.core.state import ChatOutputState
 from crag.graph.builder import build_graph
 from crag.vectorstore.ingestion import (
@@ -42,10 +44,14 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_THREADS_PATH",
     "OUTPUT_KEYS",
+    "Context",
+    "DeploymentSettings",
+    "MethodConfig",
     "ThreadsDatabaseError",
     "aask",
     "apersistent_graph",
     "ask",
+    "deployment_with",
     "ingest_into_store",
     "inline_document",
     "open_configured_store",
@@ -75,15 +81,46 @@ def output_of(state: Mapping[str, Any]) -> ChatOutputState:
     return {key: state[key] for key in OUTPUT_KEYS if key in state}  # type: ignore[return-value]
 
 
-def ask(question: str, context: Context | None = None) -> ChatOutputState:
-    """Run the CRAG graph (:data:`crag.app.graphs.graph`) on one question; return its output."""
-    return output_of(graphs.graph.invoke({"question": question}, context=context or Context()))
+def _graph(method: MethodConfig | None, deployment: DeploymentSettings | None) -> CragGraph:
+    """The app's graph, or one built with the app's components under ``method``/``deployment``."""
+    if method is None and deployment is None:
+        return graphs.graph
+    return build_graph(graphs.components, method=method, deployment=deployment)
 
 
-async def aask(question: str, context: Context | None = None) -> ChatOutputState:
+def ask(
+    question: str,
+    context: Context | None = None,
+    *,
+    method: MethodConfig | None = None,
+    deployment: DeploymentSettings | None = None,
+) -> ChatOutputState:
+    """Run the CRAG graph on one question; return its output.
+
+    Args:
+        question: The question.
+        context: This run's settings (how many passages, the scope, the web, the answer's
+            length); default: :class:`Context`'s defaults.
+        method: The method's parameters (thresholds, refinement, ablations); default: the
+            operator's (the calibrated defaults, each overridden by its ``CRAG_<NAME>``).
+        deployment: Where the store and models are, what may be fetched
+            (:func:`deployment_with`, e.g. ``deployment_with(store_path="my-store")``);
+            default: the environment.
+    """
+    graph = _graph(method, deployment)
+    return output_of(graph.invoke({"question": question}, context=context or Context()))
+
+
+async def aask(
+    question: str,
+    context: Context | None = None,
+    *,
+    method: MethodConfig | None = None,
+    deployment: DeploymentSettings | None = None,
+) -> ChatOutputState:
     """Async :func:`ask`: the models run on worker threads, never on the event loop."""
-    result = await graphs.graph.ainvoke({"question": question}, context=context or Context())
-    return output_of(result)
+    graph = _graph(method, deployment)
+    return output_of(await graph.ainvoke({"question": question}, context=context or Context()))
 
 
 def thread_config(thread_id: str) -> RunnableConfig:
@@ -93,7 +130,11 @@ def thread_config(thread_id: str) -> RunnableConfig:
 
 @contextmanager
 def persistent_graph(
-    target: str | Path | None = None, *, components: Components | None = None
+    target: str | Path | None = None,
+    *,
+    components: Components | None = None,
+    method: MethodConfig | None = None,
+    deployment: DeploymentSettings | None = None,
 ) -> Iterator[CragGraph]:
     """The CRAG graph with a checkpointer: threads survive the process.
 
@@ -112,22 +153,32 @@ def persistent_graph(
             deployment setting ``CRAG_THREADS_DB``, else ``.crag/threads.sqlite``.
         components: What the graph's nodes call; default: the app's
             (:data:`crag.app.graphs.components`).
+        method: The method's parameters; default: the operator's.
+        deployment: The deployment settings; default: the environment.
 
     Raises:
         ThreadsDatabaseError: PostgreSQL cannot be reached (at opening, or during a run; the
             run can be retried on the same graph once the database is back).
     """
     with checkpointer(target or configured_threads_db()) as saver:
-        yield build_graph(_components(components), checkpointer=saver)
+        yield build_graph(
+            _components(components), checkpointer=saver, method=method, deployment=deployment
+        )
 
 
 @asynccontextmanager
 async def apersistent_graph(
-    target: str | Path | None = None, *, components: Components | None = None
+    target: str | Path | None = None,
+    *,
+    components: Components | None = None,
+    method: MethodConfig | None = None,
+    deployment: DeploymentSettings | None = None,
 ) -> AsyncIterator[CragGraph]:
     """Async :func:`persistent_graph` (``aiosqlite`` or psycopg's async pool)."""
     async with async_checkpointer(target or configured_threads_db()) as saver:
-        yield build_graph(_components(components), checkpointer=saver)
+        yield build_graph(
+            _components(components), checkpointer=saver, method=method, deployment=deployment
+        )
 
 
 def _components(components: Components | None) -> Components:

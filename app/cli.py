@@ -16,12 +16,15 @@ from typing import TYPE_CHECKING, Any
 from crag.app.environment import configure_environment
 from crag.app.terminal_text import TerminalFormatter, json_text, terminal_text
 from crag.app.threads import ThreadsDatabaseError, describe_threads_db
-from crag.core.context import DEFAULT_COLLECTION, Context
+from crag.core.deployment import DEFAULT_COLLECTION
 from crag.knowledge.conversation import source_location, source_title, source_writer
 from crag.nodes.generate import render_strip
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
+
+    from crag.app.settings import CommandSettings
+    from crag.core.run_settings import RunSettings
 
 logger = logging.getLogger("crag")
 
@@ -41,8 +44,9 @@ def setup_logging(verbose: int, force: bool = False) -> None:
             logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def _context(args: argparse.Namespace) -> Context:
-    from crag.app.settings import parse_settings, with_absolute_model_paths
+def _settings(args: argparse.Namespace) -> CommandSettings:
+    """The command's settings of the three kinds: ``--store``, ``--collection``, ``--set``."""
+    from crag.app.settings import CommandSettings, parse_settings, with_absolute_model_paths
 
     base: dict[str, Any] = {}
     if getattr(args, "store", None):
@@ -51,7 +55,9 @@ def _context(args: argparse.Namespace) -> Context:
         base["default_corpus"] = False
     if getattr(args, "collection", None):
         base["collection"] = args.collection
-    return with_absolute_model_paths(parse_settings(list(getattr(args, "set", None) or []), base))
+    given = parse_settings(list(getattr(args, "set", None) or []), base)
+    deployment = with_absolute_model_paths(given.deployment)
+    return CommandSettings(given.context, given.method, deployment)
 
 
 def print_error(message: str, *, multiline: bool = False) -> None:
@@ -308,7 +314,7 @@ def _stream_run(
     graph: Any, args: argparse.Namespace, config: RunnableConfig | None, printer: _AnswerPrinter
 ) -> dict[str, Any]:
     """Stream the run through ``printer`` and the progress lines; return the final state."""
-    context = _context(args)
+    context = _settings(args).context
     final: dict[str, Any] = {}
     modes = (
         ["updates", "values", "custom"]
@@ -361,13 +367,18 @@ def cmd_ask(args: argparse.Namespace) -> int:
     With ``--thread ID`` the run is checkpointed in ``--threads-db`` (SQLite), so the thread
     keeps its conversation across invocations (``crag history ID`` shows it).
     """
+    settings = _settings(args)
     if not args.thread:
-        from crag.app.graphs import graph
+        from crag.app.graphs import components
+        from crag.graph.builder import build_graph
 
+        graph = build_graph(components, method=settings.method, deployment=settings.deployment)
         return _run_question(graph, args, None)
     from crag.app.api import persistent_graph, thread_config
 
-    with persistent_graph(args.threads_db) as threaded:
+    with persistent_graph(
+        args.threads_db, method=settings.method, deployment=settings.deployment
+    ) as threaded:
         return _run_question(threaded, args, thread_config(args.thread))
 
 
@@ -398,7 +409,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     """Ingest files or directories into the store (with ``--prune``, drop vanished files)."""
     from crag.vectorstore.ingestion import ingest_into_store
 
-    report = ingest_into_store(args.paths, _context(args), prune=args.prune, tags=args.tags or ())
+    settings = _settings(args).ingest_settings()
+    report = ingest_into_store(args.paths, settings, prune=args.prune, tags=args.tags or ())
     for source, error in report.failed:
         # a loader's message already starts with the file's path: print it once
         print_error(
@@ -415,7 +427,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
     """Remove documents from the store by source (or file path)."""
     from crag.vectorstore.ingestion import remove_from_store
 
-    report = remove_from_store(args.sources, _context(args))
+    report = remove_from_store(args.sources, _settings(args).ingest_settings())
     for source in report.removed:
         print_output(f"removed: {source}")
     for item, _ in report.failed:
@@ -447,7 +459,9 @@ def build_parser() -> argparse.ArgumentParser:
             "--set",
             action="append",
             metavar="KEY=VALUE",
-            help="any setting of the context schema, e.g. --set top_k=5 (repeatable)",
+            help="any setting, of any kind: per-run (--set top_k=5), the method's "
+            "(--set strips_kept=3) or deployment (--set generator=endpoint); repeatable; "
+            "docs/configuration.md lists them",
         )
 
     from crag.app.threads import DEFAULT_THREADS_PATH, THREADS_DB_ENV, configured_threads_db
@@ -575,13 +589,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0
     server = WarmServer(socket_path(), lambda argv: main(argv, reconfigure_logging=True))
     server.bind()
-    _warm_up(_context(args))
+    _warm_up(_settings(args).run_settings())
     print_error(f"crag serve: ready on {server.path} (stop with `crag serve --stop`)")
     server.serve_forever()
     return 0
 
 
-def _warm_up(context: Context) -> None:
+def _warm_up(context: RunSettings) -> None:
     """Load what a run needs: the store, the evaluator and the generator.
 
     The store is filled with the bundled corpus first when it is empty and that is allowed.

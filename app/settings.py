@@ -1,34 +1,102 @@
-"""Build a :class:`~crag.core.context.Context` from command-line ``KEY=VALUE`` pairs."""
+"""The command line's settings: ``KEY=VALUE`` pairs sorted into their three kinds.
+
+``--set`` takes any setting, since the CLI is run by the operator: a per-run setting goes to the
+run's :class:`~crag.core.context.Context`, a parameter of the method to the
+:class:`~crag.core.method.MethodConfig` the graph is built with, a deployment setting over the
+operator's environment (:func:`~crag.core.deployment.deployment_with`).
+"""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, fields
 from typing import Any
 
-from crag.core.context import Context
-from crag.core.setting_checks import InvalidSettingError, check_known, parse_text
+from crag.core.context import Context, IngestContext
+from crag.core.deployment import DeploymentSettings, deployment_with
+from crag.core.method import MethodConfig, operator_method
+from crag.core.run_settings import IngestSettings, RunSettings
+from crag.core.setting_checks import InvalidSettingError, parse_text
+from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES
+
+ENVIRONMENT_ONLY = frozenset(name for name in DEPLOYMENT_NAMES if name.startswith("llm_"))
+"""The model server's settings: read from the environment once per process by the components
+(:class:`~crag.app.wiring.DefaultComponents`), so ``--set`` cannot change them (the API key, a
+secret, is never typed on a command line)."""
+COMMAND_LINE_DEPLOYMENT = DEPLOYMENT_NAMES - ENVIRONMENT_ONLY
 
 
-def parse_settings(pairs: list[str], base: dict[str, Any] | None = None) -> Context:
-    """Parse ``KEY=VALUE`` strings into a context, on top of ``base`` values.
+@dataclass(frozen=True)
+class CommandSettings:
+    """One command's settings of the three kinds."""
 
-    Every setting may be given, deployment settings included: the CLI is run by the operator.
+    context: Context
+    method: MethodConfig
+    deployment: DeploymentSettings
+
+    def run_settings(self) -> RunSettings:
+        """The three joined, as a run's nodes read them."""
+        return RunSettings.combine(self.context, self.method, self.deployment)
+
+    def ingest_settings(self) -> IngestSettings:
+        """The store and per-file limits ``crag ingest`` and ``crag remove`` read."""
+        return IngestSettings.combine(IngestContext(), self.deployment)
+
+
+def _unknown(key: str) -> InvalidSettingError:
+    return InvalidSettingError(
+        f"unknown setting {key!r}; per-run: {', '.join(sorted(Context.setting_names()))}; "
+        f"method: {', '.join(sorted(METHOD_NAMES))}; deployment: "
+        f"{', '.join(sorted(COMMAND_LINE_DEPLOYMENT))}"
+    )
+
+
+def _declared(key: str) -> Any:
+    if key in Context.setting_names():
+        return Context.declared_types()[key]
+    if key in METHOD_NAMES:
+        return MethodConfig.declared_types()[key]
+    return DeploymentSettings.model_fields[key].annotation
+
+
+def parse_settings(pairs: list[str], base: dict[str, Any] | None = None) -> CommandSettings:
+    """Parse ``KEY=VALUE`` strings into the three kinds, on top of ``base`` values.
+
+    Every setting may be given: the CLI is run by the operator. The method starts from the
+    operator's (:func:`~crag.core.method.operator_method`), the deployment from the environment.
 
     Raises:
-        InvalidSettingError: a pair without ``=``, an unknown setting (the message lists valid
-            ones), or a value of the wrong type.
+        InvalidSettingError: a pair without ``=``, an unknown setting (the message lists the
+            valid ones by kind), or a value of the wrong type.
     """
-    hints = Context.declared_types()
-    names = Context.setting_names()
     values: dict[str, Any] = dict(base or {})
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         key = key.strip().replace("-", "_")
         if not sep:
             raise InvalidSettingError(f"--set takes KEY=VALUE, got {pair!r}")
-        check_known([key], names)
-        values[key] = parse_text(raw, hints[key], f"setting {key}")
-    return Context.from_mapping(values)
+        if key in ENVIRONMENT_ONLY:
+            raise InvalidSettingError(
+                f"setting {key} is read from the environment only: set CRAG_{key.upper()}"
+            )
+        if key not in Context.setting_names() | METHOD_NAMES | COMMAND_LINE_DEPLOYMENT:
+            raise _unknown(key)
+        values[key] = parse_text(raw, _declared(key), f"setting {key}")
+    run = {k: v for k, v in values.items() if k in Context.setting_names()}
+    method = {k: v for k, v in values.items() if k in METHOD_NAMES}
+    deployment = {k: v for k, v in values.items() if k in DEPLOYMENT_NAMES}
+    operator = operator_method()
+    settings = CommandSettings(
+        context=Context(**run),
+        method=MethodConfig(**{**_values(operator), **method}) if method else operator,
+        deployment=deployment_with(**deployment),
+    )
+    settings.run_settings()  # the checks across kinds (components, thresholds), before any work
+    return settings
+
+
+def _values(method: MethodConfig) -> dict[str, Any]:
+    return {spec.name: getattr(method, spec.name) for spec in fields(method)}
 
 
 MODEL_PREFIXES = ("local:", "gguf:")
@@ -46,8 +114,8 @@ def _absolute_spec(spec: str) -> str:
     return spec
 
 
-def with_absolute_model_paths(context: Context) -> Context:
-    """``context`` with every model named by a relative path made absolute (the CLI's cwd).
+def with_absolute_model_paths(deployment: DeploymentSettings) -> DeploymentSettings:
+    """``deployment`` with every model named by a relative path made absolute (the CLI's cwd).
 
     The models are cached per process by their setting: a warm server (``crag serve``) runs
     each client's command in the client's directory, so ``local:models/m`` or an
@@ -57,11 +125,11 @@ def with_absolute_model_paths(context: Context) -> Context:
     """
     changes: dict[str, str] = {}
     for role in ("generator", "rewriter", "contextualizer"):
-        spec = getattr(context, role)
+        spec = getattr(deployment, role)
         if _absolute_spec(spec) != spec:
             changes[role] = _absolute_spec(spec)
     for name in ("evaluator_model", "embedder"):
-        value = getattr(context, name)
+        value = getattr(deployment, name)
         if value and not os.path.isabs(value) and os.path.exists(value):
             changes[name] = _absolute(value)
-    return context.replaced(**changes) if changes else context
+    return deployment_with(deployment, **changes) if changes else deployment

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from crag.core.cancellation import holding
-from crag.core.context import Context
 from crag.core.model_locks import model_lock
+from crag.core.run_settings import RunSettings
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -58,7 +58,7 @@ class LockedEvaluator:
         return getattr(self.inner, name)
 
 
-def name_is_llm(context: Context) -> bool:
+def name_is_llm(context: RunSettings) -> bool:
     """Whether the run's evaluator is the ``llm`` one (whose model may be a server's)."""
     return context.evaluator.strip().lower() == "llm"
 
@@ -70,7 +70,7 @@ def on_endpoint(evaluator: RetrievalEvaluator) -> bool:
     return isinstance(getattr(evaluator, "chat_model", None), EndpointChatModel)
 
 
-def store_key(context: Context) -> StoreKey:
+def store_key(context: RunSettings) -> StoreKey:
     """The settings that identify one opened store (the collection: the one the run searches).
 
     A store on disk is known by its resolved path: ``store_path`` may be relative, and the warm
@@ -114,7 +114,7 @@ class DefaultComponents:
         self._evaluators: dict[int, LockedEvaluator] = {}
         self._batch_sizes: dict[int, tuple[BaseChatModel, int]] = {}
 
-    def vectorstore(self, context: Context) -> VectorStore:
+    def vectorstore(self, context: RunSettings) -> VectorStore:
         """Open the store the run searches; fill it from the bundled corpus first if allowed.
 
         The run searches ``collection`` or, with ``search_collection``, another collection the
@@ -156,7 +156,7 @@ class DefaultComponents:
             self._stores[key] = store
             return store
 
-    def evaluator(self, context: Context) -> RetrievalEvaluator:
+    def evaluator(self, context: RunSettings) -> RetrievalEvaluator:
         """The evaluator named by ``context.evaluator`` (cached by the registry), serialised."""
         from crag.evaluator.registry import load_evaluator
         from crag.vectorstore.embeddings import embedder_lock
@@ -184,7 +184,7 @@ class DefaultComponents:
                 self._evaluators[id(inner)] = wrapped
             return wrapped
 
-    def chat_model(self, context: Context) -> BaseChatModel:
+    def chat_model(self, context: RunSettings) -> BaseChatModel:
         """The generator named by ``context.generator`` (cached by the factory).
 
         A local model gets ``context.generator_batch_size`` (:meth:`apply_batch_size`).
@@ -222,7 +222,7 @@ class DefaultComponents:
                 logger.info("generator: overlapping requests decoded in batches of up to %d", size)
             self._batch_sizes[id(model)] = (model, size)
 
-    def search(self, context: Context) -> SearchProvider:
+    def search(self, context: RunSettings) -> SearchProvider:
         """The web search provider named by ``context.search_provider``."""
         from crag.websearch.registry import SearchSettings, get_search_provider
 

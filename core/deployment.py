@@ -2,15 +2,15 @@
 
 Deployment settings say where things are and what may be reached or loaded: the store, the
 models, the search endpoint, the address allow-list, the bundled corpus, the reading limits.
-A served run may not set them (:mod:`crag.core.run_context`); the operator sets them in the
-environment (``.env`` for the LangGraph server), and Python callers and the CLI may override
-them per :class:`~crag.core.context.Context`.
+A served run may not set them (:mod:`crag.core.setting_kinds`); the operator sets them in the
+environment (``.env`` for the LangGraph server), and Python callers and the CLI where a graph
+is built (``build_graph(..., deployment=deployment_with(store_path=...))``, ``--set``).
 
 :class:`DeploymentSettings` declares each one once, with its type, default, bounds and
 description; pydantic-settings reads the environment and checks the values.
 :func:`deployment_settings` builds it once per value of the environment (a process reads it
-once; a test that changes a variable gets the new value), and the settings classes of
-:mod:`crag.core.context` take their deployment fields' defaults, descriptions and bounds from it.
+once; a test that changes a variable gets the new value), and :mod:`crag.core.run_settings`
+takes its deployment fields' defaults, descriptions and bounds from it.
 """
 
 from __future__ import annotations
@@ -77,6 +77,12 @@ class DeploymentSettings(BaseSettings):
         "the search endpoint (search_url) may be on although they are not public (e.g. "
         "'127.0.0.1, intranet.example, 10.1.0.0/16'). Empty: public addresses only.",
     )
+    search_backend: str = Field(
+        "auto",
+        description="ddgs backend(s): 'auto' (several engines), 'duckduckgo', 'wikipedia', or "
+        "a comma-separated list such as 'wikipedia,bing' (duckduckgo provider only): which "
+        "search engines the server contacts.",
+    )
     web_cache_ttl: float = Field(
         3600.0,
         ge=0,
@@ -100,6 +106,9 @@ class DeploymentSettings(BaseSettings):
         description="Run the 't5' or 'cross-encoder' evaluator with int8 dynamically quantised "
         "linear layers (CPU only): about 2x faster, scores drift by up to ~0.1, so calibrate "
         "thresholds on int8 scores (`crag-bench evaluator calibrate --int8`).",
+    )
+    evaluator_batch_size: int = Field(
+        32, ge=1, le=512, description="Pairs scored per forward pass by the evaluator."
     )
     generator: str = Field(
         "smollm2",
@@ -318,8 +327,8 @@ def description(name: str) -> str:
     return DeploymentSettings.model_fields[name].description or ""
 
 
-def _environment_error(error: ValidationError) -> InvalidSettingError:
-    """One line naming the first bad variable, its value and what it must be."""
+def _environment_error(error: ValidationError, *, given: bool = False) -> InvalidSettingError:
+    """One line naming the first bad variable (or ``given`` setting), its value and its type."""
     first = error.errors()[0]
     name = str(first["loc"][0]) if first["loc"] else "?"
     kind, context = first["type"], first.get("ctx", {})
@@ -338,9 +347,8 @@ def _environment_error(error: ValidationError) -> InvalidSettingError:
         wanted = "one of " + ", ".join(repr(choice) for choice in choices)
     else:
         wanted = first["msg"].lower().removeprefix("input should be ")
-    return InvalidSettingError(
-        f"environment variable {env_name(name)} must be {wanted}, not {first['input']!r}"
-    )
+    where = f"setting {name}" if given else f"environment variable {env_name(name)}"
+    return InvalidSettingError(f"{where} must be {wanted}, not {first['input']!r}")
 
 
 @functools.cache
@@ -371,3 +379,22 @@ def deployment_settings() -> DeploymentSettings:
 def operator_default(name: str) -> Any:
     """The operator's value of the deployment setting ``name`` (environment, else default)."""
     return getattr(deployment_settings(), name)
+
+
+def deployment_with(base: DeploymentSettings | None = None, **changes: Any) -> DeploymentSettings:
+    """``base`` (default: the operator's, :func:`deployment_settings`) with ``changes``, checked.
+
+    How a Python caller or the CLI, who are the operator, set deployment settings for the graphs
+    and components they build.
+
+    Raises:
+        InvalidSettingError: an unknown name, a wrong type or a value out of bounds.
+    """
+    from crag.core.setting_checks import check_known
+
+    check_known(changes, DeploymentSettings.model_fields)
+    values = (base or deployment_settings()).model_dump()
+    try:
+        return DeploymentSettings.model_validate({**values, **changes})
+    except ValidationError as error:
+        raise _environment_error(error, given=True) from None

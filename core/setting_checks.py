@@ -293,7 +293,7 @@ class Settings:
     """Base of the settings dataclasses: checks every value when an instance is built.
 
     Subclasses list their bounds as class variables, mark their deployment settings (the ones
-    only the operator sets: see :mod:`crag.core.run_context`) with ``metadata={"deployment":
+    only the operator sets: see :mod:`crag.core.setting_kinds`) with ``metadata={"deployment":
     True}``, and may add cross-field checks in :meth:`check_together`.
     """
 
@@ -351,6 +351,4 @@ class Settings:
             InvalidSettingError: an unknown name (the message lists the valid ones), a wrong
                 type or a value out of range.
         """
-        given = dict(values or {})
-        check_known(given, cls.setting_names())
-        return cls(**given)
+        return cls(**dict(values or {}))  # the constructor checks the names

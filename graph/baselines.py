@@ -25,7 +25,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from crag.core.context import Context
-from crag.core.node_runtime import graph_node
+from crag.core.deployment import DeploymentSettings
+from crag.core.method import MethodConfig
+from crag.core.node_runtime import GraphSettings, graph_node
 from crag.core.run_context import RunContext
 from crag.core.state import InputState, OutputState, State
 from crag.graph.builder import ChatBuilder, CragGraph, chat_builder
@@ -43,39 +45,57 @@ ChatGraph = CragGraph
 """A graph that takes the CRAG graph's input: a question or chat messages."""
 
 
-def build_no_retrieval_graph(components: Components) -> Graph:
+def build_no_retrieval_graph(
+    components: Components,
+    *,
+    method: MethodConfig | None = None,
+    deployment: DeploymentSettings | None = None,
+) -> Graph:
     """The generator alone: no store, no web."""
+    settings = GraphSettings(method, deployment)
     builder = StateGraph(
         State, context_schema=RunContext, input_schema=InputState, output_schema=OutputState
     )
-    builder.add_node("generate", graph_node(answer_closed_book, components=components))
+    builder.add_node("generate", graph_node(answer_closed_book, settings, components=components))
     builder.add_edge(START, "generate")
     builder.add_edge("generate", END)
     return builder.compile(name="no-retrieval")
 
 
-def _retrieve_and_pass(components: Components) -> ChatBuilder:
+def _retrieve_and_pass(components: Components, settings: GraphSettings) -> ChatBuilder:
     """A builder with standard RAG's first steps: [contextualize →] retrieve → pass_passages."""
-    builder = chat_builder(components)
-    builder.add_node("pass_passages", graph_node(pass_passages, cancellable=False))
+    builder = chat_builder(components, settings)
+    builder.add_node("pass_passages", graph_node(pass_passages, settings, cancellable=False))
     builder.add_edge("retrieve", "pass_passages")
     return builder
 
 
-def build_rag_graph(components: Components) -> ChatGraph:
+def build_rag_graph(
+    components: Components,
+    *,
+    method: MethodConfig | None = None,
+    deployment: DeploymentSettings | None = None,
+) -> ChatGraph:
     """Standard RAG: retrieve → pass_passages → generate."""
-    builder = _retrieve_and_pass(components)
-    builder.add_node("generate", graph_node(generate, components=components))
+    settings = GraphSettings(method, deployment)
+    builder = _retrieve_and_pass(components, settings)
+    builder.add_node("generate", graph_node(generate, settings, components=components))
     builder.add_edge("pass_passages", "generate")
     builder.add_edge("generate", END)
     return builder.compile(name="rag")
 
 
-def build_rag_web_graph(components: Components) -> ChatGraph:
+def build_rag_web_graph(
+    components: Components,
+    *,
+    method: MethodConfig | None = None,
+    deployment: DeploymentSettings | None = None,
+) -> ChatGraph:
     """RAG with web results always added: retrieve → (pass_passages ∥ web_search) → generate."""
-    builder = _retrieve_and_pass(components)
-    builder.add_node("web_search", graph_node(web_search, components=components))
-    builder.add_node("generate", graph_node(generate, components=components), defer=True)
+    settings = GraphSettings(method, deployment)
+    builder = _retrieve_and_pass(components, settings)
+    builder.add_node("web_search", graph_node(web_search, settings, components=components))
+    builder.add_node("generate", graph_node(generate, settings, components=components), defer=True)
     builder.add_edge("retrieve", "web_search")
     builder.add_edge("pass_passages", "generate")
     builder.add_edge("web_search", "generate")
@@ -83,16 +103,24 @@ def build_rag_web_graph(components: Components) -> ChatGraph:
     return builder.compile(name="rag-web")
 
 
-def build_tutorial_graph(components: Components) -> ChatGraph:
+def build_tutorial_graph(
+    components: Components,
+    *,
+    method: MethodConfig | None = None,
+    deployment: DeploymentSettings | None = None,
+) -> ChatGraph:
     """Tutorial: retrieve → grade → [any irrelevant: transform_query → web_search] → generate.
 
     Chat runs start at contextualize, as in every chat graph.
     """
-    builder = chat_builder(components)
-    builder.add_node("grade", graph_node(grade_binary, components=components))
-    builder.add_node("transform_query", graph_node(transform_query, components=components))
-    builder.add_node("web_search", graph_node(tutorial_web_search, components=components))
-    builder.add_node("generate", graph_node(generate, components=components))
+    settings = GraphSettings(method, deployment)
+    builder = chat_builder(components, settings)
+    builder.add_node("grade", graph_node(grade_binary, settings, components=components))
+    builder.add_node(
+        "transform_query", graph_node(transform_query, settings, components=components)
+    )
+    builder.add_node("web_search", graph_node(tutorial_web_search, settings, components=components))
+    builder.add_node("generate", graph_node(generate, settings, components=components))
     builder.add_edge("retrieve", "grade")
     builder.add_conditional_edges("grade", route_tutorial, ["transform_query", "generate"])
     builder.add_edge("transform_query", "web_search")
@@ -101,10 +129,11 @@ def build_tutorial_graph(components: Components) -> ChatGraph:
     return builder.compile(name="tutorial")
 
 
-BASELINES: dict[str, Callable[[Components], Any]] = {
+BASELINES: dict[str, Callable[..., Any]] = {
     "no-retrieval": build_no_retrieval_graph,
     "rag": build_rag_graph,
     "rag-web": build_rag_web_graph,
     "tutorial": build_tutorial_graph,
 }
-"""Baseline graph builders by name, each taking the components its nodes call."""
+"""Baseline graph builders by name, each taking the components its nodes call (and, as
+keywords, the ``method`` and ``deployment`` of :func:`~crag.graph.builder.build_graph`)."""

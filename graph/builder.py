@@ -7,7 +7,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from crag.core.context import Context
-from crag.core.node_runtime import graph_node
+from crag.core.deployment import DeploymentSettings
+from crag.core.method import MethodConfig
+from crag.core.node_runtime import GraphSettings, graph_node
 from crag.core.run_context import RunContext
 from crag.core.state import ChatInputState, ChatOutputState, State
 from crag.graph.routers import route_action, route_answer, route_start
@@ -30,11 +32,12 @@ CragGraph = CompiledStateGraph[State, Context, ChatInputState, ChatOutputState]
 GRAPH_NAME = "crag"
 
 
-def chat_builder(components: Components) -> ChatBuilder:
+def chat_builder(components: Components, settings: GraphSettings) -> ChatBuilder:
     """A builder with the CRAG graph's start: [contextualize →] retrieve (nothing after).
 
     The CRAG graph and the chat baselines (``graph/baselines.py``) build on it; both nodes use
-    ``components``.
+    ``components`` and read the run's context under ``settings`` (the graph's method and
+    deployment).
 
     Chat runs (``messages`` input, or a thread with earlier turns) start at contextualize; a
     single question at retrieve.
@@ -45,8 +48,10 @@ def chat_builder(components: Components) -> ChatBuilder:
         input_schema=ChatInputState,
         output_schema=ChatOutputState,
     )
-    builder.add_node("contextualize", graph_node(contextualize, components=components))
-    builder.add_node("retrieve", graph_node(retrieve_with_input_notes, components=components))
+    builder.add_node("contextualize", graph_node(contextualize, settings, components=components))
+    builder.add_node(
+        "retrieve", graph_node(retrieve_with_input_notes, settings, components=components)
+    )
     builder.add_conditional_edges(START, route_start, ["contextualize", "retrieve"])
     builder.add_edge("contextualize", "retrieve")
     return builder
@@ -55,6 +60,9 @@ def chat_builder(components: Components) -> ChatBuilder:
 def build_graph(
     components: Components,
     checkpointer: BaseCheckpointSaver[str] | None = None,
+    *,
+    method: MethodConfig | None = None,
+    deployment: DeploymentSettings | None = None,
 ) -> CragGraph:
     """Return the compiled Corrective RAG graph, its nodes calling ``components``.
 
@@ -67,22 +75,28 @@ def build_graph(
     contextualize, which picks the question and makes a follow-up standalone; a single
     ``question`` starts at retrieve. generate and abstain append the answer to ``messages``.
 
-    The context schema is :data:`~crag.core.run_context.RunContext`: a dict context (a server run's,
-    or one given in Python) carries per-run settings only; ``Context(...)`` sets anything.
-    The app's graphs, built with its real components, are in :mod:`crag.app.graphs`.
+    Three kinds of setting: each run's context is a :class:`~crag.core.context.Context` (the
+    schema is :data:`~crag.core.run_context.RunContext`: per-run settings only); ``method``
+    (default: the operator's, :func:`~crag.core.method.operator_method`) and ``deployment``
+    (default: the operator's environment, :func:`~crag.core.deployment.deployment_settings`)
+    are the same for every run of the graph. The app's graphs, built with its real components,
+    are in :mod:`crag.app.graphs`.
     """
     # Every node gets the run's resolved settings and, where it calls them, the components;
     # those that call models stop early when an async run is cancelled (core/node_runtime.py,
     # core/cancellation.py).
-    builder = chat_builder(components)
-    builder.add_node("grade", graph_node(grade, components=components))
-    builder.add_node("decide_action", graph_node(decide_action, cancellable=False))
-    builder.add_node("refine", graph_node(refine, components=components))
-    builder.add_node("rewrite_query", graph_node(rewrite_query, components=components))
-    builder.add_node("web_search", graph_node(web_search, components=components))
-    builder.add_node("decide_answer", graph_node(decide_answer, cancellable=False), defer=True)
-    builder.add_node("generate", graph_node(generate, components=components))
-    builder.add_node("abstain", graph_node(abstain, cancellable=False))
+    settings = GraphSettings(method, deployment)
+    builder = chat_builder(components, settings)
+    builder.add_node("grade", graph_node(grade, settings, components=components))
+    builder.add_node("decide_action", graph_node(decide_action, settings, cancellable=False))
+    builder.add_node("refine", graph_node(refine, settings, components=components))
+    builder.add_node("rewrite_query", graph_node(rewrite_query, settings, components=components))
+    builder.add_node("web_search", graph_node(web_search, settings, components=components))
+    builder.add_node(
+        "decide_answer", graph_node(decide_answer, settings, cancellable=False), defer=True
+    )
+    builder.add_node("generate", graph_node(generate, settings, components=components))
+    builder.add_node("abstain", graph_node(abstain, settings, cancellable=False))
 
     builder.add_edge("retrieve", "grade")
     builder.add_edge("grade", "decide_action")

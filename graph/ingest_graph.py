@@ -58,12 +58,15 @@ from typing_extensions import TypedDict
 
 from crag.core.cancellation import cancellable_node
 from crag.core.context import IngestContext, resolve_ingest_context
+from crag.core.deployment import DeploymentSettings
 from crag.core.progress import emit
 from crag.core.run_context import RunIngestContext
+from crag.core.run_settings import IngestSettings
 from crag.core.scope_settings import check_tags
 from crag.vectorstore.ingestion import ingest_into_store, inline_document
 from crag.vectorstore.limits import ChunkLimitError
 from crag.vectorstore.loaders import LoaderError, real_path
+from crag.vectorstore.report import IngestReport
 from crag.vectorstore.sources import served_writer
 
 logger = logging.getLogger(__name__)
@@ -227,7 +230,7 @@ def _tags(value: Any) -> list[str]:
         raise InvalidIngestInputError(str(exc)) from None
 
 
-def _check_run_cost(context: IngestContext) -> None:
+def _check_run_cost(context: IngestSettings) -> None:
     """Refuse a chunk size below the operator's minimum for served runs (``ingest_min_chunk_size``).
 
     The other bound on a run's cost, ``ingest_max_chunks``, is applied as documents are split
@@ -240,14 +243,29 @@ def _check_run_cost(context: IngestContext) -> None:
         )
 
 
-def ingest_node(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
+def _counts(report: IngestReport) -> dict[str, int]:
+    """The numbers of the ``done`` progress event."""
+    return {
+        "added": len(report.added),
+        "skipped": len(report.skipped),
+        "replaced": len(report.replaced),
+        "failed": len(report.failed),
+        "chunks": report.chunks_added,
+    }
+
+
+def ingest_node(
+    state: IngestState,
+    runtime: Runtime[IngestContext],
+    deployment: DeploymentSettings | None = None,
+) -> dict[str, Any]:
     """The ``ingest`` node: validate the input, load files and inline documents, store chunks.
 
     With ``CRAG_INGEST_ROOT`` set, every file read (named or found in a named directory) must
     have its real path, symbolic links followed, inside that directory. Chunks are written as
     a served run's, which may not replace the operator's documents (see the module).
     """
-    context = resolve_ingest_context(runtime.context)
+    context = IngestSettings.combine(resolve_ingest_context(runtime.context), deployment)
     _check_run_cost(context)
     root = context.ingest_root.strip()
     paths = _paths(state.get("paths"), root)
@@ -280,16 +298,7 @@ def ingest_node(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str
         )
     except ChunkLimitError as exc:
         raise InvalidIngestInputError(str(exc)) from None
-    emit(
-        runtime,
-        "ingest",
-        "done",
-        added=len(report.added),
-        skipped=len(report.skipped),
-        replaced=len(report.replaced),
-        failed=len(report.failed),
-        chunks=report.chunks_added,
-    )
+    emit(runtime, "ingest", "done", **_counts(report))
     return {
         "added": report.added,
         "skipped": report.skipped,
@@ -302,12 +311,23 @@ def ingest_node(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str
     }
 
 
-def build_ingest_graph() -> CompiledStateGraph[
-    IngestState, IngestContext, IngestInput, IngestOutput
-]:
+def _ingest_under(deployment: DeploymentSettings | None) -> Any:
+    """The ``ingest`` node bound to the graph's ``deployment`` (LangGraph's two-argument form)."""
+
+    def ingest(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
+        return ingest_node(state, runtime, deployment)
+
+    ingest.__doc__ = ingest_node.__doc__
+    return ingest
+
+
+def build_ingest_graph(
+    deployment: DeploymentSettings | None = None,
+) -> CompiledStateGraph[IngestState, IngestContext, IngestInput, IngestOutput]:
     """Return the compiled ingestion graph (one node: ``ingest``).
 
-    It needs no components: the store is opened from the run's settings. The served one is
+    It needs no components: the store is opened from ``deployment`` (default: the operator's
+    environment, read when a run starts); a run sets its chunking only. The served one is
     :data:`crag.app.graphs.ingest_graph`.
     """
     builder = StateGraph(
@@ -317,7 +337,7 @@ def build_ingest_graph() -> CompiledStateGraph[
         output_schema=IngestOutput,
     )
     # Cancellable: a cancelled run stops at its next batch and removes what it left unfinished.
-    builder.add_node("ingest", cancellable_node(ingest_node))
+    builder.add_node("ingest", cancellable_node(_ingest_under(deployment)))
     builder.add_edge(START, "ingest")
     builder.add_edge("ingest", END)
     return builder.compile(name=GRAPH_NAME)

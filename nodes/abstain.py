@@ -16,8 +16,8 @@ import logging
 
 from langgraph.runtime import Runtime
 
-from crag.core.context import Context
 from crag.core.progress import emit
+from crag.core.run_settings import RunSettings
 from crag.core.state import KnowledgeStrip, State, StateUpdate
 from crag.knowledge.conversation import answer_message
 from crag.nodes.generate import gathered_knowledge
@@ -26,7 +26,7 @@ from crag.prompts.generate import ABSTENTION
 logger = logging.getLogger(__name__)
 
 
-def _store_reason(state: State, context: Context) -> str:
+def _store_reason(state: State, context: RunSettings) -> str:
     """Why the store gave no knowledge."""
     decision = state.get("decision")
     if not state.get("documents"):
@@ -38,7 +38,7 @@ def _store_reason(state: State, context: Context) -> str:
     return f"no strip scored above {context.strip_threshold:g}"
 
 
-def _web_reason(state: State, context: Context) -> str:
+def _web_reason(state: State, context: RunSettings) -> str:
     """Why the web gave no knowledge: the reason the web search recorded, when it gave one."""
     if state.get("action") == "correct":
         return "not searched (action correct)"
@@ -51,7 +51,7 @@ def supports_an_answer(knowledge: list[KnowledgeStrip], threshold: float) -> boo
     return any(score is None or score > threshold for score in scores)
 
 
-def abstention_note(state: State, context: Context, knowledge: list[KnowledgeStrip]) -> str:
+def abstention_note(state: State, context: RunSettings, knowledge: list[KnowledgeStrip]) -> str:
     """The note of an abstaining run: which sources gave nothing, and why."""
     if knowledge:
         best = max(score for k in knowledge if (score := k.get("score")) is not None)
@@ -67,7 +67,7 @@ def abstention_note(state: State, context: Context, knowledge: list[KnowledgeStr
     )
 
 
-def decide_answer(state: State, runtime: Runtime[Context]) -> StateUpdate:
+def decide_answer(state: State, runtime: Runtime[RunSettings]) -> StateUpdate:
     """Record whether the run may answer: some knowledge scores above the abstention threshold.
 
     The knowledge is the run's gathered knowledge (:func:`~crag.nodes.generate.gathered_knowledge`,
@@ -79,7 +79,7 @@ def decide_answer(state: State, runtime: Runtime[Context]) -> StateUpdate:
     return {"answerable": supported or not context.abstain_without_knowledge}
 
 
-def abstain(state: State, runtime: Runtime[Context]) -> StateUpdate:
+def abstain(state: State, runtime: Runtime[RunSettings]) -> StateUpdate:
     """The update of a run without usable knowledge: the abstention sentence, no generator call.
 
     The run's knowledge (too weak to answer from) is named in the note only. The progress event

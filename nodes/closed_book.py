@@ -6,8 +6,8 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from crag.core.context import Context
 from crag.core.progress import emit
+from crag.core.run_settings import RunSettings
 from crag.core.state import State, StateUpdate
 from crag.core.validation import validate_question
 from crag.nodes.components import Components
@@ -15,7 +15,7 @@ from crag.prompts.generate import CLOSED_BOOK_SYSTEM
 
 
 def answer_closed_book(
-    state: State, runtime: Runtime[Context], components: Components
+    state: State, runtime: Runtime[RunSettings], components: Components
 ) -> StateUpdate:
     """Validate the question and answer it with no retrieved or web knowledge."""
     context = runtime.context

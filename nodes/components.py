@@ -4,7 +4,7 @@ A graph's builder (:func:`crag.graph.builder.build_graph` and the baselines) tak
 :class:`Components` and binds it into every node that needs one
 (:func:`crag.core.node_runtime.graph_node`); a node gets it as its third argument and asks it
 for the vector store, evaluator, chat model and search provider matching the run's
-:class:`~crag.core.context.Context`. The app's components
+:class:`~crag.core.run_settings.RunSettings`. The app's components
 (:class:`crag.app.wiring.DefaultComponents`) load each real component once per process, on
 first use; tests build graphs with fakes.
 """
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langchain_core.vectorstores import VectorStore
 
-    from crag.core.context import Context
+    from crag.core.run_settings import RunSettings
     from crag.evaluator.base import RetrievalEvaluator
     from crag.websearch.base import SearchProvider
 
@@ -25,18 +25,18 @@ if TYPE_CHECKING:
 class Components(Protocol):
     """Supplies each node with the components a run's settings ask for."""
 
-    def vectorstore(self, context: Context) -> VectorStore:
+    def vectorstore(self, context: RunSettings) -> VectorStore:
         """The store passages are retrieved from."""
         ...
 
-    def evaluator(self, context: Context) -> RetrievalEvaluator:
+    def evaluator(self, context: RunSettings) -> RetrievalEvaluator:
         """The retrieval evaluator (grade, refine and web selection share it)."""
         ...
 
-    def chat_model(self, context: Context) -> BaseChatModel:
+    def chat_model(self, context: RunSettings) -> BaseChatModel:
         """The generator, also used to rewrite queries."""
         ...
 
-    def search(self, context: Context) -> SearchProvider:
+    def search(self, context: RunSettings) -> SearchProvider:
         """The web search provider."""
         ...

@@ -26,8 +26,8 @@ from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from crag.core.context import Context
 from crag.core.progress import emit
+from crag.core.run_settings import RunSettings
 from crag.core.state import State, StateUpdate
 from crag.core.validation import validate_question
 from crag.generator.reply_cap import reply_cap
@@ -149,7 +149,7 @@ class Rewrite(NamedTuple):
 
 
 def _rewrite(
-    question: str, turns: Sequence[Turn], context: Context, components: Components
+    question: str, turns: Sequence[Turn], context: RunSettings, components: Components
 ) -> Rewrite:
     """Ask the contextualizer's model (the generator unless set) for a standalone question."""
     prompt = contextualize_turns([(t.question, t.answer) for t in turns], question)
@@ -169,7 +169,7 @@ def _rewrite(
     return Rewrite(fallback_question(question, turns, context.max_question_chars), True, failure)
 
 
-def history_note(history: History, context: Context) -> str | None:
+def history_note(history: History, context: RunSettings) -> str | None:
     """The note saying which earlier turns were left out or cut; ``None`` when none was."""
     if not history.left_out and not history.cut:
         return None
@@ -183,7 +183,9 @@ def history_note(history: History, context: Context) -> str | None:
     )
 
 
-def contextualize(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
+def contextualize(
+    state: State, runtime: Runtime[RunSettings], components: Components
+) -> StateUpdate:
     """Pick the run's question (``question`` or the new human message) and make it standalone.
 
     Only the most recent earlier turns are read, within ``max_history_chars``; a note in
@@ -220,7 +222,7 @@ def contextualize(state: State, runtime: Runtime[Context], components: Component
 
 
 def retrieve_with_input_notes(
-    state: State, runtime: Runtime[Context], components: Components
+    state: State, runtime: Runtime[RunSettings], components: Components
 ) -> StateUpdate:
     """``retrieve``, starting the run's notes with those ``contextualize`` left on its input.
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from crag.core.context import Context
 from crag.core.progress import emit
+from crag.core.run_settings import RunSettings
 from crag.core.state import State, StateUpdate
 from crag.knowledge.action_trigger import trigger_action
 from crag.nodes.scoring import scoring_context
 
 
-def decide_action(state: State, runtime: Runtime[Context]) -> StateUpdate:
+def decide_action(state: State, runtime: Runtime[RunSettings]) -> StateUpdate:
     """Record the action for the graded passages."""
     context = scoring_context(state, runtime.context)  # thresholds follow the evaluator
     scores = [d["score"] for d in state.get("documents", []) if d["score"] is not None]

@@ -15,8 +15,8 @@ from typing import Any, Literal, NamedTuple
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from crag.core.context import Context
 from crag.core.progress import emit
+from crag.core.run_settings import RunSettings
 from crag.core.state import KnowledgeStrip, State, StateUpdate
 from crag.knowledge.attribution import Attribution, attribute
 from crag.knowledge.combination import UNSCORED_RANK, best_first, combine_knowledge
@@ -76,7 +76,7 @@ class KnowledgeBudget(NamedTuple):
     """The model's context length in tokens, for the note."""
 
 
-def knowledge_budget(model: Any, context: Context, question: str) -> KnowledgeBudget:
+def knowledge_budget(model: Any, context: RunSettings, question: str) -> KnowledgeBudget:
     """The knowledge budget of a prompt to ``model``.
 
     ``max_knowledge_chars``, and for a model that says its context length (a local one:
@@ -190,7 +190,7 @@ def fit_note(before: list[KnowledgeStrip], after: list[KnowledgeStrip], limit: s
 
 
 def bounded_knowledge(
-    knowledge: list[KnowledgeStrip], model: Any, context: Context, question: str
+    knowledge: list[KnowledgeStrip], model: Any, context: RunSettings, question: str
 ) -> tuple[list[KnowledgeStrip], list[str]]:
     """``knowledge`` fitted to ``model``'s prompt (:func:`fit_knowledge`) and the notes on it."""
     budget = knowledge_budget(model, context, question)
@@ -207,7 +207,7 @@ def bounded_knowledge(
     return fitted, [note]
 
 
-def gathered_knowledge(state: State, context: Context) -> list[KnowledgeStrip]:
+def gathered_knowledge(state: State, context: RunSettings) -> list[KnowledgeStrip]:
     """The knowledge of the run: internal strips, then external ones, each text once.
 
     Correct runs give only internal knowledge, Incorrect only external, Ambiguous both: each
@@ -240,7 +240,7 @@ def attribute_answer(answer: str, knowledge: list[KnowledgeStrip], question: str
     return attribution
 
 
-def generate(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
+def generate(state: State, runtime: Runtime[RunSettings], components: Components) -> StateUpdate:
     """Ask the generator to answer from the knowledge, then attribute the answer.
 
     The knowledge is bounded first (:func:`bounded_knowledge`: the lowest-ranked entries

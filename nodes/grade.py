@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from crag.core.context import Context
 from crag.core.progress import emit
+from crag.core.run_settings import RunSettings
 from crag.core.state import RetrievedPassage, State, StateUpdate
 from crag.nodes.components import Components
 from crag.nodes.scoring import evaluator_name, score_or_fall_back, scoring_context
 
 
-def grade(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
+def grade(state: State, runtime: Runtime[RunSettings], components: Components) -> StateUpdate:
     """Score all retrieved passages against the question in one batched evaluator call.
 
     If the evaluator fails, the embedding evaluator scores instead (:mod:`crag.nodes.scoring`):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from crag.core.context import Context
 from crag.core.progress import emit
+from crag.core.run_settings import RunSettings
 from crag.core.state import State, StateUpdate
 from crag.knowledge.strips import as_internal_knowledge
 
 
-def pass_passages(state: State, runtime: Runtime[Context]) -> StateUpdate:
+def pass_passages(state: State, runtime: Runtime[RunSettings]) -> StateUpdate:
     """Make every retrieved passage, whole and unscored, the internal knowledge."""
     knowledge = as_internal_knowledge(state.get("documents", []))
     emit(runtime, "pass_passages", "passed", passages=len(knowledge))

@@ -6,8 +6,8 @@ import logging
 
 from langgraph.runtime import Runtime
 
-from crag.core.context import Context
 from crag.core.progress import emit
+from crag.core.run_settings import RunSettings
 from crag.core.state import RetrievedPassage, State, StateUpdate
 from crag.evaluator.base import score_strips
 from crag.knowledge.selection import best_passage_whole, select_top
@@ -18,7 +18,7 @@ from crag.nodes.scoring import score_or_fall_back, scoring_context
 logger = logging.getLogger(__name__)
 
 
-def refine(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
+def refine(state: State, runtime: Runtime[RunSettings], components: Components) -> StateUpdate:
     """Build the internal knowledge from the retrieved passages.
 
     Decompose: each passage the evaluator did not judge irrelevant (score at or above the
@@ -71,7 +71,7 @@ def refine(state: State, runtime: Runtime[Context], components: Components) -> S
     return update
 
 
-def _whole_passages(relevant: list[RetrievedPassage], runtime: Runtime[Context]) -> StateUpdate:
+def _whole_passages(relevant: list[RetrievedPassage], runtime: Runtime[RunSettings]) -> StateUpdate:
     """The ablation without refinement: the relevant passages go to the generator whole."""
     kept = as_internal_knowledge(relevant)
     emit(runtime, "refine", "filtered", passages=len(relevant), strips=len(kept), kept=len(kept))

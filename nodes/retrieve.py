@@ -7,8 +7,8 @@ import logging
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from crag.core.context import Context
 from crag.core.progress import emit
+from crag.core.run_settings import RunSettings
 from crag.core.state import RetrievedPassage, State, StateUpdate, run_reset
 from crag.core.validation import validate_question
 from crag.nodes.components import Components
@@ -21,7 +21,7 @@ from crag.vectorstore.vector_memo import vector_memo
 logger = logging.getLogger(__name__)
 
 
-def retrieve(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
+def retrieve(state: State, runtime: Runtime[RunSettings], components: Components) -> StateUpdate:
     """Validate the question, reset the per-run fields and fetch the top-k passages.
 
     A thread keeps its state between runs on the server, so everything a run produces is

@@ -6,8 +6,8 @@ import logging
 
 from langgraph.runtime import Runtime
 
-from crag.core.context import Context
 from crag.core.progress import emit
+from crag.core.run_settings import RunSettings
 from crag.core.state import State, StateUpdate
 from crag.generator.reply_cap import reply_cap
 from crag.nodes.components import Components
@@ -20,20 +20,23 @@ REWRITE_TOKENS = 24
 """Longest keyword query, in tokens (at most three keywords)."""
 
 
-def rewrite_query(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
+def rewrite_query(
+    state: State, runtime: Runtime[RunSettings], components: Components
+) -> StateUpdate:
     """Set the web-search query: the question as asked, or the paper's keywords.
 
     With ``rewrite_for_search`` on, the query is at most three keywords the generator writes
     with the paper's few-shot prompt (as chat turns). Searching the question is the default
     because on the dev sets (simulated web, gold documents removed) it brought the answer to
     the generator more often than the keywords and answered more questions right (README,
-    "Benchmark"); it also saves a generator call. When the model's keywords are empty or
+    "Benchmark"); it also saves a generator call. With ``web_search`` off nothing is searched,
+    so nothing is rewritten. When the model's keywords are empty or
     unusable, or the model fails, the query falls back to keywords taken deterministically
     from the question, and ``notes`` says so.
     """
     context = runtime.context
     question = state["question"]
-    if not context.rewrite_for_search:
+    if not context.rewrite_for_search or not context.web_search:
         emit(runtime, "rewrite_query", "rewritten", query=question, fallback=False)
         return {"search_query": question}
     raw = ""

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import NamedTuple
 
-from crag.core.context import Context
+from crag.core.run_settings import RunSettings
 from crag.core.state import State
 from crag.evaluator.base import EvaluatorError, RetrievalEvaluator
 from crag.nodes.components import Components
@@ -25,12 +25,12 @@ FALLBACK_EVALUATOR = "embedding"
 """The evaluator that scores when the configured one fails: in-process, always at hand."""
 
 
-def with_evaluator(context: Context, name: str) -> Context:
+def with_evaluator(context: RunSettings, name: str) -> RunSettings:
     """``context`` with the evaluator ``name`` (its own model and thresholds' defaults)."""
     return context.replaced(evaluator=name, evaluator_model="")
 
 
-def scoring_context(state: State, context: Context) -> Context:
+def scoring_context(state: State, context: RunSettings) -> RunSettings:
     """The settings this run scores with: its own, or the fallback evaluator's after a failure."""
     graded_by = state.get("graded_by") or ""
     if not graded_by or graded_by == context.evaluator:
@@ -42,12 +42,12 @@ class Scored(NamedTuple):
     """Scores, the settings they were made under, and notes on a fallback (else none)."""
 
     scores: list[float]
-    context: Context
+    context: RunSettings
     """The settings of the evaluator that scored: its thresholds go with its scores."""
     notes: list[str]
 
 
-def evaluator_name(components: Components, context: Context) -> str:
+def evaluator_name(components: Components, context: RunSettings) -> str:
     """The name of the evaluator ``context`` asks for (its setting, if it does not load)."""
     try:
         return str(getattr(components.evaluator(context), "name", context.evaluator))
@@ -57,7 +57,7 @@ def evaluator_name(components: Components, context: Context) -> str:
 
 def score_or_fall_back(
     state: State,
-    context: Context,
+    context: RunSettings,
     components: Components,
     score: Callable[[RetrievalEvaluator], list[float]],
 ) -> Scored:

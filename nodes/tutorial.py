@@ -12,8 +12,8 @@ import logging
 
 from langgraph.runtime import Runtime
 
-from crag.core.context import Context
 from crag.core.progress import emit
+from crag.core.run_settings import RunSettings
 from crag.core.state import Action, RetrievedPassage, State, StateUpdate
 from crag.evaluator.llm import LLMEvaluator
 from crag.knowledge.strips import as_internal_knowledge
@@ -27,7 +27,9 @@ TUTORIAL_WEB_RESULTS = 3
 """The tutorial's web search returns three results."""
 
 
-def grade_binary(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
+def grade_binary(
+    state: State, runtime: Runtime[RunSettings], components: Components
+) -> StateUpdate:
     """Grade each passage yes/no with the generator and the tutorial's grader prompt.
 
     A passage is relevant when the model puts more probability on "yes" than on "no" (or
@@ -55,9 +57,13 @@ def grade_binary(state: State, runtime: Runtime[Context], components: Components
     return {"documents": graded, "internal_knowledge": relevant, "action": action}
 
 
-def transform_query(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
+def transform_query(
+    state: State, runtime: Runtime[RunSettings], components: Components
+) -> StateUpdate:
     """Rewrite the question for web search with the tutorial's re-writer prompt."""
     question = state["question"]
+    if not runtime.context.web_search:  # nothing is searched: no query to write
+        return {"search_query": question}
     emit(runtime, "rewrite_query", "rewriting")
     try:
         reply = components.chat_model(runtime.context).invoke(rewriter_messages(question))
@@ -76,7 +82,7 @@ def transform_query(state: State, runtime: Runtime[Context], components: Compone
 
 
 def tutorial_web_search(
-    state: State, runtime: Runtime[Context], components: Components
+    state: State, runtime: Runtime[RunSettings], components: Components
 ) -> StateUpdate:
     """Search as the tutorial does: three results, their snippets, no page reading or selection.
 
@@ -88,10 +94,10 @@ def tutorial_web_search(
     )
 
 
-def tutorial_settings(context: Context) -> Context:
+def tutorial_settings(context: RunSettings) -> RunSettings:
     """The run's settings with the tutorial's web search: three snippets, unselected.
 
-    Built with :meth:`Context.replaced`, which a served run's context takes too.
+    Built with :meth:`RunSettings.replaced`, which a served run's context takes too.
     """
     return context.replaced(
         web_results=TUTORIAL_WEB_RESULTS,

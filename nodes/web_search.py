@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from langgraph.runtime import Runtime
 
-from crag.core.context import Context
 from crag.core.progress import emit
+from crag.core.run_settings import RunSettings
 from crag.core.state import KnowledgeStrip, State, StateUpdate
 from crag.evaluator.base import RetrievalEvaluator, score_strips
 from crag.knowledge.selection import select_top
@@ -25,7 +25,7 @@ ONLY_WIKIPEDIA_RESULTS = 10
 """Results asked for when only Wikipedia pages are kept (many others are dropped)."""
 
 
-def reader_options(context: Context) -> ReaderOptions:
+def reader_options(context: RunSettings) -> ReaderOptions:
     """The page-reading settings of a run."""
     return ReaderOptions(
         timeout=context.page_timeout,
@@ -36,7 +36,11 @@ def reader_options(context: Context) -> ReaderOptions:
     )
 
 
-def web_search(state: State, runtime: Runtime[Context], components: Components) -> StateUpdate:
+WEB_OFF = "web search is off for this run (setting web_search): nothing was searched"
+"""The note (and ``web_reason``) of a run that turned the web search off."""
+
+
+def web_search(state: State, runtime: Runtime[RunSettings], components: Components) -> StateUpdate:
     """Search the web for the rewritten query, read the top pages, keep what is relevant.
 
     Wikipedia is preferred as in the paper (query bias and ranking; ``only_wikipedia`` keeps
@@ -48,8 +52,12 @@ def web_search(state: State, runtime: Runtime[Context], components: Components) 
     URL. A search engine or page that is down, slow, refused or rate-limited does not stop the
     run: the graph goes on with the knowledge it has and ``notes`` says what happened. When the
     web gave no knowledge, ``web_reason`` says why (the note's words, for the abstention note).
+    A run with ``web_search`` off sends nothing: no knowledge, and a note saying so.
     """
     context = runtime.context
+    if not context.web_search:
+        emit(runtime, "web_search", "off")
+        return {"external_knowledge": [], "notes": [WEB_OFF], "web_reason": WEB_OFF}
     query, wanted = _query(state, context)
     emit(runtime, "web_search", "searching", query=query)
     try:
@@ -80,7 +88,7 @@ def web_search(state: State, runtime: Runtime[Context], components: Components) 
     return update
 
 
-def _query(state: State, context: Context) -> tuple[str, int]:
+def _query(state: State, context: RunSettings) -> tuple[str, int]:
     """The query (biased towards Wikipedia where preferred) and how many results to ask for."""
     query = state.get("search_query") or state["question"]
     if context.prefer_wikipedia or context.only_wikipedia:
@@ -92,7 +100,7 @@ def _query(state: State, context: Context) -> tuple[str, int]:
 
 
 def _ranked_results(
-    components: Components, context: Context, query: str, wanted: int
+    components: Components, context: RunSettings, query: str, wanted: int
 ) -> list[SearchResult]:
     """The run's top ``web_results`` hits for ``query``, Wikipedia first where preferred.
 
@@ -107,7 +115,7 @@ def _ranked_results(
     return ranked[: context.web_results]
 
 
-def _read(runtime: Runtime[Context], results: list[SearchResult]) -> WebReading:
+def _read(runtime: Runtime[RunSettings], results: list[SearchResult]) -> WebReading:
     """Read the pages of the top ``pages_to_read`` results (none with ``fetch_pages`` off)."""
     context = runtime.context
     pages = context.pages_to_read if context.fetch_pages else 0
@@ -123,7 +131,7 @@ def _select(
     components: Components,
     question: str,
     reading: WebReading,
-    context: Context,
+    context: RunSettings,
     query: str,
 ) -> StateUpdate:
     """Score every passage in one batch and keep the best (the paper's filter step).
@@ -165,7 +173,7 @@ def _best(
     components: Components,
     question: str,
     passages: Sequence[WebPassage],
-    context: Context,
+    context: RunSettings,
 ) -> tuple[list[KnowledgeStrip], list[str]]:
     """Score every passage or strip in one evaluator call; keep the best (maybe none).
 

@@ -1,13 +1,14 @@
 """Write docs/configuration.md from the settings' declarations, or check that it is current.
 
-The settings are the fields of :class:`crag.core.context.Context` (the question graphs) and
-:class:`crag.core.context.IngestContext` (the ingestion graph). Each field carries its
-description in ``metadata["description"]``; a deployment setting is marked
-``metadata["deployment"]`` and names its environment variable in ``metadata["env"]`` (its
-default is read from that variable, so the documented default is the one with the variable
-unset). Bounds come from the classes' ``MINIMUMS`` and ``MAXIMUMS``. The page gets one table
-per kind and graph: the per-run settings a caller may set (also in a served run's
-``context``), and the deployment settings the operator sets.
+Settings are of three kinds, each declared once with its type, default, bounds and
+description: the per-run settings (:class:`crag.core.context.Context` for the question graphs,
+:class:`crag.core.context.IngestContext` for the ingestion graph; ``metadata["description"]``,
+bounds in ``MINIMUMS`` and ``MAXIMUMS``), the method's parameters
+(:class:`crag.core.method.MethodConfig`, declared the same way) and the deployment settings
+(:class:`crag.core.deployment.DeploymentSettings`, pydantic fields with ``ge``/``le`` bounds).
+The page gets one section per kind, kept apart, each setting in a table with its type, default
+(the declared one: never the environment's), bounds and description, and for the method and the
+deployment its ``CRAG_<NAME>`` environment variable.
 
 Usage: .venv/bin/python scripts/settings_doc.py [--check]
     --check   write nothing; exit 1 when docs/configuration.md is not what this script writes
@@ -16,17 +17,21 @@ Usage: .venv/bin/python scripts/settings_doc.py [--check]
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import MISSING, Field, fields
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, NamedTuple, Union, get_args, get_origin
+
+from pydantic import SecretStr
+from pydantic.fields import FieldInfo
 
 from crag.core.context import Context, IngestContext
-from crag.core.setting_checks import ENV_PREFIX, Settings, env_name
+from crag.core.deployment import DeploymentSettings
+from crag.core.method import MethodConfig
+from crag.core.run_settings import IngestDeployment, QuestionDeployment, StoreDeployment
+from crag.core.setting_checks import Settings, env_name
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "docs" / "configuration.md"
@@ -34,66 +39,109 @@ TARGET = ROOT / "docs" / "configuration.md"
 PREAMBLE = """\
 # Configuration
 
-<!-- Written by scripts/settings_doc.py from the settings' declarations in core/context.py;
-do not edit by hand: run `.venv/bin/python scripts/settings_doc.py` (make test checks it). -->
+<!-- Written by scripts/settings_doc.py from the settings' declarations in core/context.py,
+core/method.py and core/deployment.py; do not edit by hand: run
+`.venv/bin/python scripts/settings_doc.py` (make test checks it). -->
 
-Every setting of a run lives in one context schema, `crag.core.context.Context` (the question
-graphs `crag`, `rag` and `crag-tutorial`); the served `ingest` graph has its own,
-`IngestContext`. Settings are of two kinds:
+crag's settings are of three kinds, kept apart. Which one you want depends on who sets it and
+for how long it holds:
 
-- **Per-run settings** (retrieval, thresholds, strips, web results, ablations, answer length)
-  may be set by whoever starts a run: `--set KEY=VALUE` on the command line (`crag ask`,
-  `crag ingest`, `crag-bench eval`), `Context(...)` or a mapping as `context=` from Python,
-  and a served run's `context`.
-- **Deployment settings** say where things are and what may be reached or loaded: the store,
-  the models, the search endpoint, the address allow-list, the bundled corpus, the reading and
-  input limits. Only the operator sets them: the environment variable `CRAG_<NAME>` (in `.env`
-  for the server, see `.env.example`), which is also their default for the CLI and Python, or
-  `--set` and `Context(...)`, which the operator runs. A served run that gives one fails with
-  `InvalidSettingError` naming its variable (`crag.core.run_context`).
+- **[Per-run settings](#per-run-settings)**: what one run chooses (how many passages, where to
+  look, whether to search the web, the answer's length; how the ingestion graph chunks). Whoever
+  starts a run sets them: `Context(...)` in Python, `--set` on the command line, a served run's
+  `context` (what LangGraph Studio shows).
+- **[The method's parameters](#the-methods-parameters)**: how CRAG decides and refines (the
+  action thresholds, the strips, the web branch, the ablations). Fixed for a graph where it is
+  built: `MethodConfig(...)` in Python, `--set` on the command line, the operator's
+  `CRAG_<NAME>` variables for the served graphs. A served run may not change them.
+- **[Deployment settings](#deployment-settings)**: where things are and what may be reached or
+  loaded (the store, the models, the search endpoint, the address allow-list, the limits). The
+  operator's: `CRAG_<NAME>` or `.env`; `deployment_with(...)` in Python, `--set` on the command
+  line. Never in a run's context.
 
-Every setting is checked when the context is built, from the CLI, Python or a served run's
-JSON: an unknown name, a wrong type, a value out of bounds or reversed thresholds are an
-`InvalidSettingError` (a `ValueError`) naming the setting in one line, before the store is
-opened (`setting top_k must be an integer, not 'ten' (str)`; `environment variable
-CRAG_CHROMA_PORT must be an integer, not 'eighty'`). Thresholds and scores lie in [-1, 1].
-Three more environment variables are not settings of a run: `CRAG_THREADS_DB` (where the CLI's
-and the Python API's threads are kept, [python.md](python.md)), `CRAG_SERVE_SOCKET` (the socket
-of `crag serve`, [cli.md](cli.md)) and `CRAG_CACHE_DIR` (converted models, default
-`~/.cache/crag`). More on the settings: [retrieval](retrieval.md), [the evaluator](evaluator.md),
+Every setting is checked where it is given (the CLI, Python, the environment or a served run's
+JSON): an unknown name, a wrong type, a value out of bounds, reversed thresholds, or a setting
+of another kind given as a per-run one are an `InvalidSettingError` (a `ValueError`) naming the
+setting in one line, before the store is opened (`setting top_k must be an integer, not 'ten'
+(str)`; `environment variable CRAG_CHROMA_PORT must be an integer, not 'eighty'`; `setting
+store_path is a deployment setting: the server's operator sets it (environment variable
+CRAG_STORE_PATH); a run may not`). Thresholds and scores lie in [-1, 1]. Three more
+environment variables are not settings: `CRAG_THREADS_DB` (where the CLI's and the Python
+API's threads are kept, [python.md](python.md)), `CRAG_SERVE_SOCKET` (the socket of `crag
+serve`, [cli.md](cli.md)) and `CRAG_CACHE_DIR` (converted models, default `~/.cache/crag`).
+More on the settings: [retrieval](retrieval.md), [the evaluator](evaluator.md),
 [web search](websearch.md), [the server](server.md).
 """
 
-SECTIONS: tuple[tuple[type[Settings], str], ...] = (
-    (Context, "The question graphs (`Context`)"),
-    (IngestContext, "The ingestion graph (`IngestContext`)"),
-)
+PER_RUN_INTRO = """\
+What one run chooses. In Python, the run's `context`: `graph.invoke(input,
+context=Context(top_k=5))` or a mapping (`context={"top_k": 5}`), `ask(question,
+Context(top_k=5))`; on the command line `--set KEY=VALUE` (`crag ask --set top_k=5`); in a
+served run the `context` a caller sends (`{"top_k": 5, "web_search": false}`; the ingest graph's:
+`{"chunk_size": 500}`), which is what LangGraph Studio shows for each graph. These are the only
+settings a served caller may send. A per-run context that names a method parameter or a
+deployment setting is refused with an error naming it and who sets it; the server refuses such
+a run with 422 before it starts ([server.md](server.md#what-a-run-may-set)). A served run's
+`scope_folder` must be an absolute path, and its `chunk_size` at least the operator's
+`ingest_min_chunk_size`."""
+
+METHOD_INTRO = """\
+How CRAG decides, refines and searches: what Yan et al. (2024) tune and ablate, the same for
+every run of a graph, so they are set where the graph is built. In Python:
+`build_graph(components, method=MethodConfig(strips_kept=3))` (the baselines,
+`persistent_graph` and `ask`/`aask` take `method=` too); on the command line `crag ask --set
+strips_kept=3` and `crag-bench eval --set ...`; for the served graphs, the operator's
+environment variable `CRAG_<NAME>` (in `.env`, read when a run starts), which is also the
+default wherever no method is given (`crag.core.method.operator_method()`). A served run that
+sends one in its `context` is refused with an error naming it. The defaults are calibrated for
+the shipped evaluator ([evaluator.md](evaluator.md), [benchmark.md](benchmark.md))."""
+
+DEPLOYMENT_INTRO = """\
+Where things are and what may be reached or loaded. The operator's: the environment variable
+`CRAG_<NAME>` (in `.env` for the server, see `.env.example`; an empty variable counts as unset),
+read by `crag.core.deployment.deployment_settings()`. In Python, `deployment_with(...)` (the
+environment's settings with some changed, checked: `deployment_with(store_path="my-store")`)
+passed as `deployment=` to `build_graph`, the baselines, `build_ingest_graph`, `ask`/`aask` and
+`persistent_graph`; on the command line `--set KEY=VALUE` (and `--store`, `--collection`).
+Never in a run's context: `Context(store_path=...)` and a served run that sends one are refused
+by name."""
+
+ENDPOINT_INTRO = """\
+Read from the environment only (never per run, nor from `--set`): where the operator's
+OpenAI-compatible model server is, for the generator spec `endpoint` (or `endpoint:MODEL`),
+which any LLM role may use (`generator`, `rewriter`, `contextualizer`, `evaluator_model`).
+Python callers may pass them where the components are built instead
+(`DefaultComponents(endpoint=EndpointConfig(...))`). See [models.md](models.md)."""
 
 
-@contextlib.contextmanager
-def _without_crag_environment() -> Iterator[None]:
-    """The process environment without its ``CRAG_*`` variables, restored on the way out."""
-    saved = {name: value for name, value in os.environ.items() if name.startswith(ENV_PREFIX)}
-    for name in saved:
-        del os.environ[name]
-    try:
-        yield
-    finally:
-        os.environ.update(saved)
+class Row(NamedTuple):
+    """One setting as the page shows it.
 
+    A named tuple: the docs test loads this file as an unregistered module, where a dataclass
+    cannot resolve its annotations.
+    """
 
-def default_of(spec: Field[Any]) -> Any:
-    """The field's default as declared (a deployment setting's with its variable unset)."""
-    if spec.default_factory is not MISSING:
-        with _without_crag_environment():
-            return spec.default_factory()
-    return spec.default
+    name: str
+    kind: str
+    default: str
+    bounds: str
+    description: str
+
+    def cells(self, with_env: bool) -> str:
+        """The row of the table (with the environment variable's column when ``with_env``)."""
+        env = f" `{env_name(self.name)}` |" if with_env else ""
+        return (
+            f"| `{self.name}` |{env} {self.kind} | {self.default} | {self.bounds} "
+            f"| {_cell(self.description)} |"
+        )
 
 
 def shown_value(value: Any) -> str:
     """A default as the page shows it: JSON-like words in backticks, ``unset`` for ``None``."""
     if value is None:
         return "unset"
+    if isinstance(value, SecretStr):
+        value = value.get_secret_value()
     if isinstance(value, bool):
         return f"`{str(value).lower()}`"
     if isinstance(value, str):
@@ -107,40 +155,37 @@ def _number(value: float) -> str:
     return f"{value:g}"
 
 
-def _bounds(cls: type[Settings], name: str) -> str:
-    low, high = cls.MINIMUMS.get(name), cls.MAXIMUMS.get(name)
+def shown_bounds(low: float | None, high: float | None) -> str:
+    """``[low, high]``, ``≥ low``, ``≤ high``, or nothing."""
     if low is not None and high is not None:
-        return f" in [{_number(low)}, {_number(high)}]"
+        return f"[{_number(low)}, {_number(high)}]"
     if low is not None:
-        return f" ≥ {_number(low)}"
+        return f"≥ {_number(low)}"
     if high is not None:
-        return f" ≤ {_number(high)}"
+        return f"≤ {_number(high)}"
     return ""
 
 
-def _without_none(hint: Any) -> Any:
-    """``X`` for ``X | None``; any other type unchanged."""
+def _optional_arm(hint: Any) -> Any:
+    """``X`` for ``X | None``, else ``None``."""
     if get_origin(hint) in (Union, types.UnionType):
         rest = [arg for arg in get_args(hint) if arg is not type(None)]
         if len(rest) == 1:
             return rest[0]
-    return hint
+    return None
 
 
-def values_of(cls: type[Settings], name: str) -> str:
-    """What the setting takes: its choices, or its type with its bounds."""
-    hint = _without_none(cls.declared_types()[name])
+def shown_type(hint: Any) -> str:
+    """What a setting of type ``hint`` takes: its choices, or its type in words."""
+    arm = _optional_arm(hint)
+    if arm is not None:
+        return shown_type(arm) + " or null (unset)"
     if get_origin(hint) is Literal:
         return " \\| ".join(f"`{choice}`" if choice else '`""`' for choice in get_args(hint))
-    if hint is bool:
-        return "true / false"
-    if hint is int:
-        return "integer" + _bounds(cls, name)
-    if hint is float:
-        return "number" + _bounds(cls, name)
+    words = {bool: "true / false", int: "integer", float: "number", SecretStr: "text (secret)"}
     if get_origin(hint) is list:
         return "list of text (comma-separated on the command line)"
-    return "text"
+    return words.get(hint, "text")
 
 
 def _cell(text: str) -> str:
@@ -148,71 +193,104 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def per_run_table(cls: type[Settings]) -> list[str]:
-    """The per-run settings of ``cls``: one row each, in declaration order."""
-    lines = ["| setting | default | values | meaning |", "|---|---|---|---|"]
-    for spec in fields(cls):  # type: ignore[arg-type]
-        if spec.metadata.get("deployment"):
-            continue
-        lines.append(
-            f"| `{spec.name}` | {shown_value(default_of(spec))} | {values_of(cls, spec.name)} "
-            f"| {_cell(spec.metadata.get('description', ''))} |"
+def _declared_default(spec: Field[Any]) -> Any:
+    if spec.default_factory is not MISSING:
+        return spec.default_factory()
+    return spec.default
+
+
+def dataclass_rows(cls: type[Settings]) -> list[Row]:
+    """The settings of a per-run or method class, in declaration order."""
+    hints = cls.declared_types()
+    return [
+        Row(
+            name=spec.name,
+            kind=shown_type(hints[spec.name]),
+            default=shown_value(_declared_default(spec)),
+            bounds=shown_bounds(cls.MINIMUMS.get(spec.name), cls.MAXIMUMS.get(spec.name)),
+            description=spec.metadata.get("description", ""),
         )
-    return lines
-
-
-def deployment_table(cls: type[Settings]) -> list[str]:
-    """The deployment settings of ``cls`` with their environment variables."""
-    lines = [
-        "| setting | environment variable | default | values | meaning |",
-        "|---|---|---|---|---|",
+        for spec in fields(cls)  # type: ignore[arg-type]
     ]
-    for spec in fields(cls):  # type: ignore[arg-type]
-        if not spec.metadata.get("deployment"):
-            continue
-        lines.append(
-            f"| `{spec.name}` | `{spec.metadata['env']}` | {shown_value(default_of(spec))} "
-            f"| {values_of(cls, spec.name)} | {_cell(spec.metadata.get('description', ''))} |"
-        )
-    return lines
 
 
-ENDPOINT_PREAMBLE = """\
-Read from the environment only (never per run, nor from `crag ask --set`): where the
-operator's OpenAI-compatible model server is, for the generator spec `endpoint` (or
-`endpoint:MODEL`), which any LLM role may use (`generator`, `rewriter`, `contextualizer`,
-`evaluator_model`). Python callers may pass them where the components are built instead
-(`DefaultComponents(endpoint=EndpointConfig(...))`). See [models.md](models.md)."""
+def _pydantic_bound(info: FieldInfo, kind: str) -> float | None:
+    for constraint in info.metadata:
+        value = getattr(constraint, kind, None)
+        if value is not None:
+            return float(value)
+    return None
 
 
-def endpoint_table() -> list[str]:
-    """The deployment settings of the model server (``llm_*``: in no settings class)."""
-    from crag.core.deployment import DeploymentSettings
+def deployment_row(name: str) -> Row:
+    """One deployment setting, its default the declared one (never the environment's)."""
+    info = DeploymentSettings.model_fields[name]
+    return Row(
+        name=name,
+        kind=shown_type(info.annotation),
+        default=shown_value(info.get_default(call_default_factory=True)),
+        bounds=shown_bounds(_pydantic_bound(info, "ge"), _pydantic_bound(info, "le")),
+        description=info.description or "",
+    )
 
-    lines = [
-        "| setting | environment variable | default | meaning |",
-        "|---|---|---|---|",
+
+def table(rows: list[Row], *, with_env: bool) -> list[str]:
+    """A markdown table of ``rows``."""
+    env = " environment variable |" if with_env else ""
+    rule = "|---|---|---|---|---|" + ("---|" if with_env else "")
+    header = f"| setting |{env} type | default | bounds | description |"
+    return [header, rule, *(row.cells(with_env) for row in rows), ""]
+
+
+def _names(cls: type) -> list[str]:
+    return [spec.name for spec in fields(cls)]
+
+
+def deployment_groups() -> list[tuple[str, str, list[str]]]:
+    """The deployment settings by who reads them: (heading, intro, names in declaration order)."""
+    store = set(_names(StoreDeployment))
+    question = set(_names(QuestionDeployment)) - store
+    ingest = set(_names(IngestDeployment)) - store
+    declared = list(DeploymentSettings.model_fields)
+    endpoint = [name for name in declared if name.startswith("llm_")]
+    other = [n for n in declared if n not in store | question | ingest and n not in endpoint]
+    groups = [
+        ("The store", "Read by every graph: which store a run reads or writes.", store),
+        (
+            "The question graphs",
+            "The models, the web search and the limits of a question run.",
+            question,
+        ),
+        ("The ingestion graph", "What ingestion reads, and what a served run may do.", ingest),
     ]
-    for name, info in DeploymentSettings.model_fields.items():
-        if not name.startswith("llm_"):
-            continue
-        default = info.default
-        shown = '`""`' if name == "llm_api_key" else shown_value(default)
-        lines.append(
-            f"| `{name}` | `{env_name(name)}` | {shown} | {_cell(info.description or '')} |"
-        )
-    return lines
+    found = [(title, intro, [n for n in declared if n in names]) for title, intro, names in groups]
+    if other:
+        found.append(("Other deployment settings", "", other))
+    found.append(("Your model server", ENDPOINT_INTRO, endpoint))
+    return found
+
+
+def deployment_section() -> list[str]:
+    """The deployment settings, one table per group."""
+    parts = ["## Deployment settings", "", DEPLOYMENT_INTRO, ""]
+    for title, intro, names in deployment_groups():
+        parts += [f"### {title}", ""]
+        if intro:
+            parts += [intro, ""]
+        parts += table([deployment_row(name) for name in names], with_env=True)
+    return parts
 
 
 def render() -> str:
     """The whole page."""
-    parts = [PREAMBLE]
-    for cls, title in SECTIONS:
-        parts += [f"## {title}", "", "### Per-run settings", ""]
-        parts += [*per_run_table(cls), ""]
-        parts += ["### Deployment settings", ""]
-        parts += [*deployment_table(cls), ""]
-    parts += ["## Your model server", "", ENDPOINT_PREAMBLE, "", *endpoint_table(), ""]
+    parts = [PREAMBLE, "## Per-run settings", "", PER_RUN_INTRO, ""]
+    parts += ["### The question graphs (`Context`)", ""]
+    parts += table(dataclass_rows(Context), with_env=False)
+    parts += ["### The ingestion graph (`IngestContext`)", ""]
+    parts += table(dataclass_rows(IngestContext), with_env=False)
+    parts += ["## The method's parameters", "", METHOD_INTRO, ""]
+    parts += table(dataclass_rows(MethodConfig), with_env=True)
+    parts += deployment_section()
     return "\n".join(parts).rstrip("\n") + "\n"
 
 

@@ -1,8 +1,8 @@
 """Ingestion and removal on the store that the settings name (what ``crag ingest`` runs).
 
 :mod:`crag.vectorstore.ingest` and :mod:`crag.vectorstore.removal` work on an opened store; the
-functions here open the store a :class:`~crag.core.context.Context` or
-:class:`~crag.core.context.IngestContext` names (on disk, or on a Chroma server), with the
+functions here open the store a :class:`~crag.core.run_settings.RunSettings` or
+:class:`~crag.core.run_settings.IngestSettings` names (on disk, or on a Chroma server), with the
 process-wide embedder whose calls are serialised with every run's, and then ingest or remove. The
 CLI, the Python API (:mod:`crag.app.api`) and the served ingestion graph
 (:mod:`crag.graph.ingest_graph`) all go through them; the CLI and the Python API write as the
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
 
-from crag.core.context import Context, IngestContext
+from crag.core.run_settings import IngestSettings, RunSettings
 from crag.core.scope_settings import check_tags
 from crag.vectorstore.sources import OPERATOR_WRITER, Writer
 
@@ -63,7 +63,7 @@ def inline_document(
 
 
 def open_configured_store(
-    settings: Context | IngestContext, *, create: bool, writable: bool = False
+    settings: RunSettings | IngestSettings, *, create: bool, writable: bool = False
 ) -> Chroma:
     """Open the store the settings name: on disk, or on a Chroma server when ``chroma_host``.
 
@@ -85,15 +85,15 @@ def open_configured_store(
     )
 
 
-def _chunking(settings: Context | IngestContext) -> dict[str, int]:
-    """The chunking arguments an :class:`IngestContext` sets (none for a plain context)."""
-    if isinstance(settings, IngestContext):
+def _chunking(settings: RunSettings | IngestSettings) -> dict[str, int]:
+    """The chunking arguments an :class:`IngestSettings` sets (none for a plain context)."""
+    if isinstance(settings, IngestSettings):
         return {"chunk_size": settings.chunk_size, "chunk_overlap": settings.chunk_overlap}
     return {}
 
 
 def _shared(
-    settings: Context | IngestContext, max_chunks: int | None, given: dict[str, Any]
+    settings: RunSettings | IngestSettings, max_chunks: int | None, given: dict[str, Any]
 ) -> dict[str, Any]:
     """What files and inline documents share: chunking, progress, who writes, tags, budget."""
     from crag.vectorstore.limits import ChunkBudget
@@ -104,7 +104,7 @@ def _shared(
 
 def ingest_into_store(
     paths: Sequence[str | Path],
-    context: Context | IngestContext | None = None,
+    context: RunSettings | IngestSettings | None = None,
     *,
     documents: Sequence[LoadedDocument] = (),
     prune: bool = False,
@@ -123,7 +123,7 @@ def ingest_into_store(
     Args:
         paths: Files and/or directories (searched recursively).
         context: Which store (``store_path`` or ``chroma_host``/``chroma_port``, and
-            ``collection``) and embedder; an :class:`IngestContext` also sets the chunking.
+            ``collection``) and embedder; an :class:`IngestSettings` also sets the chunking.
         documents: Documents given as text (see :func:`inline_document`).
         prune: Also remove the stored documents under ``paths`` whose files no longer exist.
         root: Read only files whose real path lies in this directory (symbolic links
@@ -151,7 +151,7 @@ def ingest_into_store(
     from crag.vectorstore.ingest import IngestReport, ingest_documents, ingest_paths
     from crag.vectorstore.limits import FileLimits
 
-    settings = context or Context()
+    settings = context or RunSettings()
     given = {"progress": progress, "on_progress": on_progress, "writer": writer, "tags": tags}
     shared = _shared(settings, max_chunks, given)
     store = open_configured_store(settings, create=True, writable=True)
@@ -165,7 +165,7 @@ def ingest_into_store(
 
 
 def remove_from_store(
-    sources: Sequence[str], context: Context | IngestContext | None = None
+    sources: Sequence[str], context: RunSettings | IngestSettings | None = None
 ) -> IngestReport:
     """Remove documents from the configured store (it must exist).
 
@@ -183,7 +183,7 @@ def remove_from_store(
     from crag.vectorstore.removal import remove_sources
     from crag.vectorstore.store import open_store
 
-    settings = context or Context()
+    settings = context or RunSettings()
     store = open_store(
         settings.store_path,
         settings.collection,

@@ -34,7 +34,7 @@ from crag.vectorstore.sources import REPLACE_SETTING, SOURCE_PREFIX, Writer
 if TYPE_CHECKING:
     from langchain_chroma import Chroma
 
-    from crag.core.context import Context
+    from crag.core.run_settings import RunSettings
     from crag.vectorstore.documents import LoadedDocument
     from crag.vectorstore.report import IngestReport
 
@@ -98,7 +98,7 @@ def scope_metadata(
     return labels
 
 
-def scope_filter(context: Context) -> dict[str, Any] | None:
+def scope_filter(context: RunSettings) -> dict[str, Any] | None:
     """The Chroma ``where`` of the run's scope; ``None`` when the run searches everything.
 
     Tags: any of them; folder: the folder or below; file types: any of them. The scopes set
@@ -118,7 +118,7 @@ def scope_filter(context: Context) -> dict[str, Any] | None:
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
 
-def describe_scope(context: Context) -> str:
+def describe_scope(context: RunSettings) -> str:
     """The run's scope in words (``tags a, b; folder /srv/docs``); empty when none is set."""
     parts: list[str] = []
     if context.scope_tags:

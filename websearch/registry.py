@@ -14,7 +14,7 @@ from crag.websearch.searxng import SearxngSearch
 from crag.websearch.tavily import TavilySearch
 
 if TYPE_CHECKING:
-    from crag.core.context import Context
+    from crag.core.run_settings import RunSettings
 
 SEARCH_PROVIDERS: tuple[str, ...] = ("duckduckgo", "searxng", "tavily")
 WIKIPEDIA_DOMAIN = "wikipedia.org"
@@ -47,7 +47,7 @@ class SearchSettings:
     allowed_hosts: str = ""
 
     @classmethod
-    def from_context(cls, context: Context) -> SearchSettings:
+    def from_context(cls, context: RunSettings) -> SearchSettings:
         """The search settings of a run."""
         return cls(
             provider=context.search_provider,

@@ -16,7 +16,7 @@ from typing import Any
 
 from crag.app.cli import print_error, print_output, run_command
 from crag.app.environment import configure_environment
-from crag.app.settings import parse_settings
+from crag_bench.bench_settings import given_settings
 from crag_bench.eval_cli import add_eval_command
 from crag_bench.eval_reader_cli import add_eval_reader_command
 from crag_bench.evaluator_cli import add_evaluator_commands
@@ -31,10 +31,7 @@ from crag_bench.server_bench import (
 
 def cmd_bench_server(args: argparse.Namespace) -> int:
     """Load-test the LangGraph server: one row per concurrency level, exit 1 on any failure."""
-    pairs = list(args.set or [])
-    given = {pair.partition("=")[0].strip().replace("-", "_") for pair in pairs}
-    parsed = parse_settings(pairs)
-    extra = {name: getattr(parsed, name) for name in given}
+    extra = given_settings(args.set)
     try:
         report = run_bench(
             url=args.url,
@@ -95,8 +92,9 @@ def _add_server_command(sub: Any) -> None:
         "--set",
         action="append",
         metavar="KEY=VALUE",
-        help="a per-run setting, sent with every run; a deployment setting (e.g. "
-        "generator_batch_size, 8 by default there) goes into the started server's environment",
+        help="a per-run setting, sent with every run; a parameter of the method or a "
+        "deployment setting (e.g. generator_batch_size, 8 by default there) goes into the "
+        "started server's environment (refused with --url: that server's operator sets them)",
     )
     bench.add_argument(
         "--allow-remote", action="store_true", help="allow a --url that is not on 127.0.0.1"

@@ -105,7 +105,9 @@ def add_eval_command(sub: Any) -> None:
         "--set",
         action="append",
         metavar="KEY=VALUE",
-        help="a setting of the context schema for every experiment (repeatable)",
+        help="a setting for every experiment (repeatable), of any kind: a per-run setting "
+        "(e.g. top_k), a parameter of the method (e.g. strips_kept; an experiment's own "
+        "parameters override it) or a deployment setting (e.g. evaluator, generator)",
     )
     run.add_argument(
         "--no-performance",
@@ -150,14 +152,6 @@ def add_eval_command(sub: Any) -> None:
     )
     run.add_argument("--json", action="store_true", help="print every figure as JSON")
     run.set_defaults(func=cmd_eval)
-
-
-def _settings(pairs: list[str] | None) -> dict[str, Any]:
-    from crag.app.settings import parse_settings
-
-    context = parse_settings(pairs or [])
-    keys = {pair.partition("=")[0].strip().replace("-", "_") for pair in pairs or []}
-    return {key: getattr(context, key) for key in sorted(keys)}
 
 
 def _fanoutqa(ids_file: Path | None) -> tuple[list[Any], str]:
@@ -276,7 +270,7 @@ def _eval_store(
     embedder: str,
 ) -> _EvalStore:
     """The user's documents, a small store of the bundled corpus, or the bundled corpus."""
-    from crag.core.context import Context
+    from crag.core.deployment import deployment_settings
 
     if args.corpus:
         path = _user_store(args.out, args.corpus, collection, embedder)
@@ -290,14 +284,15 @@ def _eval_store(
             f"(seed {args.seed}) in {path}"
         )
         return _EvalStore(path, description, False)
-    path = args.store or str(settings.pop("store_path", Context().store_path))
+    path = args.store or str(settings.pop("store_path", deployment_settings().store_path))
     return _EvalStore(path, f"the bundled corpus (10,033 Wikipedia summaries) in {path}", True)
 
 
 def build_options(args: argparse.Namespace) -> Any:
     """The eval's options from the command line (loads the questions, builds a store)."""
-    from crag.core.context import Context
+    from crag.core.deployment import deployment_settings
     from crag.vectorstore.corpus import load_corpus
+    from crag_bench.bench_settings import given_settings
     from crag_bench.experiments import select_experiments
     from crag_bench.runner import EvalOptions
 
@@ -307,9 +302,10 @@ def build_options(args: argparse.Namespace) -> Any:
         raise ValueError(
             "--corpus needs --questions (FanOutQA and --dataset runs use the bundled corpus)"
         )
-    settings = _settings(args.set)
-    collection = str(settings.pop("collection", Context().collection))
-    embedder = str(settings.get("embedder", Context().embedder))
+    settings = given_settings(args.set)
+    operator = deployment_settings()
+    collection = str(settings.pop("collection", operator.collection))
+    embedder = str(settings.get("embedder", operator.embedder))
     questions, source = _load_questions(args)
     gold_texts = {doc.source: doc.text for doc in load_corpus()}
     args.out.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 
-from crag.core.context import Context
+from crag.core.run_settings import RunSettings
 from crag.evaluator.base import RetrievalEvaluator, score_strips
 from crag.nodes.components import Components
 from crag.websearch.base import SearchProvider
@@ -157,11 +157,11 @@ class EvalComponents:
         self._evaluators: dict[int, CachingEvaluator] = {}
         self._lock = threading.Lock()
 
-    def vectorstore(self, context: Context) -> Any:
+    def vectorstore(self, context: RunSettings) -> Any:
         """The store, seen through the current filters."""
         return SourceFilteringStore(self.inner.vectorstore(context), self.filters)
 
-    def evaluator(self, context: Context) -> RetrievalEvaluator:
+    def evaluator(self, context: RunSettings) -> RetrievalEvaluator:
         """The evaluator, its scores cached."""
         inner = self.inner.evaluator(context)
         with self._lock:
@@ -170,12 +170,12 @@ class EvalComponents:
                 cached = self._evaluators[id(inner)] = CachingEvaluator(inner)
             return cached
 
-    def chat_model(self, context: Context) -> BaseChatModel:
+    def chat_model(self, context: RunSettings) -> BaseChatModel:
         """The generator (its answers are cached by LangChain's LLM cache while eval runs)."""
         if self._chat_model is not None:
             return self._chat_model
         return self.inner.chat_model(context)
 
-    def search(self, context: Context) -> SearchProvider:
+    def search(self, context: RunSettings) -> SearchProvider:
         """The web search provider (the simulated web during ``crag-bench eval``)."""
         return self.inner.search(context)

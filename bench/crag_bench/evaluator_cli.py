@@ -74,11 +74,11 @@ def _split(args: argparse.Namespace) -> dict[str, list[str]]:
 
 def _open_store(args: argparse.Namespace) -> Any:
     """Open the project store (``--store``/``--collection`` or the settings' defaults)."""
-    from crag.core.context import Context
+    from crag.core.deployment import deployment_settings
     from crag.vectorstore.embeddings import load_embeddings
     from crag.vectorstore.store import open_store
 
-    defaults = Context()
+    defaults = deployment_settings()
     path = args.store or defaults.store_path
     collection = args.collection or defaults.collection
     logger.info("opening store %s (collection %s)", path, collection)

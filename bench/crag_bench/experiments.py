@@ -1,11 +1,13 @@
 """The experiments ``crag-bench eval`` runs: one row (or plot point) each.
 
-Every experiment is a graph (CRAG or a baseline from :mod:`crag.graph.baselines`) and the settings
-that differ from the run's base context. The paper's tables are reproduced where the method
-allows: Table 2 (each action removed, or one action only), Table 3 (refinement, rewriting
-and selection removed), Table 5 (RAG with web results always added) and Figure 3 (a worse
-retriever: the gold documents removed from the store for a share of the questions). The
-``oracle`` bounds it from above (only the gold documents' passages), ``no-retrieval`` from below.
+Every experiment is a graph (CRAG or a baseline from :mod:`crag.graph.baselines`) and the
+parameters of the method (:class:`~crag.core.method.MethodConfig`) that differ from the eval's
+base method: its graph is built with them, and each of its runs has the eval's per-run settings.
+The paper's tables are reproduced where the method allows: Table 2 (each action removed, or one
+action only), Table 3 (refinement, rewriting and selection removed), Table 5 (RAG with web
+results always added) and Figure 3 (a worse retriever: the gold documents removed from the store
+for a share of the questions). The ``oracle`` bounds it from above (only the gold documents'
+passages), ``no-retrieval`` from below.
 
 Names hold no commas or spaces, so ``--experiments`` takes a comma-separated list; the names of
 earlier versions are accepted as aliases, and a few presets name groups of experiments.
@@ -35,7 +37,7 @@ class Experiment:
     """Which table or figure it belongs to."""
     description: str
     settings: dict[str, Any] = field(default_factory=dict)
-    """Context settings that differ from the base context."""
+    """Parameters of the method that differ from the base method (the graph is built with them)."""
     timed: bool = False
     """Its latencies are reported (it runs before any experiment could share its work)."""
     gold_removed: bool = False

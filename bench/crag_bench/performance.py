@@ -17,7 +17,7 @@ import tempfile
 import time
 from typing import Any
 
-from crag.core.context import Context
+from crag.core.run_settings import RunSettings
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ ERROR_LINES = 25
 """Lines of a failed process's stderr kept in the results."""
 
 
-def measure_cold_start(context: Context, question: str) -> dict[str, Any]:
+def measure_cold_start(settings: RunSettings, question: str) -> dict[str, Any]:
     """Time a new ``crag ask`` process from start to printed answer, with its peak memory.
 
     The process uses the same store, generator, evaluator and (simulated) web as the eval. Its
@@ -37,29 +37,29 @@ def measure_cold_start(context: Context, question: str) -> dict[str, Any]:
     finished children (this is the first one the eval starts). A failed attempt is tried once
     more; the results keep the first attempt's error next to the second's figures.
     """
-    first = _cold_start_once(context, question)
+    first = _cold_start_once(settings, question)
     if first.get("error") is None:
         return first
     logger.warning("cold start failed; trying once more")
-    second = _cold_start_once(context, question)
+    second = _cold_start_once(settings, question)
     second["first_attempt_error"] = first["error"]
     return second
 
 
-def _cold_start_once(context: Context, question: str) -> dict[str, Any]:
+def _cold_start_once(settings: RunSettings, question: str) -> dict[str, Any]:
     """One cold-start measurement (see :func:`measure_cold_start`)."""
-    settings = {
-        "search_provider": context.search_provider,
-        "search_url": context.search_url,
-        "allowed_hosts": context.allowed_hosts,
-        "max_new_tokens": context.max_new_tokens,
-        "evaluator": context.evaluator,
-        "generator": context.generator,
-        "default_corpus": context.default_corpus,
+    given = {
+        "search_provider": settings.search_provider,
+        "search_url": settings.search_url,
+        "allowed_hosts": settings.allowed_hosts,
+        "max_new_tokens": settings.max_new_tokens,
+        "evaluator": settings.evaluator,
+        "generator": settings.generator,
+        "default_corpus": settings.default_corpus,
     }
     command = [sys.executable, "-m", "crag.app.cli", "ask", question, "--json", "-q"]
-    command += ["--store", context.store_path, "--collection", context.collection]
-    for key, value in settings.items():
+    command += ["--store", settings.store_path, "--collection", settings.collection]
+    for key, value in given.items():
         text = str(value).lower() if isinstance(value, bool) else str(value)
         command += ["--set", f"{key}={text}"]
     started = time.perf_counter()

@@ -34,9 +34,12 @@ from typing import Any
 
 from tqdm import tqdm
 
+from crag.app.settings import CommandSettings
 from crag.core.context import Context
+from crag.core.run_settings import RunSettings
 from crag.nodes.components import Components
 from crag_bench.answers import answer_in_text, is_looping
+from crag_bench.bench_settings import method_with, settings_by_kind
 from crag_bench.eval_components import EvalComponents, SourceFilter
 from crag_bench.experiments import (
     DEFAULT_GOLD_REMOVED_SHARE,
@@ -81,7 +84,9 @@ class EvalOptions:
     """Gold source → its full text, where known (answer-in-gold-passage counts)."""
     experiments: Sequence[Experiment] = EXPERIMENTS
     settings: dict[str, Any] = field(default_factory=dict)
-    """Context settings for every experiment (``--set``)."""
+    """Settings of any kind for every experiment (``--set``): per-run ones go to each run's
+    context, parameters of the method under each experiment's own, deployment ones over the
+    environment."""
     max_new_tokens: int = 48
     seed: int = 0
     gold_removed_share: int = DEFAULT_GOLD_REMOVED_SHARE
@@ -216,15 +221,47 @@ def run_graph(
     )
 
 
-def _graph_builders() -> dict[str, Callable[[Components], Any]]:
-    """Each experiment graph's builder by name; each takes the components its nodes call."""
+def _graph_builders() -> dict[str, Callable[..., Any]]:
+    """Each experiment graph's builder by name.
+
+    Each takes the components its nodes call, and as keywords the ``method`` and ``deployment``
+    the graph runs with.
+    """
     from crag.graph.baselines import BASELINES
     from crag.graph.builder import build_graph
 
-    def crag(components: Components) -> Any:
-        return build_graph(components=components)
+    return {"crag": build_graph, **BASELINES}
 
-    return {"crag": crag, **BASELINES}
+
+@dataclass(frozen=True)
+class ExperimentGraph:
+    """One experiment's graph, built with its method, and what its nodes read."""
+
+    graph: Any
+    settings: RunSettings
+    """The settings each node of its runs reads (every run has the base context)."""
+
+
+def experiment_graphs(
+    experiments: Sequence[Experiment], base: CommandSettings, components: Components
+) -> dict[str, ExperimentGraph]:
+    """Each experiment's graph by name: its method is ``base``'s under the experiment's own.
+
+    Every graph runs with ``base``'s deployment, and each run with ``base``'s context. Building
+    a graph takes milliseconds; the settings are joined here so that a setting that does not fit
+    (thresholds out of order for the evaluator, say) stops the eval before any run.
+
+    Raises:
+        InvalidSettingError: an experiment's settings do not fit ``base``'s.
+    """
+    builders = _graph_builders()
+    graphs: dict[str, ExperimentGraph] = {}
+    for experiment in experiments:
+        method = method_with(base.method, experiment.settings)
+        graph = builders[experiment.graph](components, method=method, deployment=base.deployment)
+        settings = RunSettings.combine(base.context, method, base.deployment)
+        graphs[experiment.name] = ExperimentGraph(graph, settings)
+    return graphs
 
 
 @contextmanager
@@ -358,16 +395,15 @@ def _progress_bar(total: int, show: bool) -> Any:
 
 
 def run_experiments(
-    options: EvalOptions, context: Context, components: EvalComponents
+    options: EvalOptions, base: CommandSettings, components: EvalComponents
 ) -> list[Row]:
     """Every run of :func:`plan_runs`, as rows sorted by experiment (question order kept).
 
-    With ``workers`` above 1, questions run in threads and their generator prompts are decoded
-    in batches; see :func:`_alone_and_together` for which runs are timed.
+    ``base``: the settings every experiment starts from (:func:`experiment_graphs`). With
+    ``workers`` above 1, questions run in threads and their generator prompts are decoded in
+    batches; see :func:`_alone_and_together` for which runs are timed.
     """
-    builders = _graph_builders()
-    graphs = {e.graph: builders[e.graph](components) for e in options.experiments}
-    contexts = {e.name: dataclasses.replace(context, **e.settings) for e in options.experiments}
+    graphs = experiment_graphs(options.experiments, base, components)
     plan = plan_runs(options)
     position = {id(run): index for index, run in enumerate(plan)}
     alone, units = _alone_and_together(plan, options)
@@ -381,9 +417,13 @@ def run_experiments(
         else:
             components.filters.pop(question.question, None)
         try:
-            graph, run_context = graphs[experiment.graph], contexts[experiment.name]
             row = run_graph(
-                graph, question, run_context, timer, experiment.name, options.record_prompts
+                graphs[experiment.name].graph,
+                question,
+                base.context,
+                timer,
+                experiment.name,
+                options.record_prompts,
             )
         finally:
             components.filters.pop(question.question, None)
@@ -672,20 +712,20 @@ def _latency(options: EvalOptions, by_experiment: dict[str, list[Row]]) -> dict[
     return {"experiments": latency, "crag_over_rag": ratio}
 
 
-def _meta(options: EvalOptions, context: Context, seconds: float) -> dict[str, Any]:
+def _meta(options: EvalOptions, settings: RunSettings, seconds: float) -> dict[str, Any]:
     """What the run was: questions, store, models, settings, machine."""
-    upper, lower = context.action_thresholds()
+    upper, lower = settings.action_thresholds()
     return {
         "questions": len(options.questions),
         "question_source": options.question_source,
         "store": options.store_description or options.store_path,
         "web": WEB_DESCRIPTION,
-        "generator": "none (prompts only)" if options.prompts_only else context.generator,
-        "max_new_tokens": context.max_new_tokens,
-        "evaluator": context.evaluator,
+        "generator": "none (prompts only)" if options.prompts_only else settings.generator,
+        "max_new_tokens": settings.max_new_tokens,
+        "evaluator": settings.evaluator,
         "upper_threshold": upper,
         "lower_threshold": lower,
-        "top_k": context.top_k,
+        "top_k": settings.top_k,
         "seed": options.seed,
         "gold_removed_share": options.gold_removed_share,
         "gold_removal_curve": options.gold_removal_curve,
@@ -727,11 +767,14 @@ def _by_experiment(rows: Sequence[Row]) -> dict[str, list[Row]]:
 
 
 def summarise(
-    options: EvalOptions, context: Context, rows: Sequence[Row], seconds: float
+    options: EvalOptions, settings: RunSettings, rows: Sequence[Row], seconds: float
 ) -> dict[str, Any]:
-    """Every figure of a finished run, JSON-ready (the per-question rows included)."""
+    """Every figure of a finished run, JSON-ready (the per-question rows included).
+
+    ``settings``: the base settings (before any experiment's own), for the report's metadata.
+    """
     return {
-        "meta": _meta(options, context, seconds),
+        "meta": _meta(options, settings, seconds),
         "data": _data(options),
         **answer_figures(
             options.experiments,
@@ -774,8 +817,12 @@ def answer_figures(
     }
 
 
-def base_context(options: EvalOptions, search_url: str, allowed_hosts: str) -> Context:
-    """The settings every experiment starts from: the defaults, the simulated web, ``--set``."""
+def base_settings(options: EvalOptions, search_url: str, allowed_hosts: str) -> CommandSettings:
+    """The settings every experiment starts from: the defaults, the simulated web, ``--set``.
+
+    Raises:
+        InvalidSettingError: an unknown setting or a bad value in ``options.settings``.
+    """
     values: dict[str, Any] = {
         "store_path": options.store_path,
         "collection": options.collection,
@@ -786,7 +833,7 @@ def base_context(options: EvalOptions, search_url: str, allowed_hosts: str) -> C
         "max_new_tokens": options.max_new_tokens,
     }
     values.update(options.settings)
-    return Context.from_mapping(values)
+    return settings_by_kind(values)
 
 
 def run_eval(options: EvalOptions) -> dict[str, Any]:
@@ -810,27 +857,28 @@ def run_eval(options: EvalOptions) -> dict[str, Any]:
         raise ValueError("no questions to evaluate")
     started = time.perf_counter()
     with SimulatedWeb() as web:
-        context = base_context(options, web.base_url, web.allowed_hosts)
+        base = base_settings(options, web.base_url, web.allowed_hosts)
+        settings = base.run_settings()
         components = EvalComponents(
             DefaultComponents(), PromptsOnlyChatModel() if options.prompts_only else None
         )
         performance: dict[str, Any] = {}
-        components.vectorstore(context)  # builds the store first when it is empty
+        components.vectorstore(settings)  # builds the store first when it is empty
         measure = options.performance and not options.prompts_only
         if measure:
-            performance["cold_start"] = measure_cold_start(context, options.questions[0].question)
+            performance["cold_start"] = measure_cold_start(settings, options.questions[0].question)
         with llm_cache():
             if options.workers > 1:
-                batch_generation(components.chat_model(context), options.workers)
-            rows = run_experiments(options, context, components)
+                batch_generation(components.chat_model(settings), options.workers)
+            rows = run_experiments(options, base, components)
         if measure:
             performance["ingestion"] = measure_ingestion(
-                context.embedder, options.ingestion_docs, seed=options.seed
+                settings.embedder, options.ingestion_docs, seed=options.seed
             )
         performance["peak_rss_mb"] = peak_rss_mb()
         performance["web_searches"] = web.searches
     seconds = time.perf_counter() - started
-    results = summarise(options, context, rows, seconds)
+    results = summarise(options, settings, rows, seconds)
     results["performance"] = performance
     logger.info("crag-bench eval: %d runs in %.0f s", len(rows), seconds)
     return results

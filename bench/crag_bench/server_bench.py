@@ -16,8 +16,8 @@ The started server's web search is pointed at a closed port on 127.0.0.1 (SearxN
 set in its environment like any deployment setting), so the unanswerable question exercises the
 web branch without leaving the machine, and its generator decodes the overlapping requests of
 concurrent runs together (``CRAG_GENERATOR_BATCH_SIZE``, :data:`BENCH_GENERATOR_BATCH_SIZE`, as
-``make serve`` sets it). A server given with ``--url`` keeps its own deployment settings; only
-per-run settings are sent with the runs.
+``make serve`` sets it). A server given with ``--url`` keeps its own method and deployment
+settings (its operator's); only per-run settings are sent with the runs.
 """
 
 from __future__ import annotations
@@ -366,18 +366,24 @@ def bench_environment(store_path: Path, search_port: int) -> dict[str, str]:
 
 
 def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Split settings into the runs' context and the started server's environment variables."""
-    from crag.core.context import Context
-    from crag.core.setting_checks import env_name
+    """Split settings into the runs' context and the started server's environment variables.
 
-    deployment = Context.deployment_names()
-    context = {k: v for k, v in settings.items() if k not in deployment}
-    env = {
-        env_name(k): str(v).lower() if isinstance(v, bool) else str(v)
-        for k, v in settings.items()
-        if k in deployment
-    }
+    Per-run settings are sent with the runs; the method's parameters and the deployment
+    settings are the operator's, so they go into the server's environment (``CRAG_<NAME>``).
+    """
+    from crag.core.setting_checks import env_name
+    from crag.core.setting_kinds import kind_of
+
+    context = {k: v for k, v in settings.items() if kind_of(k) is None}
+    env = {env_name(k): _env_value(v) for k, v in settings.items() if kind_of(k) is not None}
     return context, env
+
+
+def _env_value(value: Any) -> str:
+    """A setting's value as an environment variable gives it."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "" if value is None else str(value)
 
 
 def build_bench_store(path: Path, documents: int = 50) -> Path:
@@ -557,9 +563,9 @@ def run_bench(
             directory. Ignored with ``url``.
         documents: Summaries in the store built when ``store`` is not given.
         jobs_per_worker: ``--n-jobs-per-worker`` of the started server.
-        extra_context: Settings for the runs: per-run ones are sent with every run; deployment
-            ones go into the started server's environment (refused with ``url``: that
-            server's operator has set them).
+        extra_context: Settings for the runs: per-run ones are sent with every run; parameters
+            of the method and deployment settings go into the started server's environment
+            (refused with ``url``: that server's operator has set them).
         allow_remote: Allow a ``url`` that is not on 127.0.0.1.
 
     Raises:
@@ -600,14 +606,19 @@ def _check_running_server(
     settings: Mapping[str, Any],
     context: Mapping[str, Any],
 ) -> None:
-    """Refuse a ``url`` off this machine (unless allowed) or deployment settings for it."""
+    """Refuse a ``url`` off this machine (unless allowed), or settings a run may not give.
+
+    A served run carries per-run settings only: the method's parameters and the deployment
+    settings are that server's operator's.
+    """
     if not allow_remote:
         check_loopback(url)
     if extra_env:
-        from crag.core.run_context import deployment_error
+        from crag.core.setting_kinds import other_kind_error
 
-        given = sorted(set(settings) - set(context))
-        raise BenchError(f"--url {url}: {deployment_error(given)}")
+        error = other_kind_error(set(settings) - set(context))
+        if error is not None:
+            raise BenchError(f"--url {url}: {error}")
 
 
 def started_setup(jobs: int, env: Mapping[str, str]) -> str:

@@ -34,14 +34,15 @@ def mark(name):
 import crag.app.cli; mark("import crag.app.cli")
 import torch; mark("import torch")
 from crag.app.graphs import components, graph; from crag.core.context import Context
+from crag.core.run_settings import RunSettings
 mark("import the graph")
 import sentence_transformers; mark("import sentence-transformers")
 import chromadb; mark("import chromadb")
-context = Context()
-components.vectorstore(context); mark("load the embedder, open the store")
-components.evaluator(context); mark("load the evaluator")
-components.chat_model(context); mark("load the generator")
-graph.invoke({"question": sys.argv[1]}, context=context); mark("answer (models loaded)")
+settings = RunSettings()
+components.vectorstore(settings); mark("load the embedder, open the store")
+components.evaluator(settings); mark("load the evaluator")
+components.chat_model(settings); mark("load the generator")
+graph.invoke({"question": sys.argv[1]}, context=Context()); mark("answer (models loaded)")
 print(json.dumps(marks))
 """
 

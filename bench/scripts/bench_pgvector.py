@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from crag.core.context import Context
+from crag.core.deployment import deployment_settings
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.store import open_store
 
@@ -115,12 +115,12 @@ def _build_hnsw_index(pg: Any) -> float:
 def main() -> int:
     """Copy the store into pgvector, query both, print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--store", default=Context().store_path)
+    parser.add_argument("--store", default=deployment_settings().store_path)
     args = parser.parse_args()
     from langchain_postgres import PGVector
 
     embeddings = load_embeddings()
-    chroma = open_store(args.store, Context().collection, embeddings, create=False)
+    chroma = open_store(args.store, deployment_settings().collection, embeddings, create=False)
     ids, texts, vectors, metadatas = _chroma_contents(chroma)
     questions = _questions()
     golds = [set(q.get("gold_sources") or []) for q in questions]

@@ -17,7 +17,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from crag.core.context import Context
+from crag.core.run_settings import RunSettings
 from crag_bench.held_out import refuse_held_out
 from crag_bench.threshold_calibration import Case, Outcome, evaluate, grid, load_cases
 
@@ -44,7 +44,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
-    defaults = Context()
+    defaults = RunSettings()
     sets: dict[str, list[Case]] = {str(p): load_cases(_rows_path(p)) for p in args.runs}
     refuse_held_out((c.id for cases in sets.values() for c in cases), "calibrate")
     everything = [c for cases in sets.values() for c in cases]

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from crag.core.context import Context
+from crag.core.run_settings import RunSettings
 from crag.evaluator.embedding import (
     DEFAULT_HEADING_WEIGHT,
     DEFAULT_INTERCEPT,
@@ -120,7 +120,7 @@ def figures(cases: list[Question], logits: Any, actions: bool = True) -> dict[st
         ),
     }
     if actions:
-        defaults = Context()
+        defaults = RunSettings()
         for label, upper, lower in (
             ("default", *defaults.action_thresholds()),
             ("paper", PAPER_UPPER, PAPER_LOWER),

@@ -73,3 +73,10 @@ def test_unknown_names_are_one_line_errors() -> None:
         select_experiments("crag,teleport,warp")
     assert "\n" not in str(e.value)
     assert "preset: main" in str(e.value)
+
+
+def test_experiments_change_parameters_of_the_method_only() -> None:
+    from crag.core.setting_kinds import METHOD_NAMES
+
+    for experiment in EXPERIMENTS:
+        assert set(experiment.settings) <= METHOD_NAMES, experiment.name

@@ -9,7 +9,12 @@ from langchain_core.messages import BaseMessage
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
+from crag.app.settings import CommandSettings
 from crag.core.context import Context
+from crag.core.deployment import deployment_settings
+from crag.core.method import MethodConfig
+from crag.core.run_settings import RunSettings
+from crag.core.setting_checks import InvalidSettingError
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.store import open_store
 from crag_bench.eval_components import (
@@ -26,8 +31,10 @@ from crag_bench.runner import (
     _alone_and_together,
     abstention_figures,
     agreement_figures,
+    base_settings,
     batch_generation,
     experiment_figures,
+    experiment_graphs,
     gold_removal_figures,
     llm_cache,
     plan_runs,
@@ -385,6 +392,11 @@ def eval_components(fake_components: FakeComponents) -> EvalComponents:
     return EvalComponents(fake_components)
 
 
+def _base(context: Context | None = None, **method: Any) -> CommandSettings:
+    """Base settings of an eval: ``context`` per run, the method with ``method``."""
+    return CommandSettings(context or Context(), MethodConfig(**method), deployment_settings())
+
+
 class _FilteringStore(StaticStore):
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Any]:
         self.queries.append((query, k))
@@ -428,9 +440,9 @@ def test_experiments_run_every_question_and_share_generator_answers(
         performance=False,
         gold_texts={"wikipedia:Mona Lisa": "Leonardo painted it."},
     )
-    context = Context(fetch_pages=False)
+    base = _base(fetch_pages=False)
     with llm_cache():
-        rows = run_experiments(options, context, eval_components)
+        rows = run_experiments(options, base, eval_components)
     by_name = {r.experiment: r for r in rows}
     assert by_name["rag"].correct and by_name["crag"].correct
     assert by_name["crag"].action == "correct"
@@ -443,7 +455,7 @@ def test_experiments_run_every_question_and_share_generator_answers(
     assert len(calls) == 3
     assert eval_components.filters == {}
 
-    results = summarise(options, context, rows, seconds=1.0)
+    results = summarise(options, base.run_settings(), rows, seconds=1.0)
     assert [e["name"] for e in results["experiments"]] == [e.name for e in experiments]
     assert results["experiments"][1]["accuracy"] == 1.0
     assert results["data"]["answer_in_gold_document"] == 1
@@ -476,24 +488,22 @@ def test_questions_run_in_threads_give_the_rows_of_a_sequential_run(
         performance=False,
         latency_questions=2,
     )
-    context = Context(fetch_pages=False)
+    base = _base(fetch_pages=False)
 
     def outcome(rows: list[Any]) -> list[tuple[Any, ...]]:
         return [(r.experiment, r.id, r.answer, r.correct, r.gold_removed, r.counted) for r in rows]
 
     with llm_cache():
-        sequential = run_experiments(options, context, eval_components)
+        sequential = run_experiments(options, base, eval_components)
     with llm_cache():
-        threaded = run_experiments(
-            dataclasses.replace(options, workers=4), context, eval_components
-        )
+        threaded = run_experiments(dataclasses.replace(options, workers=4), base, eval_components)
     assert outcome(threaded) == outcome(sequential)
     assert any(not r.gold_in_top_k for r in threaded if r.gold_removed)
     assert all(r.timed for r in sequential if r.experiment in ("rag", "crag"))
     timed = {(r.experiment, r.id) for r in threaded if r.timed}
     assert timed == {(e, q.id) for e in ("rag", "crag") for q in questions[:2]}
     assert eval_components.filters == {}
-    results = summarise(options, context, threaded, seconds=1.0)
+    results = summarise(options, base.run_settings(), threaded, seconds=1.0)
     assert results["latency"]["experiments"]["rag"]["total"]["n"] == 2
 
 
@@ -519,12 +529,57 @@ def test_oracle_answers_from_the_gold_passages_only(
         progress=False,
         performance=False,
     )
-    rows = run_experiments(options, Context(top_k=1), eval_components)
+    rows = run_experiments(options, _base(Context(top_k=1)), eval_components)
     assert [(r.experiment, r.id) for r in rows] == [("oracle", "m")], "no gold: skipped"
     assert rows[0].passages == 1 and rows[0].gold_in_top_k is True
     assert rows[0].correct and rows[0].answer_in_knowledge
     assert not rows[0].gold_removed and rows[0].counted
     assert eval_components.filters == {}
+
+
+def test_each_experiment_graph_runs_its_method_over_the_base_settings(
+    eval_components: EvalComponents,
+) -> None:
+    options = EvalOptions(
+        questions=[],
+        question_source="test",
+        store_path="/eval/store",
+        collection="eval",
+        default_corpus=False,
+        settings={"strips_kept": 7, "top_k": 4, "evaluator_batch_size": 3},
+    )
+    base = base_settings(options, "http://127.0.0.1:9", "127.0.0.1")
+    assert (base.context.top_k, base.method.strips_kept) == (4, 7)
+    assert (base.deployment.store_path, base.deployment.search_url) == (
+        "/eval/store",
+        "http://127.0.0.1:9",
+    )
+    graphs = experiment_graphs(EXPERIMENTS, base, eval_components)
+    assert list(graphs) == [e.name for e in EXPERIMENTS]
+    for experiment in EXPERIMENTS:
+        method = dataclasses.replace(base.method, **experiment.settings)
+        expected = RunSettings.combine(base.context, method, base.deployment)
+        assert graphs[experiment.name].settings == expected, experiment.name
+    assert graphs["crag"].settings.strips_kept == 7  # --set
+    assert graphs["crag-strips-wide"].settings.strips_kept == 10  # the experiment's own
+    wide = graphs["crag-strips-wide"].settings
+    assert (wide.top_k, wide.collection, wide.evaluator_batch_size) == (4, "eval", 3)
+    assert wide.search_provider == "searxng" and not wide.default_corpus
+
+
+def test_base_settings_refuse_an_unknown_setting_and_experiments_a_misfit(
+    eval_components: EvalComponents,
+) -> None:
+    options = EvalOptions(questions=[], question_source="t", store_path="x", settings={"k": 1})
+    with pytest.raises(InvalidSettingError, match="unknown setting 'k'"):
+        base_settings(options, "http://127.0.0.1:9", "127.0.0.1")
+    per_run = Experiment("x", "crag", "g", "a per-run setting", {"top_k": 3})
+    with pytest.raises(InvalidSettingError, match="unknown setting 'top_k'"):
+        experiment_graphs([per_run], _base(), eval_components)
+    # Below the embedding evaluator's lower threshold: refused before any run.
+    misfit = Experiment("x", "crag", "g", "upper below lower", {"upper_threshold": -0.95})
+    with pytest.raises(InvalidSettingError, match="must not be above upper_threshold"):
+        experiment_graphs([misfit], _base(), eval_components)
 
 
 def test_a_failing_run_becomes_a_row_with_its_error(
@@ -543,7 +598,7 @@ def test_a_failing_run_becomes_a_row_with_its_error(
         progress=False,
         performance=False,
     )
-    rows = run_experiments(options, Context(), eval_components)
+    rows = run_experiments(options, _base(), eval_components)
     assert rows[0].error is not None and "disk on fire" in rows[0].error
     assert rows[0].correct is False
 
@@ -582,7 +637,7 @@ def test_rows_say_whether_the_run_abstained_and_figures_count_it(
         progress=False,
         performance=False,
     )
-    rows = run_experiments(options, Context(fetch_pages=False), eval_components)
+    rows = run_experiments(options, _base(fetch_pages=False), eval_components)
     by_name = {r.experiment: r for r in rows}
     assert by_name["crag"].abstained is True and by_name["crag"].correct is False
     assert by_name["crag-without-abstention"].abstained is False

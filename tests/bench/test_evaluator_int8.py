@@ -242,7 +242,7 @@ def check_bench_fields(result: dict[str, Any]) -> None:
 def test_the_evaluator_int8_setting_reaches_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     import crag.evaluator.registry
     from crag.app.wiring import DefaultComponents
-    from crag.core.context import Context
+    from crag.core.run_settings import RunSettings
     from tests.fakes import FixedScoreEvaluator
 
     seen: list[dict[str, object]] = []
@@ -253,6 +253,6 @@ def test_the_evaluator_int8_setting_reaches_the_registry(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(crag.evaluator.registry, "load_evaluator", fake_load)
     components = DefaultComponents()
-    components.evaluator(Context(evaluator="cross-encoder", evaluator_int8=True))
-    components.evaluator(Context(evaluator="cross-encoder"))
+    components.evaluator(RunSettings(evaluator="cross-encoder", evaluator_int8=True))
+    components.evaluator(RunSettings(evaluator="cross-encoder"))
     assert [s["int8"] for s in seen] == [True, False]

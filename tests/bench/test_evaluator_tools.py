@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from crag.core.context import Context
+from crag.core.method import MethodConfig
+from crag.core.run_settings import RunSettings
 from crag.knowledge.action_trigger import trigger_action
 from crag_bench.evaluator_calibration import (
     PAPER_LOWER,
@@ -45,9 +46,10 @@ DEV_IDS = ("515d3a311f403f78", "b857dc3ac7ad967e")
 def test_default_thresholds_are_the_dev_calibrated_ones_not_the_papers() -> None:
     # calibrated on the open-domain dev sets for the embedding evaluator (README); the paper's
     # PopQA values for its T5 stay the calibration tool's fallback
-    context = Context()
-    assert (context.upper_threshold, context.lower_threshold) == (None, None)
-    assert context.action_thresholds() == (0.1, -0.9)
+    method = MethodConfig()
+    assert (method.upper_threshold, method.lower_threshold) == (None, None)
+    assert RunSettings().action_thresholds() == (0.1, -0.9)
+    assert method.thresholds_for("embedding") == (0.1, -0.9)
     assert (PAPER_UPPER, PAPER_LOWER) == (0.59, -0.99)
 
 

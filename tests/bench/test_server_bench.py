@@ -239,6 +239,19 @@ def test_deployment_settings_go_to_the_started_server_not_to_the_runs() -> None:
     }
 
 
+def test_parameters_of_the_method_go_to_the_started_server_not_to_the_runs() -> None:
+    # The served graphs run the operator's method (CRAG_<NAME>); a run may not set it.
+    context, env = split_settings(
+        {"web_search": False, "strips_kept": 3, "fetch_pages": False, "upper_threshold": None}
+    )
+    assert context == {"web_search": False}
+    assert env == {
+        "CRAG_STRIPS_KEPT": "3",
+        "CRAG_FETCH_PAGES": "false",
+        "CRAG_UPPER_THRESHOLD": "",
+    }
+
+
 def test_the_started_server_batches_generation_unless_told_otherwise(tmp_path: Path) -> None:
     env = bench_environment(tmp_path, 9)
     assert env["CRAG_GENERATOR_BATCH_SIZE"] == str(BENCH_GENERATOR_BATCH_SIZE) == "8"
@@ -259,3 +272,17 @@ def test_a_running_server_keeps_its_deployment_settings(
         run_bench(url="http://127.0.0.1:9", extra_context={"top_k": 3, "store_path": "/x"})
     assert main(["server", "--url", "http://127.0.0.1:9", "--set", "allowed_hosts=x"]) == 2
     assert "setting allowed_hosts is a deployment setting" in capsys.readouterr().err
+
+
+def test_a_running_server_keeps_its_method(capsys: pytest.CaptureFixture[str]) -> None:
+    # Refused client-side, by name, before any request: a served run carries per-run settings.
+    with pytest.raises(BenchError, match="setting force_action is a parameter of the method"):
+        run_bench(url="http://127.0.0.1:9", extra_context={"top_k": 3, "force_action": "correct"})
+    args = ["server", "--url", "http://127.0.0.1:9", "--set", "strips_kept=2", "--set", "top_k=3"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "setting strips_kept is a parameter of the method" in err
+    assert "CRAG_STRIPS_KEPT" in err
+    both = {"strips_kept": 2, "generator": "smollm2"}
+    with pytest.raises(BenchError, match="setting generator is a deployment setting"):
+        run_bench(url="http://127.0.0.1:9", extra_context=both)

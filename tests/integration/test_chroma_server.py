@@ -20,7 +20,9 @@ import pytest
 from langchain_chroma import Chroma
 from langchain_core.embeddings import Embeddings
 
-from crag.core.context import Context, IngestContext
+from crag.core.context import Context
+from crag.core.deployment import deployment_with
+from crag.core.run_settings import IngestSettings, RunSettings
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.ingest import chunk_id, ingest_documents, ingest_paths
 from crag.vectorstore.loaders import LoadedDocument
@@ -205,16 +207,16 @@ def test_graph_retrieves_from_the_chroma_server(chroma: ChromaServer, collection
     from crag.graph.builder import build_graph
     from tests.fakes import FakeComponents, FixedScoreEvaluator, scripted_chat
 
-    context = Context(collection=collection, default_corpus=False, **chroma.settings())
+    deployment = deployment_with(collection=collection, default_corpus=False, **chroma.settings())
     wiring = DefaultComponents()
     with pytest.raises(StoreError, match=rf"no collection '{collection}' in the Chroma server"):
-        wiring.vectorstore(context)
+        wiring.vectorstore(RunSettings.combine(Context(), deployment=deployment))
 
     from crag.app.api import ingest_into_store, inline_document
 
     report = ingest_into_store(
         [],
-        IngestContext(collection=collection, **chroma.settings()),
+        IngestSettings(collection=collection, **chroma.settings()),
         documents=[inline_document(OTTERS, source="notes:otters", title="Otters")],
         progress=False,
     )
@@ -227,8 +229,8 @@ def test_graph_retrieves_from_the_chroma_server(chroma: ChromaServer, collection
     fakes = ServerStore(
         store=None, scorer=FixedScoreEvaluator({"otters": 0.9}), chat=scripted_chat()
     )
-    graph = build_graph(components=fakes)
-    out = graph.invoke({"question": "Why do otters hold hands?"}, context=context)
+    graph = build_graph(components=fakes, deployment=deployment)
+    out = graph.invoke({"question": "Why do otters hold hands?"}, context=Context())
     assert out["action"] == "correct"
     assert out["documents"][0]["source"] == "notes:otters"
     assert out["documents"][0]["text"] == f"Otters\n{OTTERS}"

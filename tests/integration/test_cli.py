@@ -40,6 +40,12 @@ def ask_args(store: Path, down: WebsearchServer, *extra: str) -> list[str]:
     ]
 
 
+def without_store(args: list[str]) -> list[str]:
+    """``args`` less ``--store PATH``."""
+    at = args.index("--store")
+    return args[:at] + args[at + 2 :]
+
+
 def test_graph_prints_mermaid(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["graph"]) == 0
     out = capsys.readouterr().out
@@ -117,7 +123,41 @@ def test_ask_with_missing_store(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 def test_unknown_setting_lists_valid_ones(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ask", "--set", "bogus=1", "Who?"]) == 2
-    assert "unknown setting 'bogus'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "unknown setting 'bogus'" in err
+    # The valid names, by kind: each of the three kinds lists its own.
+    listed = err.split("per-run: ")[1].replace("; method: ", "|").replace("; deployment: ", "|")
+    per_run, method, deployment = (set(names.strip().split(", ")) for names in listed.split("|"))
+    assert {"top_k", "web_search"} <= per_run and "strips_kept" not in per_run
+    assert {"strips_kept", "force_action"} <= method and "top_k" not in method
+    assert {"store_path", "generator"} <= deployment and "strips_kept" not in deployment
+
+
+def test_set_routes_each_setting_to_its_kind(
+    store: Path,
+    down: WebsearchServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--set`` of a per-run setting, a parameter of the method and a deployment setting: each
+    reaches the nodes (retrieve reads top_k, refine strips_kept, the store store_path)."""
+    missing = store.parent / "missing"
+    monkeypatch.setenv("CRAG_STORE_PATH", str(missing))  # the operator's store: none there
+    monkeypatch.setenv("CRAG_DEFAULT_CORPUS", "false")
+    kinds = ["--set", "strips_kept=1", "--set", "top_k=3"]
+    question = ["--json", "Who painted the Mona Lisa?"]
+    args = ask_args(store, down, *kinds, "--set", f"store_path={store}", *question)
+    assert main(without_store(args)) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert len(out["documents"]) == 3  # top_k, per-run
+    assert "[retrieve] 3 passages" in captured.err
+    assert "[refine] kept 1 strips" in captured.err  # strips_kept, the method's
+    assert out["action"] == "correct" and "Leonardo" in out["answer"]  # from the store named
+
+    # Without the deployment setting, the run reads the operator's store: there is none.
+    assert main(without_store(ask_args(store, down, *kinds, *question))) == 2
+    assert f"no vector store at '{missing}'" in capsys.readouterr().err
 
 
 def test_ingest_reports_added_skipped_and_failures(

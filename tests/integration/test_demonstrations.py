@@ -21,8 +21,10 @@ from typing import Any
 
 import pytest
 
-from crag.app.graphs import graph
+from crag.app.graphs import components
 from crag.core.context import Context
+from crag.core.deployment import deployment_with
+from crag.graph.builder import build_graph
 from crag_bench.answers import answer_in_text, is_looping
 from crag_bench.simweb import SimulatedWeb
 
@@ -60,13 +62,15 @@ def fresh_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def ask(question: str, store: Path, web: SimulatedWeb) -> dict[str, Any]:
-    context = Context(
+    """The app's CRAG graph (its real components) over ``store``, searching the simulated web."""
+    deployment = deployment_with(
         store_path=str(store),
         search_provider="searxng",
         search_url=web.base_url,
         allowed_hosts=web.allowed_hosts,
     )
-    out: dict[str, Any] = graph.invoke({"question": question}, context=context)
+    graph = build_graph(components, deployment=deployment)
+    out: dict[str, Any] = graph.invoke({"question": question}, context=Context())
     return out
 
 

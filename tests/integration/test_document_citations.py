@@ -16,6 +16,7 @@ from langchain_huggingface import HuggingFaceEmbeddings
 
 from crag.app.cli import main
 from crag.core.context import Context
+from crag.core.method import MethodConfig
 from crag.graph.builder import build_graph
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.ingest import IngestReport, chunk_id, ingest_paths
@@ -134,8 +135,8 @@ def components(store: Chroma) -> FakeComponents:
 def test_the_answer_cites_the_pdf_page(ingested: tuple[Path, Chroma, IngestReport]) -> None:
     folder, store, _ = ingested
     source = str((folder / "report.pdf").absolute())
-    graph = build_graph(components=components(store))
-    out = graph.invoke({"question": QUESTION}, context=Context(number_knowledge=True))
+    graph = build_graph(components=components(store), method=MethodConfig(number_knowledge=True))
+    out = graph.invoke({"question": QUESTION}, context=Context())
     top = out["documents"][0]
     assert (top["source"], top["text"], top.get("location")) == (source, ZEPHYR, "p. 1")
     assert out["citations"] == [1]

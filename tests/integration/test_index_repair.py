@@ -30,6 +30,7 @@ from langchain_chroma import Chroma
 from langchain_core.embeddings import Embeddings
 
 from crag.core.context import Context
+from crag.core.deployment import deployment_with
 from crag.graph.builder import build_graph
 from crag.vectorstore.hybrid import search
 from crag.vectorstore.index_health import (
@@ -171,9 +172,8 @@ def test_a_run_on_a_damaged_index_gets_its_passages_and_a_note(
     components = FakeComponents(
         store=store, scorer=FixedScoreEvaluator({"museum": 0.9}), chat=scripted_chat()
     )
-    out = build_graph(components=components).invoke(
-        {"question": short[0]}, context=Context(top_k=K, default_corpus=False)
-    )
+    graph = build_graph(components=components, deployment=deployment_with(default_corpus=False))
+    out = graph.invoke({"question": short[0]}, context=Context(top_k=K))
     assert len(out["documents"]) == K
     assert out["documents"][0]["text"] == short[0]
     assert any("rebuilt it" in note for note in out["notes"])

@@ -18,9 +18,9 @@ import pytest
 from langchain_chroma import Chroma
 from langchain_huggingface import HuggingFaceEmbeddings
 
-from crag.app.graphs import ingest_graph
 from crag.core.context import IngestContext
-from crag.graph.ingest_graph import InvalidIngestInputError
+from crag.core.deployment import deployment_with
+from crag.graph.ingest_graph import InvalidIngestInputError, build_ingest_graph
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.ingest import (
     IngestReport,
@@ -326,9 +326,11 @@ def test_symlink_out_of_the_ingest_root_is_refused(
     (root / "leak.txt").symlink_to(Path("../outside/secret.txt"))
     (root / "alias.md").symlink_to(root / "notes.md")  # a link that stays inside is fine
     monkeypatch.setenv("CRAG_INGEST_ROOT", str(root))
-    context = IngestContext(store_path=str(tmp_path / "store"), collection="confined")
+    deployment = deployment_with(store_path=str(tmp_path / "store"), collection="confined")
+    served = build_ingest_graph(deployment=deployment)  # as served, CRAG_INGEST_ROOT set
+    context = IngestContext(chunk_size=1000)
 
-    report = ingest_graph.invoke({"paths": [str(root)]}, context=context)
+    report = served.invoke({"paths": [str(root)]}, context=context)
     failed = {f["source"]: f["error"] for f in report["failed"]}
     assert list(failed) == [str(root / "leak.txt")]
     assert f"outside {root}" in failed[str(root / "leak.txt")]
@@ -338,7 +340,7 @@ def test_symlink_out_of_the_ingest_root_is_refused(
 
     # Named directly, the link is refused before anything is read.
     with pytest.raises(InvalidIngestInputError, match="outside"):
-        ingest_graph.invoke({"paths": [str(root / "leak.txt")]}, context=context)
+        served.invoke({"paths": [str(root / "leak.txt")]}, context=context)
     # The same confinement in the Python API, for named paths and walked files alike.
     direct = ingest_paths([root / "leak.txt", root], store, root=root, progress=False)
     assert [source for source, _ in direct.failed] == [str(root / "leak.txt")]

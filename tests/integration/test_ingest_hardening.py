@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 from langchain_chroma import Chroma
 
-from crag.app.graphs import ingest_graph
 from crag.core.context import IngestContext
-from crag.graph.ingest_graph import InvalidIngestInputError
+from crag.core.deployment import deployment_with
+from crag.core.run_settings import IngestSettings
+from crag.graph.ingest_graph import InvalidIngestInputError, build_ingest_graph
 from crag.vectorstore.ingest import chunk_id, ingest_paths
 from crag.vectorstore.ingestion import ingest_into_store, inline_document
 from crag.vectorstore.store import open_store
@@ -42,25 +43,30 @@ def hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def context(tmp_path: Path) -> IngestContext:
-    return IngestContext(store_path=str(tmp_path / "store"), collection=COLLECTION)
+def context(tmp_path: Path) -> IngestSettings:
+    return IngestSettings(store_path=str(tmp_path / "store"), collection=COLLECTION)
 
 
-def served(payload: Any, context: IngestContext) -> dict[str, Any]:
-    """A run of the served ``ingest`` graph (its settings built as for a served run)."""
-    settings = IngestContext(store_path=context.store_path, collection=context.collection)
-    return dict(ingest_graph.invoke(payload, context=settings))
+def served(payload: Any, context: IngestSettings) -> dict[str, Any]:
+    """A run of the ``ingest`` graph on the store of ``context``.
+
+    The graph is built as the server builds it, its deployment read from the environment when
+    this is called (``CRAG_INGEST_ROOT``, ``CRAG_INGEST_RUN_REPLACE``), with the store named.
+    """
+    deployment = deployment_with(store_path=context.store_path, collection=context.collection)
+    graph = build_ingest_graph(deployment=deployment)
+    return dict(graph.invoke(payload, context=IngestContext(chunk_size=context.chunk_size)))
 
 
-def stored(context: IngestContext) -> Chroma:
+def stored(context: IngestSettings) -> Chroma:
     return open_store(context.store_path, COLLECTION, HashEmbeddings(), create=False)
 
 
-def texts_of(context: IngestContext, source: str) -> list[str]:
+def texts_of(context: IngestSettings, source: str) -> list[str]:
     return list(stored(context).get(where={"source": source})["documents"])
 
 
-def writers_of(context: IngestContext, source: str) -> set[str]:
+def writers_of(context: IngestSettings, source: str) -> set[str]:
     metadatas = stored(context).get(where={"source": source}, include=["metadatas"])["metadatas"]
     return {str(meta.get("writer")) for meta in metadatas}
 
@@ -73,7 +79,7 @@ def failures(report: dict[str, Any]) -> dict[str, str]:
 
 
 def test_a_served_run_cannot_replace_a_document_the_operator_stored(
-    tmp_path: Path, context: IngestContext
+    tmp_path: Path, context: IngestSettings
 ) -> None:
     notes = tmp_path / "docs" / "notes.md"
     notes.parent.mkdir()
@@ -106,7 +112,7 @@ def test_a_served_run_cannot_replace_a_document_the_operator_stored(
 
 
 def test_chunks_stored_before_writers_were_recorded_are_the_operators(
-    context: IngestContext,
+    context: IngestSettings,
 ) -> None:
     store = open_store(context.store_path, COLLECTION, HashEmbeddings(), create=True)
     legacy = {"source": "wikipedia:Mona Lisa", "sha256": "0" * 64, "chunk": 0}
@@ -118,7 +124,7 @@ def test_chunks_stored_before_writers_were_recorded_are_the_operators(
 
 
 def test_by_default_a_served_run_cannot_replace_what_another_run_stored(
-    context: IngestContext,
+    context: IngestSettings,
 ) -> None:
     """Caller B may not overwrite what caller A stored: the server cannot tell them apart."""
     first = served(
@@ -159,7 +165,7 @@ def test_by_default_a_served_run_cannot_replace_what_another_run_stored(
 
 
 def test_served_lets_runs_replace_what_runs_stored_but_not_the_operators(
-    context: IngestContext, monkeypatch: pytest.MonkeyPatch
+    context: IngestSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mona = inline_document(LEONARDO, source="wikipedia:Mona Lisa")
     ingest_into_store([], context, documents=[mona], progress=False)
@@ -183,7 +189,7 @@ def test_served_lets_runs_replace_what_runs_stored_but_not_the_operators(
 
 
 def test_all_lets_served_runs_replace_the_operators_documents(
-    context: IngestContext, monkeypatch: pytest.MonkeyPatch
+    context: IngestSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mona = inline_document(LEONARDO, source="wikipedia:Mona Lisa")
     ingest_into_store([], context, documents=[mona], progress=False)
@@ -198,24 +204,32 @@ def test_all_lets_served_runs_replace_the_operators_documents(
 
 
 def test_a_bad_ingest_run_replace_is_refused(
-    context: IngestContext, monkeypatch: pytest.MonkeyPatch
+    context: IngestSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from crag.core.setting_checks import InvalidSettingError
     from crag.vectorstore.sources import served_writer
 
     message = "setting ingest_run_replace must be one of 'none', 'served', 'all', not 'true'"
     with pytest.raises(InvalidSettingError) as caught:
-        IngestContext(ingest_run_replace="true")  # type: ignore[arg-type]
+        IngestSettings(ingest_run_replace="true")  # type: ignore[arg-type]
     assert str(caught.value) == message
+    with pytest.raises(InvalidSettingError, match="ingest_run_replace is a deployment setting"):
+        IngestContext(ingest_run_replace="all")  # type: ignore[call-arg]  # not a run's to set
     monkeypatch.setenv("CRAG_INGEST_RUN_REPLACE", "true")
     with pytest.raises(InvalidSettingError, match="must be one of 'none', 'served', 'all'"):
         served({"documents": [{"text": "Otters hold hands."}]}, context)
+    # The served graph reads the environment when a run starts: the run is refused too.
+    from crag.app.graphs import ingest_graph
+
+    monkeypatch.setenv("CRAG_STORE_PATH", context.store_path)
+    with pytest.raises(InvalidSettingError, match="CRAG_INGEST_RUN_REPLACE must be one of"):
+        ingest_graph.invoke({"documents": [{"text": "Otters hold hands."}]})
     with pytest.raises(ValueError, match="must be one of 'none', 'served', 'all'"):
         served_writer("true")
 
 
 def test_a_document_planted_before_the_operator_ingests_it_becomes_the_operators(
-    tmp_path: Path, context: IngestContext
+    tmp_path: Path, context: IngestSettings
 ) -> None:
     """A caller stores a file's exact text under its path first, to replace it later."""
     notes = tmp_path / "notes.txt"
@@ -236,7 +250,7 @@ def jsonl(path: Path, *texts: str) -> None:
 
 
 def test_a_served_jsonl_reingest_cannot_remove_the_operators_lines(
-    tmp_path: Path, context: IngestContext
+    tmp_path: Path, context: IngestSettings
 ) -> None:
     data = tmp_path / "data.jsonl"
     jsonl(data, "Otters hold hands.", "Bees make honey.")
@@ -255,7 +269,7 @@ def test_a_served_jsonl_reingest_cannot_remove_the_operators_lines(
 
 
 def test_a_served_jsonl_reingest_removes_lines_served_runs_wrote_only_if_allowed(
-    tmp_path: Path, context: IngestContext, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, context: IngestSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = tmp_path / "data.jsonl"
     jsonl(data, "Otters hold hands.", "Bees make honey.")
@@ -306,7 +320,7 @@ def test_crag_ingest_is_not_confined_by_the_ingest_root(
         capsys.readouterr().out.split()
     )
     # A served run under the same root is refused the way out.
-    context = IngestContext(store_path=store, collection="crag")
+    context = IngestSettings(store_path=store, collection="crag")
     with pytest.raises(InvalidIngestInputError, match="outside"):
         served({"paths": [str(root / ".." / "outside")]}, context)
 
@@ -323,7 +337,7 @@ def make_loop(folder: Path) -> Path:
 
 @pytest.mark.parametrize("with_root", [False, True], ids=["no-root", "root"])
 def test_a_symlink_loop_or_a_nul_byte_fails_that_path_only(
-    tmp_path: Path, context: IngestContext, monkeypatch: pytest.MonkeyPatch, with_root: bool
+    tmp_path: Path, context: IngestSettings, monkeypatch: pytest.MonkeyPatch, with_root: bool
 ) -> None:
     root = tmp_path / "root"
     root.mkdir()
@@ -345,7 +359,7 @@ def test_a_symlink_loop_or_a_nul_byte_fails_that_path_only(
 
 
 def test_a_symlink_loop_inside_the_root_is_reported_as_a_loop(
-    tmp_path: Path, context: IngestContext, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, context: IngestSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "root"
     root.mkdir()
@@ -381,7 +395,7 @@ def test_crag_ingest_reports_a_symlink_loop_and_goes_on(
 # -- 4. binary data is not text -----------------------------------------------------------------
 
 
-def test_binary_files_and_documents_are_refused(tmp_path: Path, context: IngestContext) -> None:
+def test_binary_files_and_documents_are_refused(tmp_path: Path, context: IngestSettings) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "zeros.txt").write_bytes(b"\0" * 100_000)
@@ -417,7 +431,7 @@ def test_binary_files_and_documents_are_refused(tmp_path: Path, context: IngestC
         ("notes.md", "paths must be a list of strings, not str: 'notes.md'"),
     ],
 )
-def test_bad_paths_name_the_bad_element(context: IngestContext, paths: Any, message: str) -> None:
+def test_bad_paths_name_the_bad_element(context: IngestSettings, paths: Any, message: str) -> None:
     with pytest.raises(InvalidIngestInputError) as caught:
         served({"paths": paths}, context)
     assert str(caught.value) == message

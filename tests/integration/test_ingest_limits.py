@@ -20,12 +20,20 @@ from typing import Any
 
 import pytest
 from langchain_chroma import Chroma
+from langgraph.graph.state import CompiledStateGraph
 
 from crag.app.cli import main
-from crag.app.graphs import ingest_graph
 from crag.core.cancellation import RunCancelledError, cancellation_scope
-from crag.core.context import Context, IngestContext
-from crag.graph.ingest_graph import InvalidIngestInputError
+from crag.core.context import IngestContext
+from crag.core.deployment import deployment_with
+from crag.core.run_settings import IngestSettings
+from crag.graph.ingest_graph import (
+    IngestInput,
+    IngestOutput,
+    IngestState,
+    InvalidIngestInputError,
+    build_ingest_graph,
+)
 from crag.vectorstore.hybrid import search
 from crag.vectorstore.ingestion import ingest_into_store, inline_document
 from crag.vectorstore.locking import store_write_lock
@@ -51,6 +59,8 @@ LIMIT_VARIABLES = (
     "CRAG_INGEST_ROOT",
     "CRAG_INGEST_RUN_REPLACE",
 )
+
+IngestGraph = CompiledStateGraph[IngestState, IngestContext, IngestInput, IngestOutput]
 
 
 class SlowEmbeddings(HashEmbeddings):
@@ -80,13 +90,15 @@ def embedder(monkeypatch: pytest.MonkeyPatch) -> SlowEmbeddings:
 
 
 @pytest.fixture
-def context(tmp_path: Path) -> IngestContext:
+def context(tmp_path: Path) -> IngestSettings:
     return settings_for(tmp_path)
 
 
-def settings_for(tmp_path: Path, chunk_size: int = 1000, chunk_overlap: int = 100) -> IngestContext:
+def settings_for(
+    tmp_path: Path, chunk_size: int = 1000, chunk_overlap: int = 100
+) -> IngestSettings:
     """The test store's settings, deployment settings read from the environment now."""
-    return IngestContext(
+    return IngestSettings(
         store_path=str(tmp_path / "store"),
         collection=COLLECTION,
         chunk_size=chunk_size,
@@ -94,11 +106,23 @@ def settings_for(tmp_path: Path, chunk_size: int = 1000, chunk_overlap: int = 10
     )
 
 
-def stored(context: IngestContext | Context) -> Chroma:
+def served(settings: IngestSettings) -> IngestGraph:
+    """The ``ingest`` graph as the server builds it, on the test's store (the operator's other
+    settings read from the environment now)."""
+    deployment = deployment_with(store_path=settings.store_path, collection=settings.collection)
+    return build_ingest_graph(deployment=deployment)
+
+
+def chunking(settings: IngestSettings) -> IngestContext:
+    """What a run of the ``ingest`` graph sends: its chunking only."""
+    return IngestContext(chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
+
+
+def stored(context: IngestSettings) -> Chroma:
     return open_store(context.store_path, COLLECTION, HashEmbeddings(), create=False)
 
 
-def sources_in(context: IngestContext | Context) -> set[str]:
+def sources_in(context: IngestSettings) -> set[str]:
     metadatas = stored(context).get(include=["metadatas"])["metadatas"]
     return {str(meta["source"]) for meta in metadatas}
 
@@ -114,7 +138,7 @@ def words(count: int) -> str:
 def test_a_pdf_naming_one_page_thousands_of_times_is_refused_quickly(
     tmp_path: Path,
     embedder: SlowEmbeddings,
-    context: IngestContext,
+    context: IngestSettings,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     docs = tmp_path / "docs"
@@ -137,7 +161,7 @@ def test_a_pdf_naming_one_page_thousands_of_times_is_refused_quickly(
 def test_a_word_file_of_too_many_paragraphs_is_refused_before_they_are_read(
     tmp_path: Path,
     embedder: SlowEmbeddings,
-    context: IngestContext,
+    context: IngestSettings,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("CRAG_MAX_FILE_PARAGRAPHS", "10000")
@@ -148,7 +172,8 @@ def test_a_word_file_of_too_many_paragraphs_is_refused_before_they_are_read(
 
     started = time.monotonic()
     payload: Any = {"paths": [str(docs)]}
-    report = ingest_graph.invoke(payload, context=settings_for(tmp_path))
+    settings = settings_for(tmp_path)
+    report = served(settings).invoke(payload, context=chunking(settings))
     elapsed = time.monotonic() - started
     failed = {f["source"]: f["error"] for f in report["failed"]}
     assert failed == {
@@ -162,7 +187,7 @@ def test_a_word_file_of_too_many_paragraphs_is_refused_before_they_are_read(
 def test_too_many_characters_rows_or_slides_are_refused_one_file_at_a_time(
     tmp_path: Path,
     embedder: SlowEmbeddings,
-    context: IngestContext,
+    context: IngestSettings,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("CRAG_MAX_FILE_CHARS", "5000")
@@ -197,25 +222,27 @@ def test_a_served_run_below_the_minimum_chunk_size_is_refused(
     tmp_path: Path, embedder: SlowEmbeddings
 ) -> None:
     payload: Any = {"documents": [{"text": words(500), "source": "mem:tiny"}]}
+    graph = served(settings_for(tmp_path))
     with pytest.raises(InvalidIngestInputError) as refused:
-        ingest_graph.invoke(payload, context=settings_for(tmp_path, 1, 0))
+        graph.invoke(payload, context=IngestContext(chunk_size=1, chunk_overlap=0))
     assert str(refused.value) == (
         "chunk_size 1 is below 100, the smallest this server ingests with "
         "(setting ingest_min_chunk_size)"
     )
     assert embedder.calls == 0
-    report = ingest_graph.invoke(payload, context=settings_for(tmp_path, 100, 0))
+    report = graph.invoke(payload, context=IngestContext(chunk_size=100, chunk_overlap=0))
     assert report["added"] == ["mem:tiny"]
 
 
 def test_a_served_run_past_the_chunk_limit_is_refused_before_embedding(
     tmp_path: Path,
     embedder: SlowEmbeddings,
-    context: IngestContext,
+    context: IngestSettings,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("CRAG_INGEST_MAX_CHUNKS", "40")
-    served = settings_for(tmp_path, chunk_size=100, chunk_overlap=0)
+    settings = settings_for(tmp_path, chunk_size=100, chunk_overlap=0)
+    graph, run = served(settings), chunking(settings)
     (tmp_path / "otters.md").write_text(OTTERS)
     # 30 chunks of files and 30 of inline documents: 60 in the run, past 40
     notes = tmp_path / "notes.txt"
@@ -225,7 +252,7 @@ def test_a_served_run_past_the_chunk_limit_is_refused_before_embedding(
         "documents": [{"text": words(400).replace("word", "term"), "source": "mem:terms"}],
     }
     with pytest.raises(InvalidIngestInputError, match="ingest_max_chunks") as refused:
-        ingest_graph.invoke(payload, context=served)
+        graph.invoke(payload, context=run)
     message = str(refused.value)
     assert message.startswith("refused: this run would embed more than 40 chunks")
     assert "environment variable CRAG_INGEST_MAX_CHUNKS" in message and "\n" not in message
@@ -235,12 +262,12 @@ def test_a_served_run_past_the_chunk_limit_is_refused_before_embedding(
     # One document alone past the limit: nothing embedded at all.
     before = embedder.documents
     with pytest.raises(InvalidIngestInputError, match="ingest_max_chunks"):
-        ingest_graph.invoke({"documents": [{"text": words(2000)}]}, context=served)
+        graph.invoke({"documents": [{"text": words(2000)}]}, context=run)
     assert embedder.documents == before
 
     # The operator (crag ingest, the Python API) is not bound by it.
     report = ingest_into_store(
-        [], served, documents=[inline_document(words(2000), source="mem:big")], progress=False
+        [], settings, documents=[inline_document(words(2000), source="mem:big")], progress=False
     )
     assert report.added == ["mem:big"] and report.chunks_added > 40
 
@@ -248,29 +275,27 @@ def test_a_served_run_past_the_chunk_limit_is_refused_before_embedding(
 # -- a cancelled run stops and leaves nothing -------------------------------------------------
 
 
-def pending_records(context: IngestContext) -> list[str]:
+def pending_records(context: IngestSettings) -> list[str]:
     metadata = stored(context)._collection.metadata or {}
     return [key for key in metadata if key.startswith(PENDING_PREFIX)]
 
 
 def test_a_cancelled_served_run_stops_at_once_and_leaves_nothing(
-    embedder: SlowEmbeddings, context: IngestContext, monkeypatch: pytest.MonkeyPatch
+    embedder: SlowEmbeddings, context: IngestSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The served graph run through ``ainvoke`` (as the LangGraph server runs it), cancelled."""
     monkeypatch.setenv("CRAG_INGEST_MAX_CHUNKS", "100000")
     embedder.delay = 0.3  # per batch of 512 chunks: about 3 s for the whole document
-    served = IngestContext(
-        store_path=context.store_path, collection=COLLECTION, chunk_size=100, chunk_overlap=0
-    )
+    graph, run = served(context), IngestContext(chunk_size=100, chunk_overlap=0)
     text = words(90_000)  # about 5,000 chunks of 100 characters: ten batches
     payload: Any = {"documents": [{"text": text, "source": "mem:long"}]}
     # the store exists (an earlier run), so the lock below names the same store
     first: Any = {"documents": [{"text": OTTERS, "source": "mem:otters"}]}
-    assert ingest_graph.invoke(first, context=served)["added"] == ["mem:otters"]
+    assert graph.invoke(first, context=run)["added"] == ["mem:otters"]
     embedder.call_times.clear()
 
     async def cancel_after_two_batches() -> float:
-        task = asyncio.create_task(ingest_graph.ainvoke(payload, context=served))
+        task = asyncio.create_task(graph.ainvoke(payload, context=run))
         while len(embedder.call_times) < 2:
             await asyncio.sleep(0.01)
         task.cancel()
@@ -292,15 +317,13 @@ def test_a_cancelled_served_run_stops_at_once_and_leaves_nothing(
 
 
 def test_a_run_cancelled_through_its_token_stops_and_leaves_nothing(
-    tmp_path: Path, embedder: SlowEmbeddings, context: IngestContext
+    tmp_path: Path, embedder: SlowEmbeddings, context: IngestSettings
 ) -> None:
     """What the warm server and ``crag ask``'s Ctrl-C do: cancel the run's token."""
     embedder.delay = 0.2
     big = tmp_path / "big.txt"
     big.write_text(words(60_000))
-    settings = IngestContext(
-        store_path=context.store_path, collection=COLLECTION, chunk_size=100, chunk_overlap=0
-    )
+    settings = settings_for(tmp_path, chunk_size=100, chunk_overlap=0)
     outcome: list[BaseException] = []
 
     def ingest() -> None:
@@ -346,14 +369,14 @@ sys.exit(main(["ingest", "--store", sys.argv[1], "--collection", "limits", sys.a
 """
 
 
-def crag_ingest(context: IngestContext, path: Path) -> int:
+def crag_ingest(context: IngestSettings, path: Path) -> int:
     """``crag ingest PATH`` into the test's store, in process."""
     return main(["ingest", "--store", context.store_path, "--collection", COLLECTION, str(path)])
 
 
 @pytest.fixture
 def killed_ingest(
-    tmp_path: Path, context: IngestContext, embedder: SlowEmbeddings
+    tmp_path: Path, context: IngestSettings, embedder: SlowEmbeddings
 ) -> Iterator[Path]:
     """``crag ingest`` of a big file killed with SIGKILL once its first batch is written.
 
@@ -396,7 +419,7 @@ ZORBLAX = "How many hours does the zorblax sleep?"
 
 
 def test_a_killed_ingest_leaves_chunks_that_no_search_returns(
-    killed_ingest: Path, context: IngestContext
+    killed_ingest: Path, context: IngestSettings
 ) -> None:
     store = stored(context)
     big = str(killed_ingest.absolute())
@@ -415,7 +438,7 @@ def test_a_killed_ingest_leaves_chunks_that_no_search_returns(
 
 
 def test_a_recorded_document_is_searched_once_its_chunk_zero_is_stored(
-    embedder: SlowEmbeddings, context: IngestContext
+    embedder: SlowEmbeddings, context: IngestSettings
 ) -> None:
     """A record names the documents of a batch; those the batch completed are not hidden."""
     ingest_into_store(

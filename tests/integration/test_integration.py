@@ -2,11 +2,15 @@
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from crag.app.graphs import graph
+from crag.app.graphs import components
 from crag.core.context import Context
+from crag.core.deployment import deployment_with
+from crag.core.method import MethodConfig
+from crag.graph.builder import build_graph
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.store import StoreError, open_store
 from tests.integration_support import build_small_store
@@ -37,21 +41,34 @@ def search_down(web: WebsearchServer) -> WebsearchServer:
     return web
 
 
-def context(store: Path, web: WebsearchServer, **extra: object) -> Context:
-    return Context(
-        store_path=str(store),
-        default_corpus=False,
-        search_provider="searxng",
-        search_url=web.url,
-        allowed_hosts="127.0.0.1",
-        **extra,  # type: ignore[arg-type]
+def run(
+    question: str,
+    store: Path,
+    web: WebsearchServer,
+    method: MethodConfig | None = None,
+    **deployment: Any,
+) -> dict[str, Any]:
+    """The app's CRAG graph (its real components) over ``store``, searching ``web``."""
+    graph = build_graph(
+        components,
+        method=method,
+        deployment=deployment_with(
+            store_path=str(store),
+            default_corpus=False,
+            search_provider="searxng",
+            search_url=web.url,
+            allowed_hosts="127.0.0.1",
+            **deployment,
+        ),
     )
+    out: dict[str, Any] = graph.invoke({"question": question}, context=Context())
+    return out
 
 
 def test_mona_lisa_is_answered_from_the_store(
     store_path: Path, search_down: WebsearchServer
 ) -> None:
-    out = graph.invoke({"question": MONA}, context=context(store_path, search_down))
+    out = run(MONA, store_path, search_down)
     assert out["action"] == "correct"
     assert "Leonardo" in out["answer"]
     assert out["documents"][0]["source"] == "wikipedia:Mona Lisa"
@@ -65,7 +82,7 @@ def test_mona_lisa_is_answered_from_the_store(
 def test_unanswerable_question_turns_to_the_web_and_notes_it_is_down(
     store_path: Path, search_down: WebsearchServer
 ) -> None:
-    out = graph.invoke({"question": ABSENT}, context=context(store_path, search_down))
+    out = run(ABSENT, store_path, search_down)
     assert out["action"] in ("incorrect", "ambiguous")
     assert any("web search unavailable" in n and "500" in n for n in out["notes"])
     assert search_down.search_queries(), "the graph should have tried the web"
@@ -82,10 +99,7 @@ def test_web_results_become_external_knowledge(store_path: Path, web: WebsearchS
         ),
         web.result("Cooking blog", "https://blog.example/recipes", "Ten pasta recipes for summer."),
     ]
-    out = graph.invoke(
-        {"question": ABSENT},
-        context=context(store_path, web, upper_threshold=0.99, lower_threshold=0.98),
-    )
+    out = run(ABSENT, store_path, web, MethodConfig(upper_threshold=0.99, lower_threshold=0.98))
     assert out["action"] == "incorrect"
     sources = [k["source"] for k in out["knowledge"]]
     assert sources[0] == "https://en.wikipedia.org/wiki/Liquid_nitrogen"
@@ -98,10 +112,7 @@ def test_tiny_t5_evaluator_runs_the_graph(
     store_path: Path, search_down: WebsearchServer, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     t5 = build_tiny_t5(tmp_path_factory.mktemp("t5"))
-    out = graph.invoke(
-        {"question": MONA},
-        context=context(store_path, search_down, evaluator="t5", evaluator_model=str(t5)),
-    )
+    out = run(MONA, store_path, search_down, evaluator="t5", evaluator_model=str(t5))
     assert out["action"] in ("correct", "incorrect", "ambiguous")
     scores = [d["score"] for d in out["documents"]]
     assert len(scores) == 10 and all(-1.0 <= s <= 1.0 for s in scores)
@@ -110,10 +121,10 @@ def test_tiny_t5_evaluator_runs_the_graph(
 
 def test_missing_store_is_a_clear_error(tmp_path: Path, search_down: WebsearchServer) -> None:
     with pytest.raises(StoreError, match="crag ingest"):
-        graph.invoke({"question": MONA}, context=context(tmp_path / "nowhere", search_down))
+        run(MONA, tmp_path / "nowhere", search_down)
 
 
 def test_empty_store_is_a_clear_error(tmp_path: Path, search_down: WebsearchServer) -> None:
     open_store(tmp_path / "empty", "crag", load_embeddings(), create=True)
     with pytest.raises(StoreError, match="empty"):
-        graph.invoke({"question": MONA}, context=context(tmp_path / "empty", search_down))
+        run(MONA, tmp_path / "empty", search_down)

@@ -24,6 +24,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from crag.app.cli import main
 from crag.app.wiring import DefaultComponents
 from crag.core.context import Context
+from crag.core.deployment import DeploymentSettings, deployment_with
+from crag.core.method import MethodConfig
 from crag.generator.endpoint import EndpointChatModel
 from crag.generator.endpoint_config import EndpointConfig, EndpointError
 from crag.graph.builder import build_graph
@@ -72,8 +74,13 @@ def on_server(server: ModelServer, monkeypatch: pytest.MonkeyPatch) -> ModelServ
     return server
 
 
-def settings(store: Path, down: WebsearchServer, **values: Any) -> Context:
-    return Context(
+INCORRECT = MethodConfig(force_action="incorrect", rewrite_for_search=True)
+"""The method of the runs that must rewrite the question and search the web."""
+
+
+def deployment(store: Path, down: WebsearchServer, **values: Any) -> DeploymentSettings:
+    """The operator's settings (the environment as it is now) over the small store, web down."""
+    return deployment_with(
         store_path=str(store),
         search_provider="searxng",
         search_url=down.url,
@@ -114,11 +121,9 @@ def test_readme_command_answers_through_the_server(
 def test_tokens_stream_from_the_server_as_they_arrive(
     on_server: ModelServer, store: Path, down: WebsearchServer
 ) -> None:
-    graph = build_graph(DefaultComponents())
+    graph = build_graph(DefaultComponents(), deployment=deployment(store, down))
     chunks: list[str] = []
-    stream: Any = graph.stream(
-        {"question": MONA}, context=settings(store, down), stream_mode="messages"
-    )
+    stream: Any = graph.stream({"question": MONA}, context=Context(), stream_mode="messages")
     for message, metadata in stream:
         if metadata.get("langgraph_node") == "generate" and message.text:
             chunks.append(message.text)
@@ -129,12 +134,13 @@ def test_tokens_stream_from_the_server_as_they_arrive(
 def test_the_contextualizer_runs_on_the_server(
     on_server: ModelServer, store: Path, down: WebsearchServer
 ) -> None:
-    graph = build_graph(DefaultComponents(), checkpointer=InMemorySaver())
+    graph = build_graph(
+        DefaultComponents(), checkpointer=InMemorySaver(), deployment=deployment(store, down)
+    )
     thread: RunnableConfig = {"configurable": {"thread_id": "follow-up"}}
-    context = settings(store, down)
-    graph.invoke({"question": MONA}, thread, context=context)
+    graph.invoke({"question": MONA}, thread)
     before = requests_seen(on_server)
-    out = graph.invoke({"question": "Where is it displayed?"}, thread, context=context)
+    out = graph.invoke({"question": "Where is it displayed?"}, thread)
     assert out["standalone_question"] != "Where is it displayed?"
     assert not any("contextualizer failed" in note for note in out.get("notes", []))
     assert requests_seen(on_server) >= before + 2  # the contextualizer, then the generator
@@ -143,10 +149,9 @@ def test_the_contextualizer_runs_on_the_server(
 def test_the_rewriter_runs_on_the_server(
     on_server: ModelServer, store: Path, down: WebsearchServer
 ) -> None:
-    graph = build_graph(DefaultComponents())
-    context = settings(store, down, force_action="incorrect", rewrite_for_search=True)
+    graph = build_graph(DefaultComponents(), method=INCORRECT, deployment=deployment(store, down))
     before = requests_seen(on_server)
-    updates = list(graph.stream({"question": MONA}, context=context, stream_mode="updates"))
+    updates = list(graph.stream({"question": MONA}, stream_mode="updates"))
     rewrite = next(u["rewrite_query"] for u in updates if "rewrite_query" in u)
     assert rewrite["search_query"] and rewrite["search_query"] != MONA
     assert not any("rewriter failed" in note for note in rewrite.get("notes", []))
@@ -166,11 +171,12 @@ def test_the_llm_evaluator_and_the_tutorial_grader_run_on_the_server(
     assert len(scores) == 2 and all(score in (-1.0, 0.0, 1.0) for score in scores)
     assert requests_seen(server) == before + 2
 
-    graph = build_tutorial_graph(DefaultComponents(endpoint=endpoint))
-    before = requests_seen(server)
-    out = graph.invoke(
-        {"question": MONA}, context=settings(store, down, generator="endpoint", top_k=2)
+    graph = build_tutorial_graph(
+        DefaultComponents(endpoint=endpoint),
+        deployment=deployment(store, down, generator="endpoint"),
     )
+    before = requests_seen(server)
+    out = graph.invoke({"question": MONA}, context=Context(top_k=2))
     assert len(out["documents"]) == 2
     assert all(d["score"] in (-1.0, 0.0, 1.0) for d in out["documents"])
     assert requests_seen(server) >= before + 2  # one grading prompt per passage
@@ -273,8 +279,8 @@ def test_a_failing_llm_evaluator_falls_back_to_the_embedding_one(
 ) -> None:
     monkeypatch.setenv("CRAG_EVALUATOR", "llm")
     monkeypatch.setenv("CRAG_EVALUATOR_MODEL", "endpoint:no-such-model")
-    graph = build_graph(DefaultComponents())
-    out = graph.invoke({"question": MONA}, context=settings(store, down))
+    graph = build_graph(DefaultComponents(), deployment=deployment(store, down))
+    out = graph.invoke({"question": MONA})
     failed = [note for note in out["notes"] if "the llm evaluator failed" in note]
     assert failed and "scored with the embedding evaluator instead" in failed[0]
     assert "has no model 'no-such-model'" in failed[0]
@@ -288,11 +294,15 @@ def test_a_failing_rewriter_and_contextualizer_leave_a_note(
 ) -> None:
     monkeypatch.setenv("CRAG_REWRITER", "endpoint:no-such-model")
     monkeypatch.setenv("CRAG_CONTEXTUALIZER", "endpoint:no-such-model")
-    graph = build_graph(DefaultComponents(), checkpointer=InMemorySaver())
+    # One conversation: its first turn under the operator's method, the second rewriting.
+    memory, served = InMemorySaver(), deployment(store, down)
     thread: RunnableConfig = {"configurable": {"thread_id": "failing-roles"}}
-    graph.invoke({"question": MONA}, thread, context=settings(store, down))
-    context = settings(store, down, force_action="incorrect", rewrite_for_search=True)
-    out = graph.invoke({"question": "Where is it displayed?"}, thread, context=context)
+    first = build_graph(DefaultComponents(), checkpointer=memory, deployment=served)
+    first.invoke({"question": MONA}, thread)
+    rewriting = build_graph(
+        DefaultComponents(), checkpointer=memory, method=INCORRECT, deployment=served
+    )
+    out = rewriting.invoke({"question": "Where is it displayed?"}, thread)
     notes = " | ".join(out["notes"])
     assert "the contextualizer failed (the model server" in notes
     assert "the rewriter failed: the model server" in notes

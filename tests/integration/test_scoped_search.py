@@ -16,13 +16,14 @@ import pytest
 from langchain_chroma import Chroma
 from langchain_huggingface import HuggingFaceEmbeddings
 
-from crag.app.graphs import ingest_graph
 from crag.app.settings import parse_settings
 from crag.app.wiring import DefaultComponents
 from crag.core.context import Context, IngestContext, InvalidSettingError
+from crag.core.deployment import deployment_with
 from crag.core.run_context import RunContext
+from crag.core.run_settings import RunSettings
 from crag.core.scope_settings import MAX_TAG_CHARS, check_tags, normal_file_types, normal_folder
-from crag.graph.ingest_graph import InvalidIngestInputError
+from crag.graph.ingest_graph import InvalidIngestInputError, build_ingest_graph
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.ingest import chunk_id, ingest_documents, ingest_paths
 from crag.vectorstore.ingestion import inline_document
@@ -78,7 +79,7 @@ def tagged(tmp_path: Path, store: Chroma) -> dict[str, list[str]]:
     return {"handbook": handbook, "news": news}
 
 
-def found(store: Chroma, context: Context, query: str = QUESTION, k: int = 10) -> list[str]:
+def found(store: Chroma, context: RunSettings, query: str = QUESTION, k: int = 10) -> list[str]:
     """The sources a search in the run's scope finds, sorted."""
     where = scope_filter(context)
     docs = (
@@ -114,19 +115,19 @@ def test_scope_metadata_of_files_lines_the_corpus_and_inline_text() -> None:
 
 
 def test_the_filter_of_each_scope_and_their_combination() -> None:
-    assert scope_filter(Context()) is None
-    assert describe_scope(Context()) == ""
-    assert scope_filter(Context(scope_tags=["a"])) == {"tags": {"$contains": "a"}}
-    assert scope_filter(Context.from_mapping({"scope_tags": "a, b"})) == {
+    assert scope_filter(RunSettings()) is None
+    assert describe_scope(RunSettings()) == ""
+    assert scope_filter(RunSettings(scope_tags=["a"])) == {"tags": {"$contains": "a"}}
+    assert scope_filter(RunSettings.from_mapping({"scope_tags": "a, b"})) == {
         "$or": [{"tags": {"$contains": "a"}}, {"tags": {"$contains": "b"}}]
     }
-    assert scope_filter(Context(scope_folder="/srv/docs/")) == {
+    assert scope_filter(RunSettings(scope_folder="/srv/docs/")) == {
         "folders": {"$contains": "/srv/docs"}
     }
-    assert scope_filter(Context.from_mapping({"scope_file_types": ".PDF"})) == {
+    assert scope_filter(RunSettings.from_mapping({"scope_file_types": ".PDF"})) == {
         "file_type": {"$eq": "pdf"}
     }
-    both = Context(scope_tags=["a"], scope_file_types=["pdf", "docx"])
+    both = RunSettings(scope_tags=["a"], scope_file_types=["pdf", "docx"])
     assert scope_filter(both) == {
         "$and": [{"tags": {"$contains": "a"}}, {"file_type": {"$in": ["pdf", "docx"]}}]
     }
@@ -140,21 +141,23 @@ def test_each_scope_finds_only_its_documents(
     tmp_path: Path, store: Chroma, tagged: dict[str, list[str]]
 ) -> None:
     everything = sorted(tagged["handbook"] + tagged["news"])
-    assert found(store, Context()) == everything
-    assert found(store, Context(scope_tags=["handbook"])) == tagged["handbook"]
-    assert found(store, Context(scope_tags=["public"])) == tagged["news"]
-    assert found(store, Context(scope_tags=["news", "handbook"])) == everything
-    assert found(store, Context(scope_tags=["Handbook"])) == [], "tags are case-sensitive"
+    assert found(store, RunSettings()) == everything
+    assert found(store, RunSettings(scope_tags=["handbook"])) == tagged["handbook"]
+    assert found(store, RunSettings(scope_tags=["public"])) == tagged["news"]
+    assert found(store, RunSettings(scope_tags=["news", "handbook"])) == everything
+    assert found(store, RunSettings(scope_tags=["Handbook"])) == [], "tags are case-sensitive"
     news_folder = str(tmp_path / "docs" / "news")
-    assert found(store, Context(scope_folder=news_folder + "/")) == tagged["news"]
-    assert found(store, Context(scope_folder=str(tmp_path / "docs"))) == everything
-    assert found(store, Context(scope_folder=str(tmp_path / "doc"))) == [], "a folder, not a prefix"
+    assert found(store, RunSettings(scope_folder=news_folder + "/")) == tagged["news"]
+    assert found(store, RunSettings(scope_folder=str(tmp_path / "docs"))) == everything
+    assert found(store, RunSettings(scope_folder=str(tmp_path / "doc"))) == [], (
+        "a folder, not a prefix"
+    )
     md = [s for s in everything if s.endswith(".md")]
-    assert found(store, Context(scope_file_types=["md"])) == md
-    assert found(store, Context(scope_file_types=["md"], scope_tags=["news"])) == [
+    assert found(store, RunSettings(scope_file_types=["md"])) == md
+    assert found(store, RunSettings(scope_file_types=["md"], scope_tags=["news"])) == [
         s for s in md if s in tagged["news"]
     ]
-    assert found(store, Context(scope_file_types=["pdf"])) == []
+    assert found(store, RunSettings(scope_file_types=["pdf"])) == []
 
 
 @pytest.mark.parametrize("mode", ["dense", "lexical", "hybrid"])
@@ -164,7 +167,7 @@ def test_every_retrieval_mode_keeps_to_the_scope(
     from crag.vectorstore.hybrid import search
     from crag.vectorstore.vector_memo import VectorMemo
 
-    where = scope_filter(Context(scope_tags=["news"]))
+    where = scope_filter(RunSettings(scope_tags=["news"]))
     # words of both sets: unscoped, every mode finds the handbook too
     hits = search(store, "new days of leave", 10, mode=mode, memo=VectorMemo(), where=where)
     assert hits, mode
@@ -181,8 +184,8 @@ def test_ingesting_again_with_other_tags_relabels_without_embedding(
     assert counting.documents == embedded, "nothing embedded again"
     assert sorted(report.skipped) == sorted(report.relabelled) == tagged["handbook"]
     assert "2 relabelled" in report.summary()
-    assert found(store, Context(scope_tags=["handbook"])) == []
-    assert found(store, Context(scope_tags=["policies"])) == tagged["handbook"]
+    assert found(store, RunSettings(scope_tags=["handbook"])) == []
+    assert found(store, RunSettings(scope_tags=["policies"])) == tagged["handbook"]
     # The same tags again: nothing to do. No tags: the tags are gone.
     assert (
         ingest_paths(
@@ -202,8 +205,8 @@ def test_chunks_stored_before_scope_labels_get_them_when_ingested_again(
     got = store.get(include=["metadatas"])
     unlabelled = [{"file_type": None, "folders": None, "tags": None} for _ in got["ids"]]
     store._collection.update(ids=got["ids"], metadatas=unlabelled)  # type: ignore[arg-type]
-    assert found(store, Context(scope_tags=["handbook"])) == []
-    assert len(found(store, Context())) == 4, "an unscoped search still finds them"
+    assert found(store, RunSettings(scope_tags=["handbook"])) == []
+    assert len(found(store, RunSettings())) == 4, "an unscoped search still finds them"
     embedded = counting.documents
     report = ingest_paths([tmp_path / "docs"], store, progress=False, tags=["handbook"])
     assert counting.documents == embedded
@@ -276,7 +279,8 @@ def test_tags_are_stripped_and_deduplicated() -> None:
 
 def test_scope_settings_from_the_command_line_and_a_run() -> None:
     parsed = parse_settings(["scope_tags=a, b", "scope_file_types=pdf,DOCX", "scope_folder=/srv/"])
-    assert (parsed.scope_tags, parsed.scope_file_types, parsed.scope_folder) == (
+    run_settings = parsed.context
+    assert (run_settings.scope_tags, run_settings.scope_file_types, run_settings.scope_folder) == (
         ["a", "b"],
         ["pdf", "docx"],
         "/srv",
@@ -292,12 +296,13 @@ def test_scope_settings_from_the_command_line_and_a_run() -> None:
 
 
 def test_the_ingest_graph_tags_what_it_adds(tmp_path: Path) -> None:
-    context = IngestContext(store_path=str(tmp_path / "store"), chunk_size=500, chunk_overlap=50)
+    graph = build_ingest_graph(deployment=deployment_with(store_path=str(tmp_path / "store")))
+    context = IngestContext(chunk_size=500, chunk_overlap=50)
     otters = [{"text": "Otters hold hands.", "source": "notes:otters"}]
 
     def ingest(tags: Any) -> Any:
         payload: Any = {"documents": otters, "tags": tags}
-        return ingest_graph.invoke(payload, context=context)
+        return graph.invoke(payload, context=context)
 
     assert ingest(["a"])["added"] == ["notes:otters"]
     with pytest.raises(InvalidIngestInputError, match="tags must be a list of strings"):
@@ -329,24 +334,58 @@ def test_cli_ingest_takes_tags(tmp_path: Path, capsys: pytest.CaptureFixture[str
 # -- which collections a run may read -----------------------------------------------------------
 
 
+class NoWork:
+    """Components that fail the test if a run asks for any of them."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the run did work ({name}) before its settings were checked")
+
+
 def test_a_run_reads_only_the_collections_the_operator_allows() -> None:
-    assert Context().searched_collection() == "crag"
-    allowed = Context(readable_collections="archive, public", search_collection="public")
+    assert RunSettings().searched_collection() == "crag"
+    allowed = RunSettings(readable_collections="archive, public", search_collection="public")
     assert allowed.searched_collection() == "public"
-    assert Context(search_collection="crag").searched_collection() == "crag"
-    with pytest.raises(InvalidSettingError) as info:
-        RunContext(search_collection="secret")
-    assert str(info.value) == (
+    assert RunSettings(search_collection="crag").searched_collection() == "crag"
+    # A run names any collection; it is checked when the run meets the deployment.
+    secret = RunContext(search_collection="secret")
+    refused = (
         "setting search_collection: collection 'secret' is not readable on this server; "
         "readable: crag"
     )
+    with pytest.raises(InvalidSettingError) as info:
+        RunSettings.combine(secret)
+    assert str(info.value) == refused
+    with pytest.raises(InvalidSettingError) as info:
+        RunSettings(search_collection="secret")
+    assert str(info.value) == refused
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CRAG_READABLE_COLLECTIONS", "archive,public")
-        assert RunContext(search_collection="archive").searched_collection() == "archive"
+        archive = RunSettings.combine(RunContext(search_collection="archive"))
+        assert archive.searched_collection() == "archive"
         with pytest.raises(InvalidSettingError, match="readable: crag, archive, public"):
-            RunContext(search_collection="secret")
+            RunSettings.combine(secret)
         with pytest.raises(InvalidSettingError, match="readable_collections is a deployment"):
-            RunContext(readable_collections="secret")
+            RunContext.from_mapping({"readable_collections": "secret"})
+
+
+@pytest.mark.parametrize("graph", ["crag", "rag"])
+def test_a_run_of_a_collection_not_allowed_is_refused_before_any_work(graph: str) -> None:
+    from crag.graph.baselines import build_rag_graph
+    from crag.graph.builder import build_graph
+
+    components: Any = NoWork()
+    deployment = deployment_with(readable_collections="archive")
+    built = (
+        build_graph(components, deployment=deployment)
+        if graph == "crag"
+        else build_rag_graph(components, deployment=deployment)
+    )
+    with pytest.raises(InvalidSettingError) as info:
+        built.invoke({"question": QUESTION}, context=Context(search_collection="secret"))
+    assert str(info.value) == (
+        "setting search_collection: collection 'secret' is not readable on this server; "
+        "readable: crag, archive"
+    )
 
 
 def test_the_components_open_the_collection_the_run_searches(
@@ -362,14 +401,14 @@ def test_the_components_open_the_collection_the_run_searches(
         "readable_collections": "archive",
     }
     components = DefaultComponents()
-    own = components.vectorstore(Context(**base))
-    archive = components.vectorstore(Context(**base, search_collection="archive"))
+    own = components.vectorstore(RunSettings(**base))
+    archive = components.vectorstore(RunSettings(**base, search_collection="archive"))
     assert [d.metadata["source"] for d in own.similarity_search("x", k=5)] == ["notes:crag"]
     assert [d.metadata["source"] for d in archive.similarity_search("x", k=5)] == ["notes:archive"]
     # A readable collection is never created (nor filled with the bundled corpus).
     with pytest.raises(StoreError, match="no collection 'missing'"):
         components.vectorstore(
-            Context(**{**base, "readable_collections": "missing"}, search_collection="missing")
+            RunSettings(**{**base, "readable_collections": "missing"}, search_collection="missing")
         )
 
 
@@ -381,12 +420,14 @@ def test_a_scope_that_matches_nothing_says_so(
     components = FakeComponents(
         store=store, scorer=FixedScoreEvaluator({"leave": 0.9}), chat=scripted_chat()
     )
-    rag_graph = build_rag_graph(components)
-    out = rag_graph.invoke(
-        {"question": QUESTION}, context=Context(scope_tags=["nothing"], default_corpus=False)
+    own_documents_only = build_rag_graph(
+        components, deployment=deployment_with(default_corpus=False)
     )
+    out = own_documents_only.invoke({"question": QUESTION}, context=Context(scope_tags=["nothing"]))
     assert out["documents"] == []
     assert "no stored passage matches the scope (tags nothing)" in out["notes"]
-    scoped = rag_graph.invoke({"question": QUESTION}, context=Context(scope_tags=["handbook"]))
+    scoped = build_rag_graph(components).invoke(
+        {"question": QUESTION}, context=Context(scope_tags=["handbook"])
+    )
     assert {d["source"] for d in scoped["documents"]} <= set(tagged["handbook"])
     assert scoped["documents"]

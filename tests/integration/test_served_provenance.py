@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from crag.app.cli import main
-from crag.app.graphs import ingest_graph
 from crag.core.context import IngestContext
-from crag.graph.ingest_graph import IngestInput
+from crag.core.deployment import deployment_with
+from crag.graph.ingest_graph import IngestInput, build_ingest_graph
 from crag.vectorstore.ingest import ingest_documents
 from crag.vectorstore.ingestion import inline_document
 from crag.vectorstore.store import open_store
@@ -43,9 +43,11 @@ def store_with_both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "store"
     store = open_store(path, COLLECTION, HashEmbeddings(), create=True)
     ingest_documents([inline_document(OPERATORS, source="mona.md")], store, progress=False)
-    settings = IngestContext(store_path=str(path), collection=COLLECTION)
+    graph = build_ingest_graph(
+        deployment=deployment_with(store_path=str(path), collection=COLLECTION)
+    )
     payload: IngestInput = {"documents": [{"text": SERVED, "source": "notes"}]}
-    out = ingest_graph.invoke(payload, context=settings)
+    out = graph.invoke(payload, context=IngestContext(chunk_size=1000))
     assert out["added"] == ["notes"]
     return path
 

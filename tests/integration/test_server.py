@@ -3,15 +3,18 @@
 A small Chroma store is built in a temporary directory with the real embedder (the bundled
 "Mona Lisa" summary plus 40 unrelated ones), one LangGraph dev server is started for the module
 on a free port with a temporary config that serves the graphs declared in the repository's
-``langgraph.json`` (``crag`` and ``ingest``), and the LangGraph SDK talks to it: assistants,
-the drawn graph, the context schema, runs (answerable, unanswerable with web search down,
-invalid input of every kind, chat ``messages`` input and a follow-up made standalone), the
-trust boundary (every deployment setting refused in a run's context, per-run settings
-honoured), node-by-node streaming (updates, generator tokens, progress events), a follow-up
-question on the same thread, the ingestion graph, and a small load test.
+``langgraph.json`` (``crag``, ``rag``, ``crag-tutorial`` and ``ingest``) and its middleware
+(``http``), and the LangGraph SDK talks to it: assistants,
+the drawn graph, the context schemas (the per-run settings, nothing else), runs (answerable,
+unanswerable with web search down, invalid input of every kind, chat ``messages`` input and a
+follow-up made standalone), the trust boundary (every method parameter and deployment setting
+refused by the server's middleware, :mod:`crag.app.http`, with a 422 naming it, before a run is
+created; per-run settings honoured), node-by-node streaming (updates, generator tokens, progress
+events), a follow-up question on the same thread, the ingestion graph, and a small load test.
 The real SmolLM2 generator answers; web search goes to a local SearxNG stand-in that answers
 HTTP 500, so it fails fast. The server's deployment settings (store, generator, search
-endpoint, allow-list, ingest root) are its environment, as an operator would set them.
+endpoint, allow-list, ingest root) are its environment, as an operator would set them; the
+method is the operator's default (no ``CRAG_<NAME>`` of a method parameter is set).
 
 The dev server runs with blockbuster on (``langgraph dev`` without ``--allow-blocking``): a
 blocking call on the server's event loop would fail the run, so every successful run here also
@@ -25,25 +28,33 @@ so a developer's local settings cannot change what is tested.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from crag.core.context import Context
+from crag.core.context import Context, IngestContext
+from crag.core.method import operator_method
+from crag.core.run_settings import IngestSettings, RunSettings
+from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES, other_kind_error
+from crag_bench.dev_server import REPO, DevServer
 from tests.server_support import MONA_LISA, build_server_store, langgraph_server
 from tests.websearch_server import WebsearchServer
 
 pytest.importorskip("langgraph_api", reason="the server extra (langgraph-cli[inmem]) is missing")
 langgraph_sdk = pytest.importorskip("langgraph_sdk")
+sdk_errors = pytest.importorskip("langgraph_sdk.errors")
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
 GRAPH_ID = "crag"
 INGEST_ID = "ingest"
+QUESTION_GRAPHS = (GRAPH_ID, "rag", "crag-tutorial")
 NODES = {
     "contextualize",
     "retrieve",
@@ -59,6 +70,11 @@ NODES = {
 RUN_TIMEOUT = 180.0
 MONA_QUESTION = "Who painted the Mona Lisa?"
 NITROGEN_QUESTION = "What is the boiling point of liquid nitrogen in kelvin?"
+
+
+def _upper_threshold() -> float:
+    """The served graph's Correct threshold: the operator's method and evaluator (defaults)."""
+    return RunSettings.combine(Context(), operator_method()).action_thresholds()[0]
 
 
 # -- fixtures ---------------------------------------------------------------------------------
@@ -85,12 +101,12 @@ def ingest_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server_url(
+def server(
     tmp_path_factory: pytest.TempPathFactory,
     store_path: Path,
     search_server: WebsearchServer,
     ingest_root: Path,
-) -> Iterator[str]:
+) -> Iterator[DevServer]:
     """``langgraph dev`` on a free port, serving the repository's graphs; stopped afterwards."""
     env = {
         # A mapping rather than the repository's .env file: these are the only settings.
@@ -103,8 +119,13 @@ def server_url(
         "CRAG_ALLOWED_HOSTS": "127.0.0.1",
         "CRAG_INGEST_ROOT": str(ingest_root),
     }
-    with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as server:
-        yield server.url
+    with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def server_url(server: DevServer) -> str:
+    return server.url
 
 
 @pytest.fixture(scope="module")
@@ -151,19 +172,31 @@ def test_drawn_graph_has_every_node(client: Any, assistant_id: str) -> None:
 def test_context_schema_shows_the_defaults(client: Any, assistant_id: str) -> None:
     schemas = client.assistants.get_schemas(assistant_id)
     properties = schemas["context_schema"]["properties"]
-    # unset thresholds (null) follow the evaluator, as their descriptions say
-    expected = {"top_k": 10, "upper_threshold": None, "lower_threshold": None}
+    expected = {"top_k": 10, "web_search": True, "web_results": 5, "max_new_tokens": 128}
     for name, default in expected.items():
         assert properties[name]["default"] == default, name
         assert properties[name]["description"], f"{name} has no description"
-    assert "Passages retrieved" in properties["top_k"]["description"]
-    assert "Correct if" in properties["upper_threshold"]["description"]
-    assert "Incorrect if" in properties["lower_threshold"]["description"]
-    assert properties["strip_mode"]["enum"] == ["sentences", "words", "passage"]
-    # A deployment setting is shown read-only (null: not given), with its choices.
-    assert properties["search_provider"]["readOnly"] is True
-    assert properties["search_provider"]["anyOf"][0]["enum"] == ["duckduckgo", "searxng", "tavily"]
+    assert "passages to retrieve" in properties["top_k"]["description"]
+    assert (properties["top_k"]["minimum"], properties["top_k"]["maximum"]) == (1, 100)
+    assert "Search the web" in properties["web_search"]["description"]
+    assert properties["retrieval"]["enum"] == ["dense", "lexical", "hybrid"]
+    assert properties["search_safesearch"]["enum"] == ["on", "moderate", "off"]
+    # Neither the method's parameters nor the deployment settings are shown, even read-only.
+    assert not set(properties) & (METHOD_NAMES | DEPLOYMENT_NAMES)
+    assert not any("readOnly" in spec for spec in properties.values())
     assert set(schemas["input_schema"]["properties"]) == {"question", "messages"}
+
+
+@pytest.mark.parametrize("graph_id", [*QUESTION_GRAPHS, INGEST_ID])
+def test_each_served_context_schema_is_exactly_the_per_run_settings(
+    client: Any, graph_id: str
+) -> None:
+    served = client.assistants.search(graph_id=graph_id)
+    assert [a["graph_id"] for a in served] == [graph_id]
+    schema = client.assistants.get_schemas(served[0]["assistant_id"])["context_schema"]
+    per_run = IngestContext.setting_names() if graph_id == INGEST_ID else Context.setting_names()
+    assert set(schema["properties"]) == per_run
+    assert len(per_run) == (2 if graph_id == INGEST_ID else 13)
 
 
 def test_answerable_question_is_answered_from_the_store(
@@ -179,7 +212,7 @@ def test_answerable_question_is_answered_from_the_store(
     assert documents and all(isinstance(d["score"], float) for d in documents)
     best = max(documents, key=lambda d: d["score"])
     assert best["source"] == MONA_LISA
-    assert best["score"] > Context().action_thresholds()[0]
+    assert best["score"] > _upper_threshold()
     assert out["knowledge"]
     assert all(k["origin"] == "internal" and k["source"] for k in out["knowledge"])
     assert MONA_LISA in {k["source"] for k in out["knowledge"]}
@@ -252,8 +285,10 @@ def test_every_graph_is_served(client: Any) -> None:
 
 def test_every_setting_has_a_description(client: Any, assistant_id: str) -> None:
     properties = client.assistants.get_schemas(assistant_id)["context_schema"]["properties"]
-    assert {"chroma_host", "chroma_port", "chroma_ssl"} <= set(properties)
-    assert "Chroma server" in properties["chroma_host"]["description"]
+    assert {"scope_tags", "scope_folder", "scope_file_types", "search_collection"} <= set(
+        properties
+    )
+    assert "absolute path" in properties["scope_folder"]["description"]
     for name, spec in properties.items():
         assert spec.get("description"), f"setting {name} has no description"
 
@@ -313,7 +348,7 @@ def test_run_streams_node_updates_tokens_and_progress(
     # Progress events from the nodes (custom stream).
     progress = [p.data for p in parts if p.event == "custom"]
     scored = next(e for e in progress if e["node"] == "grade" and e["event"] == "scored")
-    assert scored["passages"] == 10 and scored["best"] > Context().action_thresholds()[0]
+    assert scored["passages"] == 10 and scored["best"] > _upper_threshold()
     assert [e["event"] for e in progress if e["node"] == "decide_action"] == ["decided"]
     assert any(e["node"] == "refine" and e["event"] == "filtered" for e in progress)
     # Generator tokens, as they were produced (messages stream), add up to the answer.
@@ -481,9 +516,9 @@ def test_empty_message_is_the_empty_question_error(client: Any) -> None:
         ),
         (
             {"question": MONA_QUESTION},
-            {"strip_mode": "paragraphs"},
+            {"retrieval": "fuzzy"},
             "InvalidSettingError",
-            "setting strip_mode must be one of",
+            "setting retrieval must be one of",
         ),
     ],
     ids=["missing-question", "question-not-text", "question-100kB", "top_k-text", "bad-choice"],
@@ -526,38 +561,9 @@ def test_server_keeps_serving_after_bad_input(client: Any, search_server: Websea
 # -- the trust boundary -------------------------------------------------------------------------
 
 # What a caller might try: read internal pages, query an internal URL, write a store elsewhere,
-# load other models. Every deployment setting is refused, whatever its value.
-ATTEMPTS: dict[str, Any] = {
-    "store_path": "/tmp/crag-run-store",
-    "collection": "elsewhere",
-    "readable_collections": "elsewhere",
-    "chroma_host": "127.0.0.1",
-    "chroma_port": 8001,
-    "chroma_ssl": True,
-    "embedder": "/tmp/some-embedder",
-    "evaluator": "t5",
-    "evaluator_model": "/tmp/some-checkpoint",
-    "evaluator_int8": True,
-    "generator": "local:/tmp/some-model",
-    "rewriter": "endpoint:some-model",
-    "contextualizer": "endpoint:some-model",
-    "no_repeat_ngram_size": 0,
-    "generator_batch_size": 128,
-    "search_provider": "duckduckgo",
-    "search_url": "http://127.0.0.1:1/internal",
-    "search_timeout": 600.0,
-    "allowed_hosts": "127.0.0.0/8",
-    "default_corpus": True,
-    "default_corpus_limit": 5,
-    "max_question_chars": 1_000_000,
-    "page_timeout": 600.0,
-    "max_page_bytes": 10**9,
-    "max_redirects": 50,
-    "web_cache_ttl": 0.0,
-    "max_history_turns": 1000,
-    "max_history_chars": 10**7,
-    "max_knowledge_chars": 10**7,
-}
+# load other models, lift the limits, take the model server's key. Every deployment setting is
+# refused, whatever its value and whichever graph the run is for: the server's middleware
+# (crag.app.http) answers 422 before langgraph-api would drop the setting without a word.
 INGEST_ATTEMPTS: dict[str, Any] = {
     "store_path": "/tmp/crag-run-store",
     "collection": "elsewhere",
@@ -574,84 +580,227 @@ INGEST_ATTEMPTS: dict[str, Any] = {
     "max_file_paragraphs": 10**9,
     "max_file_chars": 10**9,
 }
+ATTEMPTS: dict[str, Any] = {
+    **INGEST_ATTEMPTS,
+    "readable_collections": "elsewhere",
+    "evaluator": "t5",
+    "evaluator_model": "/tmp/some-checkpoint",
+    "evaluator_int8": True,
+    "evaluator_batch_size": 512,
+    "generator": "local:/tmp/some-model",
+    "rewriter": "endpoint:some-model",
+    "contextualizer": "endpoint:some-model",
+    "no_repeat_ngram_size": 0,
+    "generator_batch_size": 128,
+    "llm_base_url": "http://127.0.0.1:1/v1",
+    "llm_model": "some-model",
+    "llm_api_key": "sk-someone-elses",
+    "llm_timeout": 600.0,
+    "llm_max_retries": 100,
+    "llm_max_concurrency": 1000,
+    "llm_context_length": 10**6,
+    "search_provider": "duckduckgo",
+    "search_url": "http://127.0.0.1:1/internal",
+    "search_backend": "html",
+    "search_timeout": 600.0,
+    "allowed_hosts": "127.0.0.0/8",
+    "default_corpus": True,
+    "default_corpus_limit": 5,
+    "max_question_chars": 1_000_000,
+    "page_timeout": 600.0,
+    "max_page_bytes": 10**9,
+    "max_redirects": 50,
+    "web_cache_ttl": 0.0,
+    "max_history_turns": 1000,
+    "max_history_chars": 10**7,
+    "max_knowledge_chars": 10**7,
+}
+# What a caller might try on the method: force or remove an action, move the thresholds, keep
+# more strips. The method is the operator's (CRAG_<NAME>), the same for every run.
+METHOD_ATTEMPTS: dict[str, Any] = {
+    "upper_threshold": 0.99,
+    "lower_threshold": -0.99,
+    "strip_mode": "passage",
+    "strip_scoring": "passages",
+    "strip_size": 3,
+    "strips_kept": 2,
+    "strip_threshold": 0.5,
+    "strip_margin": 0.0,
+    "prefer_wikipedia": False,
+    "fetch_pages": False,
+    "rewrite_for_search": True,
+    "select_web_knowledge": False,
+    "refine_web_knowledge": True,
+    "abstain_without_knowledge": False,
+    "abstention_threshold": 0.5,
+    "ambiguous_knowledge": "both",
+    "knowledge_order": "score",
+    "number_knowledge": True,
+    "force_action": "correct",
+    "disable_action": "incorrect",
+    "refine_knowledge": False,
+    "best_passage_whole": True,
+}
 
 
-def _refused(out: Any, name: str) -> None:
-    assert out.get("__error__", {}).get("error") == "InvalidSettingError", out
-    assert out["__error__"]["message"] == (
-        f"setting {name} is a deployment setting: the server's operator sets it (environment "
-        f"variable CRAG_{name.upper()}); a run may not"
+def _refusal(*names: str) -> str:
+    """The server's 422 detail for a request naming ``names``."""
+    error = other_kind_error(names)
+    assert error is not None, names
+    return str(error)
+
+
+@contextmanager
+def _refused(*names: str) -> Iterator[None]:
+    """The block fails with the server's 422, whose detail names ``names`` and their kind.
+
+    The SDK raises an ``httpx.HTTPStatusError`` (``runs.wait``) or its subclass
+    ``UnprocessableEntityError`` (the other calls); both carry the response.
+    """
+    with pytest.raises(httpx.HTTPStatusError) as info:
+        yield
+    response = info.value.response
+    assert response.status_code == 422
+    assert response.json() == {"detail": _refusal(*names)}
+    if isinstance(info.value, sdk_errors.APIStatusError):
+        assert info.value.message == _refusal(*names)
+
+
+def test_the_server_was_started_with_the_repositorys_middleware(server: DevServer) -> None:
+    served = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8"))
+    assert served["http"] == {"app": "crag.app.http:app"}
+    started = json.loads((server.log.parent / "langgraph.json").read_text(encoding="utf-8"))
+    assert started.get("http") == served["http"], (
+        "crag_bench.dev_server.start_dev_server must copy langgraph.json's 'http' into the "
+        "config it starts the server with"
     )
 
 
-def test_the_attempts_cover_every_deployment_setting() -> None:
-    from crag.core.context import Context, IngestContext
-
-    assert set(ATTEMPTS) == Context.deployment_names()
-    assert set(INGEST_ATTEMPTS) == IngestContext.deployment_names()
+def test_the_attempts_cover_every_setting_a_run_may_not_set() -> None:
+    assert set(ATTEMPTS) == DEPLOYMENT_NAMES
+    assert set(INGEST_ATTEMPTS) == IngestSettings.deployment_names()
+    assert RunSettings.deployment_names() <= set(ATTEMPTS)
+    assert set(METHOD_ATTEMPTS) == METHOD_NAMES
 
 
 @pytest.mark.parametrize("name", sorted(ATTEMPTS))
 def test_a_run_may_not_set_a_deployment_setting(client: Any, name: str) -> None:
     thread_id = client.threads.create()["thread_id"]
-    out = client.runs.wait(
-        thread_id,
-        GRAPH_ID,
-        input={"question": MONA_QUESTION},
-        context={"top_k": 3, name: ATTEMPTS[name]},
-        raise_error=False,
-    )
-    _refused(out, name)
-    assert [r["status"] for r in client.runs.list(thread_id)] == ["error"]
+    with _refused(name):
+        client.runs.wait(
+            thread_id,
+            GRAPH_ID,
+            input={"question": MONA_QUESTION},
+            context={"top_k": 3, name: ATTEMPTS[name]},
+        )
+    assert client.runs.list(thread_id) == [], "a refused run is never created"
     assert not Path(ATTEMPTS["store_path"]).exists()
 
 
-def test_deployment_settings_are_refused_in_configurable_and_in_every_graph(client: Any) -> None:
-    # The server copies config.configurable into the context when no context is sent.
-    out = client.runs.wait(
-        client.threads.create()["thread_id"],
-        GRAPH_ID,
-        input={"question": MONA_QUESTION},
-        config={"configurable": {"allowed_hosts": "127.0.0.0/8"}},
-        raise_error=False,
-    )
-    _refused(out, "allowed_hosts")
-    for graph_id in ("rag", "crag-tutorial"):
-        out = client.runs.wait(
-            client.threads.create()["thread_id"],
-            graph_id,
+@pytest.mark.parametrize("name", sorted(METHOD_ATTEMPTS))
+def test_a_run_may_not_set_a_parameter_of_the_method(client: Any, name: str) -> None:
+    thread_id = client.threads.create()["thread_id"]
+    with _refused(name):
+        client.runs.wait(
+            thread_id,
+            GRAPH_ID,
             input={"question": MONA_QUESTION},
-            context={"search_url": "http://127.0.0.1:1/internal"},
-            raise_error=False,
+            context={"top_k": 3, name: METHOD_ATTEMPTS[name]},
         )
-        _refused(out, "search_url")
+    assert client.runs.list(thread_id) == [], "a refused run is never created"
+
+
+def test_a_setting_of_either_kind_is_refused_in_context_and_in_configurable(client: Any) -> None:
+    # langgraph-api copies config.configurable into the context when no context is sent.
+    ask = {"input": {"question": MONA_QUESTION}}
+    for name, value in (("store_path", "/tmp/crag-run-store"), ("force_action", "correct")):
+        thread_id = client.threads.create()["thread_id"]
+        with _refused(name):
+            client.runs.wait(thread_id, GRAPH_ID, **ask, context={name: value})
+        with _refused(name):
+            client.runs.wait(thread_id, GRAPH_ID, **ask, config={"configurable": {name: value}})
+        assert client.runs.list(thread_id) == []
+    # Several at once: one refusal, deployment settings first.
+    with _refused("allowed_hosts"):
+        client.runs.wait(
+            None,
+            GRAPH_ID,
+            **ask,
+            config={"configurable": {"allowed_hosts": "127.0.0.0/8", "strips_kept": 2}},
+        )
+    assert not Path("/tmp/crag-run-store").exists()
+
+
+def test_every_way_of_starting_runs_is_refused(client: Any) -> None:
+    bad = {"search_url": "http://127.0.0.1:1/internal"}
+    ask: dict[str, Any] = {"input": {"question": MONA_QUESTION}, "context": bad}
+    for graph_id in QUESTION_GRAPHS:
+        thread_id = client.threads.create()["thread_id"]
+        with _refused("search_url"):
+            client.runs.wait(thread_id, graph_id, **ask)
+        with _refused("search_url"):
+            client.runs.create(thread_id, graph_id, **ask)
+        with _refused("search_url"):
+            list(client.runs.stream(thread_id, graph_id, **ask))
+        with _refused("search_url"):
+            client.runs.wait(None, graph_id, **ask)
+        assert client.runs.list(thread_id) == [], graph_id
+    fine = {"assistant_id": GRAPH_ID, "input": {"question": MONA_QUESTION}}
+    with _refused("search_url"):
+        client.runs.create_batch([fine, {**fine, "context": bad}])
+    with _refused("search_url"):
+        client.crons.create(GRAPH_ID, schedule="0 0 * * *", **ask)
+    # An assistant's context and configurable apply to every run of it.
+    with _refused("search_url"):
+        client.assistants.create(GRAPH_ID, context=bad)
+    assistant_id = client.assistants.create(GRAPH_ID, context={"top_k": 3})["assistant_id"]
+    try:
+        with _refused("strip_mode"):
+            client.assistants.update(assistant_id, config={"configurable": {"strip_mode": "words"}})
+        assert client.assistants.get(assistant_id)["context"] == {"top_k": 3}
+    finally:
+        client.assistants.delete(assistant_id)
 
 
 @pytest.mark.parametrize("name", sorted(INGEST_ATTEMPTS))
 def test_an_ingestion_run_may_not_set_a_deployment_setting(client: Any, name: str) -> None:
-    out = client.runs.wait(
-        client.threads.create()["thread_id"],
-        INGEST_ID,
-        input={"documents": [{"text": "Otters hold hands.", "source": "notes:otters"}]},
-        context={"chunk_size": 500, name: INGEST_ATTEMPTS[name]},
-        raise_error=False,
-    )
-    _refused(out, name)
+    thread_id = client.threads.create()["thread_id"]
+    with _refused(name):
+        client.runs.wait(
+            thread_id,
+            INGEST_ID,
+            input={"documents": [{"text": "Otters hold hands.", "source": "notes:otters"}]},
+            context={"chunk_size": 500, name: INGEST_ATTEMPTS[name]},
+        )
+    assert client.runs.list(thread_id) == []
     assert not Path(INGEST_ATTEMPTS["store_path"]).exists()
 
 
-def test_per_run_settings_reach_the_graph_within_bounds(client: Any) -> None:
-    out = _run(client, MONA_QUESTION, {"top_k": 3, "strips_kept": 2})
+def test_per_run_settings_reach_the_graph_within_bounds(
+    client: Any, search_server: WebsearchServer
+) -> None:
+    out = _run(client, MONA_QUESTION, {"top_k": 3})
     assert len(out["documents"]) == 3
-    assert len(out["knowledge"]) <= 2
     assert "Leonardo" in out["answer"]
+    # Given as config.configurable (copied into the context), it is honoured the same way.
+    thread_id = client.threads.create()["thread_id"]
+    out = client.runs.wait(
+        thread_id,
+        GRAPH_ID,
+        input={"question": MONA_QUESTION},
+        config={"configurable": {"top_k": 2}},
+    )
+    assert len(out["documents"]) == 2
+    # web_search off: the question the store cannot answer sends nothing to the search engine.
+    searches_before = len(search_server.search_queries())
+    out = _run(client, NITROGEN_QUESTION, {"web_search": False})
+    assert out["action"] in {"incorrect", "ambiguous"}, out
+    assert any("web search is off for this run" in note for note in out["notes"]), out["notes"]
+    assert len(search_server.search_queries()) == searches_before
     cases: list[tuple[dict[str, Any], str]] = [
         ({"top_k": 101}, "setting top_k must be at most 100, not 101"),
-        ({"upper_threshold": 2.0}, "setting upper_threshold must be at most 1, not 2.0"),
-        (
-            {"upper_threshold": 0.1, "lower_threshold": 0.2},
-            "setting lower_threshold (0.2) must not be above upper_threshold (0.1)",
-        ),
+        ({"max_new_tokens": 2000}, "setting max_new_tokens must be at most 1024, not 2000"),
+        ({"pages_to_read": -1}, "setting pages_to_read must be at least 0, not -1"),
     ]
     for settings, message in cases:
         out = _run(client, MONA_QUESTION, settings, raise_error=False)

@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 from crag.app.cli import main
-from crag.app.graphs import ingest_graph
 from crag.core.context import IngestContext
+from crag.core.deployment import deployment_with
+from crag.core.run_settings import IngestSettings
+from crag.graph.ingest_graph import build_ingest_graph
 from crag.vectorstore.ingestion import ingest_into_store, inline_document
 from crag.vectorstore.sources import normalise_path, normalise_source
 from crag.vectorstore.store import open_store
@@ -43,13 +45,15 @@ def hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def context(tmp_path: Path) -> IngestContext:
-    return IngestContext(store_path=str(tmp_path / "store"), collection=COLLECTION)
+def context(tmp_path: Path) -> IngestSettings:
+    return IngestSettings(store_path=str(tmp_path / "store"), collection=COLLECTION)
 
 
-def served(payload: Any, context: IngestContext) -> dict[str, Any]:
-    settings = IngestContext(store_path=context.store_path, collection=context.collection)
-    return dict(ingest_graph.invoke(payload, context=settings))
+def served(payload: Any, context: IngestSettings) -> dict[str, Any]:
+    """A run of the ``ingest`` graph, built as the server builds it, on the store of ``context``."""
+    deployment = deployment_with(store_path=context.store_path, collection=context.collection)
+    graph = build_ingest_graph(deployment=deployment)
+    return dict(graph.invoke(payload, context=IngestContext(chunk_size=context.chunk_size)))
 
 
 def sources(store_path: str | Path) -> set[str]:
@@ -68,7 +72,7 @@ def test_one_spelling_per_source() -> None:
 
 
 def test_served_look_alikes_of_operator_names_are_the_operators_documents(
-    context: IngestContext,
+    context: IngestSettings,
 ) -> None:
     operator = [
         inline_document(PELE, source="wikipedia:Pelé"),
@@ -84,7 +88,7 @@ def test_served_look_alikes_of_operator_names_are_the_operators_documents(
 
 
 def test_served_path_spellings_of_an_operator_file_are_that_file(
-    tmp_path: Path, context: IngestContext, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, context: IngestSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "root"
     root.mkdir()

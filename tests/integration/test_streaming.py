@@ -23,12 +23,14 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langgraph.types import StreamMode
 
-from crag.app.graphs import ingest_graph
 from crag.app.wiring import DefaultComponents, LockedEvaluator
 from crag.core.context import Context, IngestContext
+from crag.core.deployment import DeploymentSettings, deployment_with
+from crag.core.method import MethodConfig
 from crag.core.model_locks import model_lock
+from crag.core.run_settings import RunSettings
 from crag.graph.builder import build_graph
-from crag.graph.ingest_graph import InlineDocument
+from crag.graph.ingest_graph import InlineDocument, build_ingest_graph
 from crag.websearch.cache import clear_web_caches
 from tests.fakes import (
     FakeComponents,
@@ -142,24 +144,25 @@ def mode_chunks(parts: Iterable[Any]) -> list[tuple[str, Any]]:
     return [(str(mode), chunk) for mode, chunk in parts]
 
 
-def collect_sync(components: Any, context: Context | None = None) -> list[tuple[str, Any]]:
-    graph = build_graph(components=components)
+def collect_sync(
+    components: Any,
+    *,
+    method: MethodConfig | None = None,
+    deployment: DeploymentSettings | None = None,
+) -> list[tuple[str, Any]]:
+    graph = build_graph(components=components, method=method, deployment=deployment)
+    context = Context()
     modes: list[StreamMode] = ["updates", "custom", "messages"]
     return mode_chunks(graph.stream({"question": QUESTION}, context=context, stream_mode=modes))
 
 
-def collect_async(components: Any, context: Context | None = None) -> list[tuple[str, Any]]:
+def collect_async(components: Any) -> list[tuple[str, Any]]:
     graph = build_graph(components=components)
 
     async def run() -> list[tuple[str, Any]]:
         modes: list[StreamMode] = ["updates", "custom", "messages"]
         return mode_chunks(
-            [
-                part
-                async for part in graph.astream(
-                    {"question": QUESTION}, context=context, stream_mode=modes
-                )
-            ]
+            [part async for part in graph.astream({"question": QUESTION}, stream_mode=modes)]
         )
 
     return asyncio.run(run())
@@ -211,7 +214,7 @@ def test_updates_tokens_and_progress_are_streamed(collect: Any) -> None:
 def test_incorrect_branch_reports_rewrite_and_search_progress() -> None:
     parts = collect_sync(
         fakes(scorer=FixedScoreEvaluator({}, default=-1.0)),
-        Context(abstain_without_knowledge=False, rewrite_for_search=True),
+        method=MethodConfig(abstain_without_knowledge=False, rewrite_for_search=True),
     )
     progress = [(c["node"], c["event"]) for mode, c in parts if mode == "custom"]
     decided = progress.index(("decide_action", "decided"))
@@ -244,13 +247,15 @@ def test_web_search_reports_each_page_it_reads() -> None:
             web.result("Mona Lisa - Wikipedia", "/wiki/Mona_Lisa", "Snippet."),
             web.result("Broken", "/broken", "Broken snippet."),
         ]
-        context = Context(search_provider="searxng", search_url=web.url, allowed_hosts="127.0.0.1")
+        deployment = deployment_with(
+            search_provider="searxng", search_url=web.url, allowed_hosts="127.0.0.1"
+        )
         components = WebFakes(
             store=StaticStore(corpus_documents()),
             scorer=FixedScoreEvaluator({"1503": 0.8}, default=-1.0),
             chat=StreamingChat(threads=[]),
         )
-        parts = collect_sync(components, context)
+        parts = collect_sync(components, deployment=deployment)
         wiki, broken = web.url_for("/wiki/Mona_Lisa"), web.url_for("/broken")
     clear_web_caches()
     pages = [c for mode, c in parts if mode == "custom" and c["event"] == "page"]
@@ -262,14 +267,16 @@ def test_web_search_reports_each_page_it_reads() -> None:
 
 
 def test_ingestion_graph_streams_progress(tmp_path: Path) -> None:
-    context = IngestContext(store_path=str(tmp_path / "store"), collection="streamed")
+    graph = build_ingest_graph(
+        deployment=deployment_with(store_path=str(tmp_path / "store"), collection="streamed")
+    )
     documents: list[InlineDocument] = [
         {"text": f"Fact number {i}: otters hold hands while sleeping.", "source": f"mem:{i}"}
         for i in range(3)
     ]
     parts = mode_chunks(
-        ingest_graph.stream(
-            {"documents": documents}, context=context, stream_mode=["custom", "values"]
+        graph.stream(
+            {"documents": documents}, context=IngestContext(), stream_mode=["custom", "values"]
         )
     )
     progress = [chunk for mode, chunk in parts if mode == "custom"]
@@ -347,7 +354,7 @@ def test_locked_evaluator_serialises_calls() -> None:
 
 def test_embedding_evaluator_and_store_share_one_lock(tmp_path: Path) -> None:
     wiring = DefaultComponents()
-    context = Context(store_path=str(tmp_path / "s"), default_corpus=False)
+    context = RunSettings(store_path=str(tmp_path / "s"), default_corpus=False)
     evaluator = wiring.evaluator(context)
     assert isinstance(evaluator, LockedEvaluator)
     assert evaluator is wiring.evaluator(context)  # one wrapper per model
@@ -371,7 +378,7 @@ def test_concurrent_ainvoke_answers_equal_sequential_answers(
     from tests.integration_support import build_small_store
 
     store = build_small_store(tmp_path_factory.mktemp("concurrent") / "chroma", others=20)
-    context = Context(
+    deployment = deployment_with(
         store_path=str(store),
         default_corpus=False,
         search_provider="searxng",
@@ -380,8 +387,8 @@ def test_concurrent_ainvoke_answers_equal_sequential_answers(
     questions = ["Who painted the Mona Lisa?", "In which city is the Louvre?"]
 
     async def main() -> tuple[list[Any], list[Any]]:
-        alone = [await aask(q, context) for q in questions]
-        together = await asyncio.gather(*(aask(q, context) for q in questions * 2))
+        alone = [await aask(q, deployment=deployment) for q in questions]
+        together = await asyncio.gather(*(aask(q, deployment=deployment) for q in questions * 2))
         return alone, list(together)
 
     alone, together = asyncio.run(main())

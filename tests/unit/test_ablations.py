@@ -6,7 +6,9 @@ from typing import Any
 import pytest
 
 from crag.core.context import Context, InvalidSettingError
-from crag.graph.builder import CragGraph
+from crag.core.method import MethodConfig
+from crag.core.setting_kinds import METHOD_NAMES
+from crag.graph.builder import CragGraph, build_graph
 from crag.knowledge.action_trigger import trigger_action
 from crag.websearch.base import SearchResult
 from tests.fakes import FakeComponents, StaticSearch
@@ -49,42 +51,47 @@ def test_forcing_an_action_ignores_scores(force: Any, scores: list[float]) -> No
 
 def test_unknown_ablation_values_are_refused() -> None:
     with pytest.raises(InvalidSettingError, match="force_action"):
-        Context(force_action="sometimes")  # type: ignore[arg-type]
+        MethodConfig(force_action="sometimes")  # type: ignore[arg-type]
     with pytest.raises(InvalidSettingError, match="refine_knowledge"):
-        Context(refine_knowledge="no")  # type: ignore[arg-type]
+        MethodConfig(refine_knowledge="no")  # type: ignore[arg-type]
 
 
-def _run(graph: CragGraph, **settings: Any) -> dict[str, Any]:
-    return graph.invoke(
-        {"question": "Who painted the Mona Lisa?"},
-        context=Context(fetch_pages=False, **settings),
-    )
+def test_a_run_may_not_ablate() -> None:
+    with pytest.raises(InvalidSettingError, match="force_action is a parameter of the method"):
+        Context(force_action="incorrect")  # type: ignore[call-arg]
+
+
+def _run(components: FakeComponents, **settings: Any) -> dict[str, Any]:
+    """One run of a graph built with the method parameters among ``settings``; the per-run
+    ones are the run's context."""
+    method = {k: v for k, v in settings.items() if k in METHOD_NAMES}
+    run = {k: v for k, v in settings.items() if k not in METHOD_NAMES}
+    graph: CragGraph = build_graph(components, method=MethodConfig(fetch_pages=False, **method))
+    return graph.invoke({"question": "Who painted the Mona Lisa?"}, context=Context(**run))
 
 
 def test_forced_incorrect_searches_the_web_even_for_a_good_passage(
-    fake_graph: CragGraph,
     fake_components: FakeComponents,
 ) -> None:
-    out = _run(fake_graph, force_action="incorrect")
+    out = _run(fake_components, force_action="incorrect")
     assert out["action"] == "incorrect"
     assert all(k["origin"] == "external" for k in out["knowledge"])
     assert fake_components.web.queries, "the web was not searched"
 
 
 def test_without_correct_a_correct_case_becomes_ambiguous(
-    fake_graph: CragGraph, fake_components: FakeComponents
+    fake_components: FakeComponents,
 ) -> None:
-    out = _run(fake_graph, disable_action="correct")
+    out = _run(fake_components, disable_action="correct")
     assert out["action"] == "ambiguous"
     assert fake_components.web.queries
 
 
 def test_without_refinement_passages_go_whole_and_unrefined(
-    fake_graph: CragGraph,
     fake_components: FakeComponents,
 ) -> None:
-    refined = _run(fake_graph)
-    whole = _run(fake_graph, refine_knowledge=False)
+    refined = _run(fake_components)
+    whole = _run(fake_components, refine_knowledge=False)
     assert len(refined["knowledge"]) >= 1
     texts = [k["text"] for k in whole["knowledge"]]
     assert texts == [d["text"] for d in whole["documents"] if d["score"] >= LOWER]
@@ -95,14 +102,14 @@ def test_without_refinement_passages_go_whole_and_unrefined(
 
 
 def test_without_rewriting_the_question_itself_is_searched(
-    fake_graph: CragGraph, fake_components: FakeComponents
+    fake_components: FakeComponents,
 ) -> None:
     fake_components.web = StaticSearch(
         [SearchResult("Mona Lisa - Wikipedia", "https://en.wikipedia.org/wiki/Mona_Lisa", "x")]
     )
     chat_calls_before = len(fake_components.chat.prompts)
     out = _run(
-        fake_graph, force_action="incorrect", rewrite_for_search=False, prefer_wikipedia=False
+        fake_components, force_action="incorrect", rewrite_for_search=False, prefer_wikipedia=False
     )
     assert fake_components.web.queries == ["Who painted the Mona Lisa?"]
     rewrite_prompts = [
@@ -113,20 +120,18 @@ def test_without_rewriting_the_question_itself_is_searched(
 
 
 def test_by_default_the_question_itself_is_searched_and_rewriting_is_opt_in(
-    fake_graph: CragGraph,
     fake_components: FakeComponents,
 ) -> None:
     fake_components.web = StaticSearch(
         [SearchResult("Mona Lisa - Wikipedia", "https://en.wikipedia.org/wiki/Mona_Lisa", "x")]
     )
-    _run(fake_graph, force_action="incorrect", prefer_wikipedia=False)
-    _run(fake_graph, force_action="incorrect", prefer_wikipedia=False, rewrite_for_search=True)
+    _run(fake_components, force_action="incorrect", prefer_wikipedia=False)
+    _run(fake_components, force_action="incorrect", prefer_wikipedia=False, rewrite_for_search=True)
     # the default searches the question; the paper's rewrite searches the model's keywords
     assert fake_components.web.queries == ["Who painted the Mona Lisa?", "Mona Lisa, painter"]
 
 
 def test_without_selection_web_results_are_kept_in_order_unscored(
-    fake_graph: CragGraph,
     fake_components: FakeComponents,
 ) -> None:
     results = [
@@ -135,7 +140,7 @@ def test_without_selection_web_results_are_kept_in_order_unscored(
     ]
     fake_components.web = StaticSearch(results)
     out = _run(
-        fake_graph,
+        fake_components,
         force_action="incorrect",
         select_web_knowledge=False,
         web_results=8,
@@ -144,6 +149,6 @@ def test_without_selection_web_results_are_kept_in_order_unscored(
     external = [k for k in out["knowledge"] if k["origin"] == "external"]
     assert [k["text"] for k in external] == ["Page 0\ntext 0", "Page 1\ntext 1", "Page 2\ntext 2"]
     assert all(k["score"] is None for k in external)
-    scored = _run(fake_graph, force_action="incorrect", web_results=8, strips_kept=3)
+    scored = _run(fake_components, force_action="incorrect", web_results=8, strips_kept=3)
     # With selection the evaluator (-1 for these pages) drops every one of them.
     assert not [k for k in scored["knowledge"] if k["origin"] == "external"]

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import pytest
 from langchain_core.messages import BaseMessage
 
 from crag.app.cli import main
-from crag.core.context import Context
+from crag.core.context import Context, InvalidSettingError
+from crag.core.method import MethodConfig
+from crag.core.run_settings import RunSettings
 from crag.graph.baselines import build_rag_graph
-from crag.graph.builder import CragGraph
+from crag.graph.builder import CragGraph, build_graph
 from crag.prompts.generate import ABSTENTION, NO_KNOWLEDGE
 from tests.fakes import FakeComponents, FixedScoreEvaluator, StaticStore, dict_context
 
@@ -45,9 +48,9 @@ def test_no_knowledge_abstains_without_the_generator(
 
 def test_a_correct_run_whose_strips_all_fail_abstains_and_says_the_web_was_not_searched(
     fake_components: FakeComponents,
-    fake_graph: CragGraph,
 ) -> None:
-    out = fake_graph.invoke({"question": QUESTION}, context=Context(strip_threshold=0.95))
+    graph = build_graph(fake_components, method=MethodConfig(strip_threshold=0.95))
+    out = graph.invoke({"question": QUESTION})
     assert out["action"] == "correct" and out["abstained"] is True
     assert out["notes"][-1] == (
         "abstained, the generator was not asked: no knowledge passed the strip threshold "
@@ -57,14 +60,17 @@ def test_a_correct_run_whose_strips_all_fail_abstains_and_says_the_web_was_not_s
     assert generations(fake_components.chat.prompts) == []
 
 
-@pytest.mark.parametrize(
-    "context", [Context(abstain_without_knowledge=False), {"abstain_without_knowledge": False}]
-)
+@pytest.mark.parametrize("where", ["method", "environment"])
 def test_the_setting_off_restores_the_unsupported_answer(
-    fake_components: FakeComponents, fake_graph: CragGraph, context: Any
+    fake_components: FakeComponents, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     fake_components.scorer = FixedScoreEvaluator({}, default=-1.0)
-    out = fake_graph.invoke({"question": QUESTION}, context=context)
+    if where == "method":
+        graph = build_graph(fake_components, method=MethodConfig(abstain_without_knowledge=False))
+    else:  # the operator's method, read when the run starts
+        graph = build_graph(fake_components)
+        monkeypatch.setenv("CRAG_ABSTAIN_WITHOUT_KNOWLEDGE", "false")
+    out = graph.invoke({"question": QUESTION})
     assert out["answer"] == "Leonardo da Vinci."
     assert out["abstained"] is False and out["knowledge"] == []
     [prompt] = generations(fake_components.chat.prompts)
@@ -72,11 +78,21 @@ def test_the_setting_off_restores_the_unsupported_answer(
     assert out["notes"][-1] == "no knowledge reached the generator; the answer is unsupported"
 
 
-def test_a_run_may_set_it_and_the_schema_describes_it(fake_graph: CragGraph) -> None:
-    setting = fake_graph.get_context_jsonschema()["properties"]["abstain_without_knowledge"]  # type: ignore[index]
-    assert setting["default"] is True
-    assert "readOnly" not in setting
-    assert "generator" in setting["description"]
+@pytest.mark.parametrize(
+    "context", [{"abstain_without_knowledge": False}, {"abstain_without_knowledge": True}]
+)
+def test_a_run_may_not_set_it_and_the_method_describes_it(
+    fake_graph: CragGraph, context: Any
+) -> None:
+    schema = fake_graph.get_context_jsonschema()
+    assert schema is not None and "abstain_without_knowledge" not in schema["properties"]
+    with pytest.raises(InvalidSettingError, match="abstain_without_knowledge is a parameter of"):
+        fake_graph.invoke({"question": QUESTION}, context=context)
+    with pytest.raises(InvalidSettingError, match="abstain_without_knowledge is a parameter of"):
+        Context(**context)
+    [setting] = [f for f in fields(MethodConfig) if f.name == "abstain_without_knowledge"]
+    assert setting.default is True
+    assert "generator" in setting.metadata["description"]
 
 
 def test_knowledge_found_is_answered_as_before(
@@ -113,7 +129,8 @@ def test_knowledge_too_weak_to_answer_from_abstains(
     # every passage and strip scores -0.95: ambiguous (the paper's lower threshold, -0.99), the
     # strips pass the strip threshold (-0.99) but none scores above the abstention threshold
     fake_components.scorer = FixedScoreEvaluator({}, default=-0.95)
-    out = fake_graph.invoke({"question": QUESTION}, context=Context(lower_threshold=-0.99))
+    graph = build_graph(fake_components, method=MethodConfig(lower_threshold=-0.99))
+    out = graph.invoke({"question": QUESTION})
     assert out["action"] == "ambiguous"
     assert out["abstained"] is True and out["answer"] == ABSTENTION
     assert out["knowledge"] == []
@@ -127,12 +144,11 @@ def test_knowledge_too_weak_to_answer_from_abstains(
 
 def test_an_abstention_threshold_of_minus_one_abstains_only_without_knowledge(
     fake_components: FakeComponents,
-    fake_graph: CragGraph,
 ) -> None:
     fake_components.scorer = FixedScoreEvaluator({}, default=-0.95)
-    out = fake_graph.invoke(
-        {"question": QUESTION},
-        context=dict_context(abstention_threshold=-1.0, lower_threshold=-0.99),
+    method = MethodConfig(abstention_threshold=-1.0, lower_threshold=-0.99)
+    out = build_graph(fake_components, method=method).invoke(
+        {"question": QUESTION}, context=dict_context(top_k=10)
     )
     assert out["abstained"] is False and out["answer"] == "Leonardo da Vinci."
     assert out["knowledge"] and all(k["score"] == pytest.approx(-0.95) for k in out["knowledge"])
@@ -150,7 +166,7 @@ def test_the_abstention_note_reads_the_web_reason_from_the_state_not_the_notes()
         "notes": ["web search unavailable: a note abstain does not read"],
         "web_reason": "web search found nothing usable for 'Mona Lisa'",
     }
-    update = abstain(state, Runtime(context=Context()))
+    update = abstain(state, Runtime(context=RunSettings()))
     assert update["notes"] == [
         "abstained, the generator was not asked: no knowledge passed the strip threshold "
         "(-0.99); store: returned no passages; web: web search found nothing usable for "

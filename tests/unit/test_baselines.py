@@ -1,11 +1,13 @@
 """crag-bench eval's baselines: no retrieval, standard RAG, RAG + web, the LangGraph tutorial."""
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from langchain_core.messages import BaseMessage
 
 from crag.core.context import Context
+from crag.core.method import MethodConfig
 from crag.core.validation import InvalidQuestionError
 from crag.graph.baselines import (
     BASELINES,
@@ -40,10 +42,10 @@ def tutorial_chat() -> ScriptedChatModel:
     return ScriptedChatModel(respond=respond, prompts=[])
 
 
-def _invoke(graph: Any, **settings: Any) -> dict[str, Any]:
-    result: dict[str, Any] = graph.invoke(
-        {"question": QUESTION}, context=Context(fetch_pages=False, **settings)
-    )
+def _invoke(build: Callable[..., Any], components: FakeComponents, **method: Any) -> dict[str, Any]:
+    """One run of the baseline ``build`` makes with ``components`` and ``method``'s parameters."""
+    graph = build(components, method=MethodConfig(fetch_pages=False, **method))
+    result: dict[str, Any] = graph.invoke({"question": QUESTION}, context=Context())
     return result
 
 
@@ -54,7 +56,7 @@ def test_every_baseline_is_named_and_compiles(fake_components: FakeComponents) -
 
 
 def test_no_retrieval_answers_closed_book(fake_components: FakeComponents) -> None:
-    out = _invoke(build_no_retrieval_graph(fake_components))
+    out = _invoke(build_no_retrieval_graph, fake_components)
     assert out["answer"] == "Leonardo da Vinci."
     assert out["documents"] == [] and out["knowledge"] == []
     prompt = fake_components.chat.prompts[-1]
@@ -68,7 +70,7 @@ def test_no_retrieval_rejects_an_empty_question(fake_components: FakeComponents)
 
 
 def test_rag_passes_every_passage_whole_and_unscored(fake_components: FakeComponents) -> None:
-    out = _invoke(build_rag_graph(fake_components))
+    out = _invoke(build_rag_graph, fake_components)
     assert [k["text"] for k in out["knowledge"]] == [d["text"] for d in out["documents"]]
     assert len(out["knowledge"]) == 2
     assert all(k["score"] is None for k in out["knowledge"])
@@ -79,7 +81,7 @@ def test_rag_passes_every_passage_whole_and_unscored(fake_components: FakeCompon
 def test_rag_web_adds_web_results_to_the_passages(fake_components: FakeComponents) -> None:
     fake_components.web = StaticSearch(WEB)
     out = _invoke(
-        build_rag_web_graph(fake_components), select_web_knowledge=False, prefer_wikipedia=False
+        build_rag_web_graph, fake_components, select_web_knowledge=False, prefer_wikipedia=False
     )
     origins = [k["origin"] for k in out["knowledge"]]
     assert origins.count("internal") == 2 and origins.count("external") == 5
@@ -91,7 +93,7 @@ def test_tutorial_searches_when_any_passage_is_irrelevant(
 ) -> None:
     fake_components.chat = tutorial_chat()
     fake_components.web = StaticSearch(WEB)
-    out = _invoke(build_tutorial_graph(fake_components))
+    out = _invoke(build_tutorial_graph, fake_components)
     relevant = [k for k in out["knowledge"] if k["origin"] == "internal"]
     assert len(relevant) == 1 and "Leonardo" in relevant[0]["text"]
     external = [k for k in out["knowledge"] if k["origin"] == "external"]
@@ -109,7 +111,7 @@ def test_tutorial_skips_the_web_when_every_passage_is_relevant(
     fake_components.chat = chat
     fake_components.store.documents = fake_components.store.documents[:1]
     fake_components.web = StaticSearch(WEB)
-    out = _invoke(build_tutorial_graph(fake_components))
+    out = _invoke(build_tutorial_graph, fake_components)
     assert out["action"] == "correct"
     assert fake_components.web.queries == []
     assert [k["origin"] for k in out["knowledge"]] == ["internal"]
@@ -117,7 +119,7 @@ def test_tutorial_skips_the_web_when_every_passage_is_relevant(
 
 def test_tutorial_goes_on_when_the_web_is_down(fake_components: FakeComponents) -> None:
     fake_components.chat = tutorial_chat()
-    out = _invoke(build_tutorial_graph(fake_components))
+    out = _invoke(build_tutorial_graph, fake_components)
     assert out["answer"] == "Leonardo da Vinci."
     assert any("web search unavailable" in n for n in out["notes"])
 

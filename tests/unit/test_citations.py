@@ -7,8 +7,8 @@ from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
 
 from crag.app.cli import main
-from crag.core.context import Context
-from crag.graph.builder import CragGraph
+from crag.core.method import MethodConfig
+from crag.graph.builder import CragGraph, build_graph
 from crag.prompts.generate import NO_ANSWER
 from crag.websearch.base import SearchResult
 from tests.fakes import FakeComponents, ScriptedChatModel, StaticSearch, StaticStore, scripted_chat
@@ -18,9 +18,15 @@ LEONARDO = (
     "The Mona Lisa is a half-length portrait painting by the Italian artist Leonardo da Vinci."
 )
 LOUVRE = "The painting is held at the Louvre in Paris."
-BOTH_KEPT = Context(strip_margin=0)
+BOTH_KEPT = MethodConfig(strip_margin=0)
 """Both strips reach the prompt: the fake scores (0.9 and 0.2) are not calibrated, and the
 default strip margin would drop the Louvre strip as far below the best one."""
+
+
+@pytest.fixture
+def kept_graph(fake_components: FakeComponents) -> CragGraph:
+    """The CRAG graph built with the fakes and :data:`BOTH_KEPT`."""
+    return build_graph(fake_components, method=BOTH_KEPT)
 
 
 def two_passages(components: FakeComponents) -> None:
@@ -42,26 +48,24 @@ def answering(answer: str) -> ScriptedChatModel:
 
 
 def test_by_default_the_prompt_does_not_number_the_knowledge(
-    fake_graph: CragGraph,
+    kept_graph: CragGraph,
     fake_components: FakeComponents,
 ) -> None:
     two_passages(fake_components)
     fake_components.chat = answering("It is held at the Louvre.")
-    out = fake_graph.invoke({"question": QUESTION}, context=BOTH_KEPT)
+    out = kept_graph.invoke({"question": QUESTION})
     prompt: list[BaseMessage] = fake_components.chat.prompts[-1]
     assert f"<knowledge>\n{LEONARDO}\n{LOUVRE}\n</knowledge>" in prompt[-1].text
     assert out["citations"] == [2]  # attributed by overlap: "Louvre"
 
 
 def test_numbered_knowledge_lets_the_models_citation_stand(
-    fake_graph: CragGraph,
     fake_components: FakeComponents,
 ) -> None:
     two_passages(fake_components)
     fake_components.chat = answering("It is held at the Louvre [2].")
-    out = fake_graph.invoke(
-        {"question": QUESTION}, context=Context(number_knowledge=True, strip_margin=0)
-    )
+    method = MethodConfig(number_knowledge=True, strip_margin=0)
+    out = build_graph(fake_components, method=method).invoke({"question": QUESTION})
     assert [k["text"] for k in out["knowledge"]] == [LEONARDO, LOUVRE]
     prompt: list[BaseMessage] = fake_components.chat.prompts[-1]
     assert f"<knowledge>\n[1] {LEONARDO}\n[2] {LOUVRE}\n</knowledge>" in prompt[-1].text
@@ -85,11 +89,11 @@ def test_numbered_knowledge_lets_the_models_citation_stand(
     ],
 )
 def test_numbers_are_checked_and_missing_ones_attributed(
-    fake_graph: CragGraph, fake_components: FakeComponents, answer: str, citations: list[int]
+    kept_graph: CragGraph, fake_components: FakeComponents, answer: str, citations: list[int]
 ) -> None:
     two_passages(fake_components)
     fake_components.chat = answering(answer)
-    out = fake_graph.invoke({"question": QUESTION}, context=BOTH_KEPT)
+    out = kept_graph.invoke({"question": QUESTION})
     assert out["citations"] == citations
     assert "[5]" not in out["answer"]
     assert [c["number"] for c in out["messages"][-1].additional_kwargs["citations"]] == citations

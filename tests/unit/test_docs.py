@@ -1,7 +1,8 @@
 """The README and docs/ stay short, current and runnable as printed.
 
 - README.md is under 200 lines; the rest lives in docs/.
-- docs/configuration.md is what ``scripts/settings_doc.py`` writes from the settings.
+- docs/configuration.md is what ``scripts/settings_doc.py`` writes from the settings: the
+  three kinds (per-run, the method's parameters, deployment) in three sections, kept apart.
 - Every command in a ``bash``/``sh``/``console`` code block of README.md and docs/*.md that
   runs ``crag``, ``crag-bench``, ``make`` or a script of ``scripts/`` or ``bench/scripts/``
   names what exists: ``crag`` and ``crag-bench`` command lines parse with the real parsers
@@ -29,6 +30,8 @@ import pytest
 
 from crag.app.cli import build_parser as crag_parser
 from crag.app.settings import parse_settings
+from crag.core.context import Context, IngestContext
+from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES
 from crag_bench.cli import build_parser as bench_parser
 from crag_bench.datasets import dataset_names
 from crag_bench.experiments import select_experiments
@@ -230,6 +233,20 @@ def test_configuration_page_does_not_depend_on_the_environment(
     monkeypatch.setenv("CRAG_GENERATOR_BATCH_SIZE", "8")
     assert settings_doc.render() == plain
     assert os.environ["CRAG_STORE_PATH"] == "/elsewhere"  # restored after rendering
+
+
+def test_configuration_page_keeps_the_three_kinds_apart() -> None:
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    sections = {part.split("\n", 1)[0]: part for part in page.split("\n## ")[1:]}
+    assert list(sections) == ["Per-run settings", "The method's parameters", "Deployment settings"]
+
+    def rows(title: str) -> list[str]:
+        return re.findall(r"^\| `(\w+)` \|", sections[title], flags=re.MULTILINE)
+
+    per_run = rows("Per-run settings")
+    assert sorted(per_run) == sorted(Context.setting_names() | IngestContext.setting_names())
+    assert sorted(rows("The method's parameters")) == sorted(METHOD_NAMES)
+    assert sorted(rows("Deployment settings")) == sorted(DEPLOYMENT_NAMES)
 
 
 def test_the_pages_print_commands() -> None:

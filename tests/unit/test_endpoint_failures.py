@@ -165,7 +165,7 @@ def test_max_new_tokens_is_sent_as_max_tokens() -> None:
 
 
 def test_the_prompt_is_fitted_to_the_servers_context() -> None:
-    from crag.core.context import Context
+    from crag.core.run_settings import RunSettings
     from crag.nodes.generate import bounded_knowledge
 
     knowledge = [
@@ -175,7 +175,7 @@ def test_the_prompt_is_fitted_to_the_servers_context() -> None:
     ]  # fmt: skip
     with FakeModelServer(models=[{"id": "fake", "max_model_len": 1024}]) as server:
         model = model_on(server)
-        kept, notes = bounded_knowledge(knowledge, model, Context(max_new_tokens=64), "Why?")  # type: ignore[arg-type]
+        kept, notes = bounded_knowledge(knowledge, model, RunSettings(max_new_tokens=64), "Why?")  # type: ignore[arg-type]
     assert 0 < len(kept) < len(knowledge)
     assert "the generator's context of 1,024 tokens, 64 kept for the answer" in notes[0]
 

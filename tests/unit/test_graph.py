@@ -7,6 +7,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from crag.core.context import Context
+from crag.core.method import MethodConfig
 from crag.core.validation import InvalidQuestionError
 from crag.graph.builder import CragGraph, build_graph
 from crag.websearch.base import SearchResult
@@ -31,18 +32,21 @@ NODES = {
 
 
 def run(
-    graph: CragGraph, question: str = "Who painted the Mona Lisa?", **settings: Any
+    components: FakeComponents, question: str = "Who painted the Mona Lisa?", **method: Any
 ) -> dict[str, Any]:
-    return graph.invoke({"question": question}, context=Context(**settings))
+    """A run of the graph built with ``components`` and the method's parameters ``method``."""
+    graph = build_graph(components, method=MethodConfig(**method))
+    return graph.invoke({"question": question}, context=Context())
 
 
 def executed_nodes(
-    graph: CragGraph, question: str = "Who painted the Mona Lisa?", **settings: Any
+    components: FakeComponents, question: str = "Who painted the Mona Lisa?", **method: Any
 ) -> list[str]:
-    context = Context(fetch_pages=False, **settings)
+    """The nodes a run executes, in order (snippets only: no page is read)."""
+    graph = build_graph(components, method=MethodConfig(fetch_pages=False, **method))
     return [
         node
-        for chunk in graph.stream({"question": question}, context=context, stream_mode="updates")
+        for chunk in graph.stream({"question": question}, context=Context(), stream_mode="updates")
         for node in chunk
     ]
 
@@ -80,15 +84,15 @@ def test_output_schema_is_the_documented_one(fake_graph: CragGraph) -> None:
     }
 
 
-def test_correct_branch(fake_components: FakeComponents, fake_graph: CragGraph) -> None:
-    out = run(fake_graph)
+def test_correct_branch(fake_components: FakeComponents) -> None:
+    out = run(fake_components)
     assert out["action"] == "correct"
     assert out["answer"] == "Leonardo da Vinci."
     assert {k["origin"] for k in out["knowledge"]} == {"internal"}
     assert [d["score"] for d in out["documents"]] == [0.9, -1.0]
     assert out["notes"] == []
     assert fake_components.web.queries == []
-    assert executed_nodes(fake_graph) == [
+    assert executed_nodes(fake_components) == [
         "retrieve",
         "grade",
         "decide_action",
@@ -98,17 +102,15 @@ def test_correct_branch(fake_components: FakeComponents, fake_graph: CragGraph) 
     ]
 
 
-def test_incorrect_branch_uses_only_the_web(
-    fake_components: FakeComponents, fake_graph: CragGraph
-) -> None:
+def test_incorrect_branch_uses_only_the_web(fake_components: FakeComponents) -> None:
     fake_components.scorer = FixedScoreEvaluator({"painted by Leonardo": 0.8}, default=-1.0)
     fake_components.web = StaticSearch([WIKI])
     # snippets only: no page of the internet is read; the paper's keyword rewrite
-    out = run(fake_graph, fetch_pages=False, rewrite_for_search=True)
+    out = run(fake_components, fetch_pages=False, rewrite_for_search=True)
     assert out["action"] == "incorrect"
     assert [k["source"] for k in out["knowledge"]] == [WIKI.url]
     assert fake_components.web.queries == ["Mona Lisa, painter wikipedia"]
-    assert executed_nodes(fake_graph) == [
+    assert executed_nodes(fake_components) == [
         "retrieve",
         "grade",
         "decide_action",
@@ -119,16 +121,14 @@ def test_incorrect_branch_uses_only_the_web(
     ]
 
 
-def test_ambiguous_branch_runs_both_and_generates_once(
-    fake_components: FakeComponents, fake_graph: CragGraph
-) -> None:
+def test_ambiguous_branch_runs_both_and_generates_once(fake_components: FakeComponents) -> None:
     fake_components.scorer = FixedScoreEvaluator(
         {"painted by Leonardo": 0.8, "Leonardo": 0.3}, default=-0.9
     )
     fake_components.web = StaticSearch([WIKI])
     # each branch's strips side by side, in order (the paper's recomposition; not the default)
     out = run(
-        fake_graph,
+        fake_components,
         fetch_pages=False,
         ambiguous_knowledge="both",
         knowledge_order="original",
@@ -137,17 +137,15 @@ def test_ambiguous_branch_runs_both_and_generates_once(
     assert out["action"] == "ambiguous"
     origins = [k["origin"] for k in out["knowledge"]]
     assert origins[0] == "internal" and origins[-1] == "external"
-    nodes = executed_nodes(fake_graph, upper_threshold=0.59)
+    nodes = executed_nodes(fake_components, upper_threshold=0.59)
     assert nodes.count("generate") == 1 and nodes[-1] == "generate"
     assert set(nodes) == NODES
 
 
-def test_search_down_goes_on_and_says_so(
-    fake_components: FakeComponents, fake_graph: CragGraph
-) -> None:
+def test_search_down_goes_on_and_says_so(fake_components: FakeComponents) -> None:
     fake_components.scorer = FixedScoreEvaluator({}, default=-1.0)
     fake_components.web = StaticSearch(error="DuckDuckGo could not be reached (no network)")
-    out = run(fake_graph, abstain_without_knowledge=False)
+    out = run(fake_components, abstain_without_knowledge=False)
     assert out["action"] == "incorrect"
     assert out["answer"]
     assert any("web search unavailable" in n for n in out["notes"])
@@ -177,7 +175,7 @@ def test_async_invoke(fake_components: FakeComponents, fake_graph: CragGraph) ->
 @pytest.mark.parametrize("question", ["", "   ", "x" * 100_000])
 def test_bad_question_raises_clear_error(fake_graph: CragGraph, question: str) -> None:
     with pytest.raises(ValueError, match="question"):
-        run(fake_graph, question)
+        fake_graph.invoke({"question": question})
 
 
 def test_question_with_lone_surrogates_is_rejected_before_any_component(

@@ -10,6 +10,7 @@ from langchain_core.documents import Document
 from langgraph.runtime import Runtime
 
 from crag.core.context import Context, InvalidSettingError
+from crag.core.run_settings import RunSettings
 from crag.nodes.retrieve import retrieve
 from crag.vectorstore.hybrid import candidates, fuse, search
 from crag.vectorstore.ingest import ingest_documents
@@ -79,7 +80,7 @@ def small_store(tmp_path: Path) -> object:
 def test_the_retrieve_node_follows_the_setting(small_store: object) -> None:
     components = FakeComponents(store=small_store, scorer=None, chat=scripted_chat())
     for mode in ("lexical", "hybrid"):
-        runtime = Runtime(context=Context(top_k=1, retrieval=mode))
+        runtime = Runtime(context=RunSettings(top_k=1, retrieval=mode))
         update = retrieve({"question": "cube-shaped droppings"}, runtime, components)
         documents = update["documents"]
         assert [(d["source"], d["chunk"], d["text"]) for d in documents] == [

@@ -1,4 +1,4 @@
-from crag.core.context import Context
+from crag.core.run_settings import RunSettings
 from crag.core.state import KnowledgeStrip, State
 from crag.knowledge.combination import best_first, combine_knowledge, without_duplicates
 from crag.nodes.generate import gathered_knowledge
@@ -43,8 +43,8 @@ def test_best_first_orders_by_score_with_unscored_first() -> None:
 def test_only_an_ambiguous_run_is_pooled() -> None:
     internal = [strip("a", 0.1), strip("b", 0.2)]
     external = [strip("c", 0.3, "external")]
-    pooled = Context(ambiguous_knowledge="pooled", strips_kept=2, knowledge_order="original")
-    paper = Context(ambiguous_knowledge="both", knowledge_order="original")
+    pooled = RunSettings(ambiguous_knowledge="pooled", strips_kept=2, knowledge_order="original")
+    paper = RunSettings(ambiguous_knowledge="both", knowledge_order="original")
     state: State = {
         "question": "q",
         "internal_knowledge": internal,
@@ -54,8 +54,8 @@ def test_only_an_ambiguous_run_is_pooled() -> None:
     assert [s["text"] for s in gathered_knowledge(state, pooled)] == ["b", "c"]
     assert [s["text"] for s in gathered_knowledge(state, paper)] == ["a", "b", "c"]
     # the defaults: pooled, in order
-    assert [s["text"] for s in gathered_knowledge(state, Context(strips_kept=2))] == ["b", "c"]
+    assert [s["text"] for s in gathered_knowledge(state, RunSettings(strips_kept=2))] == ["b", "c"]
     state["action"] = "correct"  # (a state no real run has: both lists with Correct)
     assert len(gathered_knowledge(state, pooled)) == 3
-    ordered = gathered_knowledge(state, Context(knowledge_order="score"))
+    ordered = gathered_knowledge(state, RunSettings(knowledge_order="score"))
     assert [s["text"] for s in ordered] == ["c", "b", "a"]

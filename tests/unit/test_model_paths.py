@@ -12,7 +12,7 @@ from crag.app.settings import parse_settings, with_absolute_model_paths
 def _settings_in(folder: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     (folder / "models" / "m").mkdir(parents=True)
     monkeypatch.chdir(folder)
-    context = with_absolute_model_paths(
+    deployment = with_absolute_model_paths(
         parse_settings(
             [
                 "generator=local:models/m",
@@ -21,10 +21,10 @@ def _settings_in(folder: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str
                 "evaluator_model=models/m",
                 "embedder=models/m",
             ]
-        )
+        ).deployment
     )
     return {
-        name: getattr(context, name)
+        name: getattr(deployment, name)
         for name in ("generator", "rewriter", "contextualizer", "evaluator_model", "embedder")
     }
 
@@ -46,5 +46,5 @@ def test_names_that_are_not_folders_here_are_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    context = parse_settings(["generator=smollm2", "embedder=all-MiniLM-L6-v2"])
-    assert with_absolute_model_paths(context) is context
+    deployment = parse_settings(["generator=smollm2", "embedder=all-MiniLM-L6-v2"]).deployment
+    assert with_absolute_model_paths(deployment) is deployment

@@ -1,4 +1,4 @@
-"""The node contract: typed partial updates, the per-run reset, one resolved context per run."""
+"""The node contract: typed partial updates, the per-run reset, one RunSettings per run."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from crag.core.context import Context, default_context, resolve_context
+from crag.core.deployment import deployment_with
+from crag.core.method import MethodConfig
+from crag.core.node_runtime import GraphSettings
 from crag.core.progress import emit
+from crag.core.run_settings import RunSettings
 from crag.core.state import (
     NOT_RESET,
     ChatInputState,
@@ -95,29 +99,51 @@ def recording(fake_components: FakeComponents) -> RecordingComponents:
 
 
 @pytest.mark.parametrize("given", [None, {"top_k": 2}], ids=["no-context", "dict"])
-def test_every_node_of_a_run_gets_the_same_resolved_context(
+def test_every_node_of_a_run_gets_the_same_run_settings(
     recording: RecordingComponents, given: dict[str, Any] | None
 ) -> None:
-    graph = build_graph(components=recording)
+    method = MethodConfig(strips_kept=3)
+    deployment = deployment_with(max_question_chars=500)
+    graph = build_graph(components=recording, method=method, deployment=deployment)
     graph.invoke({"question": QUESTION}, context=None if given is None else dict_context(**given))
     contexts = recording.contexts
     assert len(contexts) >= 3  # retrieve, grade, refine, generate
-    assert all(isinstance(c, Context) for c in contexts)
+    assert all(isinstance(c, RunSettings) for c in contexts)
     assert all(c is contexts[0] for c in contexts)
+    settings = contexts[0]
+    # the run's context under the graph's method and deployment, joined once for the run
+    assert settings.method() == method
+    assert (settings.strips_kept, settings.max_question_chars) == (3, 500)
     if given is None:
-        assert contexts[0] is default_context()
+        assert settings.context() == default_context()
     else:
-        assert contexts[0].top_k == 2
+        assert settings.context() == Context(top_k=2)
+    recording.contexts.clear()
+    graph.invoke({"question": QUESTION}, context=Context(top_k=4))
+    assert all(c is recording.contexts[0] for c in recording.contexts)
+    assert recording.contexts[0] is not settings and recording.contexts[0].top_k == 4
 
 
-def test_the_defaults_are_built_once_per_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_run_settings_are_joined_once_per_run_context_and_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     assert resolve_context(None) is resolve_context(None) is default_context()
     assert resolve_context(None) == Context()
+    graph = GraphSettings()  # the operator's method and deployment
+    first = graph.for_run(None)
+    assert graph.for_run(None) is first
+    assert isinstance(first, RunSettings) and first.context() == Context()
+    run = Context(top_k=3)
+    assert graph.for_run(run) is graph.for_run(run) is not first
     monkeypatch.setenv("CRAG_MAX_QUESTION_CHARS", "10")
-    changed = resolve_context(None)
-    assert changed.max_question_chars == 10 and changed is resolve_context(None)
+    monkeypatch.setenv("CRAG_STRIPS_KEPT", "2")
+    changed = graph.for_run(None)
+    assert (changed.max_question_chars, changed.strips_kept) == (10, 2)
+    assert changed is graph.for_run(None) and changed is not first
     monkeypatch.delenv("CRAG_MAX_QUESTION_CHARS")
-    assert resolve_context(None).max_question_chars == Context().max_question_chars
+    monkeypatch.delenv("CRAG_STRIPS_KEPT")
+    assert graph.for_run(None).max_question_chars == first.max_question_chars
+    assert graph.for_run(None).strips_kept == MethodConfig().strips_kept
 
 
 def test_emit_writes_to_the_runtime_stream_and_never_fails_the_node() -> None:

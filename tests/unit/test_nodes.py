@@ -7,7 +7,7 @@ import pytest
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from crag.core.context import Context
+from crag.core.run_settings import RunSettings
 from crag.core.state import RetrievedPassage, StateUpdate
 from crag.core.validation import InvalidQuestionError
 from crag.nodes.decide_action import decide_action
@@ -28,14 +28,14 @@ def first_note(update: StateUpdate) -> str:
     return notes[0]
 
 
-def node_runtime(context: Context | None = None) -> Runtime[Context]:
-    """A runtime as a graph hands it to a node: the run's resolved settings, no stream."""
-    return Runtime(context=context or Context())
+def node_runtime(context: RunSettings | None = None) -> Runtime[RunSettings]:
+    """A runtime as a graph hands it to a node: the run's joined settings, no stream."""
+    return Runtime(context=context or RunSettings())
 
 
 RT = node_runtime()
 
-KEYWORDS_RT = node_runtime(Context(rewrite_for_search=True))
+KEYWORDS_RT = node_runtime(RunSettings(rewrite_for_search=True))
 """The paper's keyword rewrite (not the default: the question itself is searched)."""
 
 
@@ -48,7 +48,7 @@ def passage(
 def test_retrieve_resets_run_fields_and_returns_top_k(fake_components: FakeComponents) -> None:
     update = retrieve(
         {"question": "  Who painted the Mona Lisa? "},
-        node_runtime(Context(top_k=1)),
+        node_runtime(RunSettings(top_k=1)),
         fake_components,
     )
     assert update["question"] == "Who painted the Mona Lisa?"
@@ -107,14 +107,18 @@ def test_decide_action_node(scores: list[float], action: str) -> None:
 def test_decide_action_uses_context_thresholds() -> None:
     docs = [passage("t", 0.3)]
     state: Any = {"question": "q", "documents": docs}
-    assert decide_action(state, node_runtime(Context(upper_threshold=0.2)))["action"] == "correct"
+    assert (
+        decide_action(state, node_runtime(RunSettings(upper_threshold=0.2)))["action"] == "correct"
+    )
 
 
 def test_refine_keeps_relevant_strips_in_original_order(fake_components: FakeComponents) -> None:
     docs = [passage(MONA_LISA, 0.9, "wikipedia:Mona Lisa"), passage("Irrelevant. Text.", -0.995)]
     # The fake scores are not calibrated: no margin, or the 0.2 strip would go as far below 0.9.
     update = refine(
-        {"question": "q", "documents": docs}, node_runtime(Context(strip_margin=0)), fake_components
+        {"question": "q", "documents": docs},
+        node_runtime(RunSettings(strip_margin=0)),
+        fake_components,
     )
     texts = [s["text"] for s in update["internal_knowledge"]]
     # Sentence 1 mentions Leonardo (0.9); sentence 3 mentions the Louvre (0.2); sentence 2
@@ -134,7 +138,9 @@ def test_refine_keeps_relevant_strips_in_original_order(fake_components: FakeCom
 def test_refine_respects_strips_kept(fake_components: FakeComponents) -> None:
     docs = [passage(MONA_LISA, 0.9)]
     update = refine(
-        {"question": "q", "documents": docs}, node_runtime(Context(strips_kept=1)), fake_components
+        {"question": "q", "documents": docs},
+        node_runtime(RunSettings(strips_kept=1)),
+        fake_components,
     )
     assert [s["score"] for s in update["internal_knowledge"]] == [0.9]
 
@@ -147,7 +153,7 @@ def test_refine_keeps_the_best_strips_passage_whole_when_asked(
         passage(photosynthesis, 0.1, "other", 3),
         passage(MONA_LISA, 0.9, "wikipedia:Mona Lisa"),
     ]
-    context = Context(best_passage_whole=True, strips_kept=3, strip_margin=0)
+    context = RunSettings(best_passage_whole=True, strips_kept=3, strip_margin=0)
     update = refine({"question": "q", "documents": docs}, node_runtime(context), fake_components)
     knowledge = update["internal_knowledge"]
     # Kept strips: "The Louvre has none." (0.2, passage 1), Leonardo's sentence (0.9) and the
@@ -157,7 +163,7 @@ def test_refine_keeps_the_best_strips_passage_whole_when_asked(
         ("The Louvre has none.", "other", 3, 0.2),
         (MONA_LISA, "wikipedia:Mona Lisa", 0, 0.9),
     ]
-    plain_context = Context(strips_kept=3, strip_margin=0)
+    plain_context = RunSettings(strips_kept=3, strip_margin=0)
     plain = refine(
         {"question": "q", "documents": docs}, node_runtime(plain_context), fake_components
     )
@@ -225,7 +231,7 @@ def test_web_search_selects_relevant_snippets_wikipedia_first(
             SearchResult("Empty", "https://empty.example", "   "),
         ]
     )
-    snippets_only = node_runtime(Context(fetch_pages=False))  # hermetic: no page is read
+    snippets_only = node_runtime(RunSettings(fetch_pages=False))  # hermetic: no page is read
     update = web_search(
         {"question": "q", "search_query": "Mona Lisa, painter"}, snippets_only, fake_components
     )
@@ -249,7 +255,7 @@ def test_web_search_no_results_is_noted(fake_components: FakeComponents) -> None
     fake_components.web = StaticSearch([])
     update = web_search(
         {"question": "q", "search_query": "x"},
-        node_runtime(Context(prefer_wikipedia=False)),
+        node_runtime(RunSettings(prefer_wikipedia=False)),
         fake_components,
     )
     assert fake_components.web.queries == ["x"]
@@ -327,7 +333,7 @@ def test_refine_scores_strips_with_the_strip_calibration_unless_told_otherwise(
     evaluator = StripAwareEvaluator()
     fake_components.scorer = evaluator
     docs = [passage(MONA_LISA, 0.9, "wikipedia:Mona Lisa")]
-    runtime = node_runtime(Context(strip_scoring=scoring))
+    runtime = node_runtime(RunSettings(strip_scoring=scoring))
     update = refine({"question": "q", "documents": docs}, runtime, fake_components)
     assert evaluator.methods == [method]
     texts = [s["text"] for s in update["internal_knowledge"]]
@@ -355,7 +361,7 @@ def test_web_paragraphs_are_kept_whole_or_refined_into_strips(
             )
         ]
     )
-    context = Context(fetch_pages=False)
+    context = RunSettings(fetch_pages=False)
     if refine_web is not None:
         context = dataclasses.replace(context, refine_web_knowledge=refine_web)
     runtime = node_runtime(context)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from langchain_core.messages import BaseMessage
 
-from crag.core.context import Context
+from crag.core.method import MethodConfig
 from crag.core.state import KnowledgeStrip
-from crag.graph.builder import CragGraph
+from crag.graph.builder import build_graph
 from crag.knowledge.passages import one_per_passage
 from tests.fakes import FakeComponents, ScriptedChatModel
 
@@ -64,14 +64,12 @@ def test_the_passage_keeps_its_location_and_writer() -> None:
 
 
 def test_one_number_per_passage_in_the_prompt_and_the_citations(
-    fake_graph: CragGraph, fake_components: FakeComponents
+    fake_components: FakeComponents,
 ) -> None:
     """The fake store's Mona Lisa passage: two strips kept, one entry, cited as [1] once."""
     fake_components.chat = ScriptedChatModel(respond=lambda _: "Leonardo [1], in Paris [1].")
-    out = fake_graph.invoke(
-        {"question": "Who painted the Mona Lisa?"},
-        context=Context(number_knowledge=True, strip_margin=0),
-    )
+    graph = build_graph(fake_components, method=MethodConfig(number_knowledge=True, strip_margin=0))
+    out = graph.invoke({"question": "Who painted the Mona Lisa?"})
     prompt: list[BaseMessage] = fake_components.chat.prompts[-1]
     assert f"<knowledge>\n[1] {LEONARDO} {LOUVRE}\n</knowledge>" in prompt[-1].text
     assert out["citations"] == [1]

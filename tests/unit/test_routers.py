@@ -2,7 +2,7 @@ from typing import Any
 
 import pytest
 
-from crag.core.context import Context
+from crag.core.method import MethodConfig
 from crag.graph.routers import route_action, route_answer, route_tutorial
 from crag.knowledge.action_trigger import trigger_action
 
@@ -55,7 +55,7 @@ def test_action_trigger_table(scores: list[float], action: str) -> None:
     assert trigger_action(scores, upper=0.59, lower=-0.99)["action"] == action
 
 
-def test_crossed_thresholds_are_refused_when_the_context_is_built() -> None:
-    # Checked in Context, before anything is retrieved or graded, not in the action trigger.
+def test_crossed_thresholds_are_refused_when_the_method_is_built() -> None:
+    # Checked in MethodConfig, before anything is retrieved or graded, not in the action trigger.
     with pytest.raises(ValueError, match=r"lower_threshold .* must not be above upper"):
-        Context(upper_threshold=-0.5, lower_threshold=0.5)
+        MethodConfig(upper_threshold=-0.5, lower_threshold=0.5)

@@ -5,8 +5,9 @@
 * The generator's knowledge is bounded (``max_knowledge_chars`` and a local model's context
   length): RAG with ``top_k=50`` once sent 50 passages; the lowest-ranked go first.
 * A message with an unknown role is a one-line input error naming it and the roles allowed.
-* ``Context(bogus=1)``, an unknown evaluator and a malformed generator spec are setting errors
-  raised when the settings are built, before anything is retrieved.
+* ``Context(bogus=1)`` (and an unknown name in the method or the deployment), an unknown
+  evaluator and a malformed generator spec are setting errors raised when the settings are
+  built, before anything is retrieved.
 * ``rag`` and ``crag-tutorial`` take chat messages as the ``crag`` graph does.
 """
 
@@ -21,8 +22,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from crag.app.cli import main
 from crag.app.settings import parse_settings
-from crag.core.context import EVALUATORS, Context, IngestContext, InvalidSettingError
+from crag.core.context import Context, IngestContext, InvalidSettingError
+from crag.core.deployment import DeploymentSettings, deployment_settings, deployment_with
+from crag.core.method import EVALUATORS, MethodConfig
 from crag.core.run_context import RunContext
+from crag.core.run_settings import RunSettings
 from crag.core.setting_checks import env_name, generator_spec_problem
 from crag.core.state import KnowledgeStrip
 from crag.core.validation import InvalidQuestionError
@@ -138,7 +142,7 @@ def test_a_huge_earlier_answer_is_cut_before_the_contextualizer_reads_it(
     out = graph.invoke(said(user(MONA), assistant(huge), user(FOLLOW_UP)))
     [prompt] = contextualize_prompts(fakes.chat)
     request = prompt[-1].text
-    assert len(request) < Context().max_history_chars + 200, len(request)
+    assert len(request) < deployment_settings().max_history_chars + 200, len(request)
     assert out["standalone_question"] == STANDALONE
     [note] = [n for n in out["notes"] if n.startswith("chat history bounded")]
     assert "1 text of them cut short" in note and "max_history_chars 4,000" in note
@@ -155,8 +159,10 @@ def test_the_history_settings_come_from_the_environment(
     [prompt] = contextualize_prompts(fakes.chat)
     assert "photosynthesis" not in prompt[-1].text and MONA in prompt[-1].text
     assert any("read 1 of 2 earlier turns" in n for n in out["notes"])
-    with pytest.raises(InvalidSettingError, match="max_history_turns"):
-        RunContext(max_history_turns=10)  # a deployment setting
+    with pytest.raises(InvalidSettingError, match=r"^setting max_history_turns is a deployment"):
+        RunContext(max_history_turns=10)  # type: ignore[call-arg]
+    with pytest.raises(InvalidSettingError, match=r"^setting max_history_turns is a deployment"):
+        graph.invoke(said(user(MONA)), context=dict_context(max_history_turns=10))
 
 
 def test_the_history_note_lasts_one_run_only(fakes: FakeComponents) -> None:
@@ -200,7 +206,7 @@ def test_rag_with_top_k_50_keeps_the_best_passages_within_the_limit(
     fakes.store = StaticStore(passages(50))
     out = build_rag_graph(fakes).invoke({"question": MONA}, context=Context(top_k=50))
     block = knowledge_block(fakes.chat.prompts[-1])
-    assert len(block) <= Context().max_knowledge_chars
+    assert len(block) <= deployment_settings().max_knowledge_chars
     kept = [k["source"] for k in out["knowledge"]]
     assert kept == [f"doc:{i}" for i in range(len(kept))]  # the retriever's best, in order
     assert 5 < len(kept) < 50 and block.count("Passage ") == len(kept)
@@ -291,7 +297,12 @@ def test_a_message_langchain_cannot_read_is_named_by_its_index(
         graph.invoke(said(("wizard", MONA)))
 
 
-# -- 4. unknown names in Context(...) -----------------------------------------------------------
+# -- 4. unknown names and bounds, in each kind of settings ---------------------------------------
+
+
+def valid_names(error: pytest.ExceptionInfo[InvalidSettingError]) -> set[str]:
+    """The names an unknown-setting error lists as valid."""
+    return set(str(error.value).split("valid: ", 1)[1].split(", "))
 
 
 def test_unknown_names_in_the_constructor_are_setting_errors() -> None:
@@ -299,13 +310,69 @@ def test_unknown_names_in_the_constructor_are_setting_errors() -> None:
     with pytest.raises(InvalidSettingError) as info:
         Context(**bogus)
     assert str(info.value).startswith("unknown settings 'bogus', 'top_kk'; valid: ")
-    valid = str(info.value).split("valid: ", 1)[1].split(", ")
-    assert set(valid) == Context.setting_names()
-    with pytest.raises(InvalidSettingError, match=r"^unknown setting 'bogus'; valid: chroma_host"):
+    assert valid_names(info) == Context.setting_names()
+    with pytest.raises(
+        InvalidSettingError, match=r"^unknown setting 'bogus'; valid: chunk_overlap, chunk_size$"
+    ):
         IngestContext(bogus=1)  # type: ignore[call-arg]
     with pytest.raises(InvalidSettingError, match="takes settings as keywords"):
         Context(5)  # type: ignore[call-arg]
     assert Context(top_k=5).top_k == 5  # the generated constructor still does the work
+
+
+def test_unknown_names_in_the_method_and_the_deployment_are_setting_errors() -> None:
+    with pytest.raises(InvalidSettingError) as info:
+        MethodConfig(strips_kep=2)  # type: ignore[call-arg]
+    assert str(info.value).startswith("unknown setting 'strips_kep'; valid: ")
+    assert valid_names(info) == MethodConfig.setting_names()
+    with pytest.raises(InvalidSettingError, match="takes settings as keywords"):
+        MethodConfig(5)  # type: ignore[call-arg]
+    with pytest.raises(InvalidSettingError) as info:
+        deployment_with(store_pth="x")
+    assert str(info.value).startswith("unknown setting 'store_pth'; valid: ")
+    assert valid_names(info) == set(DeploymentSettings.model_fields)
+    with pytest.raises(InvalidSettingError) as info:
+        RunSettings(bogus=1)  # type: ignore[call-arg]
+    assert str(info.value).startswith("unknown setting 'bogus'; valid: ")
+    assert valid_names(info) == RunSettings.setting_names()
+    assert MethodConfig(strips_kept=2).strips_kept == 2
+    assert deployment_with(store_path="x").store_path == "x"
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: Context(top_k=101), "setting top_k must be at most 100, not 101"),
+        (lambda: Context(pages_to_read=-1), "setting pages_to_read must be at least 0, not -1"),
+        (lambda: MethodConfig(strips_kept=0), "setting strips_kept must be at least 1, not 0"),
+        (lambda: MethodConfig(strip_threshold=2), "setting strip_threshold must be at most 1"),
+        (lambda: deployment_with(max_history_turns=-1), "setting max_history_turns must be "),
+        (lambda: RunSettings(max_history_turns=-1), "setting max_history_turns must be at least 0"),
+        (
+            lambda: RunSettings(max_knowledge_chars=0),
+            "setting max_knowledge_chars must be at least",
+        ),
+        (lambda: RunSettings(strips_kept=101), "setting strips_kept must be at most 100, not 101"),
+        (lambda: RunSettings(top_k=0), "setting top_k must be at least 1, not 0"),
+    ],
+    ids=[
+        "run-max",
+        "run-min",
+        "method-min",
+        "method-max",
+        "deployment",
+        "joined-deployment",
+        "joined-deployment-chars",
+        "joined-method",
+        "joined-run",
+    ],
+)
+def test_each_kind_bounds_its_own_settings(make: Any, message: str) -> None:
+    """A per-run bound in Context, a method's in MethodConfig, the operator's in the deployment;
+    the joined RunSettings keeps all three."""
+    with pytest.raises(InvalidSettingError) as info:
+        make()
+    assert str(info.value).startswith(message)
 
 
 def test_context_stays_a_langgraph_context_schema(graph: CragGraph, fakes: FakeComponents) -> None:
@@ -337,7 +404,7 @@ def test_cli_refuses_a_bad_component_before_any_work(
     fakes: FakeComponents, capsys: pytest.CaptureFixture[str], pair: str, message: str
 ) -> None:
     with pytest.raises(InvalidSettingError) as info:
-        parse_settings([pair])
+        parse_settings([pair]).run_settings()
     assert str(info.value) == message
     assert main(["ask", "-q", "--set", pair, MONA]) == 2
     assert capsys.readouterr().err.strip() == f"crag: error: {message}"
@@ -357,7 +424,10 @@ def test_cli_refuses_a_bad_component_before_any_work(
 )
 def test_well_formed_generator_specs_pass(spec: str) -> None:
     assert generator_spec_problem(spec) is None
-    assert Context(generator=spec).generator == spec
+    assert RunSettings(generator=spec).generator == spec
+    assert (
+        RunSettings.combine(Context(), deployment=deployment_with(generator=spec)).generator == spec
+    )
 
 
 @pytest.mark.parametrize(
@@ -376,15 +446,18 @@ def test_malformed_generator_specs_fail(spec: str, problem: str) -> None:
     found = generator_spec_problem(spec)
     assert found is not None and found.startswith(problem)
     with pytest.raises(InvalidSettingError, match=f"^setting generator {problem}"):
-        Context(generator=spec)
+        RunSettings(generator=spec)
+    with pytest.raises(InvalidSettingError, match=f"^setting generator {problem}"):
+        RunSettings.combine(Context(), deployment=deployment_with(generator=spec))
 
 
 def test_the_evaluator_is_read_in_any_case_and_the_llm_spec_is_checked() -> None:
-    assert Context(evaluator=" T5 ").evaluator == "t5"
-    assert Context(evaluator="llm", evaluator_model="openai:gpt-4o-mini").evaluator == "llm"
+    assert RunSettings(evaluator=" T5 ").evaluator == "t5"
+    assert RunSettings(evaluator="llm", evaluator_model="openai:gpt-4o-mini").evaluator == "llm"
     with pytest.raises(InvalidSettingError, match=r"^setting evaluator_model must be"):
-        Context(evaluator="llm", evaluator_model="gpt9")
-    assert Context(evaluator="t5", evaluator_model="/models/t5").evaluator_model == "/models/t5"
+        RunSettings(evaluator="llm", evaluator_model="gpt9")
+    joined = RunSettings(evaluator="t5", evaluator_model="/models/t5")
+    assert joined.evaluator_model == "/models/t5"
 
 
 @pytest.mark.parametrize("variable", ["evaluator", "generator"])

@@ -1,211 +1,213 @@
-"""Who sets what: deployment settings from the operator only, per-run settings within bounds.
+"""Who sets what: a run sets per-run settings only, within bounds; the rest is not the run's.
 
-The served graphs are compiled with the schemas of ``crag.core.run_context``; LangGraph calls the
+The served graphs are compiled with the schemas of ``crag.core.run_context`` (``RunContext``:
+:class:`~crag.core.context.Context` with its bounds shown and the served ``scope_folder``
+check; ``RunIngestContext``: :class:`~crag.core.context.IngestContext`). LangGraph calls the
 schema's constructor with a run's context dict, so these tests build the schemas as the server
-does (``RunContext(**context)``) and invoke the graphs from Python with the same values.
+does (``RunContext(**context)``) and invoke the graphs from Python with the same values. The
+method's parameters are the graph's (``build_graph(..., method=...)``, ``CRAG_<NAME>`` for the
+served graphs) and the deployment settings the operator's; a run naming either is refused by
+name and kind (here by the schemas; before that, on the server, by :mod:`crag.app.http`).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import fields
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Any
 
 import pytest
 
 from crag.app.graphs import graph, ingest_graph, rag_graph, tutorial_graph
 from crag.app.settings import parse_settings
 from crag.core.context import Context, IngestContext, InvalidSettingError, resolve_context
+from crag.core.deployment import deployment_settings, deployment_with
+from crag.core.method import MethodConfig, operator_method
+from crag.core.node_runtime import GraphSettings
 from crag.core.run_context import RunContext, RunIngestContext
+from crag.core.run_settings import IngestDeployment, IngestSettings, RunSettings
 from crag.core.setting_checks import env_name
+from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES
 from crag.core.state import ChatInputState
 from crag.core.validation import InvalidQuestionError
 from crag.graph.baselines import build_rag_graph
-from crag.graph.builder import CragGraph
+from crag.graph.builder import CragGraph, build_graph
 from tests.fakes import FakeComponents, dict_context
 
 REPO = Path(__file__).resolve().parents[2]
 QUESTION: ChatInputState = {"question": "Who painted the Mona Lisa?"}
 
-CONTEXT_DEPLOYMENT = {
-    "store_path",
-    "collection",
-    "readable_collections",
-    "chroma_host",
-    "chroma_port",
-    "chroma_ssl",
-    "embedder",
-    "evaluator",
-    "evaluator_model",
-    "evaluator_int8",
-    "generator",
-    "rewriter",
-    "contextualizer",
-    "no_repeat_ngram_size",
-    "generator_batch_size",
-    "search_provider",
-    "search_url",
-    "search_timeout",
-    "allowed_hosts",
-    "default_corpus",
-    "default_corpus_limit",
-    "max_question_chars",
-    "page_timeout",
-    "max_page_bytes",
-    "max_redirects",
-    "web_cache_ttl",
-    "max_history_turns",
-    "max_history_chars",
-    "max_knowledge_chars",
+PER_RUN = {
+    "top_k",
+    "retrieval",
+    "scope_tags",
+    "scope_folder",
+    "scope_file_types",
+    "search_collection",
+    "web_search",
+    "web_results",
+    "pages_to_read",
+    "only_wikipedia",
+    "search_region",
+    "search_safesearch",
+    "max_new_tokens",
 }
-INGEST_DEPLOYMENT = {
-    "store_path",
-    "collection",
-    "chroma_host",
-    "chroma_port",
-    "chroma_ssl",
-    "embedder",
-    "max_document_chars",
-    "ingest_root",
-    "ingest_run_replace",
-    "ingest_min_chunk_size",
-    "ingest_max_chunks",
-    "max_file_pages",
-    "max_file_paragraphs",
-    "max_file_chars",
-}
+PER_INGEST = {"chunk_size", "chunk_overlap"}
+INGEST_DEPLOYMENT = set(IngestDeployment.__dataclass_fields__)
 
 
-def sample_value(settings: type[Any], name: str) -> Any:
-    """A well-typed value for ``name`` (a run may not send even a valid one)."""
-    annotation = settings.declared_types()[name]
-    if get_origin(annotation) is not None:
-        return get_args(annotation)[-1]
-    return {bool: True, int: 1, float: 1.0, str: "x"}[annotation]
+def operator_value(name: str) -> Any:
+    """A well-typed value of a method parameter or deployment setting: the operator's own."""
+    if name in METHOD_NAMES:
+        return getattr(MethodConfig(), name)
+    return getattr(deployment_settings(), name)
 
 
-# -- which settings are the operator's ----------------------------------------------------------
+def refused(values: dict[str, Any]) -> dict[str, Any]:
+    """Settings a schema does not declare, typed so that the type checker lets them through."""
+    return values
 
 
-def test_the_deployment_settings_are_the_operators() -> None:
-    assert Context.deployment_names() == CONTEXT_DEPLOYMENT
-    assert IngestContext.deployment_names() == INGEST_DEPLOYMENT
-    for settings in (Context, IngestContext):
-        for spec in fields(settings):
-            if spec.name in settings.deployment_names():
-                assert spec.metadata["env"] == f"CRAG_{spec.name.upper()}", spec.name
-
-
-@pytest.mark.parametrize("name", sorted(CONTEXT_DEPLOYMENT))
-def test_a_run_may_not_set_a_deployment_setting(name: str) -> None:
-    with pytest.raises(InvalidSettingError) as info:
-        RunContext(**{name: sample_value(Context, name)})
-    message = str(info.value)
-    assert message == (
+def deployment_message(name: str) -> str:
+    return (
         f"setting {name} is a deployment setting: the server's operator sets it "
         f"(environment variable {env_name(name)}); a run may not"
     )
 
 
+def method_message(name: str) -> str:
+    return (
+        f"setting {name} is a parameter of the method: set where the graph is built "
+        "(build_graph(..., method=MethodConfig(...)), crag --set, or the operator's "
+        f"environment: {env_name(name)}); a run may not"
+    )
+
+
+# -- which settings are a run's -----------------------------------------------------------------
+
+
+def test_the_served_schemas_hold_the_per_run_settings_only() -> None:
+    assert Context.setting_names() == PER_RUN
+    assert IngestContext.setting_names() == PER_INGEST
+    assert RunContext.setting_names() == PER_RUN
+    assert RunIngestContext.setting_names() == PER_INGEST
+    assert issubclass(RunContext, Context) and issubclass(RunIngestContext, IngestContext)
+    assert not (PER_RUN | PER_INGEST) & (METHOD_NAMES | DEPLOYMENT_NAMES)
+    assert not METHOD_NAMES & DEPLOYMENT_NAMES
+    for schema in (RunContext, RunIngestContext):
+        assert schema.deployment_names() == frozenset(), schema.__name__
+
+
+@pytest.mark.parametrize("name", sorted(DEPLOYMENT_NAMES))
+def test_a_run_may_not_set_a_deployment_setting(name: str) -> None:
+    for schema in (RunContext, Context):
+        with pytest.raises(InvalidSettingError) as info:
+            schema(top_k=3, **{name: operator_value(name)})
+        assert str(info.value) == deployment_message(name), schema.__name__
+
+
+@pytest.mark.parametrize("name", sorted(METHOD_NAMES))
+def test_a_run_may_not_set_a_parameter_of_the_method(name: str) -> None:
+    for schema in (RunContext, Context):
+        with pytest.raises(InvalidSettingError) as info:
+            schema(top_k=3, **{name: operator_value(name)})
+        assert str(info.value) == method_message(name), schema.__name__
+
+
 @pytest.mark.parametrize("name", sorted(INGEST_DEPLOYMENT))
 def test_an_ingestion_run_may_not_set_a_deployment_setting(name: str) -> None:
-    with pytest.raises(InvalidSettingError, match=f"setting {name} is a deployment setting"):
-        RunIngestContext(**{name: sample_value(IngestContext, name)})
+    for schema in (RunIngestContext, IngestContext):
+        with pytest.raises(InvalidSettingError) as info:
+            schema(chunk_size=500, **{name: operator_value(name)})
+        assert str(info.value) == deployment_message(name), schema.__name__
 
 
-def test_the_brief_cases_are_refused_all_named() -> None:
+def test_an_ingestion_run_may_not_set_the_question_graphs_settings() -> None:
     with pytest.raises(InvalidSettingError) as info:
-        RunContext(allowed_hosts="127.0.0.0/8", search_url="http://10.0.0.1/", top_k=3)
+        RunIngestContext(**refused({"strips_kept": 2}))
+    assert str(info.value) == method_message("strips_kept")
+    with pytest.raises(
+        InvalidSettingError, match=r"^unknown setting 'top_k'; valid: chunk_overlap"
+    ):
+        RunIngestContext(**refused({"top_k": 3}))
+
+
+def test_every_refused_setting_is_named_deployment_settings_first() -> None:
+    with pytest.raises(InvalidSettingError) as info:
+        RunContext(
+            **refused(
+                {"allowed_hosts": "127.0.0.0/8", "search_url": "http://10.0.0.1/", "top_k": 3}
+            )
+        )
     assert str(info.value) == (
         "settings allowed_hosts, search_url are deployment settings: the server's operator "
         "sets them (environment variables CRAG_ALLOWED_HOSTS, CRAG_SEARCH_URL); a run may not"
     )
+    with pytest.raises(InvalidSettingError) as info:
+        RunContext(**refused({"strips_kept": 2, "force_action": "correct"}))
+    assert str(info.value) == (
+        "settings force_action, strips_kept are parameters of the method: set where the graph "
+        "is built (build_graph(..., method=MethodConfig(...)), crag --set, or the operator's "
+        "environment: CRAG_FORCE_ACTION, CRAG_STRIPS_KEPT); a run may not"
+    )
+    with pytest.raises(InvalidSettingError) as info:
+        RunContext(**refused({"force_action": "correct", "store_path": "/tmp/x", "bogus": 1}))
+    assert str(info.value) == deployment_message("store_path")
 
 
-def test_a_run_context_takes_the_operators_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CRAG_STORE_PATH", "/srv/store")
-    monkeypatch.setenv("CRAG_CHROMA_PORT", "9000")
-    monkeypatch.setenv("CRAG_DEFAULT_CORPUS", "off")
-    monkeypatch.setenv("CRAG_SEARCH_PROVIDER", "searxng")
-    monkeypatch.setenv("CRAG_PAGE_TIMEOUT", "2.5")
-    run = RunContext(top_k=3, strip_mode="words")
-    assert isinstance(run, Context)
-    assert (run.top_k, run.strip_mode) == (3, "words")
-    assert (run.store_path, run.chroma_port, run.default_corpus) == ("/srv/store", 9000, False)
-    assert (run.search_provider, run.page_timeout) == ("searxng", 2.5)
-    # null means "not given": Studio may send it for the read-only fields.
-    from_studio: dict[str, Any] = {"store_path": None}
-    assert RunContext(**from_studio).store_path == "/srv/store"
-    # Python keeps setting everything.
-    assert Context(store_path="/elsewhere", chroma_port=1).store_path == "/elsewhere"
+def test_unknown_names_are_refused_listing_the_per_run_settings() -> None:
+    for schema, valid in ((RunContext, PER_RUN), (RunIngestContext, PER_INGEST)):
+        unknown: dict[str, Any] = {"bogus": 1}
+        with pytest.raises(InvalidSettingError) as info:
+            schema(**unknown)
+        message = str(info.value)
+        assert message.startswith("unknown setting 'bogus'; valid: "), message
+        assert set(message.split("valid: ", 1)[1].split(", ")) == valid
 
 
-def test_the_ingest_root_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CRAG_INGEST_ROOT", "/srv/docs")
-    monkeypatch.setenv("CRAG_MAX_DOCUMENT_CHARS", "100")
-    run = RunIngestContext(chunk_size=500, chunk_overlap=50)
-    assert (run.ingest_root, run.max_document_chars, run.chunk_size) == ("/srv/docs", 100, 500)
+# -- the schema the server shows ----------------------------------------------------------------
 
 
-def test_a_bad_environment_variable_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CRAG_CHROMA_PORT", "eighty")
-    with pytest.raises(InvalidSettingError, match="environment variable CRAG_CHROMA_PORT must be"):
-        RunContext()
-    monkeypatch.setenv("CRAG_CHROMA_PORT", "70000")
-    with pytest.raises(
-        InvalidSettingError, match="environment variable CRAG_CHROMA_PORT must be at most 65535"
-    ):
-        Context()
-    monkeypatch.delenv("CRAG_CHROMA_PORT")
-    monkeypatch.setenv("CRAG_EVALUATOR_INT8", "sometimes")
-    with pytest.raises(InvalidSettingError, match="CRAG_EVALUATOR_INT8 must be true or false"):
-        Context()
-
-
-def test_the_generator_batch_size_is_the_operators_and_bounded(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    assert Context().generator_batch_size == 1, "batching off unless the operator turns it on"
-    monkeypatch.setenv("CRAG_GENERATOR_BATCH_SIZE", "8")
-    assert RunContext().generator_batch_size == 8
-    assert Context(generator_batch_size=128).generator_batch_size == 128
-    with pytest.raises(InvalidSettingError, match="generator_batch_size must be at most 128"):
-        Context(generator_batch_size=129)
-    monkeypatch.setenv("CRAG_GENERATOR_BATCH_SIZE", "0")
-    with pytest.raises(InvalidSettingError, match="CRAG_GENERATOR_BATCH_SIZE must be at least 1"):
-        RunContext()
-    monkeypatch.setenv("CRAG_GENERATOR_BATCH_SIZE", "eight")
-    with pytest.raises(InvalidSettingError, match="CRAG_GENERATOR_BATCH_SIZE must be"):
-        Context()
-
-
-def test_every_deployment_setting_is_documented() -> None:
-    example = (REPO / ".env.example").read_text(encoding="utf-8")
-    reference = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
-    for name in CONTEXT_DEPLOYMENT | INGEST_DEPLOYMENT:
-        assert re.search(rf"^# ?{env_name(name)}=", example, re.MULTILINE), name
-        assert env_name(name) in reference, name
-
-
-def test_the_served_schema_shows_bounds_and_marks_deployment_settings_read_only() -> None:
-    properties = graph.get_context_jsonschema()["properties"]  # type: ignore[index]
-    assert set(properties) == Context.setting_names()
+def test_the_served_schema_shows_every_per_run_setting_with_its_bounds() -> None:
+    schema = graph.get_context_jsonschema()
+    assert schema is not None
+    properties = schema["properties"]
+    assert set(properties) == PER_RUN
     assert (properties["top_k"]["minimum"], properties["top_k"]["maximum"]) == (1, 100)
-    # an optional setting (unset: follows the evaluator) keeps its bounds on the number arm
-    assert properties["upper_threshold"]["anyOf"][0]["maximum"] == 1
-    assert properties["upper_threshold"]["anyOf"][1] == {"type": "null"}
-    assert "readOnly" not in properties["top_k"]
+    for name, low in Context.MINIMUMS.items():
+        assert properties[name]["minimum"] == low, name
+    for name, high in Context.MAXIMUMS.items():
+        assert properties[name]["maximum"] == high, name
     assert properties["top_k"]["default"] == 10
-    for name in CONTEXT_DEPLOYMENT:
-        assert properties[name]["readOnly"] is True, name
-        assert properties[name]["default"] is None, name
-        assert env_name(name) in properties[name]["description"], name
-    ingest = ingest_graph.get_context_jsonschema()["properties"]  # type: ignore[index]
-    assert ingest["ingest_root"]["readOnly"] is True
-    assert "readOnly" not in ingest["chunk_size"]
+    assert properties["web_search"] == {
+        "default": True,
+        "description": properties["web_search"]["description"],
+        "title": "Web Search",
+        "type": "boolean",
+    }
+    assert properties["retrieval"]["enum"] == ["dense", "lexical", "hybrid"]
+    for name, spec in properties.items():
+        assert spec.get("description"), f"{name} has no description"
+        assert "readOnly" not in spec, name
     for served in (rag_graph, tutorial_graph):
-        assert served.get_context_jsonschema() == graph.get_context_jsonschema()
+        assert served.get_context_jsonschema() == schema
+
+
+def test_the_served_ingestion_schema_shows_the_chunking_only() -> None:
+    schema = ingest_graph.get_context_jsonschema()
+    assert schema is not None
+    properties = schema["properties"]
+    assert set(properties) == PER_INGEST
+    assert (properties["chunk_size"]["minimum"], properties["chunk_size"]["maximum"]) == (
+        1,
+        100_000,
+    )
+    assert properties["chunk_overlap"]["minimum"] == 0
+    assert (properties["chunk_size"]["default"], properties["chunk_overlap"]["default"]) == (
+        1000,
+        100,
+    )
+    assert all(spec.get("description") for spec in properties.values())
 
 
 # -- bounds on what one run may cost ------------------------------------------------------------
@@ -217,14 +219,10 @@ def test_the_served_schema_shows_bounds_and_marks_deployment_settings_read_only(
         ("top_k", 101, "setting top_k must be at most 100, not 101"),
         ("top_k", 0, "setting top_k must be at least 1, not 0"),
         ("web_results", 51, "setting web_results must be at most 50"),
+        ("web_results", 0, "setting web_results must be at least 1"),
         ("pages_to_read", 21, "setting pages_to_read must be at most 20"),
-        ("strips_kept", 101, "setting strips_kept must be at most 100"),
-        ("strip_size", 1001, "setting strip_size must be at most 1000"),
+        ("pages_to_read", -1, "setting pages_to_read must be at least 0"),
         ("max_new_tokens", 1025, "setting max_new_tokens must be at most 1024"),
-        ("evaluator_batch_size", 513, "setting evaluator_batch_size must be at most 512"),
-        ("upper_threshold", 1.5, "setting upper_threshold must be at most 1"),
-        ("lower_threshold", -1.01, "setting lower_threshold must be at least -1"),
-        ("strip_threshold", 2, "setting strip_threshold must be at most 1"),
     ],
 )
 def test_per_run_settings_are_bounded(name: str, value: Any, message: str) -> None:
@@ -233,73 +231,100 @@ def test_per_run_settings_are_bounded(name: str, value: Any, message: str) -> No
             schema(**{name: value})
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("strips_kept", 101, "setting strips_kept must be at most 100"),
+        ("strip_size", 1001, "setting strip_size must be at most 1000"),
+        ("upper_threshold", 1.5, "setting upper_threshold must be at most 1"),
+        ("lower_threshold", -1.01, "setting lower_threshold must be at least -1"),
+        ("strip_threshold", 2, "setting strip_threshold must be at most 1"),
+    ],
+)
+def test_the_methods_parameters_are_bounded(name: str, value: Any, message: str) -> None:
+    for settings in (MethodConfig, RunSettings):
+        with pytest.raises(InvalidSettingError, match=re.escape(message)):
+            settings(**{name: value})
+
+
+def test_the_evaluator_batch_size_is_the_operators_and_bounded() -> None:
+    with pytest.raises(
+        InvalidSettingError, match="setting evaluator_batch_size must be at most 512"
+    ):
+        RunSettings(evaluator_batch_size=513)
+    with pytest.raises(InvalidSettingError, match="setting evaluator_batch_size must be"):
+        deployment_with(evaluator_batch_size=513)
+    assert deployment_with(evaluator_batch_size=512).evaluator_batch_size == 512
+
+
 def test_the_bounds_themselves_are_allowed() -> None:
-    at_most = RunContext(
-        top_k=100,
-        web_results=50,
-        pages_to_read=20,
-        strips_kept=100,
-        strip_size=1000,
-        max_new_tokens=1024,
-        evaluator_batch_size=512,
-        upper_threshold=1,
-        lower_threshold=-1,
-        strip_threshold=-1,
+    at_most = RunContext(top_k=100, web_results=50, pages_to_read=20, max_new_tokens=1024)
+    assert (at_most.top_k, at_most.max_new_tokens) == (100, 1024)
+    assert RunContext(top_k=1, web_results=1, pages_to_read=0, max_new_tokens=1).pages_to_read == 0
+    method = MethodConfig(
+        strips_kept=100, strip_size=1000, upper_threshold=1, lower_threshold=-1, strip_threshold=-1
     )
-    assert at_most.top_k == 100
+    assert RunSettings.combine(Context(), method, deployment_with(evaluator_batch_size=512))
 
 
-def test_reversed_thresholds_are_refused_when_the_context_is_built() -> None:
-    for schema in (Context, RunContext):
+def test_reversed_thresholds_are_refused_when_the_method_is_built() -> None:
+    for settings in (MethodConfig, RunSettings):
         with pytest.raises(InvalidSettingError) as info:
-            schema(upper_threshold=-0.5, lower_threshold=0.5)
+            settings(upper_threshold=-0.5, lower_threshold=0.5)
         assert str(info.value) == (
             "setting lower_threshold (0.5) must not be above upper_threshold (-0.5)"
         )
     # Equal thresholds leave no Ambiguous band; disabling Ambiguous then cuts at that value.
-    assert Context(upper_threshold=0.2, lower_threshold=0.2, disable_action="ambiguous")
+    assert MethodConfig(upper_threshold=0.2, lower_threshold=0.2, disable_action="ambiguous")
 
 
 def test_unset_thresholds_follow_the_evaluator(monkeypatch: pytest.MonkeyPatch) -> None:
     # The embedding evaluator's pair was calibrated on its own scale; the paper's T5 (and the
     # other trained or prompted evaluators) take the paper's PopQA pair.
-    assert Context().action_thresholds() == (0.1, -0.9)
+    assert RunSettings().action_thresholds() == (0.1, -0.9)
     for evaluator in ("t5", "cross-encoder", "llm"):
-        assert Context(evaluator=evaluator).action_thresholds() == (0.59, -0.99), evaluator
-    # A threshold a run sets is kept whatever the evaluator; the other still follows it.
-    assert Context(evaluator="t5", upper_threshold=0.3).action_thresholds() == (0.3, -0.99)
-    assert Context(lower_threshold=-0.5).action_thresholds() == (0.1, -0.5)
-    # A served run follows the operator's evaluator (CRAG_EVALUATOR).
+        assert MethodConfig().thresholds_for(evaluator) == (0.59, -0.99), evaluator
+        assert RunSettings(evaluator=evaluator).action_thresholds() == (0.59, -0.99), evaluator
+    # A threshold the method sets is kept whatever the evaluator; the other still follows it.
+    assert RunSettings(evaluator="t5", upper_threshold=0.3).action_thresholds() == (0.3, -0.99)
+    assert RunSettings(lower_threshold=-0.5).action_thresholds() == (0.1, -0.5)
+    # A served run follows the operator's evaluator (CRAG_EVALUATOR) and method (CRAG_<NAME>).
     monkeypatch.setenv(env_name("evaluator"), "t5")
-    assert RunContext().action_thresholds() == (0.59, -0.99)
-    assert RunContext(upper_threshold=0.7).action_thresholds() == (0.7, -0.99)
+    served = GraphSettings()
+    assert served.for_run(RunContext()).action_thresholds() == (0.59, -0.99)
+    monkeypatch.setenv(env_name("upper_threshold"), "0.7")
+    assert served.for_run(RunContext()).action_thresholds() == (0.7, -0.99)
 
 
 def test_a_set_threshold_is_checked_against_the_evaluators_default() -> None:
     with pytest.raises(InvalidSettingError) as info:
-        Context(lower_threshold=0.5)
+        RunSettings(lower_threshold=0.5)
     assert str(info.value) == (
         "setting lower_threshold (0.5) must not be above upper_threshold (0.1) "
         "(upper: the embedding evaluator's default)"
     )
-    assert Context(evaluator="t5", lower_threshold=0.5).action_thresholds() == (0.59, 0.5)
+    assert RunSettings(evaluator="t5", lower_threshold=0.5).action_thresholds() == (0.59, 0.5)
 
 
-def test_reversed_thresholds_fail_before_retrieval(
-    fake_components: FakeComponents, fake_graph: CragGraph
-) -> None:
+def test_thresholds_out_of_order_fail_before_retrieval(fake_components: FakeComponents) -> None:
+    # A lower threshold above the embedding evaluator's own upper one: the run fails at once.
+    built = build_graph(components=fake_components, method=MethodConfig(lower_threshold=0.2))
     with pytest.raises(InvalidSettingError, match="lower_threshold"):
-        fake_graph.invoke(QUESTION, context=dict_context(upper_threshold=0.1, lower_threshold=0.2))
+        built.invoke(QUESTION, context=dict_context(top_k=3))
+    # Thresholds given per run are refused as the method's, also before retrieval.
+    with pytest.raises(InvalidSettingError, match="parameters of the method"):
+        built.invoke(QUESTION, context=dict_context(upper_threshold=0.1, lower_threshold=0.2))
     assert fake_components.store.queries == []
 
 
-def test_contradictory_ablations_and_chunking_are_refused() -> None:
+def test_contradictory_ablations_chunking_and_allow_lists_are_refused() -> None:
     with pytest.raises(InvalidSettingError, match="cannot be forced and removed at once"):
-        Context(force_action="correct", disable_action="correct")
-    with pytest.raises(InvalidSettingError, match=r"chunk_overlap \(1000\) must be below"):
-        IngestContext(chunk_size=1000, chunk_overlap=1000)
+        MethodConfig(force_action="correct", disable_action="correct")
+    for schema in (IngestContext, RunIngestContext):
+        with pytest.raises(InvalidSettingError, match=r"chunk_overlap \(1000\) must be below"):
+            schema(chunk_size=1000, chunk_overlap=1000)
     with pytest.raises(InvalidSettingError, match="setting allowed_hosts: 'a b' is not"):
-        Context(allowed_hosts="a b")
+        RunSettings(allowed_hosts="a b")
 
 
 # -- contexts given from Python -----------------------------------------------------------------
@@ -316,8 +341,10 @@ def test_contradictory_ablations_and_chunking_are_refused() -> None:
         ),
         ({"bogus": 1}, "unknown setting 'bogus'; valid: "),
         ({"bogus": 1, "top_kk": 2}, "unknown settings 'bogus', 'top_kk'; valid: "),
+        ({"strips_kept": 2}, method_message("strips_kept")),
+        ({"generator": "local:/tmp/model"}, deployment_message("generator")),
     ],
-    ids=["int", "str", "unknown-key", "unknown-keys"],
+    ids=["int", "str", "unknown-key", "unknown-keys", "method", "deployment"],
 )
 def test_a_bad_python_context_is_a_one_line_setting_error(
     fake_components: FakeComponents, fake_graph: CragGraph, context: Any, message: str
@@ -330,31 +357,29 @@ def test_a_bad_python_context_is_a_one_line_setting_error(
     assert fake_components.store.queries == []
 
 
-def test_unknown_keys_list_the_per_run_settings() -> None:
-    unknown: dict[str, Any] = {"bogus": 1}
-    with pytest.raises(InvalidSettingError) as info:
-        RunContext(**unknown)
-    valid = str(info.value).split("valid: ", 1)[1].split(", ")
-    assert set(valid) == Context.setting_names() - CONTEXT_DEPLOYMENT
-
-
-def test_the_cli_gives_the_same_errors() -> None:
-    with pytest.raises(InvalidSettingError, match=r"^unknown setting 'bogus'; valid: "):
+def test_the_cli_gives_the_same_errors_and_takes_every_kind() -> None:
+    with pytest.raises(InvalidSettingError, match=r"^unknown setting 'bogus'; per-run: "):
         parse_settings(["bogus=1"])
     with pytest.raises(InvalidSettingError, match=r"^setting chroma_ssl must be true or false"):
         parse_settings(["chroma_ssl=maybe"])
     with pytest.raises(InvalidSettingError, match=r"^setting top_k must be an integer, not 'x'"):
         parse_settings(["top_k=x"])
-    # The CLI is the operator's: deployment settings are allowed there.
-    parsed = parse_settings(["store_path=/srv/store", "chroma_ssl=yes", "search_provider=searxng"])
-    assert (parsed.store_path, parsed.chroma_ssl, parsed.search_provider) == (
+    # The CLI is the operator's: the method's parameters and deployment settings are allowed.
+    parsed = parse_settings(
+        ["store_path=/srv/store", "chroma_ssl=yes", "search_provider=searxng", "strips_kept=2"]
+    )
+    deployment = parsed.deployment
+    assert (deployment.store_path, deployment.chroma_ssl, deployment.search_provider) == (
         "/srv/store",
         True,
         "searxng",
     )
+    assert parsed.method.strips_kept == 2
 
 
-@pytest.mark.parametrize("context", [42, "chunk_size=10", {"bogus": 1}])
+@pytest.mark.parametrize(
+    "context", [42, "chunk_size=10", {"bogus": 1}, {"store_path": "/x"}, {"top_k": 3}]
+)
 def test_a_bad_ingestion_context_is_a_setting_error(context: Any) -> None:
     with pytest.raises(InvalidSettingError):
         ingest_graph.invoke({"documents": [{"text": "x"}]}, context=context)
@@ -368,14 +393,95 @@ def test_a_python_dict_is_a_runs_context(
     assert len(out["documents"]) == 1
     with pytest.raises(InvalidSettingError, match="setting store_path is a deployment setting"):
         fake_graph.invoke(QUESTION, context=dict_context(store_path="/tmp/elsewhere"))
-    # Deployment settings of a dict-built context come from the environment.
+    with pytest.raises(InvalidSettingError, match="setting force_action is a parameter"):
+        fake_graph.invoke(QUESTION, context=dict_context(force_action="incorrect"))
+    # The graph built without a method follows the operator's (CRAG_<NAME>), read per run.
+    monkeypatch.setenv("CRAG_FORCE_ACTION", "incorrect")
+    assert fake_graph.invoke(QUESTION, context=dict_context(top_k=1))["action"] == "incorrect"
+    # Deployment settings come from the environment too.
     monkeypatch.setenv("CRAG_MAX_QUESTION_CHARS", "10")
     with pytest.raises(InvalidQuestionError, match="the limit is 10"):
         fake_graph.invoke(QUESTION, context=dict_context(top_k=1))
 
 
 def test_resolve_context_keeps_contexts_and_builds_mappings() -> None:
-    given = Context(top_k=4, store_path="/srv")
+    given = Context(top_k=4, web_search=False)
     assert resolve_context(given) is given
-    assert resolve_context({"top_k": 4, "store_path": "/srv"}) == given
+    assert resolve_context({"top_k": 4, "web_search": False}) == given
     assert resolve_context(None) == Context()
+
+
+# -- the operator's environment -----------------------------------------------------------------
+
+
+def test_a_served_run_takes_the_operators_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRAG_STORE_PATH", "/srv/store")
+    monkeypatch.setenv("CRAG_CHROMA_PORT", "9000")
+    monkeypatch.setenv("CRAG_DEFAULT_CORPUS", "off")
+    monkeypatch.setenv("CRAG_SEARCH_PROVIDER", "searxng")
+    monkeypatch.setenv("CRAG_PAGE_TIMEOUT", "2.5")
+    monkeypatch.setenv("CRAG_STRIP_MODE", "words")
+    run = GraphSettings().for_run(RunContext(top_k=3))
+    assert (run.top_k, run.strip_mode) == (3, "words")
+    assert (run.store_path, run.chroma_port, run.default_corpus) == ("/srv/store", 9000, False)
+    assert (run.search_provider, run.page_timeout) == ("searxng", 2.5)
+    # A graph built with its own method and deployment keeps them, whatever the environment.
+    own = GraphSettings(MethodConfig(), deployment_with(store_path="/elsewhere"))
+    run = own.for_run({"top_k": 3})
+    assert (run.store_path, run.chroma_port, run.strip_mode) == ("/elsewhere", 9000, "sentences")
+    assert deployment_with(deployment_settings(), chroma_port=1).chroma_port == 1
+
+
+def test_the_ingest_root_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRAG_INGEST_ROOT", "/srv/docs")
+    monkeypatch.setenv("CRAG_MAX_DOCUMENT_CHARS", "100")
+    run = IngestSettings.combine(RunIngestContext(chunk_size=500, chunk_overlap=50))
+    assert (run.ingest_root, run.max_document_chars, run.chunk_size) == ("/srv/docs", 100, 500)
+
+
+def test_a_bad_environment_variable_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRAG_CHROMA_PORT", "eighty")
+    with pytest.raises(InvalidSettingError, match="environment variable CRAG_CHROMA_PORT must be"):
+        GraphSettings().for_run(RunContext())
+    monkeypatch.setenv("CRAG_CHROMA_PORT", "70000")
+    with pytest.raises(
+        InvalidSettingError, match="environment variable CRAG_CHROMA_PORT must be at most 65535"
+    ):
+        deployment_settings()
+    monkeypatch.delenv("CRAG_CHROMA_PORT")
+    monkeypatch.setenv("CRAG_EVALUATOR_INT8", "sometimes")
+    with pytest.raises(InvalidSettingError, match="CRAG_EVALUATOR_INT8 must be true or false"):
+        deployment_settings()
+    monkeypatch.delenv("CRAG_EVALUATOR_INT8")
+    monkeypatch.setenv("CRAG_STRIPS_KEPT", "many")
+    with pytest.raises(
+        InvalidSettingError, match="environment variable CRAG_STRIPS_KEPT must be an integer"
+    ):
+        operator_method()
+
+
+def test_the_generator_batch_size_is_the_operators_and_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert deployment_settings().generator_batch_size == 1, "batching off unless turned on"
+    monkeypatch.setenv("CRAG_GENERATOR_BATCH_SIZE", "8")
+    assert GraphSettings().for_run(RunContext()).generator_batch_size == 8
+    assert RunSettings(generator_batch_size=128).generator_batch_size == 128
+    with pytest.raises(InvalidSettingError, match="generator_batch_size must be at most 128"):
+        RunSettings(generator_batch_size=129)
+    monkeypatch.setenv("CRAG_GENERATOR_BATCH_SIZE", "0")
+    with pytest.raises(InvalidSettingError, match="CRAG_GENERATOR_BATCH_SIZE must be at least 1"):
+        GraphSettings().for_run(RunContext())
+    monkeypatch.setenv("CRAG_GENERATOR_BATCH_SIZE", "eight")
+    with pytest.raises(InvalidSettingError, match="CRAG_GENERATOR_BATCH_SIZE must be"):
+        deployment_settings()
+
+
+def test_every_deployment_setting_and_method_parameter_is_documented() -> None:
+    example = (REPO / ".env.example").read_text(encoding="utf-8")
+    reference = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    for name in DEPLOYMENT_NAMES:
+        assert re.search(rf"^# ?{env_name(name)}=", example, re.MULTILINE), name
+        assert env_name(name) in reference, name
+    for name in METHOD_NAMES:
+        assert env_name(name) in reference, name

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from crag.app.cli import main
-from crag.core.context import Context
-from crag.graph.builder import CragGraph
+from crag.core.method import MethodConfig
+from crag.graph.builder import CragGraph, build_graph
 from crag.knowledge.selection import score_logit
 from tests.fakes import FakeComponents
 
@@ -20,17 +20,16 @@ def test_by_default_a_strip_far_below_the_best_is_not_knowledge(
     fake_components: FakeComponents,
 ) -> None:
     # The fixture's evaluator: "Leonardo" 0.9, "Louvre" 0.2: 2.5 logits apart, more than 1.0.
-    assert score_logit(0.9) - score_logit(0.2) > Context().strip_margin
+    assert score_logit(0.9) - score_logit(0.2) > MethodConfig().strip_margin
     out = fake_graph.invoke({"question": QUESTION})
     texts = [k["text"] for k in out["knowledge"]]
     assert any("Leonardo" in t for t in texts)
     assert not any("Louvre" in t for t in texts)
 
 
-def test_without_the_margin_both_strips_are_kept(
-    fake_graph: CragGraph, fake_components: FakeComponents
-) -> None:
-    out = fake_graph.invoke({"question": QUESTION}, context=Context(strip_margin=0))
+def test_without_the_margin_both_strips_are_kept(fake_components: FakeComponents) -> None:
+    graph = build_graph(fake_components, method=MethodConfig(strip_margin=0))
+    out = graph.invoke({"question": QUESTION})
     texts = [k["text"] for k in out["knowledge"]]
     assert any("Leonardo" in t for t in texts) and any("Louvre" in t for t in texts)
 

@@ -18,7 +18,7 @@ import pytest
 from langchain_core.documents import Document
 from langgraph.runtime import Runtime
 
-from crag.core.context import Context
+from crag.core.run_settings import RunSettings
 from crag.evaluator.embedding import EmbeddingEvaluator
 from crag.nodes.grade import grade
 from crag.nodes.retrieve import retrieve
@@ -88,7 +88,7 @@ def store(tmp_path: Path) -> Iterator[Any]:
 
 def test_retrieved_passages_are_graded_without_embedding_them(store: Any) -> None:
     question = "Who painted the Mona Lisa in the Louvre?"
-    context = Context(top_k=2, embedder="hash-embeddings-for-this-test")
+    context = RunSettings(top_k=2, embedder="hash-embeddings-for-this-test")
     memo = vector_memo(context.embedder)
     memo.clear()
     counting = HashEmbeddings()

@@ -15,6 +15,8 @@ import pytest
 
 from crag.app.wiring import DefaultComponents
 from crag.core.context import Context
+from crag.core.deployment import DeploymentSettings, deployment_with
+from crag.core.method import MethodConfig
 from crag.graph.builder import CragGraph, build_graph
 from crag.prompts.generate import ABSTENTION
 from crag.websearch import retry as retry_module
@@ -99,29 +101,34 @@ PAPER_SETTINGS: dict[str, Any] = {
 tests pin: their scripted scores were chosen around the paper's thresholds."""
 
 
-def settings(server: WebsearchServer) -> Context:
-    return Context(
-        search_provider="searxng",
-        search_url=server.url,
-        allowed_hosts="127.0.0.1",
-        page_timeout=3.0,
-        **PAPER_SETTINGS,
+def local_search(server: WebsearchServer, **changes: Any) -> DeploymentSettings:
+    """The operator's settings with the local SearxNG stand-in as the search provider."""
+    return deployment_with(search_provider="searxng", search_url=server.url, **changes)
+
+
+def paper_graph(fakes: WebComponents, server: WebsearchServer) -> CragGraph:
+    """The CRAG graph under :data:`PAPER_SETTINGS`, searching the local stand-in (allowed)."""
+    return build_graph(
+        components=fakes,
+        method=MethodConfig(**PAPER_SETTINGS),
+        deployment=local_search(server, allowed_hosts="127.0.0.1", page_timeout=3.0),
     )
 
 
-def run(graph: CragGraph, mode: str, server: WebsearchServer) -> dict[str, Any]:
+def run(graph: CragGraph, mode: str) -> dict[str, Any]:
     inputs: Any = {"question": QUESTION}
+    context = Context()  # the run's own settings: the defaults
     if mode == "invoke":
-        return dict(graph.invoke(inputs, context=settings(server)))
+        return dict(graph.invoke(inputs, context=context))
     if mode == "ainvoke":
-        return dict(asyncio.run(graph.ainvoke(inputs, context=settings(server))))
+        return dict(asyncio.run(graph.ainvoke(inputs, context=context)))
     if mode == "stream":
-        *_, last = graph.stream(inputs, context=settings(server), stream_mode="values")
+        *_, last = graph.stream(inputs, context=context, stream_mode="values")
         return dict(last)
 
     async def collect() -> dict[str, Any]:
         out: dict[str, Any] = {}
-        async for chunk in graph.astream(inputs, context=settings(server), stream_mode="values"):
+        async for chunk in graph.astream(inputs, context=context, stream_mode="values"):
             out = chunk
         return out
 
@@ -134,8 +141,7 @@ MODES = ["invoke", "ainvoke", "stream", "astream"]
 @pytest.mark.parametrize("mode", MODES)
 def test_incorrect_answers_from_page_paragraphs(server: WebsearchServer, mode: str) -> None:
     fakes = components({"1503": 0.8, "permanent display": 0.6}, default=-1.0)
-    graph = build_graph(components=fakes)
-    out = run(graph, mode, server)
+    out = run(paper_graph(fakes, server), mode)
     wiki = server.url_for("/wiki/Mona_Lisa")
     assert out["action"] == "incorrect"
     assert out["answer"] == "Leonardo da Vinci."
@@ -166,8 +172,7 @@ def test_incorrect_answers_from_page_paragraphs(server: WebsearchServer, mode: s
 @pytest.mark.parametrize("mode", MODES)
 def test_ambiguous_combines_store_and_pages(server: WebsearchServer, mode: str) -> None:
     fakes = components({"1503": 0.8, "permanent display": 0.6, "Leonardo": 0.3}, default=-1.0)
-    graph = build_graph(components=fakes)
-    out = run(graph, mode, server)
+    out = run(paper_graph(fakes, server), mode)
     assert out["action"] == "ambiguous"
     wiki = server.url_for("/wiki/Mona_Lisa")
     assert [(k["origin"], k["source"]) for k in out["knowledge"]] == [
@@ -184,8 +189,7 @@ def test_ambiguous_combines_store_and_pages(server: WebsearchServer, mode: str) 
 def test_search_down_is_noted_and_the_run_goes_on(server: WebsearchServer, mode: str) -> None:
     server.search_status = 500
     fakes = components({}, default=-1.0)
-    graph = build_graph(components=fakes)
-    out = run(graph, mode, server)
+    out = run(paper_graph(fakes, server), mode)
     assert out["action"] == "incorrect"
     assert out["answer"] == ABSTENTION and out["abstained"] is True
     assert out["knowledge"] == []
@@ -205,9 +209,9 @@ def test_search_down_is_noted_and_the_run_goes_on(server: WebsearchServer, mode:
 
 def test_second_run_uses_the_cache(server: WebsearchServer) -> None:
     fakes = components({"1503": 0.8}, default=-1.0)
-    graph = build_graph(components=fakes)
-    first = run(graph, "invoke", server)
-    second = run(graph, "ainvoke", server)
+    graph = paper_graph(fakes, server)
+    first = run(graph, "invoke")
+    second = run(graph, "ainvoke")
     assert first["knowledge"] == second["knowledge"]
     assert len(server.requests_to("/search")) == 1
     assert len(server.requests_to("/wiki/Mona_Lisa")) == 1
@@ -215,29 +219,23 @@ def test_second_run_uses_the_cache(server: WebsearchServer) -> None:
 
 def test_snippets_only_and_only_wikipedia(server: WebsearchServer) -> None:
     fakes = components({"of the article": 0.8, "Recipes": 0.7}, default=-1.0)
-    context = Context(
-        search_provider="searxng",
-        search_url=server.url,
-        allowed_hosts="127.0.0.1",
-        fetch_pages=False,
-        web_cache_ttl=0,
-        **PAPER_SETTINGS,
+    graph = build_graph(
+        components=fakes,
+        method=MethodConfig(fetch_pages=False, **PAPER_SETTINGS),
+        deployment=local_search(server, allowed_hosts="127.0.0.1", web_cache_ttl=0),
     )
-    graph = build_graph(components=fakes)
-    out = graph.invoke({"question": QUESTION}, context=context)
+    out = graph.invoke({"question": QUESTION}, context=Context())
     assert [k["text"] for k in out["knowledge"]] == [
         "Pasta blog\nRecipes.",
         "Mona Lisa\nSNIPPET of the article.",
     ]
     # Only Wikipedia: local pages are not on wikipedia.org, so nothing is left.
-    only = Context(
-        search_provider="searxng",
-        search_url=server.url,
-        allowed_hosts="127.0.0.1",
-        only_wikipedia=True,
-        rewrite_for_search=True,
+    graph = build_graph(
+        components=fakes,
+        method=MethodConfig(rewrite_for_search=True),
+        deployment=local_search(server, allowed_hosts="127.0.0.1"),
     )
-    out = graph.invoke({"question": QUESTION}, context=only)
+    out = graph.invoke({"question": QUESTION}, context=Context(only_wikipedia=True))
     assert out["knowledge"] == []
     assert out["notes"][0] == (
         "web search found nothing usable for 'Mona Lisa, painter wikipedia' (only_wikipedia is on)"
@@ -249,9 +247,9 @@ def test_sync_invoke_inside_a_running_event_loop(server: WebsearchServer) -> Non
     fakes = components({"1503": 0.8}, default=-1.0)
 
     async def caller() -> dict[str, Any]:
-        return graph.invoke({"question": QUESTION}, context=settings(server))
+        return graph.invoke({"question": QUESTION}, context=Context())
 
-    graph = build_graph(components=fakes)
+    graph = paper_graph(fakes, server)
     out = asyncio.run(caller())
     assert out["knowledge"][0]["text"] == f"Mona Lisa\n{P1}"
 
@@ -262,9 +260,12 @@ def test_a_search_endpoint_on_a_non_public_address_needs_allowed_hosts(
     # The endpoint gets the same address rules as pages: 127.0.0.1 is refused until the
     # operator's allowed_hosts lists it, and the run goes on without web knowledge.
     fakes = components({"of the article": 0.8}, default=-1.0)
-    context = Context(search_provider="searxng", search_url=server.url, fetch_pages=False)
-    graph = build_graph(components=fakes)
-    out = graph.invoke({"question": QUESTION}, context=context)
+    graph = build_graph(
+        components=fakes,
+        method=MethodConfig(fetch_pages=False),
+        deployment=local_search(server, allowed_hosts=""),
+    )
+    out = graph.invoke({"question": QUESTION}, context=Context())
     refused = (
         f"web search unavailable: SearxNG at {server.url} was not queried: 127.0.0.1 is a "
         "loopback address; list it in allowed_hosts (CRAG_ALLOWED_HOSTS) if it is a trusted "

@@ -15,7 +15,7 @@ from ddgs.ddgs import DDGS
 from ddgs.exceptions import RatelimitException
 from langgraph.runtime import Runtime
 
-from crag.core.context import Context
+from crag.core.run_settings import RunSettings
 from crag.nodes.web_search import web_search
 from crag.websearch import retry as retry_module
 from crag.websearch import safety as safety_module
@@ -624,7 +624,7 @@ def test_rate_limit_is_retried_once_then_noted(server: WebsearchServer) -> None:
         chat=scripted_chat(),
         web=SearxngSearch(server.url, policy=LOOPBACK, timeout=5),
     )
-    runtime = Runtime(context=Context(search_provider="searxng", search_url=server.url))
+    runtime = Runtime(context=RunSettings(search_provider="searxng", search_url=server.url))
     update = web_search({"question": "q", "search_query": "mona lisa"}, runtime, components)
     assert len(server.requests_to("/search")) == 2
     assert update["external_knowledge"] == []
@@ -648,7 +648,7 @@ def test_duckduckgo_rate_limit_is_retried_once_then_noted(monkeypatch: pytest.Mo
         chat=scripted_chat(),
         web=DuckDuckGoSearch(timeout=3),
     )
-    runtime = Runtime(context=Context())
+    runtime = Runtime(context=RunSettings())
     update = web_search({"question": "q", "search_query": "mona lisa"}, runtime, components)
     assert calls == ["mona lisa wikipedia", "mona lisa wikipedia"]
     assert update["notes"] == [

@@ -16,6 +16,8 @@ from ddgs.ddgs import DDGS
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
 from crag.core.context import Context
+from crag.core.deployment import deployment_with
+from crag.core.run_settings import RunSettings
 from crag.websearch.base import SearchProvider, SearchResult, SearchUnavailableError
 from crag.websearch.duckduckgo import DuckDuckGoSearch
 from crag.websearch.ranking import is_wikipedia, normalize_url, rank_results, wikipedia_query
@@ -572,16 +574,15 @@ def test_unknown_provider_lists_valid_names() -> None:
         get_search_provider(SearchSettings("google", url="", timeout=1))
 
 
-def test_search_settings_come_from_the_runs_context() -> None:
-    context = Context(
+def test_search_settings_come_from_the_runs_context_and_the_deployment() -> None:
+    deployment = deployment_with(
         search_provider="searxng",
         search_url=" http://127.0.0.1:8888 ",
         search_timeout=3,
-        search_region="de-de",
         allowed_hosts="127.0.0.1",
-        only_wikipedia=True,
     )
-    settings = SearchSettings.from_context(context)
+    context = Context(search_region="de-de", only_wikipedia=True)
+    settings = SearchSettings.from_context(RunSettings.combine(context, deployment=deployment))
     assert settings == SearchSettings(
         "searxng",
         url=" http://127.0.0.1:8888 ",

@@ -1,0 +1,319 @@
+"""The method's parameters: the action trigger, knowledge refinement, the web branch, ablations.
+
+What Yan et al. (2024) tune and ablate, with the defaults calibrated for the shipped evaluator
+(see the Benchmark in the README). They are set where a graph is built
+(``build_graph(components, method=MethodConfig(...))``, the CLI's ``--set``, the benchmark's
+experiments; for a served deployment the operator's ``CRAG_<NAME>`` environment variables,
+:func:`operator_method`) and are the same for every run of that graph: a served caller cannot
+change them (:mod:`crag.app.http` refuses them by name).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, field, fields
+from typing import ClassVar, Literal
+
+from crag.core.setting_checks import (
+    InvalidSettingError,
+    Settings,
+    env_name,
+    parse_text,
+    refusing_unknown_names,
+)
+
+EVALUATORS: tuple[str, ...] = ("embedding", "t5", "cross-encoder", "llm")
+"""The evaluator backends (``crag.evaluator.registry.BACKENDS``; a test keeps the two in step),
+named here so that a bad ``evaluator`` fails when the settings are built, not after retrieval."""
+
+PAPER_THRESHOLDS: tuple[float, float] = (0.59, -0.99)
+"""The paper's action thresholds (upper, lower), set for its fine-tuned T5 on PopQA."""
+EVALUATOR_THRESHOLDS: dict[str, tuple[float, float]] = {
+    "embedding": (0.1, -0.9),
+    "cross-encoder": (0.59, -0.99),
+}
+"""Action thresholds calibrated on an evaluator's own score scale (the embedding evaluator's
+passage map on the open-domain dev sets; the shipped cross-encoder's scores on the ``select``
+split of the mined dev pairs); an evaluator not named here takes the paper's. The
+``cross-encoder`` entry is the shipped checkpoint's: a cross-encoder named by
+``evaluator_model`` takes the paper's."""
+
+Action = Literal["", "correct", "incorrect", "ambiguous"]
+
+
+@refusing_unknown_names
+@dataclass(kw_only=True)
+class MethodConfig(Settings):
+    """The method's parameters (the paper's, and the ablations of its Tables 2 and 3)."""
+
+    MINIMUMS: ClassVar[dict[str, float]] = {
+        "upper_threshold": -1,
+        "lower_threshold": -1,
+        "strip_threshold": -1,
+        "strip_margin": 0,
+        "abstention_threshold": -1,
+        "strip_size": 1,
+        "strips_kept": 1,
+    }
+    MAXIMUMS: ClassVar[dict[str, float]] = {
+        "upper_threshold": 1,
+        "lower_threshold": 1,
+        "strip_threshold": 1,
+        "abstention_threshold": 1,
+        "strip_size": 1000,
+        "strips_kept": 100,
+        "strip_margin": 100,
+    }
+
+    # Action trigger
+    upper_threshold: float | None = field(
+        default=None,
+        metadata={
+            "description": "Correct if any passage scores above this. Unset (null): the "
+            "evaluator's own: 0.1 for the default embedding evaluator (calibrated on the "
+            "open-domain dev sets), the paper's 0.59 for 't5', 'cross-encoder' and 'llm'."
+        },
+    )
+    lower_threshold: float | None = field(
+        default=None,
+        metadata={
+            "description": "Incorrect if every passage scores below this. Unset (null): the "
+            "evaluator's own: -0.9 for the default embedding evaluator (P(relevant) = 0.05 on "
+            "its scale, calibrated on the open-domain dev sets), the paper's -0.99 for 't5', "
+            "'cross-encoder' and 'llm'."
+        },
+    )
+    # Knowledge refinement
+    strip_mode: Literal["sentences", "words", "passage"] = field(
+        default="sentences",
+        metadata={
+            "description": "How passages are decomposed into strips: groups of sentences, "
+            "fixed-size word windows, or whole passages (no decomposition)."
+        },
+    )
+    strip_scoring: Literal["strips", "passages"] = field(
+        default="strips",
+        metadata={
+            "description": "How strips are scored: 'strips', with the evaluator's strip "
+            "calibration where it has one (the embedding evaluator: cosine, heading and the "
+            "question's words, fitted on strips that state the answer); 'passages', with the "
+            "map used to grade whole passages."
+        },
+    )
+    strip_size: int = field(
+        default=1,
+        metadata={
+            "description": "Sentences per strip ('sentences' mode) or words per strip "
+            "('words' mode). A passage of at most two sentences stays one strip."
+        },
+    )
+    strips_kept: int = field(
+        default=5,
+        metadata={"description": "Strips kept after filtering, best first (paper: top 5)."},
+    )
+    strip_threshold: float = field(
+        default=-0.99,
+        metadata={
+            "description": "Strips scoring at or below this are dropped (paper: -0.5 on its "
+            "T5's scale; -0.99 here, the lower threshold: the embedding evaluator scores single "
+            "sentences lower than passages, and at -0.5 it dropped most answer-bearing strips)."
+        },
+    )
+    strip_margin: float = field(
+        default=1.0,
+        metadata={
+            "description": "Strips whose logit (2 atanh(score)) is more than this below the "
+            "best kept strip's are dropped too, store and web alike: distractors the reader "
+            "would copy (1.0: more right answers on the dev sets, see Benchmark). 0: off."
+        },
+    )
+    # External knowledge
+    prefer_wikipedia: bool = field(
+        default=True,
+        metadata={
+            "description": "Bias the web query towards Wikipedia and rank Wikipedia pages first "
+            "(as the paper does)."
+        },
+    )
+    fetch_pages: bool = field(
+        default=True,
+        metadata={
+            "description": "Read the pages of the top results and select their paragraphs "
+            "(as the paper does); off: use the search snippets only (ablation)."
+        },
+    )
+    rewrite_for_search: bool = field(
+        default=False,
+        metadata={
+            "description": "Rewrite the question into at most three search keywords with the "
+            "paper's few-shot prompt before searching; off (default): search for the question "
+            "as asked, which found the answer more often on the dev sets and saves a generator "
+            "call."
+        },
+    )
+    select_web_knowledge: bool = field(
+        default=True,
+        metadata={
+            "description": "Score web paragraphs and keep the best; off: the first "
+            "strips_kept paragraphs in result order, unscored (ablation)."
+        },
+    )
+    refine_web_knowledge: bool = field(
+        default=False,
+        metadata={
+            "description": "Off (default): whole web paragraphs are scored by the evaluator and "
+            "the best strips_kept above strip_threshold kept (the relevant paragraphs), which "
+            "answered more dev questions; on: they are refined as retrieved knowledge is "
+            "(decomposed into strips, scored, the best kept), as the paper refines web "
+            "knowledge."
+        },
+    )
+    # Answering
+    abstain_without_knowledge: bool = field(
+        default=True,
+        metadata={
+            "description": "When no knowledge passed the strip threshold (nothing kept from "
+            "the store, and the web failed or gave nothing relevant), answer with a fixed "
+            "sentence saying so, without asking the generator (abstained: true); off: the "
+            "generator answers with no knowledge (crag graph only)."
+        },
+    )
+    abstention_threshold: float = field(
+        default=-0.9,
+        metadata={
+            "description": "Abstain also when knowledge was kept but none of it scores above "
+            "this (on the embedding evaluator's strip map -0.9 is P(the strip states the "
+            "answer) = 0.05; whole web paragraphs are scored with its passage map, where it is "
+            "P(from a gold document) = 0.05); strips with no score always count. -1: only "
+            "empty knowledge abstains."
+        },
+    )
+    ambiguous_knowledge: Literal["both", "pooled"] = field(
+        default="pooled",
+        metadata={
+            "description": "What an Ambiguous run reads: 'pooled', the best strips_kept of "
+            "the refined store strips and the selected web strips together; 'both', each "
+            "branch's strips side by side (up to 2 x strips_kept), as the paper concatenates "
+            "them."
+        },
+    )
+    knowledge_order: Literal["original", "score"] = field(
+        default="original",
+        metadata={
+            "description": "Order of the knowledge in the generator's prompt: 'original', "
+            "store strips then web strips, each in passage order, as the paper recomposes; "
+            "'score', best-scored first (no better on the dev sets: +3 points on nq-dev, -4 "
+            "on trivia-dev)."
+        },
+    )
+    number_knowledge: bool = field(
+        default=False,
+        metadata={
+            "description": "Number the knowledge in the generator's prompt ([1] ...) so the "
+            "generator can cite entries itself (its valid [n] become the citations; without "
+            "them citations come from word overlap). Off by default: SmolLM2-135M never "
+            "cites and read numbered knowledge worse on the dev sets."
+        },
+    )
+    # Ablations (the paper's Tables 2 and 3); the defaults run the full method
+    force_action: Action = field(
+        default="",
+        metadata={
+            "description": "Take this action whatever the scores ('' : the action trigger "
+            "decides). Ablation: CRAG with only one action."
+        },
+    )
+    disable_action: Action = field(
+        default="",
+        metadata={
+            "description": "Remove one action, as the paper's Table 2 does: without correct or "
+            "incorrect, that case becomes ambiguous; without ambiguous, one threshold halfway "
+            "between lower_threshold and upper_threshold splits correct from incorrect."
+        },
+    )
+    refine_knowledge: bool = field(
+        default=True,
+        metadata={
+            "description": "Decompose, filter and recompose the retrieved passages; off: the "
+            "passages not judged irrelevant go to the generator whole (ablation)."
+        },
+    )
+    best_passage_whole: bool = field(
+        default=False,
+        metadata={
+            "description": "Refinement keeps the passage of the best-scored strip whole, in "
+            "place of its strips (one entry among the strips_kept), so the generator reads the "
+            "most relevant passage as written; off: strips only, as the paper refines."
+        },
+    )
+
+    def thresholds_for(self, evaluator: str, evaluator_model: str = "") -> tuple[float, float]:
+        """The action trigger's (upper, lower) thresholds: each as set, else the evaluator's.
+
+        Thresholds belong to an evaluator's score scale, so an unset one follows the
+        ``evaluator`` (:data:`EVALUATOR_THRESHOLDS`, else :data:`PAPER_THRESHOLDS`): an
+        operator who switches to the paper's T5 gets the paper's thresholds without setting
+        them, and a method that sets one keeps it whatever the evaluator.
+        """
+        name = evaluator.strip().lower()
+        own = name != "cross-encoder" or not evaluator_model.strip()
+        upper, lower = EVALUATOR_THRESHOLDS.get(name, PAPER_THRESHOLDS) if own else PAPER_THRESHOLDS
+        return (
+            upper if self.upper_threshold is None else self.upper_threshold,
+            lower if self.lower_threshold is None else self.lower_threshold,
+        )
+
+    def check_thresholds(self, evaluator: str, evaluator_model: str = "") -> None:
+        """Refuse a lower threshold above the upper one (an unset one: the evaluator's)."""
+        upper, lower = self.thresholds_for(evaluator, evaluator_model)
+        if lower <= upper:
+            return
+        unset = [
+            name
+            for name, value in (("upper", self.upper_threshold), ("lower", self.lower_threshold))
+            if value is None
+        ]
+        origin = f" ({' and '.join(unset)}: the {evaluator} evaluator's default)" if unset else ""
+        raise InvalidSettingError(
+            f"setting lower_threshold ({lower:g}) must not be above upper_threshold "
+            f"({upper:g}){origin}"
+        )
+
+    def check_together(self) -> None:
+        """No action both forced and removed; thresholds in order where both are set."""
+        if self.force_action and self.force_action == self.disable_action:
+            raise InvalidSettingError(
+                f"settings force_action and disable_action both name {self.force_action!r}: "
+                "an action cannot be forced and removed at once"
+            )
+        if self.upper_threshold is not None and self.lower_threshold is not None:
+            self.check_thresholds("embedding")
+
+
+@functools.lru_cache(maxsize=4)
+def _method_under(environment: tuple[tuple[str, str], ...]) -> MethodConfig:
+    """The method under one value of its environment variables (the cache key)."""
+    hints = MethodConfig.declared_types()
+    values = {
+        name.removeprefix("CRAG_").lower(): raw.strip() for name, raw in environment if raw.strip()
+    }
+    return MethodConfig(
+        **{
+            name: parse_text(raw, hints[name], f"environment variable {env_name(name)}")
+            for name, raw in values.items()
+        }
+    )
+
+
+def operator_method() -> MethodConfig:
+    """The operator's method: the defaults, each overridden by its ``CRAG_<NAME>`` variable.
+
+    What the app's graphs (:mod:`crag.app.graphs`, the served ones) run with; read once per
+    value of those variables and shared (read it, do not change it).
+
+    Raises:
+        InvalidSettingError: a variable is set to a value of the wrong type or out of bounds.
+    """
+    names = [env_name(spec.name) for spec in fields(MethodConfig)]
+    return _method_under(tuple((name, os.environ.get(name, "")) for name in names))

@@ -1,0 +1,101 @@
+"""The three kinds of setting, and the error for a setting given where its kind may not be.
+
+* **Per-run settings** (:class:`~crag.core.context.Context`,
+  :class:`~crag.core.context.IngestContext`): what a person asking questions (or adding
+  documents) chooses per run; a served caller sends them.
+* **The method's parameters** (:class:`~crag.core.method.MethodConfig`): set where a graph is built.
+* **Deployment settings** (:class:`~crag.core.deployment.DeploymentSettings`): the operator's,
+  read from the environment.
+
+A run's context that names a method parameter or a deployment setting is refused with an error
+naming it (by the per-run classes' constructors, and by the server's middleware,
+:mod:`crag.app.http`, before langgraph-api would drop it without a word).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import fields
+from typing import Any, Literal, TypeVar
+
+from crag.core.deployment import DeploymentSettings
+from crag.core.method import MethodConfig
+from crag.core.setting_checks import InvalidSettingError, env_name
+
+Kind = Literal["method", "deployment"]
+
+METHOD_NAMES: frozenset[str] = frozenset(spec.name for spec in fields(MethodConfig))
+"""The method's parameters."""
+DEPLOYMENT_NAMES: frozenset[str] = frozenset(DeploymentSettings.model_fields)
+"""The deployment settings."""
+
+
+def kind_of(name: str) -> Kind | None:
+    """``"method"`` or ``"deployment"`` for a setting a run may not give, else ``None``."""
+    if name in DEPLOYMENT_NAMES:
+        return "deployment"
+    if name in METHOD_NAMES:
+        return "method"
+    return None
+
+
+def deployment_error(names: list[str]) -> InvalidSettingError:
+    """The error for a run that sets deployment settings (sorted ``names``)."""
+    envs = ", ".join(env_name(name) for name in names)
+    if len(names) == 1:
+        return InvalidSettingError(
+            f"setting {names[0]} is a deployment setting: the server's operator sets it "
+            f"(environment variable {envs}); a run may not"
+        )
+    return InvalidSettingError(
+        f"settings {', '.join(names)} are deployment settings: the server's operator sets them "
+        f"(environment variables {envs}); a run may not"
+    )
+
+
+def method_error(names: list[str]) -> InvalidSettingError:
+    """The error for a run that sets parameters of the method (sorted ``names``)."""
+    listed = ", ".join(names)
+    subject = (
+        f"setting {listed} is a parameter"
+        if len(names) == 1
+        else f"settings {listed} are parameters"
+    )
+    return InvalidSettingError(
+        f"{subject} of the method: set where the graph is built "
+        "(build_graph(..., method=MethodConfig(...)), crag --set, or the operator's "
+        f"environment: {', '.join(env_name(name) for name in names)}); a run may not"
+    )
+
+
+def other_kind_error(given: Iterable[str]) -> InvalidSettingError | None:
+    """The error for the names in ``given`` a run may not set (deployment first), or ``None``."""
+    names = sorted(set(given))
+    deployment = [name for name in names if kind_of(name) == "deployment"]
+    if deployment:
+        return deployment_error(deployment)
+    method = [name for name in names if kind_of(name) == "method"]
+    return method_error(method) if method else None
+
+
+C = TypeVar("C", bound=type)
+
+
+def refusing_other_kinds(cls: C) -> C:
+    """Make a per-run settings class refuse method parameters and deployment settings by name.
+
+    Apply above :func:`~crag.core.setting_checks.refusing_unknown_names`: a known setting of
+    another kind gets an error saying who sets it, not "unknown setting".
+    """
+    inner: Callable[..., None] = cls.__init__  # type: ignore[misc]
+
+    @functools.wraps(inner)
+    def __init__(self: Any, *args: Any, **values: Any) -> None:
+        error = other_kind_error(set(values) - type(self).setting_names())
+        if error is not None:
+            raise error
+        inner(self, *args, **values)
+
+    cls.__init__ = __init__  # type: ignore[misc]
+    return cls
