@@ -14,7 +14,7 @@ POST to ``/runs``, ``/runs/stream``, ``/runs/wait``, ``/runs/batch`` (a list of 
 ``/runs/crons``, ``/threads/{id}/runs``, ``/threads/{id}/runs/stream``,
 ``/threads/{id}/runs/wait``, ``/threads/{id}/runs/crons`` and ``/assistants``; PATCH to
 ``/assistants/{id}`` and ``/runs/crons/{id}``. It buffers only those requests' bodies, parses
-them as langgraph-api does (orjson, whatever the content type), looks into the object (each
+them as JSON whatever the content type (as langgraph-api does), looks into the object (each
 object of a list, for a batch) and replays the same bytes to the server. A body that is not
 JSON, or holds no object, passes on for langgraph-api to answer. Every other request, and every
 response (streams included), passes through untouched.
@@ -26,11 +26,10 @@ first read, so the module itself needs nothing beyond crag's dependencies.
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
-
-import orjson
 
 from crag.core.setting_kinds import other_kind_error
 
@@ -85,8 +84,8 @@ def refusal(body: bytes) -> str | None:
     ``None`` also for a body that is not JSON: langgraph-api answers that one itself.
     """
     try:
-        payload = orjson.loads(body)
-    except orjson.JSONDecodeError:
+        payload = json.loads(body)
+    except ValueError:  # not JSON, or not UTF-8
         return None
     error = other_kind_error(_given_names(payload))
     return None if error is None else str(error)
@@ -130,7 +129,7 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
 
 
 async def _answer_422(send: Send, detail: str) -> None:
-    content = orjson.dumps({"detail": detail})
+    content = json.dumps({"detail": detail}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(content))]
     await send({"type": "http.response.start", "status": 422, "headers": headers})
     await send({"type": "http.response.body", "body": content})

@@ -298,12 +298,15 @@ def _method_under(environment: tuple[tuple[str, str], ...]) -> MethodConfig:
     values = {
         name.removeprefix("CRAG_").lower(): raw.strip() for name, raw in environment if raw.strip()
     }
-    return MethodConfig(
-        **{
-            name: parse_text(raw, hints[name], f"environment variable {env_name(name)}")
-            for name, raw in values.items()
-        }
-    )
+    parsed = {
+        name: parse_text(raw, hints[name], f"environment variable {env_name(name)}")
+        for name, raw in values.items()
+    }
+    try:
+        return MethodConfig(**parsed)
+    except InvalidSettingError as exc:
+        names = ", ".join(env_name(name) for name in sorted(parsed))
+        raise InvalidSettingError(f"{exc} (from the environment: {names})") from None
 
 
 def operator_method() -> MethodConfig:

@@ -155,7 +155,15 @@ def start_dev_server(
     """
     cli = _cli()
     workdir.mkdir(parents=True, exist_ok=True)
-    config = {"dependencies": [str(REPO)], "graphs": served_graphs(), "env": dict(env)}
+    config: dict[str, Any] = {
+        "dependencies": [str(REPO)],
+        "graphs": served_graphs(),
+        "env": dict(env),
+    }
+    # The served app's middleware (app/http.py refuses what a run may not set), as deployed.
+    http = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8")).get("http")
+    if http:
+        config["http"] = http
     config_file = workdir / "langgraph.json"
     config_file.write_text(json.dumps(config, indent=2), encoding="utf-8")
     port = port or free_port()

@@ -278,3 +278,29 @@ def test_a_search_endpoint_on_a_non_public_address_needs_allowed_hosts(
         f"(best -1.000); web: {refused}",
     ]
     assert server.requests_to("/search") == []
+
+
+def test_a_run_that_turns_the_web_off_sends_nothing(server: WebsearchServer) -> None:
+    """``web_search`` off (a per-run setting): no search, no page, no rewrite; a note says so."""
+    graph = paper_graph(components({"1503": 0.8, "Leonardo": 0.3}, default=-1.0), server)
+    incorrect = components({}, default=-1.0)
+    out = dict(
+        paper_graph(incorrect, server).invoke(
+            {"question": QUESTION}, context=Context(web_search=False)
+        )
+    )
+    assert out["action"] == "incorrect"
+    assert out["abstained"] is True and out["knowledge"] == []
+    assert any("web search is off for this run" in note for note in out["notes"])
+    assert server.search_queries() == [] and server.requests_to("/wiki/Mona_Lisa") == []
+    # The rewrite prompt (the paper's keywords) was never sent: nothing was to be searched.
+    assert not any(p[-1].text.startswith("question:") for p in incorrect.chat.prompts)
+
+    ambiguous = dict(graph.invoke({"question": QUESTION}, context={"web_search": False}))
+    assert ambiguous["action"] == "ambiguous"
+    assert [k["origin"] for k in ambiguous["knowledge"]] == ["internal"]
+    assert ambiguous["answer"] == "Leonardo da Vinci."
+    assert server.search_queries() == []
+    # The same graph searches for the next run that leaves the web on.
+    dict(graph.invoke({"question": QUESTION}, context=Context()))
+    assert server.search_queries() == ["Mona Lisa, painter wikipedia"]
