@@ -129,6 +129,22 @@ def _cli() -> Path:
     return cli
 
 
+def _dev_config(env: Mapping[str, str]) -> dict[str, Any]:
+    """The served config: the repository's graphs and its app's middleware (``http``), ``env``.
+
+    The middleware (app/http.py refuses what a run may not set) is served as deployed.
+    """
+    config: dict[str, Any] = {
+        "dependencies": [str(REPO)],
+        "graphs": served_graphs(),
+        "env": dict(env),
+    }
+    http = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8")).get("http")
+    if http:
+        config["http"] = http
+    return config
+
+
 def start_dev_server(
     workdir: Path,
     env: Mapping[str, str],
@@ -155,15 +171,7 @@ def start_dev_server(
     """
     cli = _cli()
     workdir.mkdir(parents=True, exist_ok=True)
-    config: dict[str, Any] = {
-        "dependencies": [str(REPO)],
-        "graphs": served_graphs(),
-        "env": dict(env),
-    }
-    # The served app's middleware (app/http.py refuses what a run may not set), as deployed.
-    http = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8")).get("http")
-    if http:
-        config["http"] = http
+    config = _dev_config(env)
     config_file = workdir / "langgraph.json"
     config_file.write_text(json.dumps(config, indent=2), encoding="utf-8")
     port = port or free_port()

@@ -296,7 +296,8 @@ def test_a_run_that_turns_the_web_off_sends_nothing(server: WebsearchServer) -> 
     # The rewrite prompt (the paper's keywords) was never sent: nothing was to be searched.
     assert not any(p[-1].text.startswith("question:") for p in incorrect.chat.prompts)
 
-    ambiguous = dict(graph.invoke({"question": QUESTION}, context={"web_search": False}))
+    served: Any = {"web_search": False}  # as a served run's context arrives: a dict
+    ambiguous = dict(graph.invoke({"question": QUESTION}, context=served))
     assert ambiguous["action"] == "ambiguous"
     assert [k["origin"] for k in ambiguous["knowledge"]] == ["internal"]
     assert ambiguous["answer"] == "Leonardo da Vinci."
