@@ -29,8 +29,9 @@ def trigger_action(
     action); ``disable`` removes one (its Table 2): without Correct or Incorrect that case
     becomes Ambiguous; without Ambiguous one threshold halfway between the two decides.
 
-    The thresholds are expected in order (``lower <= upper``): :class:`~crag.core.run_settings.RunSettings`
-    refuses reversed ones when it is built, before anything is retrieved or graded.
+    The thresholds are expected in order (``lower <= upper``):
+    :class:`~crag.core.run_settings.RunSettings` refuses reversed ones when it is built, before
+    anything is retrieved or graded.
     """
     best_or_none = max(scores) if scores else None
     if force:
