@@ -21,7 +21,7 @@ from crag.core.run_settings import RunSettings
 from crag.core.state import KnowledgeStrip, State, StateUpdate
 from crag.knowledge.conversation import answer_message
 from crag.nodes.generate import gathered_knowledge
-from crag.prompts.generate import ABSTENTION
+from crag.prompts.generate import ABSTENTION, ABSTENTION_WITHOUT_WEB
 
 logger = logging.getLogger(__name__)
 
@@ -83,14 +83,16 @@ def abstain(state: State, runtime: Runtime[RunSettings]) -> StateUpdate:
     """The update of a run without usable knowledge: the abstention sentence, no generator call.
 
     The run's knowledge (too weak to answer from) is named in the note only. The progress event
-    is the answer step's (``generate``), as when the run answers.
+    is the answer step's (``generate``), as when the run answers. A run that turned the web off
+    is not told the web was searched (:data:`~crag.prompts.generate.ABSTENTION_WITHOUT_WEB`).
     """
     knowledge = gathered_knowledge(state, runtime.context)
     note = abstention_note(state, runtime.context, knowledge)
     logger.info("%s", note)
     emit(runtime, "generate", "abstained")
+    sentence = ABSTENTION if runtime.context.web_search else ABSTENTION_WITHOUT_WEB
     message = answer_message(
-        ABSTENTION,
+        sentence,
         question=state["question"],
         knowledge=[],
         action=state.get("action"),
@@ -98,7 +100,7 @@ def abstain(state: State, runtime: Runtime[RunSettings]) -> StateUpdate:
         abstained=True,
     )
     return {
-        "answer": ABSTENTION,
+        "answer": sentence,
         "knowledge": [],
         "citations": [],
         "abstained": True,

@@ -21,6 +21,11 @@ is off: ``abstain_without_knowledge``)."""
 
 ABSTENTION = "I could not find the answer in the document store or on the web."
 """The answer of a run that found no knowledge: the generator is not asked."""
+ABSTENTION_WITHOUT_WEB = (
+    "I could not find the answer in the document store (the web was not searched: it is off for "
+    "this question)."
+)
+"""The abstention of a run that turned the web search off (the per-run setting ``web_search``)."""
 
 CLOSED_BOOK_SYSTEM = "Answer the question in one short sentence."
 """System prompt of the no-retrieval baseline: the generator answers from what it knows."""

@@ -18,7 +18,7 @@ from crag.core.context import Context
 from crag.core.deployment import DeploymentSettings, deployment_with
 from crag.core.method import MethodConfig
 from crag.graph.builder import CragGraph, build_graph
-from crag.prompts.generate import ABSTENTION
+from crag.prompts.generate import ABSTENTION, ABSTENTION_WITHOUT_WEB
 from crag.websearch import retry as retry_module
 from crag.websearch.cache import clear_web_caches
 from tests.fakes import (
@@ -291,6 +291,7 @@ def test_a_run_that_turns_the_web_off_sends_nothing(server: WebsearchServer) -> 
     )
     assert out["action"] == "incorrect"
     assert out["abstained"] is True and out["knowledge"] == []
+    assert out["answer"] == ABSTENTION_WITHOUT_WEB  # not "... or on the web": it was not searched
     assert any("web search is off for this run" in note for note in out["notes"])
     assert server.search_queries() == [] and server.requests_to("/wiki/Mona_Lisa") == []
     # The rewrite prompt (the paper's keywords) was never sent: nothing was to be searched.
