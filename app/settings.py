@@ -8,8 +8,9 @@ operator's environment (:func:`~crag.core.deployment.deployment_with`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from crag.core.context import Context, IngestContext
@@ -88,15 +89,11 @@ def parse_settings(pairs: list[str], base: dict[str, Any] | None = None) -> Comm
     operator = operator_method()
     settings = CommandSettings(
         context=Context(**run),
-        method=MethodConfig(**{**_values(operator), **method}) if method else operator,
+        method=dataclasses.replace(operator, **method) if method else operator,
         deployment=deployment_with(**deployment),
     )
     settings.run_settings()  # the checks across kinds (components, thresholds), before any work
     return settings
-
-
-def _values(method: MethodConfig) -> dict[str, Any]:
-    return {spec.name: getattr(method, spec.name) for spec in fields(method)}
 
 
 MODEL_PREFIXES = ("local:", "gguf:")
