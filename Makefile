@@ -2,8 +2,10 @@
 #   make ask Q="Who painted the Mona Lisa?"   install everything, answer from the default corpus
 #   make test                                 install with dev tools, lint, type-check, check the
 #                                             import layers (lint-imports), test
-#   make serve                                LangGraph server (and Studio) on 127.0.0.1:$(PORT),
-#                                             $(JOBS) runs at once, generator batches of $(BATCH)
+#   make serve                                LangGraph server, its chat page (printed address)
+#                                             and Studio on 127.0.0.1:$(PORT), $(JOBS) runs at
+#                                             once, generator batches of $(BATCH)
+#   make page                                 rebuild the chat page (npm; app/web/dist)
 #   make bench                                load test: runs at concurrency levels $(LEVELS) on a
 #                                             local server (RUNS=N: one level of N runs)
 #   make eval EVAL_ARGS="--limit 5"           the benchmark: CRAG vs RAG, ablations (crag-bench eval)
@@ -23,7 +25,7 @@ BENCH_JOBS ?= 32
 
 EVAL_ARGS ?=
 
-.PHONY: ask install install-dev test lint serve bench eval dockerfile
+.PHONY: ask install install-dev test lint serve bench eval dockerfile page
 
 install:
 	scripts/bootstrap.sh
@@ -41,9 +43,11 @@ lint:
 	.venv/bin/lint-imports
 
 test: install-dev lint
+	scripts/install_browser.sh
 	.venv/bin/python -m pytest
 
 serve: install-dev
+	@echo "crag's chat page: http://127.0.0.1:$(PORT)/chat/  (open it in a browser)"
 	LANGGRAPH_CLI_NO_ANALYTICS=1 CRAG_GENERATOR_BATCH_SIZE=$(BATCH) \
 		.venv/bin/langgraph dev --no-browser --host 127.0.0.1 --port $(PORT) \
 		--n-jobs-per-worker $(JOBS)
@@ -60,3 +64,8 @@ eval:
 dockerfile: install-dev
 	mkdir -p deploy
 	.venv/bin/langgraph dockerfile -c langgraph.json deploy/Dockerfile
+
+# The chat page's front end (app/web/src) built into app/web/dist, which is committed and ships
+# in the wheel: only this needs Node.js and npm, at development time.
+page:
+	cd app/web && npm ci --no-audit --no-fund && npm run build

@@ -1,13 +1,17 @@
-"""The server's middleware: a run may not set the method's parameters or deployment settings.
+"""The server's own app: the chat page; and no run may set the method's or the operator's settings.
 
 ``langgraph.json`` serves :data:`app` (``"http": {"app": "crag.app.http:app"}``); langgraph-api
-puts its middleware in front of the built-in API routes. langgraph-api keeps only the context
-keys that are properties of the graph's context schema (the per-run settings,
-:mod:`crag.core.run_context`) and drops the others without a word, ``config.configurable``
-included (it is copied into the context). So a caller that sent ``store_path`` or
-``force_action`` would see its run succeed as if it had been honoured. :class:`RefuseOtherKinds`
-answers such a request 422, ``{"detail": "setting store_path is a deployment setting: ..."}``
-(:func:`crag.core.setting_kinds.other_kind_error`), before langgraph-api reads it.
+puts the app's routes before its built-in API routes, and its middleware in front of all of
+them. The routes are the chat page's (:func:`crag.app.chat_page.chat_page_routes`: the page at
+``/chat/``, its uploads and the files behind its citations, under ``/chat/api/``).
+
+langgraph-api keeps only the context keys that are properties of the graph's context schema
+(the per-run settings, :mod:`crag.core.run_context`) and drops the others without a word,
+``config.configurable`` included (it is copied into the context). So a caller that sent
+``store_path`` or ``force_action`` would see its run succeed as if it had been honoured.
+:class:`RefuseOtherKinds` answers such a request 422, ``{"detail": "setting store_path is a
+deployment setting: ..."}`` (:func:`crag.core.setting_kinds.other_kind_error`), before
+langgraph-api reads it.
 
 It looks only at the requests that create runs or set what every run of an assistant gets:
 POST to ``/runs``, ``/runs/stream``, ``/runs/wait``, ``/runs/batch`` (a list of runs),
@@ -19,8 +23,9 @@ object of a list, for a batch) and replays the same bytes to the server. A body 
 JSON, or holds no object, passes on for langgraph-api to answer. Every other request, and every
 response (streams included), passes through untouched.
 
-Only the server imports this module; Starlette (langgraph-api's) is imported when ``app`` is
-first read, so the module itself needs nothing beyond crag's dependencies.
+Only the server imports this module; Starlette (langgraph-api's) and the chat page's routes are
+imported when ``app`` is first read, so the module itself needs nothing beyond crag's
+dependencies.
 """
 
 from __future__ import annotations
@@ -137,11 +142,13 @@ async def _answer_422(send: Send, detail: str) -> None:
 
 @functools.cache
 def served_app() -> Starlette:
-    """The Starlette app ``langgraph.json`` names: no routes, :class:`RefuseOtherKinds`."""
+    """The app ``langgraph.json`` names: the chat page's routes, :class:`RefuseOtherKinds`."""
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
 
-    return Starlette(middleware=[Middleware(RefuseOtherKinds)])
+    from crag.app.chat_page import chat_page_routes
+
+    return Starlette(routes=chat_page_routes(), middleware=[Middleware(RefuseOtherKinds)])
 
 
 def __getattr__(name: str) -> Any:

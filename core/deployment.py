@@ -1,7 +1,7 @@
 """The operator's settings: read once from ``CRAG_<NAME>`` environment variables.
 
 Deployment settings say where things are and what may be reached or loaded: the store, the
-models, the search endpoint, the address allow-list, the bundled corpus, the reading limits.
+models, the search endpoint, the address allow-list, the bundled corpus, the limits, the uploads.
 A served run may not set them (:mod:`crag.core.setting_kinds`); the operator sets them in the
 environment (``.env`` for the LangGraph server), and Python callers and the CLI where a graph
 is built (``build_graph(..., deployment=deployment_with(store_path=...))``, ``--set``).
@@ -305,6 +305,21 @@ class DeploymentSettings(BaseSettings):
         "what another stored), 'served' (what ingest-graph runs stored, never the operator's: "
         "crag ingest, the Python API, the bundled corpus) or 'all'. A document out of reach "
         "is listed in failed and kept as it is.",
+    )
+    # The chat page's uploads (served at /chat/ by the LangGraph server)
+    upload_dir: str = Field(
+        "",
+        description="Directory where the chat page stores uploaded files, each in a folder "
+        "named by its bytes' hash (the same file twice: one copy; no upload overwrites "
+        "another). Empty: 'uploads' in ingest_root when ingest_root is set, else 'uploads' "
+        "beside the store (.crag/uploads by default). With ingest_root set it must lie inside "
+        "ingest_root, where the ingest graph reads; otherwise every upload is refused.",
+    )
+    upload_max_bytes: int = Field(
+        50_000_000,
+        ge=1,
+        description="Largest file the chat page may upload, in bytes: a larger one is refused "
+        "(413), and its reading stops at the limit.",
     )
 
 

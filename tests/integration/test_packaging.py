@@ -24,7 +24,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     for folder in config["tool"]["setuptools"]["package-dir"].values():
         shutil.copytree(
-            ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__")
+            ROOT / folder,
+            source / folder,
+            ignore=shutil.ignore_patterns("__pycache__", "node_modules"),
         )
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
@@ -65,3 +67,10 @@ def test_the_wheel_holds_no_research_code_or_data(wheel: zipfile.ZipFile) -> Non
     entry_points = wheel.read("crag-0.1.0.dist-info/entry_points.txt").decode("utf-8")
     assert "crag = crag.app.console:main" in entry_points
     assert "crag-bench" not in entry_points
+
+
+def test_the_wheel_ships_the_built_chat_page_and_not_its_sources(wheel: zipfile.ZipFile) -> None:
+    names = wheel.namelist()
+    for built in ("index.html", "app.js", "app.css"):
+        assert f"crag/app/web/dist/{built}" in names
+    assert not [n for n in names if "node_modules" in n or n.startswith("crag/app/web/src/")]
