@@ -47,10 +47,7 @@ test: install-dev lint
 	.venv/bin/python -m pytest
 
 serve: install-dev
-	@echo "crag's chat page: http://127.0.0.1:$(PORT)/chat/  (open it in a browser)"
-	LANGGRAPH_CLI_NO_ANALYTICS=1 CRAG_GENERATOR_BATCH_SIZE=$(BATCH) \
-		.venv/bin/langgraph dev --no-browser --host 127.0.0.1 --port $(PORT) \
-		--n-jobs-per-worker $(JOBS)
+	scripts/serve.sh $(PORT) $(JOBS) $(BATCH)
 
 bench: install-dev
 	.venv/bin/crag-bench server $(if $(RUNS),--runs $(RUNS),--levels $(LEVELS)) --jobs $(BENCH_JOBS) \

@@ -64,6 +64,23 @@ def build_server_store(path: Path) -> Path:
     return path
 
 
+def served_environment(store_path: Path, search_url: str, ingest_root: Path) -> dict[str, str]:
+    """The operator's settings of a test server: its store, the shipped generator, a SearxNG
+    stand-in at ``search_url`` (on 127.0.0.1, which the operator must allow) and an ingest root.
+
+    A mapping rather than the repository's .env file: these are the only settings.
+    """
+    return {
+        "CRAG_STORE_PATH": str(store_path),
+        "CRAG_COLLECTION": "crag",
+        "CRAG_GENERATOR": "smollm2",
+        "CRAG_SEARCH_PROVIDER": "searxng",
+        "CRAG_SEARCH_URL": search_url,
+        "CRAG_ALLOWED_HOSTS": "127.0.0.1",
+        "CRAG_INGEST_ROOT": str(ingest_root),
+    }
+
+
 @contextmanager
 def langgraph_server(workdir: Path, env: Mapping[str, str]) -> Iterator[DevServer]:
     """``langgraph dev`` serving the repository's graphs, :data:`SERVER_JOBS` runs at once.

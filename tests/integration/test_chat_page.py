@@ -25,7 +25,7 @@ from crag.core.context import Context
 from crag_bench.dev_server import DevServer
 from tests.browser_support import PHONE, browser, chromium_missing, open_page, screenshot
 from tests.document_factory import PAGES, ZEPHYR, write_pdf
-from tests.server_support import build_server_store, langgraph_server
+from tests.server_support import build_server_store, langgraph_server, served_environment
 from tests.websearch_server import WebsearchServer
 
 pytest.importorskip("langgraph_api", reason="the server extra (langgraph-cli[inmem]) is missing")
@@ -61,15 +61,7 @@ def server(
     tmp_path_factory: pytest.TempPathFactory, search_server: WebsearchServer, ingest_root: Path
 ) -> Iterator[DevServer]:
     store = build_server_store(tmp_path_factory.mktemp("store") / "chroma")
-    env = {
-        "CRAG_STORE_PATH": str(store),
-        "CRAG_COLLECTION": "crag",
-        "CRAG_GENERATOR": "smollm2",
-        "CRAG_SEARCH_PROVIDER": "searxng",
-        "CRAG_SEARCH_URL": search_server.url,
-        "CRAG_ALLOWED_HOSTS": "127.0.0.1",
-        "CRAG_INGEST_ROOT": str(ingest_root),
-    }
+    env = served_environment(store, search_server.url, ingest_root)
     with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as started:
         yield started
 
@@ -203,6 +195,22 @@ def test_a_question_the_store_cannot_answer_shows_the_web_results_and_notes(
     screenshot(page, shots, "chat-web")
 
 
+def test_the_notes_say_what_was_skipped_and_that_the_run_abstained(
+    server: DevServer, chromium: Any
+) -> None:
+    page, _ = open_page(chromium, server.url)
+    page.locator("#toggle-settings").click()
+    page.locator("#setting-web_search").uncheck()
+    answer = ask(page, NITROGEN_QUESTION)
+    assert answer.get_attribute("data-action") in {"incorrect", "ambiguous"}
+    answer.locator(".correction-details summary").click()
+    notes = answer.locator("section.notes li").all_inner_texts()
+    assert any("web search is off for this run" in note for note in notes), notes
+    if answer.get_attribute("data-action") == "incorrect":
+        assert any("abstained" in note for note in notes), notes
+        assert "the web was not searched" in answer.locator(".answer-text").inner_text()
+
+
 def test_rag_and_crag_answer_side_by_side(server: DevServer, chromium: Any, shots: Path) -> None:
     page, _ = open_page(chromium, server.url)
     page.locator("#compare").check()
@@ -266,6 +274,18 @@ def test_a_refused_upload_says_why(server: DevServer, chromium: Any, tmp_path: P
     assert refused[1].startswith("setup.exe: refused.") and ".exe" in refused[1]
 
 
+def test_a_failed_run_is_told_with_the_servers_reason(server: DevServer, chromium: Any) -> None:
+    page, _ = open_page(chromium, server.url)
+    page.locator("#toggle-settings").click()
+    page.locator("#setting-top_k").fill("1000")
+    answer = ask(page, MONA_QUESTION)
+    failure = answer.locator(".answer-error").inner_text()
+    assert failure.startswith("The answer failed"), failure
+    assert "top_k" in failure, failure
+    assert page.locator("#error").inner_text() == failure
+    assert page.locator("#ask-button").is_enabled()
+
+
 def test_stop_cancels_the_run_on_the_server(server: DevServer, chromium: Any) -> None:
     page, _ = open_page(chromium, server.url)
     page.locator("#question").fill(NITROGEN_QUESTION)
@@ -292,6 +312,8 @@ def test_the_page_fits_a_phone_and_works_from_the_keyboard(
     server: DevServer, chromium: Any, shots: Path
 ) -> None:
     page, _ = open_page(chromium, server.url, viewport=PHONE)
+    # A new browser: the server holds other people's threads, the page lists none of them.
+    assert page.locator("#thread-list").inner_text() == "No conversation yet."
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     unlabelled = page.evaluate(
         """() => [...document.querySelectorAll('input, select, textarea, button')]

@@ -43,7 +43,12 @@ from crag.core.method import operator_method
 from crag.core.run_settings import IngestSettings, RunSettings
 from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES, other_kind_error
 from crag_bench.dev_server import REPO, DevServer
-from tests.server_support import MONA_LISA, build_server_store, langgraph_server
+from tests.server_support import (
+    MONA_LISA,
+    build_server_store,
+    langgraph_server,
+    served_environment,
+)
 from tests.websearch_server import WebsearchServer
 
 pytest.importorskip("langgraph_api", reason="the server extra (langgraph-cli[inmem]) is missing")
@@ -108,17 +113,7 @@ def server(
     ingest_root: Path,
 ) -> Iterator[DevServer]:
     """``langgraph dev`` on a free port, serving the repository's graphs; stopped afterwards."""
-    env = {
-        # A mapping rather than the repository's .env file: these are the only settings.
-        "CRAG_STORE_PATH": str(store_path),
-        "CRAG_COLLECTION": "crag",
-        "CRAG_GENERATOR": "smollm2",
-        "CRAG_SEARCH_PROVIDER": "searxng",
-        "CRAG_SEARCH_URL": search_server.url,
-        # The SearxNG stand-in is on 127.0.0.1, which the operator must allow.
-        "CRAG_ALLOWED_HOSTS": "127.0.0.1",
-        "CRAG_INGEST_ROOT": str(ingest_root),
-    }
+    env = served_environment(store_path, search_server.url, ingest_root)
     with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as started:
         yield started
 

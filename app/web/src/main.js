@@ -4,7 +4,7 @@ import { answerColumn, failAnswer, finishAnswer, showCitation } from "./answer.j
 import { el } from "./dom.js";
 import { streamRun } from "./runs.js";
 import { chosenContext, drawSettings } from "./settings.js";
-import { createThread, drawThreadList, listThreads, threadTurns } from "./threads.js";
+import { drawThreadList, listThreads, newThreadId, rememberThread, threadTurns, titleThread } from "./threads.js";
 
 const $ = (id) => document.getElementById(id);
 const client = makeClient();
@@ -79,7 +79,14 @@ async function runInto(column, text, options, timing) {
   let first = true;
   const result = await streamRun(client, {
     ...options,
-    onRunId: (runId) => { if (options.graph === "crag") page.running.runId = runId; },
+    onRunId: (runId) => {
+      if (options.graph !== "crag") return;
+      page.running.runId = runId;
+      if (options.ifNotExists) {
+        rememberThread(options.threadId);
+        titleThread(client, options.threadId, timing.question).then(refreshThreads, (error) => showError(sentenceFor(error, "Naming the conversation")));
+      }
+    },
     onProgress: (line) => {
       const status = column.querySelector(".answer-status");
       if (status) status.textContent = `Working… (${line})`;
@@ -104,7 +111,8 @@ async function runGraph(graph, answers, question, context, timing) {
   page.running.controllers.push(controller);
   const input = { messages: [{ role: "user", content: question }] };
   const options = graph === "crag"
-    ? { graph, threadId: page.threadId, assistantId: page.assistants.crag, input, context, signal: controller.signal }
+    ? { graph, threadId: page.threadId, assistantId: page.assistants.crag, input, context, signal: controller.signal,
+        ifNotExists: page.running.newThread ? "create" : undefined }
     : { graph, threadId: null, assistantId: page.assistants.rag, context, signal: controller.signal,
         input: { messages: [...page.messages.map(({ type, content }) => ({ role: type === "human" ? "user" : "assistant", content })), input.messages[0]] } };
   try {
@@ -127,21 +135,17 @@ async function ask(event) {
   const timing = { enter: performance.now(), question };
   performance.mark("crag-enter");
   showError("");
-  let context;
-  try {
-    context = chosenContext($("settings-form"));
-    if (!page.threadId) page.threadId = (await createThread(client, question)).thread_id;
-  } catch (error) {
-    showError(sentenceFor(error, "Starting the conversation"));
-    return;
-  }
-  page.running = { runId: null, controllers: [], stopped: false, threadId: page.threadId };
+  const context = chosenContext($("settings-form"));
+  const newThread = !page.threadId;
+  if (newThread) page.threadId = newThreadId();
+  page.running = { runId: null, controllers: [], stopped: false, threadId: page.threadId, newThread };
   setRunning(true);
   $("question").value = "";
   const answers = turnElement(question);
   const graphs = $("compare").checked ? ["rag", "crag"] : ["crag"];
   answers.classList.toggle("side-by-side", graphs.length > 1);
   await Promise.all(graphs.map((graph) => runGraph(graph, answers, question, context, timing)));
+  if (newThread && !page.running.runId) page.threadId = null; // the server made no run, nor thread
   timing.done = performance.now();
   window.cragTimings.push(timing);
   page.running = null;

@@ -21,10 +21,10 @@ function progressLine(data) {
  * onProgress(line) for each progress event (a store being filled, strips being scored).
  * Resolves with {values, path, searchQuery, runId}; throws the run's error as an Error.
  */
-export async function streamRun(client, { threadId, assistantId, input, context, signal, onRunId, onToken, onProgress }) {
+export async function streamRun(client, { threadId, assistantId, input, context, signal, ifNotExists, onRunId, onToken, onProgress }) {
   const result = { values: null, path: [], searchQuery: null, runId: null };
   const stream = client.runs.stream(threadId, assistantId, {
-    input, context, streamMode: STREAM_MODES, signal, onDisconnect: "cancel",
+    input, context, streamMode: STREAM_MODES, signal, onDisconnect: "cancel", ifNotExists,
   });
   for await (const chunk of stream) {
     const data = chunk.data;

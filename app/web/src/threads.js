@@ -2,14 +2,54 @@
 import { PAGE_TAG } from "./api.js";
 import { el } from "./dom.js";
 
-/** The page's threads, newest first. */
-export async function listThreads(client) {
-  return client.threads.search({ metadata: { page: PAGE_TAG }, limit: 50, sortBy: "updated_at", sortOrder: "desc" });
+const KNOWN_THREADS = "crag-chat-threads";
+
+/**
+ * The ids of the threads this browser started (newest first). The server cannot tell its
+ * callers apart, so the page lists only these: a person sees their own conversations, not
+ * everyone's who opened the page.
+ */
+export function knownThreads() {
+  try {
+    const ids = JSON.parse(window.localStorage.getItem(KNOWN_THREADS) || "[]");
+    return Array.isArray(ids) ? ids.filter((id) => typeof id === "string") : [];
+  } catch (_) {
+    return []; // storage turned off, or damaged
+  }
 }
 
-/** A new thread titled by its first question. */
-export async function createThread(client, question) {
-  return client.threads.create({ metadata: { page: PAGE_TAG, title: question.slice(0, 80) } });
+/** Remember `threadId` as one of this browser's threads. */
+export function rememberThread(threadId) {
+  const ids = [threadId, ...knownThreads().filter((id) => id !== threadId)].slice(0, 200);
+  try {
+    window.localStorage.setItem(KNOWN_THREADS, JSON.stringify(ids));
+  } catch (_) {
+    // storage turned off: the conversation lasts as long as the page
+  }
+}
+
+/** This browser's threads that the server still has, most recently updated first. */
+export async function listThreads(client) {
+  const ids = knownThreads();
+  if (!ids.length) return [];
+  return client.threads.search({ ids, limit: ids.length, sortBy: "updated_at", sortOrder: "desc" });
+}
+
+/** A new thread's id: a random UUID (crypto.randomUUID needs a secure context; this does not). */
+export function newThreadId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  bytes[6] = (bytes[6] & 0x0f) | 0x40;
+  bytes[8] = (bytes[8] & 0x3f) | 0x80;
+  const hex = [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/**
+ * Title a thread the first run created (`ifNotExists: "create"`, which saves a round trip
+ * before the first token) by its first question, and tag it as the page's.
+ */
+export async function titleThread(client, threadId, question) {
+  return client.threads.update(threadId, { metadata: { page: PAGE_TAG, title: question.slice(0, 80) } });
 }
 
 /** Draw the list; `open(threadId)` is called when one is chosen. */

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# `make serve`: the LangGraph dev server on 127.0.0.1:PORT, then, once it answers, the address
+# of the chat page (printed after the server's own banner, where it is seen).
+# Usage: scripts/serve.sh PORT JOBS BATCH
+set -euo pipefail
+cd "$(dirname "$0")/.."
+port="${1:-8123}" jobs="${2:-10}" batch="${3:-8}"
+LANGGRAPH_CLI_NO_ANALYTICS=1 CRAG_GENERATOR_BATCH_SIZE="$batch" \
+    .venv/bin/langgraph dev --no-browser --host 127.0.0.1 --port "$port" \
+    --n-jobs-per-worker "$jobs" &
+server=$!
+trap 'kill -INT "$server" 2>/dev/null; wait "$server"' INT TERM
+for _ in $(seq 1 300); do
+    if ! kill -0 "$server" 2>/dev/null; then
+        wait "$server"
+        exit $?
+    fi
+    if .venv/bin/python -c "import urllib.request, sys; urllib.request.urlopen(sys.argv[1], timeout=2)" \
+        "http://127.0.0.1:$port/ok" 2>/dev/null; then
+        printf '\ncrag chat page: http://127.0.0.1:%s/chat/  (open it in a browser)\n\n' "$port"
+        break
+    fi
+    sleep 1
+done
+wait "$server"
