@@ -100,6 +100,7 @@ async function runInto(column, text, options, timing) {
       }
     },
   });
+  if (page.running.stopped) throw new DOMException("the run was stopped", "AbortError");
   finishAnswer(column, result, page.method, openCitation);
   return result;
 }
@@ -165,12 +166,16 @@ async function stop() {
   if (!running) return;
   running.stopped = true;
   setStatus("Stopping…");
-  try {
-    if (running.runId) await client.runs.cancel(running.threadId, running.runId);
-  } catch (error) {
-    showError(sentenceFor(error, "Stopping the run"));
-  }
+  // The page stops reading at once; the server cancels the run of a stream that went away
+  // (onDisconnect: "cancel"), and is told so directly too.
   running.controllers.forEach((c) => c.abort());
+  if (!running.runId) return;
+  try {
+    await client.runs.cancel(running.threadId, running.runId);
+  } catch (error) {
+    const status = error && (error.status || (error.response && error.response.status));
+    if (status !== 404 && status !== 409) showError(sentenceFor(error, "Stopping the run"));
+  }
 }
 
 async function upload(event) {
