@@ -71,6 +71,6 @@ def test_the_wheel_holds_no_research_code_or_data(wheel: zipfile.ZipFile) -> Non
 
 def test_the_wheel_ships_the_built_chat_page_and_not_its_sources(wheel: zipfile.ZipFile) -> None:
     names = wheel.namelist()
-    for built in ("index.html", "app.js", "app.css"):
+    for built in ("index.html", "app.js", "app.css", "THIRD_PARTY_LICENSES.txt"):
         assert f"crag/app/web/dist/{built}" in names
     assert not [n for n in names if "node_modules" in n or n.startswith("crag/app/web/src/")]
