@@ -609,6 +609,8 @@ ATTEMPTS: dict[str, Any] = {
     "max_history_turns": 1000,
     "max_history_chars": 10**7,
     "max_knowledge_chars": 10**7,
+    "upload_dir": "/",
+    "upload_max_bytes": 10**12,
 }
 # What a caller might try on the method: force or remove an action, move the thresholds, keep
 # more strips. The method is the operator's (CRAG_<NAME>), the same for every run.
