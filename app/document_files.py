@@ -54,10 +54,6 @@ def shared_folders(settings: DeploymentSettings) -> list[Path]:
     return [Path(os.path.realpath(folder)) for folder in folders]
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
-
-
 def _shared(path: str, folders: list[Path]) -> Path | None:
     """``path``'s real path if it is absolute and names a regular file inside ``folders``."""
     if "\0" in path or not os.path.isabs(path):
@@ -67,7 +63,7 @@ def _shared(path: str, folders: list[Path]) -> Path | None:
         is_file = stat.S_ISREG(os.stat(real).st_mode)
     except (OSError, ValueError):  # missing, unreadable, a link loop
         return None
-    if is_file and any(_inside(real, folder) for folder in folders):
+    if is_file and any(real.is_relative_to(folder) for folder in folders):
         return real
     return None
 

@@ -99,10 +99,6 @@ def _resolved(path: str | Path) -> Path:
     return Path(path).expanduser().resolve()
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
-
-
 def upload_folder(settings: DeploymentSettings) -> Path:
     """Where uploads are stored: absolute, symbolic links resolved.
 
@@ -116,7 +112,7 @@ def upload_folder(settings: DeploymentSettings) -> Path:
     root = _resolved(settings.ingest_root) if settings.ingest_root.strip() else None
     if settings.upload_dir.strip():
         folder = _resolved(settings.upload_dir)
-        if root is not None and not _inside(folder, root):
+        if root is not None and not folder.is_relative_to(root):
             logger.error("upload_dir %s is outside ingest_root %s: no uploads", folder, root)
             raise UploadRefusedError(
                 "the server takes no uploads: its setting upload_dir (CRAG_UPLOAD_DIR) is not "
