@@ -3,6 +3,9 @@
 :func:`chat_page_routes` gives :func:`crag.app.http.served_app` its routes (langgraph-api puts
 them before its own):
 
+Every route is behind :class:`crag.app.gate.Gate`, which signs people in (the page itself
+without a credential is its sign-in page) and refuses strangers.
+
 * ``GET /chat``: 307 to ``/chat/``.
 * ``GET /chat/``: the built page, ``app/web/dist/index.html``; ``GET /chat/assets/{name}``: a
   file of ``app/web/dist`` (a plain name: no folders, no dot files, no links). Both under a
@@ -14,6 +17,9 @@ them before its own):
   "bytes", "sha256"}``, the path being what to send to the ingest graph.
 * ``GET /chat/api/documents?source=SOURCE``: the file behind a citation, where the server
   shares it (:mod:`crag.app.document_files`).
+* ``GET /chat/api/session``: who is signed in and the session's CSRF token, ``{"user",
+  "role", "csrf"}``, which the page sends with every change; ``DELETE``: sign out (the cookie
+  is forgotten).
 * ``GET /chat/api/method``: the action trigger's thresholds the served ``crag`` graph runs with
   (the operator's method under the operator's evaluator), ``{"upper_threshold",
   "lower_threshold", "evaluator"}``, which the page draws each passage's score against. They
@@ -40,7 +46,9 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
+from crag.app.credentials import SESSION_COOKIE, csrf_token
 from crag.app.document_files import served_as, served_file, unserved_reason
+from crag.app.gate import IDENTITY_KEY, gate_config
 from crag.app.uploads import UploadRefusedError, receive_upload
 from crag.core.deployment import DeploymentSettings, deployment_settings
 from crag.core.method import operator_method
@@ -120,9 +128,16 @@ def _declared_bytes(request: Request) -> int | None:
 class _ChatPage:
     """The routes' handlers, over the built page's folder and the deployment settings."""
 
-    def __init__(self, dist: Path, deployment: DeploymentSettings | None) -> None:
+    def __init__(
+        self, dist: Path, deployment: DeploymentSettings | None, token: str | None
+    ) -> None:
         self.dist = dist
         self.deployment = deployment
+        self._token = token
+
+    def token(self) -> str:
+        """The server's token given, else the served gate's."""
+        return self._token if self._token is not None else gate_config().token
 
     def settings(self) -> DeploymentSettings:
         """The settings given, else the operator's as they are now."""
@@ -147,9 +162,27 @@ class _ChatPage:
         return FileResponse(path, media_type=media_type, headers=dict(PAGE_HEADERS))
 
     async def redirect(self, request: Request) -> Response:
-        """``/chat`` to ``/chat/``, whose relative links the page uses."""
-        target = request.url.replace(path=request.url.path + "/")
-        return RedirectResponse(str(target), status_code=307)
+        """``/chat`` to ``/chat/``, whose relative links the page uses.
+
+        The address is relative: never one built from the request's ``Host``.
+        """
+        return RedirectResponse("/chat/", status_code=307)
+
+    async def session(self, request: Request) -> Response:
+        """Who is signed in, and the CSRF token the page sends with each change."""
+        identity = request.scope.get(IDENTITY_KEY)
+        cookie = request.cookies.get(SESSION_COOKIE)
+        if identity is None:
+            return _error(401, "sign in first: open the address `make serve` printed")
+        csrf = csrf_token(self.token(), cookie) if cookie else ""
+        body = {"user": identity.user, "role": identity.role, "csrf": csrf}
+        return JSONResponse(body, headers=_API_HEADERS)
+
+    async def sign_out(self, request: Request) -> Response:
+        """Forget the session cookie in this browser."""
+        response = JSONResponse({"signed_out": True}, headers=_API_HEADERS)
+        response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+        return response
 
     async def page(self, request: Request) -> Response:
         """The page."""
@@ -232,7 +265,10 @@ class _ChatPage:
 
 
 def chat_page_routes(
-    deployment: DeploymentSettings | None = None, *, dist: Path = DIST
+    deployment: DeploymentSettings | None = None,
+    *,
+    dist: Path = DIST,
+    token: str | None = None,
 ) -> list[BaseRoute]:
     """The chat page's routes (see the module), to put before langgraph-api's.
 
@@ -240,10 +276,13 @@ def chat_page_routes(
         deployment: The settings the uploads and documents follow; ``None``: the operator's,
             read at each request.
         dist: The built page's folder.
+        token: The server's token (its sessions' CSRF tokens derive from it); ``None``: the
+            served gate's (:func:`crag.app.gate.gate_config`).
     """
-    chat = _ChatPage(dist, deployment)
+    chat = _ChatPage(dist, deployment, token)
     return [
         _route("/chat", GET=chat.redirect),
+        _route("/chat/api/session", GET=chat.session, DELETE=chat.sign_out),
         _route("/chat/api/uploads", POST=chat.upload),
         _route("/chat/api/documents", GET=chat.document),
         _route("/chat/api/method", GET=chat.method),

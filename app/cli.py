@@ -444,6 +444,14 @@ def cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_server_token(args: argparse.Namespace) -> int:
+    """Print the LangGraph server's token, making it on first use."""
+    from crag.app.credentials import server_token
+
+    print(server_token(_settings(args).deployment))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for ``crag``."""
     parser = argparse.ArgumentParser(
@@ -509,6 +517,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     graph_cmd = sub.add_parser("graph", help="print the graph as mermaid")
     graph_cmd.set_defaults(func=cmd_graph)
+
+    token_cmd = sub.add_parser(
+        "server-token",
+        help="print the LangGraph server's token (made on first use)",
+        description="Print the token the LangGraph server (make serve) asks every caller for: "
+        "CRAG_SERVER_TOKEN when set, else the file server-token beside the store "
+        "(.crag/server-token), made on first use with mode 0600. Programs send it as "
+        "X-Api-Key (langgraph-sdk's api_key); the chat page's address carries it once.",
+    )
+    store_options(token_cmd)
+    token_cmd.set_defaults(func=cmd_server_token)
 
     _add_serve_command(sub, store_options, warm_commands=(ask, ingest))
     return parser

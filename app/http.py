@@ -142,13 +142,21 @@ async def _answer_422(send: Send, detail: str) -> None:
 
 @functools.cache
 def served_app() -> Starlette:
-    """The app ``langgraph.json`` names: the chat page's routes, :class:`RefuseOtherKinds`."""
+    """The app ``langgraph.json`` names: the chat page's routes, the gate, the refusals.
+
+    :class:`crag.app.gate.Gate` (who may call, from where) is outermost, then
+    :class:`RefuseOtherKinds`.
+    """
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
 
     from crag.app.chat_page import chat_page_routes
+    from crag.app.gate import Gate
 
-    return Starlette(routes=chat_page_routes(), middleware=[Middleware(RefuseOtherKinds)])
+    return Starlette(
+        routes=chat_page_routes(),
+        middleware=[Middleware(Gate), Middleware(RefuseOtherKinds)],
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -17,7 +17,9 @@ extension the ingestion does not read (415), bytes that are not what the extensi
 that is cheap to see (a PDF that does not start with ``%PDF-``, an Office file or e-book that
 is not a ZIP archive, text that is not UTF-8 or holds a NUL byte: 415), an empty file (400),
 more than ``upload_max_bytes`` bytes (413: counted as they arrive, and reading stops there),
-a full disk (507), and, every upload, when ``upload_dir`` lies outside ``ingest_root`` (500).
+uploads kept past ``upload_quota_bytes`` (413), a body slower than ``upload_seconds`` (408: a
+caller dripping bytes holds no temporary file for longer), a full disk (507), and, every
+upload, when ``upload_dir`` lies outside ``ingest_root`` (500).
 
 Pure logic: no Starlette here.
 """
@@ -332,7 +334,37 @@ def _checked_before_reading(
     folder = upload_folder(settings)
     if declared_bytes is not None and declared_bytes > settings.upload_max_bytes:
         raise _too_large(settings.upload_max_bytes)
+    _check_quota(folder, settings.upload_quota_bytes, declared_bytes or 1)
     return folder, stored_name
+
+
+def stored_bytes(folder: Path) -> int:
+    """Bytes of the uploads kept in ``folder`` (regular files, links not followed)."""
+    total = 0
+    pending = [folder]
+    while pending:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+    return total
+
+
+def _check_quota(folder: Path, quota: int, incoming: int) -> None:
+    """Refuse an upload that would take the uploads kept past ``quota`` bytes (413)."""
+    used = stored_bytes(folder)
+    if used + incoming > quota:
+        raise UploadRefusedError(
+            f"the uploads kept already take {used:,} bytes of the {quota:,} allowed (setting "
+            "upload_quota_bytes): remove some documents before uploading more",
+            status=413,
+        )
 
 
 def store_upload(
@@ -379,12 +411,21 @@ async def receive_upload(
     Raises:
         UploadRefusedError: as :func:`store_upload`.
     """
-    folder, stored_name = _checked_before_reading(name, settings, declared_bytes)
+    folder, stored_name = await asyncio.to_thread(
+        _checked_before_reading, name, settings, declared_bytes
+    )
     upload = await asyncio.to_thread(_PendingUpload, folder, stored_name, settings.upload_max_bytes)
     try:
-        async for chunk in chunks:
-            if chunk:
-                await asyncio.to_thread(upload.write, chunk)
+        async with asyncio.timeout(settings.upload_seconds):
+            async for chunk in chunks:
+                if chunk:
+                    await asyncio.to_thread(upload.write, chunk)
         return await asyncio.to_thread(upload.finish)
+    except TimeoutError:
+        raise UploadRefusedError(
+            f"{stored_name} did not arrive within {settings.upload_seconds:g} s (setting "
+            "upload_seconds): nothing of it was kept",
+            status=408,
+        ) from None
     finally:
         await asyncio.to_thread(upload.discard)

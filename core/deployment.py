@@ -321,6 +321,45 @@ class DeploymentSettings(BaseSettings):
         description="Largest file the chat page may upload, in bytes: a larger one is refused "
         "(413), and its reading stops at the limit.",
     )
+    upload_quota_bytes: int = Field(
+        500_000_000,
+        ge=1,
+        description="Most bytes one user may keep uploaded through the chat page; an upload "
+        "past it is refused (413) until some are removed.",
+    )
+    upload_seconds: float = Field(
+        120.0,
+        ge=1.0,
+        description="Seconds an upload's body may take to arrive; a slower one is abandoned "
+        "(408) and nothing of it is kept.",
+    )
+    # Who may call the LangGraph server (docs/security.md)
+    server_hosts: str = Field(
+        "",
+        description="Host names (comma-separated) the LangGraph server answers besides "
+        "127.0.0.1, localhost and [::1]: a request whose Host header names another is refused "
+        "(403), so a web page cannot reach the server through a name it controls (DNS "
+        "rebinding). A team's server lists the names it is reached by.",
+    )
+    server_origins: str = Field(
+        "",
+        description="Web origins (comma-separated, scheme://host[:port]) whose pages may call "
+        "the LangGraph server besides its own, e.g. https://smith.langchain.com for LangGraph "
+        "Studio; a request from any other origin is refused (403), and no other origin gets "
+        "CORS headers.",
+    )
+    server_max_request_bytes: int = Field(
+        10_000_000,
+        ge=1_000,
+        description="Largest request body the LangGraph server reads, in bytes (uploads have "
+        "upload_max_bytes): a larger one is refused (413) before it is read whole.",
+    )
+    server_session_hours: float = Field(
+        24.0,
+        ge=0.01,
+        le=24.0 * 366,
+        description="Hours a chat page sign-in lasts; the page then asks for the token again.",
+    )
 
 
 _BOUND_WORDS = {"ge": "at least", "le": "at most"}

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # `make serve`: the LangGraph dev server on 127.0.0.1:PORT, then, once it answers, the address
-# of the chat page (printed after the server's own banner, where it is seen).
+# of the chat page with the server's token in it (printed after the server's own banner, where
+# it is seen). The token is `crag server-token`'s (.crag/server-token, made on first use), or
+# CRAG_SERVER_TOKEN when set; every caller but /ok must present it (docs/security.md).
 # Usage: scripts/serve.sh PORT JOBS BATCH
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port="${1:-8123}" jobs="${2:-10}" batch="${3:-8}"
-LANGGRAPH_CLI_NO_ANALYTICS=1 CRAG_GENERATOR_BATCH_SIZE="$batch" \
+token="$(.venv/bin/crag server-token)"
+LANGGRAPH_CLI_NO_ANALYTICS=1 CRAG_GENERATOR_BATCH_SIZE="$batch" CRAG_SERVER_TOKEN="$token" \
     .venv/bin/langgraph dev --no-browser --host 127.0.0.1 --port "$port" \
     --n-jobs-per-worker "$jobs" &
 server=$!
@@ -17,7 +20,8 @@ for _ in $(seq 1 300); do
     fi
     if .venv/bin/python -c "import urllib.request, sys; urllib.request.urlopen(sys.argv[1], timeout=2)" \
         "http://127.0.0.1:$port/ok" 2>/dev/null; then
-        printf '\ncrag chat page: http://127.0.0.1:%s/chat/  (open it in a browser)\n\n' "$port"
+        printf '\ncrag chat page: http://127.0.0.1:%s/chat/?token=%s  (open it in a browser)\n\n' \
+            "$port" "$token"
         break
     fi
     sleep 1

@@ -39,9 +39,13 @@ browser = headless_chromium
 
 
 def open_page(
-    launched: Any, origin: str, viewport: dict[str, int] = DESKTOP
+    launched: Any, origin: str, viewport: dict[str, int] = DESKTOP, *, token: str = ""
 ) -> tuple[Any, PageWatch]:
-    """A new page on ``origin``'s chat page, ready; requests elsewhere aborted and recorded."""
+    """A new page on ``origin``'s chat page, ready; requests elsewhere aborted and recorded.
+
+    With ``token``, the page is opened as ``make serve`` prints it (``/chat/?token=...``),
+    which signs the browser in.
+    """
     context = launched.new_context(viewport=viewport)
     page = context.new_page()
     watch = PageWatch(origin)
@@ -55,7 +59,7 @@ def open_page(
 
     page.route("**/*", guard)
     page.on("console", lambda m: watch.console_errors.append(m.text) if m.type == "error" else None)
-    page.goto(f"{origin}/chat/")
+    page.goto(f"{origin}/chat/?token={token}" if token else f"{origin}/chat/")
     page.wait_for_selector("body[data-ready='true']", timeout=60_000)
     return page, watch
 

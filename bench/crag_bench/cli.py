@@ -58,7 +58,11 @@ def _add_server_command(sub: Any) -> None:
         "server",
         help="load-test the LangGraph server: runs at several concurrency levels vs. one at a time",
     )
-    bench.add_argument("--url", help="a running server (default: start langgraph dev on 127.0.0.1)")
+    bench.add_argument(
+        "--url",
+        help="a running server, its token in CRAG_SERVER_TOKEN (default: start langgraph dev "
+        "on 127.0.0.1)",
+    )
     default_levels = ",".join(map(str, DEFAULT_LEVELS))
     bench.add_argument(
         "--levels",

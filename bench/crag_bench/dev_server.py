@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -30,6 +31,8 @@ REPO = Path(__file__).resolve().parents[2]
 """The project root (holds ``langgraph.json``)."""
 
 HOST = "127.0.0.1"
+TOKEN_ENV = "CRAG_SERVER_TOKEN"
+"""The server's token in its environment (:mod:`crag.app.credentials`); one is made per start."""
 DEFAULT_JOBS_PER_WORKER = 10
 """Runs a started server executes at once (as ``make serve`` starts it)."""
 
@@ -59,6 +62,18 @@ class DevServer:
     """The CLI process (leader of its own process group)."""
     log: Path
     """Where its stdout and stderr go."""
+    token: str = ""
+    """The server's token (``CRAG_SERVER_TOKEN``), which every call but ``/ok`` must send."""
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The headers that sign a program's request in (``X-Api-Key``)."""
+        return {"x-api-key": self.token}
+
+    @property
+    def page_url(self) -> str:
+        """The chat page's address with the token: what ``make serve`` prints."""
+        return f"{self.url}/chat/?token={self.token}"
 
     def log_tail(self, chars: int = 6000) -> str:
         """The end of the server's log."""
@@ -132,16 +147,18 @@ def _cli() -> Path:
 def _dev_config(env: Mapping[str, str]) -> dict[str, Any]:
     """The served config: the repository's graphs and its app's middleware (``http``), ``env``.
 
-    The middleware (app/http.py refuses what a run may not set) is served as deployed.
+    The middleware (app/http.py: the gate, and the refusal of what a run may not set) and the
+    authentication (app/server_auth.py) are served as deployed.
     """
     config: dict[str, Any] = {
         "dependencies": [str(REPO)],
         "graphs": served_graphs(),
         "env": dict(env),
     }
-    http = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8")).get("http")
-    if http:
-        config["http"] = http
+    served = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8"))
+    for key in ("http", "auth"):
+        if served.get(key):
+            config[key] = served[key]
     return config
 
 
@@ -157,7 +174,8 @@ def start_dev_server(
 
     Args:
         workdir: Its working directory (config, log and ``.langgraph_api`` go there).
-        env: The graphs' environment (``CRAG_STORE_PATH`` ...), written into the config.
+        env: The graphs' environment (``CRAG_STORE_PATH`` ...), written into the config; a
+            random ``CRAG_SERVER_TOKEN`` is added unless it names one.
         port: The port (default: a free one).
         jobs_per_worker: Runs executed at once (``--n-jobs-per-worker``; passed always: the
             installed ``langgraph dev`` starts one job without it, whatever its help says).
@@ -171,7 +189,8 @@ def start_dev_server(
     """
     cli = _cli()
     workdir.mkdir(parents=True, exist_ok=True)
-    config = _dev_config(env)
+    token = env.get(TOKEN_ENV) or secrets.token_urlsafe(32)
+    config = _dev_config({**env, TOKEN_ENV: token})
     config_file = workdir / "langgraph.json"
     config_file.write_text(json.dumps(config, indent=2), encoding="utf-8")
     port = port or free_port()
@@ -191,7 +210,7 @@ def start_dev_server(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    server = DevServer(url=f"http://{HOST}:{port}", process=process, log=log)
+    server = DevServer(url=f"http://{HOST}:{port}", process=process, log=log, token=token)
     try:
         _wait_until_up(server, startup_timeout)
     except BaseException:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -482,6 +483,7 @@ async def abench(
     context: dict[str, Any] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     setup: Sequence[str] = (),
+    api_key: str | None = None,
 ) -> BenchReport:
     """Run the benchmark against the server at ``url`` (see the module docstring).
 
@@ -495,6 +497,7 @@ async def abench(
         timeout: Seconds for each phase (the sequential runs, then each level); unfinished
             runs fail.
         setup: Lines describing the server, printed with the report.
+        api_key: The server's token (sent as ``X-Api-Key``).
 
     Returns:
         The measurements.
@@ -507,7 +510,7 @@ async def abench(
     chosen = resolve_levels(runs, levels)
     if not questions:
         raise BenchError("no questions to ask")
-    client = get_client(url=url, api_key=None, timeout=timeout)
+    client = get_client(url=url, api_key=api_key, timeout=timeout)
     report = await measure(client, chosen, questions, dict(context or {}), timeout)
     report.url = url
     report.setup = list(setup)
@@ -571,7 +574,7 @@ def run_bench(
     Raises:
         BenchError: Bad arguments, or the server could not be started.
     """
-    from crag_bench.dev_server import DEFAULT_JOBS_PER_WORKER, DevServerError, dev_server, free_port
+    from crag_bench.dev_server import TOKEN_ENV
 
     chosen = resolve_levels(runs, levels)
     if timeout <= 0:
@@ -580,9 +583,27 @@ def run_bench(
     if url:
         _check_running_server(url, allow_remote, extra_env, extra_context or {}, context)
         setup = ["setup: a running server (its operator's settings)"]
+        token = os.environ.get(TOKEN_ENV) or None
         return asyncio.run(
-            abench(url, levels=chosen, context=context, timeout=timeout, setup=setup)
+            abench(url, levels=chosen, context=context, timeout=timeout, setup=setup, api_key=token)
         )
+    return _bench_started_server(
+        chosen, timeout, store, documents, jobs_per_worker, context, extra_env
+    )
+
+
+def _bench_started_server(
+    levels: Sequence[int],
+    timeout: float,
+    store: str | None,
+    documents: int,
+    jobs_per_worker: int | None,
+    context: dict[str, Any],
+    extra_env: Mapping[str, str],
+) -> BenchReport:
+    """:func:`abench` against a ``langgraph dev`` started here over a small store."""
+    from crag_bench.dev_server import DEFAULT_JOBS_PER_WORKER, DevServerError, dev_server, free_port
+
     with tempfile.TemporaryDirectory(prefix="crag-bench-") as tmp:
         root = Path(tmp)
         store_path = Path(store) if store else build_bench_store(root / "chroma", documents)
@@ -593,7 +614,14 @@ def run_bench(
         try:
             with dev_server(root / "server", env, jobs_per_worker=jobs) as server:
                 return asyncio.run(
-                    abench(server.url, levels=chosen, context=context, timeout=timeout, setup=setup)
+                    abench(
+                        server.url,
+                        levels=levels,
+                        context=context,
+                        timeout=timeout,
+                        setup=setup,
+                        api_key=server.token,
+                    )
                 )
         except DevServerError as exc:
             raise BenchError(str(exc)) from exc

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -24,11 +25,11 @@ from typing import Any
 from crag_bench.browser import chromium_missing, headless_chromium
 
 
-def server_first_token(url: str, question: str) -> float:
+def server_first_token(url: str, question: str, token: str) -> float:
     """Seconds from sending a ``crag`` run to its first generator token, through the SDK."""
     from langgraph_sdk import get_sync_client
 
-    client = get_sync_client(url=url, api_key=None, timeout=300)
+    client = get_sync_client(url=url, api_key=token, timeout=300)
     thread_id = client.threads.create()["thread_id"]
     start = time.perf_counter()
     first = None
@@ -80,19 +81,19 @@ def transfer_size(page: Any) -> dict[str, int]:
     }
 
 
-def measure(url: str, runs: int, question: str) -> dict[str, Any]:
+def measure(url: str, runs: int, question: str, token: str) -> dict[str, Any]:
     """Interleave page and SDK runs; the medians, their ratio and the page's transfer size."""
     page_times: list[float] = []
     server_times: list[float] = []
     with headless_chromium() as browser:
         page = browser.new_context().new_page()
-        page.goto(f"{url}/chat/")
+        page.goto(f"{url}/chat/?token={token}")
         page.wait_for_selector("body[data-ready='true']", timeout=60_000)
         size = transfer_size(page)
-        server_first_token(url, question)  # warm-up: models loaded, caches filled
+        server_first_token(url, question, token)  # warm-up: models loaded, caches filled
         for _ in range(runs):
             page_times.append(page_first_token(page, question))
-            server_times.append(server_first_token(url, question))
+            server_times.append(server_first_token(url, question, token))
     page_median = statistics.median(page_times)
     server_median = statistics.median(server_times)
     return {
@@ -114,12 +115,17 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5, help="rounds (one page run, one SDK run)")
     parser.add_argument("--question", default="Who painted the Mona Lisa?")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("CRAG_SERVER_TOKEN", ""),
+        help="the server's token (default: CRAG_SERVER_TOKEN; `crag server-token` prints it)",
+    )
     args = parser.parse_args()
     missing = chromium_missing()
     if missing:
         print(f"page_latency: {missing}", file=sys.stderr)
         return 2
-    figures = measure(args.url.rstrip("/"), args.runs, args.question)
+    figures = measure(args.url.rstrip("/"), args.runs, args.question, args.token)
     if args.json:
         print(json.dumps(figures, indent=2))
         return 0

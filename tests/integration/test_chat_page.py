@@ -110,10 +110,10 @@ def watch_tokens(page: Any) -> None:
 def test_the_page_is_served_offline_with_the_run_settings_from_the_schema(
     server: DevServer, chromium: Any, shots: Path
 ) -> None:
-    response = httpx.get(f"{server.url}/chat/", timeout=30)
+    response = httpx.get(f"{server.url}/chat/", headers=server.headers, timeout=30)
     assert response.status_code == 200
     assert "default-src 'self'" in response.headers["content-security-policy"]
-    page, watch = open_page(chromium, server.url)
+    page, watch = open_page(chromium, server.url, token=server.token)
     names = page.eval_on_selector_all("#settings-form [name]", "els => els.map(e => e.name)")
     assert set(names) == {f.name for f in dataclasses.fields(Context)}, names
     assert page.locator(".error").is_hidden()
@@ -125,7 +125,7 @@ def test_the_page_is_served_offline_with_the_run_settings_from_the_schema(
 def test_the_readme_question_streams_an_answer_with_its_action_scores_and_citation(
     server: DevServer, chromium: Any, shots: Path
 ) -> None:
-    page, watch = open_page(chromium, server.url)
+    page, watch = open_page(chromium, server.url, token=server.token)
     watch_tokens(page)
     page.keyboard.press("Tab")  # the skip link, then straight to the question
     page.keyboard.press("Enter")
@@ -160,14 +160,14 @@ def test_the_readme_question_streams_an_answer_with_its_action_scores_and_citati
 def test_a_follow_up_stays_in_its_thread_and_the_thread_comes_back(
     server: DevServer, chromium: Any
 ) -> None:
-    page, _ = open_page(chromium, server.url)
+    page, _ = open_page(chromium, server.url, token=server.token)
     ask(page, MONA_QUESTION)
     follow_up = ask(page, "Where is it displayed?")
     assert follow_up.get_attribute("data-done") == "true"
     thread = page.locator(".thread[aria-current='true']")
     assert thread.locator(".thread-title").inner_text() == MONA_QUESTION
     thread_id = thread.get_attribute("data-thread")
-    client = langgraph_sdk.get_sync_client(url=server.url, api_key=None)
+    client = langgraph_sdk.get_sync_client(url=server.url, api_key=server.token)
     humans = [
         m for m in client.threads.get_state(thread_id)["values"]["messages"] if m["type"] == "human"
     ]
@@ -185,7 +185,7 @@ def test_a_follow_up_stays_in_its_thread_and_the_thread_comes_back(
 def test_a_question_the_store_cannot_answer_shows_the_web_results_and_notes(
     server: DevServer, chromium: Any, shots: Path
 ) -> None:
-    page, _ = open_page(chromium, server.url)
+    page, _ = open_page(chromium, server.url, token=server.token)
     answer = ask(page, NITROGEN_QUESTION)
     assert answer.get_attribute("data-action") in {"incorrect", "ambiguous"}
     answer.locator(".correction-details summary").click()
@@ -198,7 +198,7 @@ def test_a_question_the_store_cannot_answer_shows_the_web_results_and_notes(
 def test_the_notes_say_what_was_skipped_and_that_the_run_abstained(
     server: DevServer, chromium: Any
 ) -> None:
-    page, _ = open_page(chromium, server.url)
+    page, _ = open_page(chromium, server.url, token=server.token)
     page.locator("#toggle-settings").click()
     page.locator("#setting-web_search").uncheck()
     answer = ask(page, NITROGEN_QUESTION)
@@ -212,7 +212,7 @@ def test_the_notes_say_what_was_skipped_and_that_the_run_abstained(
 
 
 def test_rag_and_crag_answer_side_by_side(server: DevServer, chromium: Any, shots: Path) -> None:
-    page, _ = open_page(chromium, server.url)
+    page, _ = open_page(chromium, server.url, token=server.token)
     page.locator("#compare").check()
     ask(page, MONA_QUESTION)
     rag = page.locator(".turn").last.locator(".answer.graph-rag")
@@ -234,7 +234,7 @@ def test_an_uploaded_pdf_is_ingested_with_its_tags_and_its_citation_opens_the_pa
     server: DevServer, chromium: Any, shots: Path, tmp_path: Path
 ) -> None:
     pdf = write_pdf(tmp_path / "wind-report.pdf", PAGES)
-    page, _ = open_page(chromium, server.url)
+    page, _ = open_page(chromium, server.url, token=server.token)
     page.locator("#toggle-documents").click()
     page.locator("#upload-files").set_input_files(str(pdf))
     page.locator("#upload-tags").fill("wind")
@@ -264,7 +264,7 @@ def test_a_refused_upload_says_why(server: DevServer, chromium: Any, tmp_path: P
     fake.write_bytes(b"MZ\x90\x00 not a PDF at all")
     program = tmp_path / "setup.exe"
     program.write_bytes(b"MZ\x90\x00")
-    page, _ = open_page(chromium, server.url)
+    page, _ = open_page(chromium, server.url, token=server.token)
     page.locator("#toggle-documents").click()
     page.locator("#upload-files").set_input_files([str(fake), str(program)])
     page.locator("#upload-button").click()
@@ -275,7 +275,7 @@ def test_a_refused_upload_says_why(server: DevServer, chromium: Any, tmp_path: P
 
 
 def test_a_failed_run_is_told_with_the_servers_reason(server: DevServer, chromium: Any) -> None:
-    page, _ = open_page(chromium, server.url)
+    page, _ = open_page(chromium, server.url, token=server.token)
     page.locator("#toggle-settings").click()
     page.locator("#setting-top_k").fill("1000")
     answer = ask(page, MONA_QUESTION)
@@ -287,7 +287,7 @@ def test_a_failed_run_is_told_with_the_servers_reason(server: DevServer, chromiu
 
 
 def test_stop_cancels_the_run_on_the_server(server: DevServer, chromium: Any) -> None:
-    page, _ = open_page(chromium, server.url)
+    page, _ = open_page(chromium, server.url, token=server.token)
     page.locator("#question").fill(NITROGEN_QUESTION)
     page.locator("#question").press("Enter")
     page.locator("#stop-button:enabled").wait_for()
@@ -297,7 +297,7 @@ def test_stop_cancels_the_run_on_the_server(server: DevServer, chromium: Any) ->
     answer.locator(".answer-error").wait_for(timeout=60_000)
     assert answer.locator(".answer-error").inner_text() == "Stopped: the run was cancelled."
     thread_id = page.locator(".thread[aria-current='true']").get_attribute("data-thread")
-    client = langgraph_sdk.get_sync_client(url=server.url, api_key=None)
+    client = langgraph_sdk.get_sync_client(url=server.url, api_key=server.token)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         statuses = [run["status"] for run in client.runs.list(thread_id)]
@@ -311,7 +311,7 @@ def test_stop_cancels_the_run_on_the_server(server: DevServer, chromium: Any) ->
 def test_the_page_fits_a_phone_and_works_from_the_keyboard(
     server: DevServer, chromium: Any, shots: Path
 ) -> None:
-    page, _ = open_page(chromium, server.url, viewport=PHONE)
+    page, _ = open_page(chromium, server.url, viewport=PHONE, token=server.token)
     # A new browser: the server holds other people's threads, the page lists none of them.
     assert page.locator("#thread-list").inner_text() == "No conversation yet."
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
@@ -334,7 +334,7 @@ def test_a_server_that_stops_mid_run_is_told_in_a_sentence(
     """Last in the module: it kills the module's server (SIGKILL: a crash, not a shutdown,
     which would finish the run first). The SDK tries to reconnect to the run's stream for
     about 20 s, then the page says the server is not answering."""
-    page, _ = open_page(chromium, server.url)
+    page, _ = open_page(chromium, server.url, token=server.token)
     page.locator("#question").fill(NITROGEN_QUESTION)
     page.locator("#question").press("Enter")
     page.locator("#stop-button:enabled").wait_for()

@@ -82,7 +82,7 @@ def client(tmp_path_factory: pytest.TempPathFactory, sources: dict[str, Any]) ->
             "CRAG_ALLOWED_HOSTS": "127.0.0.1",
         }
         with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as server:
-            yield langgraph_sdk.get_sync_client(url=server.url, api_key=None, timeout=180.0)
+            yield langgraph_sdk.get_sync_client(url=server.url, api_key=server.token, timeout=180.0)
 
 
 def _run(client: Any, context: dict[str, Any], **kwargs: Any) -> Any:

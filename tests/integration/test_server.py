@@ -124,9 +124,9 @@ def server_url(server: DevServer) -> str:
 
 
 @pytest.fixture(scope="module")
-def client(server_url: str) -> Any:
-    """A synchronous LangGraph SDK client for the server."""
-    return langgraph_sdk.get_sync_client(url=server_url, api_key=None, timeout=RUN_TIMEOUT)
+def client(server: DevServer) -> Any:
+    """A synchronous LangGraph SDK client for the server, signed in with its token."""
+    return langgraph_sdk.get_sync_client(url=server.url, api_key=server.token, timeout=RUN_TIMEOUT)
 
 
 @pytest.fixture(scope="module")
@@ -931,9 +931,9 @@ def test_bad_ingestion_input_is_a_clear_run_error(
 # -- load ---------------------------------------------------------------------------------------
 
 
-async def _most_runs_running_at_once(url: str, stop: asyncio.Event) -> int:
+async def _most_runs_running_at_once(server: DevServer, stop: asyncio.Event) -> int:
     """Poll the server until ``stop``: the most runs it had in status ``running`` at once."""
-    client = langgraph_sdk.get_client(url=url, api_key=None)
+    client = langgraph_sdk.get_client(url=server.url, api_key=server.token)
     most = 0
     while not stop.is_set():
         running = 0
@@ -944,25 +944,32 @@ async def _most_runs_running_at_once(url: str, stop: asyncio.Event) -> int:
     return most
 
 
-async def _bench_watching_the_server(url: str, runs: int) -> tuple[Any, int]:
-    """:func:`crag_bench.server_bench.abench` on ``url``, and the most runs that ran at once."""
+async def _bench_watching_the_server(server: DevServer, runs: int) -> tuple[Any, int]:
+    """:func:`crag_bench.server_bench.abench` on ``server``, and the most runs at once."""
     from crag_bench.server_bench import abench
 
     stop = asyncio.Event()
-    watcher = asyncio.create_task(_most_runs_running_at_once(url, stop))
+    watcher = asyncio.create_task(_most_runs_running_at_once(server, stop))
     try:
-        report = await abench(url, runs=runs, questions=[MONA_QUESTION], context={}, timeout=240)
+        report = await abench(
+            server.url,
+            runs=runs,
+            questions=[MONA_QUESTION],
+            context={},
+            timeout=240,
+            api_key=server.token,
+        )
     finally:
         stop.set()
     return report, await watcher
 
 
 def test_concurrent_runs_answer_like_sequential_ones(
-    server_url: str, search_server: WebsearchServer
+    server: DevServer, search_server: WebsearchServer
 ) -> None:
     # The server is started as `make serve` starts it (SERVER_JOBS runs at once); plain
     # `langgraph dev` would take the three runs one after another.
-    report, most_running = asyncio.run(_bench_watching_the_server(server_url, runs=3))
+    report, most_running = asyncio.run(_bench_watching_the_server(server, runs=3))
     assert most_running >= 2, "the concurrent runs never ran at the same time"
     assert report.failures == [], report.lines()
     assert report.mismatches == [], report.lines()

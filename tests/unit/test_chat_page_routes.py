@@ -22,6 +22,7 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from crag.app.chat_page import DIST, PAGE_HEADERS, PAGE_POLICY, chat_page_routes
+from crag.app.gate import Gate, gate_config
 from crag.app.http import RefuseOtherKinds, served_app
 from crag.core.deployment import DeploymentSettings, deployment_with
 
@@ -76,7 +77,12 @@ def _assert_error(response: Any, status: int, words: str = "") -> str:
 
 
 def _upload(client: TestClient, name: str, body: bytes) -> Any:
-    return client.post("/chat/api/uploads", params={"name": name}, content=body)
+    return client.post(
+        "/chat/api/uploads",
+        params={"name": name},
+        content=body,
+        headers={"content-type": "application/octet-stream"},
+    )
 
 
 # -- the page and its assets --------------------------------------------------------------------
@@ -85,7 +91,10 @@ def _upload(client: TestClient, name: str, body: bytes) -> Any:
 def test_chat_redirects_to_the_page(client: TestClient) -> None:
     response = client.get("/chat", follow_redirects=False)
     assert response.status_code == 307
-    assert response.headers["location"] == "http://testserver/chat/"
+    # Relative: never an address built from the request's Host (a rebinding name).
+    assert response.headers["location"] == "/chat/"
+    foreign = client.get("/chat", headers={"host": "rebind.example"}, follow_redirects=False)
+    assert foreign.headers["location"] == "/chat/"
     assert client.get("/chat").url.path == "/chat/"
 
 
@@ -348,11 +357,16 @@ def test_the_served_app_serves_the_built_page_and_reads_the_environment(
 ) -> None:
     monkeypatch.setenv("CRAG_UPLOAD_DIR", str(tmp_path / "env-uploads"))
     monkeypatch.delenv("CRAG_INGEST_ROOT", raising=False)
+    token = "t" * 32
+    monkeypatch.setenv("CRAG_SERVER_TOKEN", token)
+    gate_config.cache_clear()
     app = served_app()
     classes: list[object] = [middleware.cls for middleware in app.user_middleware]
-    assert classes == [RefuseOtherKinds]
-    client = TestClient(app)
+    assert classes == [Gate, RefuseOtherKinds]
+    # A program signs in with the token; the gate answers loopback host names only.
+    client = TestClient(app, base_url="http://127.0.0.1", headers={"x-api-key": token})
     assert client.get("/chat", follow_redirects=False).headers["location"].endswith("/chat/")
+    assert TestClient(app, base_url="http://127.0.0.1").get("/chat/").status_code == 401
     page = client.get("/chat/")
     assert (DIST / "index.html").is_file(), "the chat page's build (app/web/dist) is missing"
     assert page.status_code == 200 and page.content == (DIST / "index.html").read_bytes()
@@ -364,6 +378,7 @@ def test_the_served_app_serves_the_built_page_and_reads_the_environment(
     refused = client.post("/runs", json={"assistant_id": "crag", "context": {"upload_dir": "/"}})
     assert refused.status_code == 422
     assert json.loads(refused.text)["detail"].startswith("setting upload_dir is a deployment")
+    gate_config.cache_clear()
 
 
 def test_the_method_route_gives_the_thresholds_the_served_graph_uses(

@@ -6,8 +6,13 @@ with the format libraries (tests/document_factory.py), with known text in known 
 
 from __future__ import annotations
 
+import io
 import itertools
+import json
 import logging
+import subprocess
+import sys
+import textwrap
 import zipfile
 from pathlib import Path
 
@@ -16,7 +21,15 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from crag.vectorstore.documents import LoadedDocument, Section
 from crag.vectorstore.formats.common import clean_text
+from crag.vectorstore.formats.docx import (
+    MIN_XML_BYTES,
+    check_main_part,
+    read_bounded,
+    read_docx,
+    xml_budget,
+)
 from crag.vectorstore.ingest import split_document, split_text
+from crag.vectorstore.limits import FileLimits
 from crag.vectorstore.loaders import SUPPORTED_EXTENSIONS, LoaderError, iter_paths, load_file
 from tests.document_factory import (
     SAMPLES,
@@ -27,6 +40,7 @@ from tests.document_factory import (
     write_pptx,
     write_xlsx,
 )
+from tests.hostile_documents import write_empty_paragraphs_docx, write_many_paragraphs_docx
 
 ZEPHYR = "The Zephyr turbine produces 4.2 megawatts at a wind speed of twelve metres per second."
 
@@ -345,3 +359,92 @@ def test_plain_documents_split_as_before() -> None:
     chunks, where = split_document(doc, splitter)
     assert chunks == split_text(text, chunk_size=10, chunk_overlap=0)
     assert len(chunks) >= 3 and where == [{}] * len(chunks)
+
+
+# --- Word decompression bombs ---------------------------------------------------------------
+
+DEFAULT_LIMITS = FileLimits(pages=5_000, paragraphs=200_000, chars=20_000_000)
+PARAGRAPHS_REFUSED = (
+    "refused: more than 200,000 paragraphs, the most read from one file "
+    "(setting max_file_paragraphs, environment variable CRAG_MAX_FILE_PARAGRAPHS)"
+)
+_MEASURE = textwrap.dedent(
+    """
+    import json, resource, sys, time
+    from pathlib import Path
+    from crag.vectorstore.limits import FileLimits
+    from crag.vectorstore.loaders import LoaderError, load_file
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.monotonic()
+    try:
+        load_file(Path(sys.argv[1]), FileLimits(5_000, 200_000, 20_000_000))
+        error = None
+    except LoaderError as exc:
+        error = str(exc)
+    seconds = time.monotonic() - started
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    print(json.dumps({"error": error, "seconds": seconds, "grown_mb": grown / 1024}))
+    """
+)
+
+
+def test_docx_of_empty_paragraphs_is_refused_before_python_docx_parses_it(
+    tmp_path: Path,
+) -> None:
+    # 35 million <w:p/>: 210 MB of XML in a 300 KB file. Parsed whole, it took 13 s and 4.5 GB;
+    # the streaming count stops after 200,001 paragraphs. Measured in a child process, whose
+    # peak memory (ru_maxrss, KiB on Linux) is this load's alone.
+    bomb = write_empty_paragraphs_docx(tmp_path / "bomb.docx", 35_000_000)
+    assert bomb.stat().st_size < 1_000_000
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(bomb)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    measured = json.loads(done.stdout)
+    assert measured["error"] == f"{bomb}: {PARAGRAPHS_REFUSED}"
+    assert measured["seconds"] < 5, measured
+    assert measured["grown_mb"] < 500, measured
+
+
+def test_docx_main_part_past_the_xml_budget_is_refused_unread(tmp_path: Path) -> None:
+    assert xml_budget(FileLimits(1, 1, 1_000)) == MIN_XML_BYTES == 64 << 20
+    assert xml_budget(DEFAULT_LIMITS) == 320_000_000  # 16 bytes a character
+    path = write_empty_paragraphs_docx(tmp_path / "big.docx", 12_000_000)  # 72 MB of XML
+    with zipfile.ZipFile(path) as archive:
+        size = archive.getinfo("word/document.xml").file_size
+    with pytest.raises(LoaderError) as info:
+        read_docx(path.read_bytes(), path, FileLimits(5_000, 10**9, 1_000))
+    assert str(info.value) == (
+        f"{path}: refused: its part word/document.xml would unpack to {size:,} bytes, more "
+        "than the 67,108,864 bytes of XML read from one file for the characters it may hold "
+        "(setting max_file_chars, environment variable CRAG_MAX_FILE_CHARS)"
+    )
+
+
+def test_docx_xml_is_read_no_further_than_the_budget_whatever_its_header_says() -> None:
+    chunks = read_bounded(io.BytesIO(b"<w:p/>" * 100), "word/document.xml", Path("a.docx"), 500)
+    with pytest.raises(LoaderError, match=r"^a\.docx: refused: its part word/document\.xml "):
+        b"".join(chunks)
+    assert b"".join(read_bounded(io.BytesIO(b"x" * 500), "x", Path("a.docx"), 500)) == b"x" * 500
+
+
+def test_docx_paragraphs_are_counted_in_the_part_the_relationships_name(tmp_path: Path) -> None:
+    path = write_many_paragraphs_docx(tmp_path / "renamed.docx", 300)
+    renamed = tmp_path / "main.docx"
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(renamed, "w") as target:
+        for item in source.infolist():
+            data = source.read(item)
+            if item.filename == "_rels/.rels":
+                data = data.replace(b'Target="word/document.xml"', b'Target="/word/main.xml"')
+            name = "word/main.xml" if item.filename == "word/document.xml" else item.filename
+            target.writestr(name, data)
+    few = FileLimits(5_000, 100, 20_000_000)
+    with pytest.raises(LoaderError) as info:
+        check_main_part(io.BytesIO(renamed.read_bytes()), renamed, few)
+    assert str(info.value).startswith(f"{renamed}: refused: more than 100 paragraphs, ")
+    check_main_part(io.BytesIO(renamed.read_bytes()), renamed, DEFAULT_LIMITS)
+    check_main_part(io.BytesIO((SAMPLES / "paras-and-tables.docx").read_bytes()), renamed, few)

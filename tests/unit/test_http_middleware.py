@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from crag.app.gate import Gate
 from crag.app.http import RefuseOtherKinds, refusal, served_app
 from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES, other_kind_error
 
@@ -325,13 +326,15 @@ def test_lifespan_and_websockets_pass_through() -> None:
 
 def test_langgraph_json_serves_the_middleware_app() -> None:
     served = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8"))
-    assert served["http"] == {"app": "crag.app.http:app"}
+    # langgraph-api's own CORS answers no origin: the gate answers the operator's.
+    assert served["http"] == {"app": "crag.app.http:app", "cors": {"allow_origins": []}}
+    assert served["auth"] == {"path": "crag.app.server_auth:auth", "disable_studio_auth": True}
     import crag.app.http as http
 
     app = http.app
     assert isinstance(app, Starlette)
     assert app is served_app()
     classes: list[object] = [middleware.cls for middleware in app.user_middleware]
-    assert classes == [RefuseOtherKinds]
+    assert classes == [Gate, RefuseOtherKinds]  # the gate outermost
     with pytest.raises(AttributeError, match="no attribute 'other'"):
         _ = http.other

@@ -1,23 +1,67 @@
-"""Word (.docx): one section per heading, with its heading path; tables as text rows."""
+"""Word (.docx): one section per heading, with its heading path; tables as text rows.
+
+A small .docx can unpack to a huge document (a 386 KB file of 40 million empty paragraphs,
+240 MB of XML), and python-docx builds the whole XML tree before anything can be counted: GBs
+of memory and many seconds. So the archive is checked first: the main document part's size
+against :func:`xml_budget`, then its paragraphs counted by a streaming parser that stops past
+the limit. Only a document that passes both is given to python-docx.
+"""
 
 from __future__ import annotations
 
+import logging
+import posixpath
 import re
+import zipfile
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import docx
+from docx.opc.constants import RELATIONSHIP_TARGET_MODE, RELATIONSHIP_TYPE
 from docx.oxml.ns import qn
 from docx.table import Table
 from docx.text.paragraph import Paragraph
+from lxml import etree
 
+from crag.core.setting_checks import env_name
 from crag.vectorstore.documents import LoaderError, Section
 from crag.vectorstore.formats.common import clean_text, office_archive, table_row
 from crag.vectorstore.formats.outline import Outline
-from crag.vectorstore.limits import FileLimits
+from crag.vectorstore.limits import CHARS_SETTING, FileLimits
+
+logger = logging.getLogger(__name__)
 
 _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 CAPTION_STYLE = "caption"
+
+XML_BYTES_PER_CHAR = 16
+"""Bytes of XML allowed for each character of text ``max_file_chars`` allows: Word's markup
+(runs, properties, revision ids) is commonly 5 to 15 times the text of a long document."""
+
+MIN_XML_BYTES = 64 << 20
+"""The least XML budget, whatever ``max_file_chars``: a short document still carries markup
+(section properties, drawings) many times its text."""
+
+_PACKAGE_RELATIONSHIPS = "_rels/.rels"
+_RELATIONSHIP = "{http://schemas.openxmlformats.org/package/2006/relationships}Relationship"
+_PARAGRAPH = qn("w:p")
+_CHUNK_BYTES = 1 << 16
+
+_UNREADABLE = (
+    KeyError,
+    ValueError,
+    OSError,
+    EOFError,
+    RuntimeError,
+    NotImplementedError,
+    zlib.error,
+    zipfile.BadZipFile,
+    etree.LxmlError,
+)
+"""What a damaged archive or XML raises while it is checked; python-docx then says what is
+wrong with it, as it did before the check."""
 
 
 def read_docx(data: bytes, path: Path, limits: FileLimits) -> list[Section]:
@@ -25,14 +69,17 @@ def read_docx(data: bytes, path: Path, limits: FileLimits) -> list[Section]:
 
     Headings are the paragraphs styled "Title" or "Heading N"; a section's ``headings`` is
     the path down to it ("Method > Evaluator"). A table becomes text rows ("a | b | c") kept
-    with its caption (a paragraph styled "Caption" just before or after it). The paragraphs
-    (those of tables included) are counted in the parsed XML before python-docx wraps any.
+    with its caption (a paragraph styled "Caption" just before or after it). The main part's
+    XML is measured and its paragraphs (those of tables included) counted before python-docx
+    parses it (:func:`check_main_part`).
 
     Raises:
-        LoaderError: The file is password-protected, not a valid .docx, has no text, or has
-            more paragraphs than ``limits`` allow.
+        LoaderError: The file is password-protected, not a valid .docx, has no text, has more
+            paragraphs than ``limits`` allow, or XML past :func:`xml_budget`.
     """
     stream = office_archive(data, path, ".docx")
+    check_main_part(stream, path, limits)
+    stream.seek(0)
     try:
         document = docx.Document(stream)
         _check_paragraphs(document.element.body, path, limits)
@@ -49,11 +96,151 @@ def read_docx(data: bytes, path: Path, limits: FileLimits) -> list[Section]:
     return sections
 
 
+def xml_budget(limits: FileLimits) -> int:
+    """The most bytes of XML read for a document's text, from the characters ``limits`` allow."""
+    return max(MIN_XML_BYTES, XML_BYTES_PER_CHAR * limits.chars)
+
+
+def check_main_part(stream: IO[bytes], path: Path, limits: FileLimits) -> None:
+    """Refuse the .docx in ``stream`` if its main document part is too large, before it is parsed.
+
+    The part (found as python-docx finds it, through the package's relationships) may unpack to
+    at most :func:`xml_budget` bytes, and may hold at most ``limits.paragraphs`` paragraphs,
+    counted by a streaming parser that stops at the first one past the limit. An archive that
+    cannot be read so is left to python-docx, which says what is wrong with it.
+
+    Raises:
+        LoaderError: The part's XML or its paragraphs are past the limits (one sentence naming
+            the file and the setting).
+    """
+    budget = xml_budget(limits)
+    try:
+        with zipfile.ZipFile(stream) as archive:
+            parts = _main_parts(archive, path, budget)
+            for part in parts:
+                _check_declared_size(part, path, budget)
+            count = 0
+            for part in parts:
+                with archive.open(part) as member:
+                    chunks = read_bounded(member, part.filename, path, budget)
+                    count = _count_paragraphs(chunks, path, limits, count)
+    except LoaderError:
+        raise
+    except _UNREADABLE as exc:
+        logger.debug("%s: not checked before python-docx reads it (%r)", path, exc)
+
+
+def _main_parts(archive: zipfile.ZipFile, path: Path, budget: int) -> list[zipfile.ZipInfo]:
+    """The members that the package's relationships name as its main document (one, usually).
+
+    Raises:
+        KeyError: The archive has no package relationships, or lacks a part they name.
+    """
+    info = archive.getinfo(_PACKAGE_RELATIONSHIPS)
+    _check_declared_size(info, path, budget)
+    with archive.open(info) as member:
+        names = _office_document_targets(read_bounded(member, info.filename, path, budget))
+    return [archive.getinfo(name) for name in names]
+
+
+def _office_document_targets(chunks: Iterator[bytes]) -> list[str]:
+    """The member names of the package relationships' main document targets, in order.
+
+    A target resolves against the package root as python-docx resolves it ("word/document.xml"
+    and "/word/document.xml" name the same member).
+    """
+    names: list[str] = []
+    for element in _elements(chunks):
+        if (
+            element.tag == _RELATIONSHIP
+            and element.get("Type") == RELATIONSHIP_TYPE.OFFICE_DOCUMENT
+            and element.get("TargetMode") != RELATIONSHIP_TARGET_MODE.EXTERNAL
+        ):
+            names.append(posixpath.abspath(posixpath.join("/", element.get("Target", "")))[1:])
+    return names
+
+
+def _check_declared_size(info: zipfile.ZipInfo, path: Path, budget: int) -> None:
+    """Refuse a member whose declared (central directory) size is past ``budget``."""
+    if info.file_size > budget:
+        size = f"would unpack to {info.file_size:,} bytes, more than"
+        raise _too_large(path, info.filename, size, budget)
+
+
+def read_bounded(member: IO[bytes], name: str, path: Path, budget: int) -> Iterator[bytes]:
+    """``member``'s bytes in chunks, refused once more than ``budget`` of them were read.
+
+    A ZIP member's declared size can lie; zipfile stops at the declared size (the CRC check
+    then fails), and this bound holds whatever reads the member.
+
+    Raises:
+        LoaderError: ``member`` holds more than ``budget`` bytes.
+    """
+    read = 0
+    while chunk := member.read(_CHUNK_BYTES):
+        read += len(chunk)
+        if read > budget:
+            raise _too_large(path, name, "unpacks to more than", budget)
+        yield chunk
+
+
+def _too_large(path: Path, name: str, size: str, budget: int) -> LoaderError:
+    """The refusal of XML past ``budget``; ``size`` says how large ("unpacks to more than")."""
+    setting = f"setting {CHARS_SETTING}, environment variable {env_name(CHARS_SETTING)}"
+    return LoaderError(
+        f"{path}: refused: its part {name} {size} the {budget:,} bytes of XML read from "
+        f"one file for the characters it may hold ({setting})"
+    )
+
+
+def _count_paragraphs(
+    chunks: Iterator[bytes], path: Path, limits: FileLimits, count: int = 0
+) -> int:
+    """``count`` plus the paragraphs (``w:p`` elements) of the XML in ``chunks``.
+
+    Raises:
+        LoaderError: The total passes ``limits.paragraphs``, as soon as it does (the rest of
+            the XML is not read).
+    """
+    for element in _elements(chunks):
+        if element.tag == _PARAGRAPH:
+            count += 1
+            limits.check_paragraphs(path, count)
+    return count
+
+
+def _elements(chunks: Iterator[bytes]) -> Iterator[Any]:
+    """The elements of the XML in ``chunks`` as each ends, forgotten once it is yielded.
+
+    The parser is set as python-docx sets its own (entities not resolved, lxml's default depth
+    and text limits), so that what it cannot parse python-docx cannot either. Each element is
+    emptied and its earlier siblings removed after it is yielded: the tree kept stays as small
+    as the XML's nesting, however many elements it holds.
+    """
+    parser = etree.XMLPullParser(events=("end",), resolve_entities=False, no_network=True)
+    for chunk in chunks:
+        parser.feed(chunk)
+        for _, element in parser.read_events():
+            yield element
+            _forget(element)
+    parser.close()
+
+
+def _forget(element: Any) -> None:
+    """Empty an element that has ended, and remove its earlier siblings from its parent."""
+    element.clear(keep_tail=False)
+    parent = element.getparent()
+    if parent is not None:
+        while element.getprevious() is not None:
+            del parent[0]
+
+
 def _check_paragraphs(body: Any, path: Path, limits: FileLimits) -> None:
     """Refuse a body of more paragraphs than ``limits`` allow, counting no further than that.
 
-    Wrapping each paragraph and looking up its style is what takes long (minutes for a million
-    empty paragraphs); walking the XML elements is quick.
+    :func:`check_main_part` counted them already, unless it could not read the archive (and
+    python-docx could). Wrapping each paragraph and looking up its style is what takes long
+    (minutes for a million empty paragraphs); walking the XML elements is quick.
     """
     count = 0
     for count, _ in enumerate(body.iter(qn("w:p")), start=1):

@@ -3,9 +3,34 @@ import { Client } from "@langchain/langgraph-sdk/client";
 
 export const PAGE_TAG = "crag-chat";
 
-/** A client for the server that served this page (same origin: no CORS, no key). */
+export const CSRF_HEADER = "x-crag-csrf";
+let csrf = "";
+
+/**
+ * Who is signed in, and the session's CSRF token, which every change sends from now on. A
+ * browser whose sign-in expired is sent back to the sign-in page.
+ */
+export async function startSession() {
+  const response = await fetch("api/session", { cache: "no-store" });
+  if (response.status === 401) {
+    window.location.assign("/chat/");
+    throw new Error("the sign-in has expired: sign in again");
+  }
+  if (!response.ok) throw new Error(`HTTP ${response.status}: ${await response.text()}`);
+  const session = await response.json();
+  csrf = session.csrf;
+  return session;
+}
+
+/** Forget this browser's sign-in, then show the sign-in page. */
+export async function signOut() {
+  await fetch("api/session", { method: "DELETE", headers: { [CSRF_HEADER]: csrf } });
+  window.location.assign("/chat/");
+}
+
+/** A client for the server that served this page: same origin, its session cookie and CSRF token. */
 export function makeClient() {
-  return new Client({ apiUrl: window.location.origin, apiKey: null, defaultHeaders: {} });
+  return new Client({ apiUrl: window.location.origin, apiKey: null, defaultHeaders: { [CSRF_HEADER]: csrf } });
 }
 
 /** The `detail` a server error carries, or the error's own message. */
@@ -62,7 +87,7 @@ export async function fetchMethod() {
 export async function uploadFile(file) {
   const response = await fetch(`api/uploads?name=${encodeURIComponent(file.name)}`, {
     method: "POST",
-    headers: { "Content-Type": "application/octet-stream" },
+    headers: { "Content-Type": "application/octet-stream", [CSRF_HEADER]: csrf },
     body: file,
   });
   const body = await response.json().catch(() => ({}));

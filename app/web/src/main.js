@@ -1,5 +1,5 @@
 // crag's chat page: wires the panels, the conversation and the runs together.
-import { assistantFor, fetchMethod, makeClient, sentenceFor, uploadFile } from "./api.js";
+import { assistantFor, fetchMethod, makeClient, sentenceFor, signOut, startSession, uploadFile } from "./api.js";
 import { answerColumn, failAnswer, finishAnswer, showCitation } from "./answer.js";
 import { el } from "./dom.js";
 import { streamRun } from "./runs.js";
@@ -7,7 +7,7 @@ import { chosenContext, drawSettings } from "./settings.js";
 import { drawThreadList, listThreads, newThreadId, rememberThread, threadTurns, titleThread } from "./threads.js";
 
 const $ = (id) => document.getElementById(id);
-const client = makeClient();
+let client = null; // made once the session's CSRF token is known (start)
 const page = {
   assistants: {}, method: { upper_threshold: 0.59, lower_threshold: -0.99 },
   threadId: null, messages: [], running: null,
@@ -230,6 +230,15 @@ function toggle(button, panel) {
 }
 
 async function start() {
+  try {
+    const session = await startSession();
+    $("signed-in").textContent = `Signed in as ${session.user}`;
+  } catch (error) {
+    showError(sentenceFor(error, "Signing in"));
+    return;
+  }
+  client = makeClient();
+  $("sign-out").addEventListener("click", () => signOut().catch((error) => showError(sentenceFor(error, "Signing out"))));
   $("ask-form").addEventListener("submit", ask);
   $("question").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey) ask(event);

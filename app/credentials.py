@@ -1,0 +1,241 @@
+"""Who calls the LangGraph server: its token, the chat page's session cookie and CSRF token.
+
+The server answers only callers that prove they hold its **token**, a random secret made once
+per store (:func:`server_token`): ``CRAG_SERVER_TOKEN`` when the operator sets it, else the
+file ``server-token`` beside the store (``.crag/server-token`` by default, mode 0600), written
+on first use. ``make serve`` prints the chat page's address with the token in it, the way
+Jupyter does.
+
+* A program sends it as a header: ``X-Api-Key: TOKEN`` (what ``langgraph-sdk`` sends for its
+  ``api_key``) or ``Authorization: Bearer TOKEN``.
+* The chat page trades it once (``/chat/?token=TOKEN``) for a **session cookie**
+  (:data:`SESSION_COOKIE`: HttpOnly, SameSite=Strict), a signed ``user:nonce`` with its issue
+  time, valid for ``server_session_hours``. A request carried by the cookie alone must also send
+  the session's **CSRF token** (:func:`csrf_token`, header :data:`CSRF_HEADER`) when it changes
+  anything, which a page of another origin cannot read or send.
+
+:func:`identify` turns a request's headers into an :class:`Identity`, or says in one sentence
+why not (:class:`AccessDeniedError`). The signing key is derived from the token, so a new token
+signs everyone out. Nothing here logs a secret, and no error repeats one.
+
+Pure logic: no Starlette here; ``itsdangerous`` (the server extra) signs the cookie.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import logging
+import os
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http.cookies import CookieError, SimpleCookie
+from pathlib import Path
+from typing import Literal
+
+from crag.core.deployment import DeploymentSettings
+
+__all__ = [
+    "ADMIN",
+    "CSRF_HEADER",
+    "SESSION_COOKIE",
+    "TOKEN_ENV",
+    "AccessDeniedError",
+    "Identity",
+    "csrf_token",
+    "identify",
+    "new_session",
+    "server_token",
+    "token_path",
+]
+
+logger = logging.getLogger(__name__)
+
+TOKEN_ENV = "CRAG_SERVER_TOKEN"
+"""The operator's token, when they set one (at least :data:`MIN_TOKEN_CHARS` characters)."""
+TOKEN_FILE = "server-token"
+"""The token's file, beside the store."""
+MIN_TOKEN_CHARS = 24
+SESSION_COOKIE = "crag_session"
+CSRF_HEADER = "x-crag-csrf"
+ADMIN = "operator"
+"""The one user of a server signed into with its token: the operator, who may do everything."""
+
+Role = Literal["admin", "member"]
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9_\-.~+/=]+")
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class AccessDeniedError(Exception):
+    """A request the server does not answer: one sentence, and the HTTP status (401 or 403)."""
+
+    def __init__(self, message: str, status: int = 401) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a request comes from, and how it proved it."""
+
+    user: str
+    role: Role
+    via: Literal["key", "session"]
+
+    @property
+    def is_admin(self) -> bool:
+        """Whether the caller may see and change everything (the operator)."""
+        return self.role == "admin"
+
+
+def token_path(settings: DeploymentSettings) -> Path:
+    """Where the token is kept: ``server-token`` beside the store (``.crag/`` by default)."""
+    return Path(settings.store_path).expanduser().absolute().parent / TOKEN_FILE
+
+
+def _checked(token: str, where: str) -> str:
+    token = token.strip()
+    if len(token) < MIN_TOKEN_CHARS or not _TOKEN_CHARS.fullmatch(token):
+        raise ValueError(
+            f"the server token in {where} must be at least {MIN_TOKEN_CHARS} characters of "
+            "letters, digits and -_.~+/="
+        )
+    return token
+
+
+def server_token(settings: DeploymentSettings, environ: Mapping[str, str] | None = None) -> str:
+    """The server's token: ``CRAG_SERVER_TOKEN``, else the token file, made on first use.
+
+    Raises:
+        ValueError: The variable or the file holds something too short to be a secret.
+        OSError: The file cannot be read or written.
+    """
+    given = (os.environ if environ is None else environ).get(TOKEN_ENV, "")
+    if given.strip():
+        return _checked(given, TOKEN_ENV)
+    path = token_path(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="ascii") as out:
+            out.write(secrets.token_urlsafe(32) + "\n")
+        logger.info("made the server token %s", path)
+    return _checked(path.read_text(encoding="ascii"), str(path))
+
+
+def _key(token: str, purpose: str) -> bytes:
+    """A key for ``purpose`` derived from the token (never the token itself)."""
+    return hmac.new(token.encode(), f"crag {purpose}".encode(), hashlib.sha256).digest()
+
+
+def new_session(token: str, user: str = ADMIN) -> str:
+    """A signed session cookie's value for ``user``: ``user:nonce``, timestamped."""
+    from itsdangerous import TimestampSigner
+
+    signer = TimestampSigner(_key(token, "session"), salt="crag-session")
+    return signer.sign(f"{user}:{secrets.token_urlsafe(16)}").decode()
+
+
+def csrf_token(token: str, session: str) -> str:
+    """The CSRF token of a session: what the page sends with each change (:data:`CSRF_HEADER`)."""
+    return hmac.new(_key(token, "csrf"), session.encode(), hashlib.sha256).hexdigest()
+
+
+def _session_user(token: str, session: str, max_age: float) -> str | None:
+    """The user a session cookie names, if its signature holds and it has not expired."""
+    from itsdangerous import BadSignature, TimestampSigner
+
+    signer = TimestampSigner(_key(token, "session"), salt="crag-session")
+    try:
+        value = signer.unsign(session, max_age=int(max_age)).decode()
+    except (BadSignature, UnicodeDecodeError):
+        return None
+    user, _, _ = value.partition(":")
+    return user or None
+
+
+def _header(headers: Mapping[bytes, bytes], name: str) -> str:
+    return headers.get(name.encode(), b"").decode("latin-1").strip()
+
+
+def _presented_key(headers: Mapping[bytes, bytes]) -> str | None:
+    """The token a program sent: ``X-Api-Key``, or ``Authorization: Bearer``."""
+    key = _header(headers, "x-api-key")
+    if key:
+        return key
+    scheme, _, value = _header(headers, "authorization").partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return None
+
+
+def session_cookie(headers: Mapping[bytes, bytes]) -> str | None:
+    """The session cookie's value, if the request carries one."""
+    raw = _header(headers, "cookie")
+    if not raw:
+        return None
+    cookies: SimpleCookie = SimpleCookie()
+    try:
+        cookies.load(raw)
+    except CookieError:
+        return None
+    morsel = cookies.get(SESSION_COOKIE)
+    return morsel.value if morsel is not None and morsel.value else None
+
+
+def _same_origin_browser(headers: Mapping[bytes, bytes], method: str) -> bool:
+    """Whether a cookie-carried request comes from the server's own pages, as the browser says.
+
+    ``Sec-Fetch-Site`` (sent by every current browser) must be ``same-origin``, or ``none``
+    for a page the person opened themselves (a GET); a program sends none.
+    """
+    site = _header(headers, "sec-fetch-site").lower()
+    return site in {"", "same-origin"} or (site == "none" and method in {"GET", "HEAD"})
+
+
+def identify(
+    headers: Mapping[bytes, bytes], method: str, token: str, *, session_seconds: float
+) -> Identity:
+    """Who sent a request with ``headers`` (lower-case names), or why it is refused.
+
+    Args:
+        headers: The request's headers.
+        method: Its HTTP method; ``WEBSOCKET`` for a WebSocket's opening.
+        token: The server's token.
+        session_seconds: How long a session cookie lasts.
+
+    Raises:
+        AccessDeniedError: No credential (401), a wrong one (401), or a cookie sent from
+            another site or without the CSRF token where one is needed (403).
+    """
+    presented = _presented_key(headers)
+    if presented is not None:
+        if hmac.compare_digest(presented.encode(), token.encode()):
+            return Identity(ADMIN, "admin", "key")
+        raise AccessDeniedError("the server token sent (X-Api-Key or Authorization) is wrong")
+    session = session_cookie(headers)
+    if session is None:
+        raise AccessDeniedError(
+            "sign in first: open the address `make serve` printed (it holds the server's "
+            "token), or send the token as X-Api-Key (crag server-token prints it)"
+        )
+    user = _session_user(token, session, session_seconds)
+    if user is None:
+        raise AccessDeniedError(
+            "the sign-in has expired or is not this server's: open the address `make serve` "
+            "printed again"
+        )
+    if not _same_origin_browser(headers, method):
+        raise AccessDeniedError("a page of another site may not use this server", 403)
+    if method not in _SAFE_METHODS:
+        sent = _header(headers, CSRF_HEADER)
+        if not sent or not hmac.compare_digest(sent, csrf_token(token, session)):
+            raise AccessDeniedError(
+                f"a change sent with the sign-in cookie must carry its {CSRF_HEADER} header "
+                "(the chat page sends it)",
+                403,
+            )
+    return Identity(user, "admin" if user == ADMIN else "member", "session")

@@ -1,0 +1,467 @@
+"""The LangGraph server's front door: who may call it, from where, and with what.
+
+:class:`Gate` is the outermost middleware of the served app (:mod:`crag.app.http`), in front of
+langgraph-api's own (CORS, logging, authentication) and of every route, the chat page's and
+the API's, HTTP and WebSocket alike. In this order, each refusal one sentence with its status:
+
+1. ``GET /ok`` answers anyone: it tells only that the server is up.
+2. **Host**: the ``Host`` header must name a loopback name (127.0.0.1, localhost, [::1]) or one
+   of ``server_hosts``: 403 otherwise, so a page cannot reach the server through a name it
+   controls (DNS rebinding).
+3. **Origin**: a request from a web page carries ``Origin``; it must be the server's own
+   (``scheme://Host``) or one of ``server_origins``: 403 otherwise (``null``, a ``file://``
+   page's, included). Only those listed origins get CORS headers (langgraph-api's own ``*``
+   is turned off in ``langgraph.json``), and their preflights are answered here.
+4. **Sign-in**: ``GET /chat/?token=TOKEN`` with the right token sets the session cookie and
+   sends the browser to ``/chat/`` (the token never reaches a log: the request stops here);
+   ``/chat/`` without a credential is the sign-in page (401), ``/chat/assets/*`` is public.
+5. **Credential**: every other request must prove it holds the server's token
+   (:func:`crag.app.credentials.identify`): 401 or 403 otherwise. The caller's
+   :class:`~crag.app.credentials.Identity` is put in the scope (:data:`IDENTITY_KEY`) for the
+   page's routes.
+6. **Body**: a request that changes something and has a body must say it is JSON
+   (``application/json``; the upload route also takes ``application/octet-stream``): a form's
+   types are refused (415), so no form of another site can send one. A body longer than
+   ``server_max_request_bytes`` (``upload_max_bytes`` for an upload) is refused (413) before it
+   is read whole, and one that does not arrive within ``upload_seconds`` is abandoned (408).
+
+langgraph-api's internal loopback calls (``root_path`` ``/noauth``, which no request can set)
+pass as langgraph-api lets them pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hmac
+import html
+import json
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+from crag.app.credentials import (
+    SESSION_COOKIE,
+    AccessDeniedError,
+    Identity,
+    identify,
+    new_session,
+    server_token,
+)
+from crag.core.deployment import DeploymentSettings, deployment_settings
+
+__all__ = ["IDENTITY_KEY", "LOOPBACK_HOSTS", "Gate", "GateConfig", "gate_config"]
+
+logger = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+IDENTITY_KEY = "crag.identity"
+"""The scope key under which the gate leaves the caller's identity for the routes."""
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+PAGE_PATHS = frozenset({"/chat", "/chat/"})
+UPLOAD_PATH = "/chat/api/uploads"
+_PUBLIC_PREFIX = "/chat/assets/"
+_UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_JSON = "application/json"
+_OCTETS = "application/octet-stream"
+_EXPOSED = "x-pagination-total, x-pagination-next, content-location"
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """What the gate checks against: the token and the operator's hosts, origins and limits."""
+
+    token: str
+    hosts: frozenset[str] = LOOPBACK_HOSTS
+    origins: frozenset[str] = frozenset()
+    max_request_bytes: int = 10_000_000
+    upload_max_bytes: int = 50_000_000
+    body_seconds: float = 120.0
+    session_seconds: float = 24 * 3600.0
+
+    @classmethod
+    def from_settings(cls, settings: DeploymentSettings, token: str) -> GateConfig:
+        """The gate of a server with the operator's ``settings`` and ``token``."""
+        return cls(
+            token=token,
+            hosts=LOOPBACK_HOSTS | {_host_name(h) for h in _items(settings.server_hosts)},
+            origins=frozenset(o.rstrip("/").lower() for o in _items(settings.server_origins)),
+            max_request_bytes=settings.server_max_request_bytes,
+            upload_max_bytes=settings.upload_max_bytes,
+            body_seconds=settings.upload_seconds,
+            session_seconds=settings.server_session_hours * 3600.0,
+        )
+
+
+@functools.cache
+def gate_config() -> GateConfig:
+    """The served app's gate: the operator's settings and token, read once per process."""
+    settings = deployment_settings()
+    return GateConfig.from_settings(settings, server_token(settings))
+
+
+def _items(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _host_name(host: str) -> str:
+    """The name in a ``Host`` value, without its port or IPv6 brackets, lower-case."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    name, colon, port = host.rpartition(":")
+    return (name if colon and port.isdigit() else host).rstrip(".")
+
+
+def _headers(scope: Scope) -> dict[bytes, bytes]:
+    """The request's headers (the last of a repeated name), names lower-case."""
+    return {name.lower(): value for name, value in scope.get("headers", [])}
+
+
+def _text(headers: dict[bytes, bytes], name: str) -> str:
+    return headers.get(name.encode(), b"").decode("latin-1").strip()
+
+
+def _own_origin(scope: Scope, host: str) -> str:
+    secure = scope.get("scheme") in {"https", "wss"}
+    return f"{'https' if secure else 'http'}://{host.lower()}"
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What the gate reads of one request."""
+
+    scope: Scope
+    headers: dict[bytes, bytes]
+
+    @property
+    def method(self) -> str:
+        return str(self.scope.get("method", "GET")) if self.is_http else "WEBSOCKET"
+
+    @property
+    def is_http(self) -> bool:
+        return bool(self.scope["type"] == "http")
+
+    @property
+    def path(self) -> str:
+        path: str = self.scope["path"]
+        root: str = self.scope.get("root_path", "")
+        return path[len(root) :] if root and path.startswith(root + "/") else path
+
+    @property
+    def host(self) -> str:
+        return _text(self.headers, "host")
+
+    @property
+    def origin(self) -> str:
+        return _text(self.headers, "origin").rstrip("/").lower()
+
+
+class Gate:
+    """Pure ASGI middleware: the checks of the module, then the app."""
+
+    def __init__(self, app: ASGIApp, config: GateConfig | Callable[[], GateConfig] = gate_config):
+        self.app = app
+        self._config = config
+
+    @property
+    def config(self) -> GateConfig:
+        """The configuration given, or the one its factory makes (the operator's)."""
+        return self._config if isinstance(self._config, GateConfig) else self._config()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse what the module says, else pass the request on."""
+        if scope["type"] not in {"http", "websocket"} or _internal(scope):
+            await self.app(scope, receive, send)
+            return
+        request = _Request(scope, _headers(scope))
+        if request.is_http and request.path == "/ok" and request.method in {"GET", "HEAD"}:
+            await self.app(scope, receive, send)
+            return
+        config = self.config
+        refusal = _where_refusal(request, config)
+        if refusal is not None:
+            await _refuse(request, send, 403, refusal)
+            return
+        cross_origin = bool(request.origin) and request.origin in config.origins
+        if cross_origin and _is_preflight(request):
+            await _answer_preflight(send, request.origin)
+            return
+        if _is_token_exchange(request):
+            await _exchange_token(request, send, config)
+            return
+        try:
+            identity = identify(
+                request.headers,
+                request.method,
+                config.token,
+                session_seconds=config.session_seconds,
+            )
+        except AccessDeniedError as denied:
+            await self._unidentified(request, receive, send, denied)
+            return
+        await self._identified(request, receive, send, identity, cross_origin)
+
+    async def _unidentified(
+        self, request: _Request, receive: Receive, send: Send, denied: AccessDeniedError
+    ) -> None:
+        """The sign-in page, a public asset, or the refusal."""
+        if request.is_http and request.method in {"GET", "HEAD"}:
+            if request.path in PAGE_PATHS:
+                await _sign_in_page(send, str(denied))
+                return
+            if request.path.startswith(_PUBLIC_PREFIX):
+                await self.app(request.scope, receive, send)
+                return
+        await _refuse(request, send, denied.status, str(denied))
+
+    async def _identified(
+        self,
+        request: _Request,
+        receive: Receive,
+        send: Send,
+        identity: Identity,
+        cross_origin: bool,
+    ) -> None:
+        """Check the body's type and size, then pass the request on with the identity."""
+        config = self.config
+        if request.is_http and request.method in _UNSAFE:
+            problem = _body_problem(request, config)
+            if problem is not None:
+                await _refuse(request, send, *problem)
+                return
+            if request.path != UPLOAD_PATH and "content-length" not in {
+                name.decode() for name in request.headers
+            }:
+                body = await _read_limited(receive, config)
+                if isinstance(body, tuple):
+                    await _refuse(request, send, *body)
+                    return
+                receive = _replaying(body, receive)
+        request.scope[IDENTITY_KEY] = identity
+        if cross_origin:
+            send = _with_cors(send, request.origin)
+        await self.app(request.scope, receive, send)
+
+
+def _internal(scope: Scope) -> bool:
+    """langgraph-api's in-process calls, which its own auth also lets through."""
+    root = str(scope.get("root_path", ""))
+    return root == "/noauth" or root.startswith("/noauth/")
+
+
+def _where_refusal(request: _Request, config: GateConfig) -> str | None:
+    """Why the request's Host or Origin is refused, or ``None``."""
+    name = _host_name(request.host)
+    if not request.host or name not in config.hosts:
+        return (
+            f"this server does not answer the host name {name[:100]!r}: it answers "
+            f"{', '.join(sorted(config.hosts))} (the operator adds names with CRAG_SERVER_HOSTS)"
+        )
+    origin = request.origin
+    if (
+        origin
+        and origin != _own_origin(request.scope, request.host)
+        and (origin not in config.origins)
+    ):
+        return (
+            f"requests from pages of {origin[:100]!r} are refused: this server answers its own "
+            "pages only (the operator adds origins with CRAG_SERVER_ORIGINS)"
+        )
+    return None
+
+
+def _is_preflight(request: _Request) -> bool:
+    return request.method == "OPTIONS" and bool(
+        _text(request.headers, "access-control-request-method")
+    )
+
+
+def _is_token_exchange(request: _Request) -> bool:
+    return (
+        request.is_http
+        and request.method == "GET"
+        and request.path in PAGE_PATHS
+        and b"token=" in request.scope.get("query_string", b"")
+    )
+
+
+def _body_problem(request: _Request, config: GateConfig) -> tuple[int, str] | None:
+    """Why a changing request's body is refused before it is read (415, 413), or ``None``."""
+    length_text = _text(request.headers, "content-length")
+    has_body = (length_text not in {"", "0"}) or bool(_text(request.headers, "transfer-encoding"))
+    if not has_body:
+        return None
+    media = _text(request.headers, "content-type").split(";")[0].strip().lower()
+    allowed = {_JSON, _OCTETS} if request.path == UPLOAD_PATH else {_JSON}
+    if media not in allowed:
+        return 415, (
+            f"a request that changes something must send {' or '.join(sorted(allowed))}, not "
+            f"{media[:80] or 'no content type'!r} (no form may post to this server)"
+        )
+    limit = config.upload_max_bytes if request.path == UPLOAD_PATH else config.max_request_bytes
+    if length_text.isdigit() and int(length_text) > limit:
+        return 413, (
+            f"the request's body is {int(length_text):,} bytes; this server reads at most "
+            f"{limit:,} (setting "
+            f"{'upload_max_bytes' if request.path == UPLOAD_PATH else 'server_max_request_bytes'})"
+        )
+    return None
+
+
+async def _read_limited(receive: Receive, config: GateConfig) -> bytes | tuple[int, str]:
+    """A body sent without a length, read up to the limit within the time allowed."""
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        async with asyncio.timeout(config.body_seconds):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return 400, "the caller left before its request's body arrived"
+                chunk = message.get("body", b"")
+                total += len(chunk)
+                if total > config.max_request_bytes:
+                    return 413, (
+                        f"the request's body is over {config.max_request_bytes:,} bytes, the "
+                        "most this server reads (setting server_max_request_bytes)"
+                    )
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+    except TimeoutError:
+        return 408, (
+            f"the request's body did not arrive within {config.body_seconds:g} s "
+            "(setting upload_seconds)"
+        )
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
+def _with_cors(send: Send, origin: str) -> Send:
+    """``send`` adding the CORS headers of a listed origin to the response."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [
+                (name, value)
+                for name, value in message.get("headers", [])
+                if not name.lower().startswith(b"access-control-")
+            ]
+            headers += [
+                (b"access-control-allow-origin", origin.encode()),
+                (b"access-control-allow-credentials", b"true"),
+                (b"access-control-expose-headers", _EXPOSED.encode()),
+                (b"vary", b"Origin"),
+            ]
+            message["headers"] = headers
+        await send(message)
+
+    return sending
+
+
+async def _answer_preflight(send: Send, origin: str) -> None:
+    headers = [
+        (b"access-control-allow-origin", origin.encode()),
+        (b"access-control-allow-credentials", b"true"),
+        (b"access-control-allow-methods", b"GET, POST, PUT, PATCH, DELETE, OPTIONS"),
+        (b"access-control-allow-headers", b"*, authorization, x-api-key, content-type"),
+        (b"access-control-max-age", b"600"),
+        (b"vary", b"Origin"),
+        (b"content-length", b"0"),
+    ]
+    await send({"type": "http.response.start", "status": 204, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _respond(
+    send: Send, status: int, body: bytes, media: bytes, extra: list[tuple[bytes, bytes]]
+) -> None:
+    headers = [
+        (b"content-type", media),
+        (b"content-length", b"%d" % len(body)),
+        (b"cache-control", b"no-store"),
+        (b"x-content-type-options", b"nosniff"),
+        *extra,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _refuse(request: _Request, send: Send, status: int, detail: str) -> None:
+    """Answer ``{"detail": ...}`` with ``status``; a WebSocket is closed before it opens."""
+    logger.info("refused %s %s (%d): %s", request.method, request.path[:200], status, detail)
+    if not request.is_http:
+        await send({"type": "websocket.close", "code": 1008, "reason": detail[:120]})
+        return
+    body = json.dumps({"detail": detail}).encode()
+    extra = [(b"www-authenticate", b'Bearer realm="crag"')] if status == 401 else []
+    await _respond(send, status, body, _JSON.encode(), extra)
+
+
+def _cookie(value: str, max_age: float, secure: bool) -> bytes:
+    flags = f"; Path=/; HttpOnly; SameSite=Strict; Max-Age={int(max_age)}"
+    return f"{SESSION_COOKIE}={value}{flags}{'; Secure' if secure else ''}".encode()
+
+
+async def _exchange_token(request: _Request, send: Send, config: GateConfig) -> None:
+    """``/chat/?token=TOKEN``: the cookie and a redirect to ``/chat/``, or the sign-in page."""
+    query = parse_qs(request.scope.get("query_string", b"").decode("latin-1"))
+    given = (query.get("token") or [""])[0].strip()
+    if not hmac.compare_digest(given.encode(), config.token.encode()):
+        logger.info("a sign-in with a wrong token was refused")
+        await asyncio.sleep(1.0)  # slows down guessing
+        await _sign_in_page(send, "That token is not this server's.")
+        return
+    secure = request.scope.get("scheme") == "https"
+    cookie = _cookie(new_session(config.token), config.session_seconds, secure)
+    headers = [
+        (b"location", b"/chat/"),
+        (b"set-cookie", cookie),
+        (b"referrer-policy", b"no-referrer"),
+    ]
+    await _respond(send, 303, b"", b"text/plain", headers)
+
+
+SIGN_IN_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>crag: sign in</title><link rel="icon" href="data:,">
+<link rel="stylesheet" href="/chat/assets/app.css"></head>
+<body><main id="main" class="sign-in">
+<h1>crag</h1>
+<p>This server answers only the people who hold its token. Open the address that
+<code>make serve</code> printed, or paste the token (<code>crag server-token</code> prints it).</p>
+<p role="alert">{reason}</p>
+<form method="get" action="/chat/">
+<label for="token">Server token</label>
+<input id="token" name="token" type="password" autocomplete="current-password" required>
+<button type="submit">Sign in</button>
+</form></main></body></html>
+"""
+"""The page shown to a browser that has not signed in (no script: the form sends a GET)."""
+
+_PAGE_POLICY = (
+    b"default-src 'none'; style-src 'self'; img-src data:; form-action 'self'; "
+    b"frame-ancestors 'none'; base-uri 'none'"
+)
+
+
+async def _sign_in_page(send: Send, reason: str) -> None:
+    body = SIGN_IN_PAGE.format(reason=html.escape(reason)).encode()
+    extra = [(b"content-security-policy", _PAGE_POLICY), (b"referrer-policy", b"no-referrer")]
+    await _respond(send, 401, body, b"text/html; charset=utf-8", extra)

@@ -1,0 +1,107 @@
+"""LangGraph's own authentication for the served API: who the caller is, and what is theirs.
+
+``langgraph.json`` names :data:`auth` (``"auth": {"path": "crag.app.server_auth:auth",
+"disable_studio_auth": true}``: a request saying ``x-auth-scheme: langsmith`` is not let in as
+the Studio user). langgraph-api runs :func:`authenticate` on every request to its API (threads,
+runs, crons, assistants, the store, MCP, A2A, event streams, WebSockets included), after the
+outermost :class:`crag.app.gate.Gate` has already refused strangers; both read the same
+credential (:func:`crag.app.credentials.identify`).
+
+Ownership is deny by default: every handler below answers, none is missing, so no request goes
+unfiltered. What a caller creates (a thread, a run, a cron, an assistant) is stamped
+``metadata.owner`` with their identity, and every read, search, update and delete of threads,
+runs and crons is filtered to ``{"owner": identity}``: a caller sees and changes only their
+own, and another's thread is a 404. The operator (the ``admin`` permission: whoever holds the
+server's token) sees and changes everything. The served graphs' assistants are everyone's to
+read; only the operator creates, changes or deletes assistants. Store items live under a
+namespace whose first part is the caller's identity.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph_sdk import Auth
+
+from crag.app.credentials import AccessDeniedError, identify
+from crag.app.gate import gate_config
+
+__all__ = ["ADMIN_PERMISSION", "auth"]
+
+ADMIN_PERMISSION = "admin"
+auth = Auth()
+"""What ``langgraph.json``'s ``auth.path`` names."""
+
+
+@auth.authenticate
+async def authenticate(
+    headers: dict[bytes, bytes], scope: dict[str, Any]
+) -> Auth.types.MinimalUserDict:
+    """The caller's identity from the server's token or the chat page's session."""
+    config = gate_config()
+    method = str(scope.get("method", "GET")) if scope.get("type") == "http" else "WEBSOCKET"
+    lower = {name.lower(): value for name, value in headers.items()}
+    try:
+        identity = identify(lower, method, config.token, session_seconds=config.session_seconds)
+    except AccessDeniedError as denied:
+        raise Auth.exceptions.HTTPException(status_code=denied.status, detail=str(denied)) from None
+    return {
+        "identity": identity.user,
+        "display_name": identity.user,
+        "is_authenticated": True,
+        "permissions": [ADMIN_PERMISSION] if identity.is_admin else [],
+    }
+
+
+def _is_admin(ctx: Auth.types.AuthContext) -> bool:
+    return ADMIN_PERMISSION in ctx.permissions
+
+
+def _stamp_owner(ctx: Auth.types.AuthContext, value: Any) -> None:
+    """Record the caller as the owner of what ``value`` creates."""
+    if not isinstance(value, dict):
+        return
+    metadata = value.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
+        value["metadata"] = metadata
+    metadata["owner"] = ctx.user.identity
+
+
+@auth.on
+async def owned(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.FilterType | None:
+    """Threads, runs and crons: stamped with their owner; only the owner's are seen."""
+    if ctx.action in {"create", "create_run"}:
+        _stamp_owner(ctx, value)
+    if _is_admin(ctx):
+        return None
+    return {"owner": ctx.user.identity}
+
+
+@auth.on.assistants
+async def assistants(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.FilterType | None:
+    """The served graphs' assistants: everyone reads them, only the operator changes them."""
+    if ctx.action in {"read", "search"}:
+        return None
+    if not _is_admin(ctx):
+        raise Auth.exceptions.HTTPException(
+            status_code=403, detail="only the server's operator may change its assistants"
+        )
+    if ctx.action == "create":
+        _stamp_owner(ctx, value)
+    return None
+
+
+@auth.on.store
+async def store(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.FilterType | None:
+    """Store items: a caller's namespace starts with their identity; the operator's: any."""
+    if _is_admin(ctx):
+        return None
+    namespace = tuple(value.get("namespace") or ()) if isinstance(value, dict) else ()
+    if not namespace or namespace[0] != ctx.user.identity:
+        raise Auth.exceptions.HTTPException(
+            status_code=403,
+            detail=f"this caller's store items live under the namespace "
+            f"({ctx.user.identity!r}, ...)",
+        )
+    return None
