@@ -16,8 +16,12 @@ langgraph-api reads it.
 It looks only at the requests that create runs or set what every run of an assistant gets:
 POST to ``/runs``, ``/runs/stream``, ``/runs/wait``, ``/runs/batch`` (a list of runs),
 ``/runs/crons``, ``/threads/{id}/runs``, ``/threads/{id}/runs/stream``,
-``/threads/{id}/runs/wait``, ``/threads/{id}/runs/crons`` and ``/assistants``; PATCH to
-``/assistants/{id}`` and ``/runs/crons/{id}``. It buffers only those requests' bodies, parses
+``/threads/{id}/runs/wait``, ``/threads/{id}/runs/crons`` and ``/assistants``; the
+event-streaming commands that start runs (POST ``/threads/{id}/commands``: ``run.start`` and
+``input.respond``, whose ``params`` are a run's; the same commands sent over the thread's
+WebSocket are checked message by message, and a refused one closes it with code 1008 and the
+reason); MCP's ``tools/call`` (POST ``/mcp``: its ``params.context``; answered as a JSON-RPC
+error, ``-32602``, naming the setting); PATCH to ``/assistants/{id}`` and ``/runs/crons/{id}``. It buffers only those requests' bodies, parses
 them as JSON whatever the content type (as langgraph-api does), looks into the object (each
 object of a list, for a batch) and replays the same bytes to the server. A body that is not
 JSON, or holds no object, passes on for langgraph-api to answer. Every other request, and every
@@ -50,10 +54,16 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _RUNS = r"(?:/threads/[^/]+)?/runs(?:/stream|/wait|/crons)?|/runs/batch"
+_COMMANDS = re.compile(r"/threads/[^/]+/commands/?")
+_MCP = re.compile(r"/mcp/?")
 _CHECKED: dict[str, re.Pattern[str]] = {
-    "POST": re.compile(rf"(?:{_RUNS}|/assistants)/?"),
+    "POST": re.compile(rf"(?:{_RUNS}|/assistants|/threads/[^/]+/commands|/mcp)/?"),
     "PATCH": re.compile(r"(?:/assistants/[^/]+|/runs/crons/[^/]+)/?"),
 }
+_RUN_COMMANDS = frozenset({"run.start", "input.respond"})
+"""Commands of the event-streaming protocol whose ``params`` carry a run's context and config."""
+_INVALID_PARAMS = -32602
+"""JSON-RPC's code for invalid parameters: how an MCP caller is told of a refused setting."""
 
 
 def _route_path(scope: Scope) -> str:
@@ -83,17 +93,47 @@ def _given_names(payload: Any) -> Iterator[str]:
                 yield from settings
 
 
-def refusal(body: bytes) -> str | None:
-    """Why a run-creating request's ``body`` is refused, or ``None`` if it is not.
+def _run_payloads(payload: Any, path: str) -> Any:
+    """What in ``payload`` holds a run's ``context`` and ``config``, as the route reads it.
 
-    ``None`` also for a body that is not JSON: langgraph-api answers that one itself.
+    A run route's body itself (or its list); an event-streaming command's ``params``
+    (``/threads/{id}/commands``: ``run.start``, ``input.respond``); an MCP ``tools/call``'s
+    ``params`` (``/mcp``, whose ``context`` langgraph-api passes to the run it starts).
+    """
+    if not (_COMMANDS.fullmatch(path) or _MCP.fullmatch(path)):
+        return payload
+    wanted = _RUN_COMMANDS if _COMMANDS.fullmatch(path) else {"tools/call"}
+    items = payload if isinstance(payload, list) else [payload]
+    return [
+        item.get("params")
+        for item in items
+        if isinstance(item, dict) and item.get("method") in wanted
+    ]
+
+
+def refusal(body: bytes, path: str = "/runs") -> str | None:
+    """Why a run-creating request's ``body`` (sent to ``path``) is refused, or ``None``.
+
+    ``None`` also for a body that is not JSON: langgraph-api answers that one itself. A body
+    nested too deep to read is refused (langgraph-api refuses it too, elsewhere), never a crash.
     """
     try:
         payload = json.loads(body)
     except ValueError:  # not JSON, or not UTF-8
         return None
-    error = other_kind_error(_given_names(payload))
+    except RecursionError:
+        return "the request's JSON is nested too deeply to read"
+    error = other_kind_error(_given_names(_run_payloads(payload, path)))
     return None if error is None else str(error)
+
+
+def _request_id(body: bytes) -> Any:
+    """The JSON-RPC ``id`` of an MCP request (``None`` when there is none)."""
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return payload.get("id") if isinstance(payload, dict) else None
 
 
 class RefuseOtherKinds:
@@ -104,6 +144,9 @@ class RefuseOtherKinds:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on, its body replayed if it was read; or answer 422."""
+        if scope["type"] == "websocket":
+            await self.app(scope, _checking_commands(receive, send), send)
+            return
         if not _checked(scope):
             await self.app(scope, receive, send)
             return
@@ -116,11 +159,36 @@ class RefuseOtherKinds:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        refused = refusal(body)
+        path = _route_path(scope)
+        refused = refusal(body, path)
+        if refused is not None and _MCP.fullmatch(path):
+            await _answer_mcp_error(send, _request_id(body), refused)
+            return
         if refused is not None:
             await _answer_422(send, refused)
             return
         await self.app(scope, _replaying(body, receive), send)
+
+
+def _checking_commands(receive: Receive, send: Send) -> Receive:
+    """A WebSocket's ``receive`` that closes it (1008) on a command that sets a refused name.
+
+    The app is told the caller left, so the command is never carried out.
+    """
+
+    async def checked() -> Message:
+        message = await receive()
+        if message.get("type") != "websocket.receive":
+            return message
+        text = message.get("text")
+        raw = text.encode() if isinstance(text, str) else message.get("bytes") or b""
+        refused = refusal(raw, "/threads/-/commands")
+        if refused is None:
+            return message
+        await send({"type": "websocket.close", "code": 1008, "reason": refused[:120]})
+        return {"type": "websocket.disconnect", "code": 1008}
+
+    return checked
 
 
 def _replaying(body: bytes, receive: Receive) -> Receive:
@@ -131,6 +199,15 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
         return pending.pop() if pending else await receive()
 
     return replay
+
+
+async def _answer_mcp_error(send: Send, request_id: Any, detail: str) -> None:
+    """A JSON-RPC error naming the refused setting, as an MCP client reads one."""
+    error = {"code": _INVALID_PARAMS, "message": detail}
+    content = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(content))]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": content})
 
 
 async def _answer_422(send: Send, detail: str) -> None:

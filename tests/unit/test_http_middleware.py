@@ -338,3 +338,79 @@ def test_langgraph_json_serves_the_middleware_app() -> None:
     assert classes == [Gate, RefuseOtherKinds]  # the gate outermost
     with pytest.raises(AttributeError, match="no attribute 'other'"):
         _ = http.other
+
+
+# -- what the attack on the served surfaces found (issue "Closed to strangers") -----------------
+
+
+def test_a_body_nested_too_deep_is_refused_not_a_crash() -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    assert refusal(deep) == "the request's JSON is nested too deeply to read"
+    sent = _call(RefuseOtherKinds(echo), _scope("/runs/wait"), [_request(deep)])
+    assert sent[0]["status"] == 422
+
+
+def _request(body: bytes) -> dict[str, Any]:
+    return {"type": "http.request", "body": body, "more_body": False}
+
+
+def test_an_event_streaming_command_that_starts_a_run_is_checked() -> None:
+    for method in ("run.start", "input.respond"):
+        command = {
+            "id": 1,
+            "method": method,
+            "params": {"assistant_id": "crag", "config": {"configurable": {"force_action": "x"}}},
+        }
+        detail = refusal(json.dumps(command).encode(), f"/threads/{THREAD}/commands")
+        assert detail is not None and detail.startswith("setting force_action"), method
+    harmless = {"id": 2, "method": "subscription.subscribe", "params": {"force_action": 1}}
+    assert refusal(json.dumps(harmless).encode(), f"/threads/{THREAD}/commands") is None
+    body = json.dumps({"method": "run.start", "params": {"context": {"store_path": "/"}}})
+    sent = _call(
+        RefuseOtherKinds(echo), _scope(f"/threads/{THREAD}/commands"), [_request(body.encode())]
+    )
+    assert sent[0]["status"] == 422
+
+
+def test_an_mcp_tool_call_with_a_refused_setting_gets_a_json_rpc_error() -> None:
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "crag", "arguments": {}, "context": {"upper_threshold": 0.1}},
+    }
+    sent = _call(RefuseOtherKinds(echo), _scope("/mcp"), [_request(json.dumps(call).encode())])
+    assert sent[0]["status"] == 200
+    answer = json.loads(sent[1]["body"])
+    assert answer["id"] == 7 and answer["error"]["code"] == -32602
+    assert answer["error"]["message"].startswith("setting upper_threshold is a parameter of")
+    listing = {"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {"context": {"x": 1}}}
+    assert refusal(json.dumps(listing).encode(), "/mcp") is None
+
+
+def test_a_websocket_command_with_a_refused_setting_closes_the_socket() -> None:
+    reached: list[dict[str, Any]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            reached.append(message)
+            if message["type"] == "websocket.disconnect":
+                return
+
+    ok = {"id": 1, "method": "run.start", "params": {"context": {"top_k": 3}}}
+    bad = {"id": 2, "method": "run.start", "params": {"context": {"store_path": "/"}}}
+    incoming = [
+        {"type": "websocket.connect"},
+        {"type": "websocket.receive", "text": json.dumps(ok)},
+        {"type": "websocket.receive", "text": json.dumps(bad)},
+    ]
+    scope = {"type": "websocket", "path": f"/threads/{THREAD}/stream/events", "headers": []}
+    sent = _call(RefuseOtherKinds(app), scope, incoming)
+    assert [m["type"] for m in reached] == [
+        "websocket.connect",
+        "websocket.receive",
+        "websocket.disconnect",
+    ]
+    assert sent[0]["type"] == "websocket.close" and sent[0]["code"] == 1008
+    assert sent[0]["reason"].startswith("setting store_path is a deployment setting")

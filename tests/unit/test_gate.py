@@ -1,0 +1,357 @@
+"""The server's front door (:mod:`crag.app.gate`, :mod:`crag.app.credentials`), in-process.
+
+The gate sits in front of a small app that records what reaches it, under Starlette's test
+client: every refusal of issue "Closed to strangers" that does not need a real server is here
+(a foreign Host, another origin, ``null``, a form's types, a body too long or too slow, the
+Studio header, a wrong or missing token, a cookie without its CSRF token or from another site,
+an expired session), each checked to leave the app untouched. The same attacks against a real
+``langgraph dev`` and a browser are in ``tests/integration/test_server_access.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("starlette", reason="the server extra (langgraph-api) is missing")
+pytest.importorskip("itsdangerous", reason="the server extra is missing")
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from crag.app.credentials import (
+    ADMIN,
+    CSRF_HEADER,
+    SESSION_COOKIE,
+    AccessDeniedError,
+    csrf_token,
+    identify,
+    new_session,
+    server_token,
+    token_path,
+)
+from crag.app.gate import IDENTITY_KEY, Gate, GateConfig
+from crag.core.deployment import deployment_with
+
+TOKEN = "k" * 40
+BASE = "http://127.0.0.1:8123"
+KEY = {"x-api-key": TOKEN}
+
+
+def _app(config: GateConfig, reached: list[str]) -> Starlette:
+    async def endpoint(request: Request) -> JSONResponse:
+        body = await request.body()
+        reached.append(f"{request.method} {request.url.path} {len(body)}")
+        identity = request.scope.get(IDENTITY_KEY)
+        return JSONResponse({"user": identity.user if identity else None})
+
+    routes = [
+        Route(path, endpoint, methods=["GET", "POST", "PATCH", "DELETE"])
+        for path in ("/ok", "/threads/search", "/threads", "/chat/", "/chat/assets/app.css")
+    ]
+    routes.append(Route("/chat/api/uploads", endpoint, methods=["POST"]))
+    return Starlette(routes=routes, middleware=[Middleware(Gate, config=config)])
+
+
+@pytest.fixture
+def reached() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def config() -> GateConfig:
+    return GateConfig(token=TOKEN, max_request_bytes=2_000, upload_max_bytes=5_000)
+
+
+@pytest.fixture
+def client(config: GateConfig, reached: list[str]) -> TestClient:
+    return TestClient(_app(config, reached), base_url=BASE)
+
+
+def _detail(response: Any, status: int, words: str) -> None:
+    assert response.status_code == status, response.text
+    assert words in response.json()["detail"], response.json()
+
+
+# -- who -----------------------------------------------------------------------------------------
+
+
+def test_only_ok_answers_without_the_token(client: TestClient, reached: list[str]) -> None:
+    assert client.get("/ok").status_code == 200
+    for method, path in (("POST", "/threads/search"), ("GET", "/threads"), ("DELETE", "/threads")):
+        _detail(client.request(method, path, json={}), 401, "sign in first")
+    assert reached == ["GET /ok 0"]
+
+
+def test_a_program_signs_in_with_the_token_as_a_key_or_a_bearer(client: TestClient) -> None:
+    assert client.post("/threads/search", json={}, headers=KEY).json() == {"user": ADMIN}
+    bearer = {"authorization": f"Bearer {TOKEN}"}
+    assert client.post("/threads/search", json={}, headers=bearer).json() == {"user": ADMIN}
+    _detail(client.post("/threads/search", json={}, headers={"x-api-key": "x" * 40}), 401, "wrong")
+    _detail(client.post("/threads/search", headers={"authorization": "Basic eDp5"}), 401, "sign in")
+
+
+def test_the_studio_header_grants_nothing(client: TestClient, reached: list[str]) -> None:
+    studio = {"x-auth-scheme": "langsmith", "authorization": ""}
+    _detail(client.post("/threads/search", json={}, headers=studio), 401, "sign in first")
+    assert reached == []
+
+
+# -- where from ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "host", ["rebind.example:8123", "127.0.0.1.rebind.example", "10.0.0.1:8123", ""]
+)
+def test_a_foreign_host_is_refused_even_with_the_token(
+    client: TestClient, reached: list[str], host: str
+) -> None:
+    response = client.post("/threads/search", json={}, headers={**KEY, "host": host})
+    _detail(response, 403, "does not answer the host name")
+    assert reached == []
+
+
+@pytest.mark.parametrize("host", ["localhost:8123", "[::1]:8123", "127.0.0.1", "LOCALHOST."])
+def test_loopback_names_are_answered(client: TestClient, host: str) -> None:
+    assert client.post("/threads/search", json={}, headers={**KEY, "host": host}).status_code == 200
+
+
+def test_the_operator_adds_host_names(reached: list[str]) -> None:
+    settings = deployment_with(server_hosts="crag.team.example, Other.Example")
+    config = GateConfig.from_settings(settings, TOKEN)
+    client = TestClient(_app(config, reached), base_url="http://crag.team.example")
+    assert client.get("/threads", headers=KEY).status_code == 200
+    assert client.get("/threads", headers={**KEY, "host": "other.example:443"}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "origin", ["http://127.0.0.1:9999", "null", "http://localhost:8123", "https://127.0.0.1:8123"]
+)
+def test_another_origin_is_refused_even_with_the_token(
+    client: TestClient, reached: list[str], origin: str
+) -> None:
+    response = client.post("/threads/search", json={}, headers={**KEY, "origin": origin})
+    _detail(response, 403, "requests from pages of")
+    assert "access-control-allow-origin" not in response.headers
+    assert reached == []
+
+
+def test_the_servers_own_origin_passes_without_cors_headers(client: TestClient) -> None:
+    response = client.post("/threads/search", json={}, headers={**KEY, "origin": BASE})
+    assert response.status_code == 200
+    assert "access-control-allow-origin" not in response.headers
+
+
+def test_a_listed_origin_gets_its_preflight_and_cors_headers(reached: list[str]) -> None:
+    studio = "https://smith.langchain.com"
+    config = GateConfig.from_settings(deployment_with(server_origins=studio + "/"), TOKEN)
+    client = TestClient(_app(config, reached), base_url=BASE)
+    preflight = client.options(
+        "/threads/search",
+        headers={"origin": studio, "access-control-request-method": "POST"},
+    )
+    assert preflight.status_code == 204
+    assert preflight.headers["access-control-allow-origin"] == studio
+    assert reached == []  # a preflight never reaches the API
+    answered = client.post("/threads/search", json={}, headers={**KEY, "origin": studio})
+    assert answered.status_code == 200
+    assert answered.headers["access-control-allow-origin"] == studio
+    assert answered.headers["access-control-allow-credentials"] == "true"
+    stranger = client.options(
+        "/threads/search",
+        headers={"origin": "https://evil.example", "access-control-request-method": "POST"},
+    )
+    assert stranger.status_code == 403
+
+
+# -- what ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "media", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; b=x", ""]
+)
+def test_a_forms_content_types_are_refused(
+    client: TestClient, reached: list[str], media: str
+) -> None:
+    headers = {**KEY, "content-type": media} if media else KEY
+    response = client.post("/threads", content=b'{"metadata": {}}', headers=headers)
+    _detail(response, 415, "must send application/json")
+    assert reached == []
+
+
+def test_an_upload_takes_octets_and_nothing_a_form_sends(client: TestClient) -> None:
+    octets = {**KEY, "content-type": "application/octet-stream"}
+    assert client.post("/chat/api/uploads", content=b"abc", headers=octets).status_code == 200
+    plain = {**KEY, "content-type": "text/plain"}
+    _detail(client.post("/chat/api/uploads", content=b"abc", headers=plain), 415, "octet-stream")
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_read(
+    client: TestClient, reached: list[str]
+) -> None:
+    big = b"[" + b"0," * 2_000 + b"0]"
+    _detail(
+        client.post("/threads", content=big, headers={**KEY, "content-type": "application/json"}),
+        413,
+        "server_max_request_bytes",
+    )
+    octets = {**KEY, "content-type": "application/octet-stream"}
+    _detail(
+        client.post("/chat/api/uploads", content=b"x" * 6_000, headers=octets),
+        413,
+        "upload_max_bytes",
+    )
+    assert reached == []
+
+
+def test_a_body_without_a_length_is_counted_as_it_arrives(
+    client: TestClient, reached: list[str]
+) -> None:
+    def chunks(count: int) -> Any:
+        yield from (b"[" + b"1," * 100 + b"1]" for _ in range(count))
+
+    headers = {**KEY, "content-type": "application/json"}
+    _detail(client.post("/threads", content=chunks(20), headers=headers), 413, "over 2,000 bytes")
+    assert client.post("/threads", content=chunks(1), headers=headers).status_code == 200
+    assert reached == ["POST /threads 203"]
+
+
+def test_a_body_that_drips_is_abandoned(reached: list[str]) -> None:
+    config = GateConfig(token=TOKEN, body_seconds=0.2)
+    gate = Gate(_app(config, reached), config)
+    messages = [{"type": "http.request", "body": b"[1,", "more_body": True}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop()
+        await asyncio.sleep(5)
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/threads",
+        "root_path": "",
+        "scheme": "http",
+        "query_string": b"",
+        "headers": [
+            (b"host", b"127.0.0.1:8123"),
+            (b"x-api-key", TOKEN.encode()),
+            (b"content-type", b"application/json"),
+            (b"transfer-encoding", b"chunked"),
+        ],
+    }
+    started = time.monotonic()
+    asyncio.run(gate(scope, receive, send))
+    assert time.monotonic() - started < 3
+    assert sent[0]["status"] == 408
+    assert reached == []
+
+
+# -- the page ------------------------------------------------------------------------------------
+
+
+def test_the_token_in_the_address_becomes_a_cookie_and_leaves_the_address(
+    client: TestClient,
+) -> None:
+    response = client.get(f"/chat/?token={TOKEN}", follow_redirects=False)
+    assert response.status_code == 303
+    assert response.headers["location"] == "/chat/"
+    cookie = response.headers["set-cookie"]
+    assert cookie.startswith(f"{SESSION_COOKIE}=")
+    for flag in ("HttpOnly", "SameSite=Strict", "Path=/"):
+        assert flag in cookie
+    assert TOKEN not in cookie
+    page = client.get("/chat/")
+    assert page.json() == {"user": ADMIN}
+
+
+def test_without_a_credential_the_page_is_the_sign_in_page(
+    client: TestClient, reached: list[str]
+) -> None:
+    page = client.get("/chat/")
+    assert page.status_code == 401
+    assert 'name="token"' in page.text and "<script" not in page.text
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    wrong = client.get("/chat/?token=guess", follow_redirects=False)
+    assert wrong.status_code == 401 and "That token is not this server" in wrong.text
+    assert "set-cookie" not in wrong.headers
+    assert client.get("/chat/assets/app.css").status_code == 200  # public: the page's style
+    assert reached == ["GET /chat/assets/app.css 0"]
+
+
+def test_a_cookie_alone_reads_but_changes_nothing_without_its_csrf_token(
+    client: TestClient, reached: list[str]
+) -> None:
+    client.get(f"/chat/?token={TOKEN}")
+    session = client.cookies[SESSION_COOKIE]
+    assert client.get("/threads").status_code == 200
+    _detail(client.post("/threads", json={}), 403, CSRF_HEADER)
+    _detail(client.post("/threads", json={}, headers={CSRF_HEADER: "0" * 64}), 403, CSRF_HEADER)
+    good = {CSRF_HEADER: csrf_token(TOKEN, session)}
+    assert client.post("/threads", json={}, headers=good).status_code == 200
+    # Another site's page (another port is the same site, not the same origin) sends the
+    # cookie, but the browser says where the request comes from.
+    for site in ("same-site", "cross-site"):
+        _detail(client.get("/threads", headers={"sec-fetch-site": site}), 403, "another site")
+    assert client.get("/threads", headers={"sec-fetch-site": "same-origin"}).status_code == 200
+
+
+def test_an_expired_or_foreign_session_is_refused(config: GateConfig, reached: list[str]) -> None:
+    short = GateConfig(token=TOKEN, session_seconds=1)
+    signed_in = TestClient(_app(short, reached), base_url=BASE)
+    signed_in.get(f"/chat/?token={TOKEN}")
+    session = signed_in.cookies[SESSION_COOKIE]
+    assert signed_in.get("/threads").status_code == 200
+    time.sleep(2.1)
+    # The browser drops the cookie at its Max-Age; one kept past it is refused all the same.
+    kept = TestClient(_app(short, reached), base_url=BASE, cookies={SESSION_COOKIE: session})
+    _detail(kept.get("/threads"), 401, "expired")
+    other = new_session("o" * 40)
+    foreign = TestClient(_app(config, reached), base_url=BASE, cookies={SESSION_COOKIE: other})
+    _detail(foreign.get("/threads"), 401, "expired or is not this server's")
+
+
+# -- credentials ---------------------------------------------------------------------------------
+
+
+def test_the_token_is_made_once_beside_the_store_and_kept_private(tmp_path: Path) -> None:
+    settings = deployment_with(store_path=str(tmp_path / "data" / "chroma"))
+    first = server_token(settings, environ={})
+    assert token_path(settings) == tmp_path / "data" / "server-token"
+    assert stat.S_IMODE(os.stat(token_path(settings)).st_mode) == 0o600
+    assert len(first) >= 40 and server_token(settings, environ={}) == first
+    assert server_token(settings, environ={"CRAG_SERVER_TOKEN": "e" * 30}) == "e" * 30
+    with pytest.raises(ValueError, match="at least 24 characters"):
+        server_token(settings, environ={"CRAG_SERVER_TOKEN": "short"})
+    token_path(settings).write_text("x\n", encoding="ascii")
+    with pytest.raises(ValueError, match="server-token"):
+        server_token(settings, environ={})
+
+
+def test_no_refusal_repeats_a_secret() -> None:
+    session = new_session(TOKEN)
+    attempts: list[dict[bytes, bytes]] = [
+        {b"x-api-key": b"wrong-" + TOKEN.encode()},
+        {b"cookie": f"{SESSION_COOKIE}={session}".encode(), b"sec-fetch-site": b"cross-site"},
+        {b"cookie": f"{SESSION_COOKIE}={session}x".encode()},
+        {b"cookie": f"{SESSION_COOKIE}={session}".encode()},
+    ]
+    for headers in attempts:
+        with pytest.raises(AccessDeniedError) as denied:
+            identify(headers, "POST", TOKEN, session_seconds=60)
+        assert TOKEN not in str(denied.value) and session not in str(denied.value)
