@@ -14,6 +14,7 @@ import asyncio
 import os
 import stat
 import time
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -238,8 +239,8 @@ def test_a_body_that_drips_is_abandoned(reached: list[str]) -> None:
         await asyncio.sleep(5)
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(dict(message))
 
     scope = {
         "type": "http",

@@ -343,10 +343,14 @@ def test_langgraph_json_serves_the_middleware_app() -> None:
 # -- what the attack on the served surfaces found (issue "Closed to strangers") -----------------
 
 
+async def _unreached(scope: Any, receive: Any, send: Any) -> None:
+    raise AssertionError("a refused request reached the app")
+
+
 def test_a_body_nested_too_deep_is_refused_not_a_crash() -> None:
     deep = b"[" * 100_000 + b"]" * 100_000
     assert refusal(deep) == "the request's JSON is nested too deeply to read"
-    sent = _call(RefuseOtherKinds(echo), _scope("/runs/wait"), [_request(deep)])
+    sent = _call(RefuseOtherKinds(_unreached), _scope("/runs/wait"), [_request(deep)])
     assert sent[0]["status"] == 422
 
 
@@ -367,7 +371,7 @@ def test_an_event_streaming_command_that_starts_a_run_is_checked() -> None:
     assert refusal(json.dumps(harmless).encode(), f"/threads/{THREAD}/commands") is None
     body = json.dumps({"method": "run.start", "params": {"context": {"store_path": "/"}}})
     sent = _call(
-        RefuseOtherKinds(echo), _scope(f"/threads/{THREAD}/commands"), [_request(body.encode())]
+        RefuseOtherKinds(_unreached), _scope(f"/threads/{THREAD}/commands"), [_request(body.encode())]
     )
     assert sent[0]["status"] == 422
 
@@ -379,7 +383,7 @@ def test_an_mcp_tool_call_with_a_refused_setting_gets_a_json_rpc_error() -> None
         "method": "tools/call",
         "params": {"name": "crag", "arguments": {}, "context": {"upper_threshold": 0.1}},
     }
-    sent = _call(RefuseOtherKinds(echo), _scope("/mcp"), [_request(json.dumps(call).encode())])
+    sent = _call(RefuseOtherKinds(_unreached), _scope("/mcp"), [_request(json.dumps(call).encode())])
     assert sent[0]["status"] == 200
     answer = json.loads(sent[1]["body"])
     assert answer["id"] == 7 and answer["error"]["code"] == -32602
