@@ -47,7 +47,7 @@ from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Mount, Route
 
 from crag.app.credentials import SESSION_COOKIE, csrf_token
-from crag.app.document_files import served_as, served_file, unserved_reason
+from crag.app.document_files import served_as, served_file, still_stored, unserved_reason
 from crag.app.gate import IDENTITY_KEY, gate_config
 from crag.app.uploads import UploadRefusedError, receive_upload
 from crag.core.deployment import DeploymentSettings, deployment_settings
@@ -93,6 +93,7 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 Handler = Callable[[Request], Awaitable[Response]]
+StoredCheck = Callable[[str, DeploymentSettings], bool]
 
 
 def _error(status: int, detail: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
@@ -129,11 +130,16 @@ class _ChatPage:
     """The routes' handlers, over the built page's folder and the deployment settings."""
 
     def __init__(
-        self, dist: Path, deployment: DeploymentSettings | None, token: str | None
+        self,
+        dist: Path,
+        deployment: DeploymentSettings | None,
+        token: str | None,
+        is_stored: StoredCheck,
     ) -> None:
         self.dist = dist
         self.deployment = deployment
         self._token = token
+        self.is_stored = is_stored
 
     def token(self) -> str:
         """The server's token given, else the served gate's."""
@@ -247,7 +253,7 @@ class _ChatPage:
             settings = self.settings()
         except InvalidSettingError as exc:
             return _error(500, f"the server's settings are invalid: {exc}")
-        path = await asyncio.to_thread(served_file, source, settings)
+        path = await asyncio.to_thread(served_file, source, settings, self.is_stored)
         if path is None:
             return _error(404, unserved_reason(source))
         served = served_as(path)
@@ -269,6 +275,7 @@ def chat_page_routes(
     *,
     dist: Path = DIST,
     token: str | None = None,
+    is_stored: StoredCheck = still_stored,
 ) -> list[BaseRoute]:
     """The chat page's routes (see the module), to put before langgraph-api's.
 
@@ -278,8 +285,10 @@ def chat_page_routes(
         dist: The built page's folder.
         token: The server's token (its sessions' CSRF tokens derive from it); ``None``: the
             served gate's (:func:`crag.app.gate.gate_config`).
+        is_stored: Whether a cited source's document is still stored (default: the store is
+            asked); a removed document's file is not served.
     """
-    chat = _ChatPage(dist, deployment, token)
+    chat = _ChatPage(dist, deployment, token, is_stored)
     return [
         _route("/chat", GET=chat.redirect),
         _route("/chat/api/session", GET=chat.session, DELETE=chat.sign_out),

@@ -5,7 +5,10 @@ for a line of a JSON Lines file), ``wikipedia:Title`` for the bundled corpus, or
 document was given (``inline:...``). :func:`served_file` gives the file only if its real path,
 every symbolic link followed, is a regular file inside the upload folder
 (:func:`crag.app.uploads.upload_folder`) or inside ``ingest_root`` when that is set: the files
-the server's callers may upload or ingest anyway. Any other file stays unseen, whatever the
+the server's callers may upload or ingest anyway; and only a document file (a type crag
+ingests, no dot name on its way down from that folder: never ``.env``, a database, a
+checkpoint, an upload still arriving) whose document is still stored in a collection runs may
+read (a removed document's file is no longer served). Any other file stays unseen, whatever the
 source names, and :func:`unserved_reason` says why in one sentence (the same one for a file
 that is missing and one that is not shared: the answer tells nothing about other files).
 
@@ -19,16 +22,28 @@ Pure logic: no Starlette here.
 from __future__ import annotations
 
 import contextlib
+import logging
 import mimetypes
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from crag.app.uploads import UploadRefusedError, upload_folder
 from crag.core.deployment import DeploymentSettings
+from crag.vectorstore.loaders import SUPPORTED_EXTENSIONS
 
-__all__ = ["ServedAs", "served_as", "served_file", "shared_folders", "unserved_reason"]
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "ServedAs",
+    "served_as",
+    "served_file",
+    "shared_folders",
+    "still_stored",
+    "unserved_reason",
+]
 
 
 @dataclass(frozen=True)
@@ -54,8 +69,18 @@ def shared_folders(settings: DeploymentSettings) -> list[Path]:
     return [Path(os.path.realpath(folder)) for folder in folders]
 
 
+def _hidden_inside(real: Path, folder: Path) -> bool:
+    """Whether any part of ``real`` below ``folder`` is a dot name (``.env``, ``.upload-*``)."""
+    return any(part.startswith(".") for part in real.relative_to(folder).parts)
+
+
 def _shared(path: str, folders: list[Path]) -> Path | None:
-    """``path``'s real path if it is absolute and names a regular file inside ``folders``."""
+    """``path``'s real path if it is absolute and names a document file inside ``folders``.
+
+    A document file: a regular file of a type crag ingests (never a database, a checkpoint,
+    a log), with no dot name on its way down from the folder (never ``.env``, ``.crag/``, an
+    upload still arriving).
+    """
     if "\0" in path or not os.path.isabs(path):
         return None
     try:
@@ -63,15 +88,51 @@ def _shared(path: str, folders: list[Path]) -> Path | None:
         is_file = stat.S_ISREG(os.stat(real).st_mode)
     except (OSError, ValueError):  # missing, unreadable, a link loop
         return None
-    if is_file and any(real.is_relative_to(folder) for folder in folders):
-        return real
+    if not is_file or real.suffix.lower() not in SUPPORTED_EXTENSIONS:
+        return None
+    for folder in folders:
+        if real.is_relative_to(folder) and not _hidden_inside(real, folder):
+            return real
     return None
 
 
-def served_file(source: str, settings: DeploymentSettings) -> Path | None:
+def still_stored(source: str, settings: DeploymentSettings) -> bool:
+    """Whether a document of ``source`` is still stored in a collection runs may read.
+
+    A file whose document was removed (``crag remove``) is no longer served.
+    """
+    from crag.core.scope_settings import readable_collections
+    from crag.vectorstore.embeddings import load_embeddings
+    from crag.vectorstore.records import stored_records
+    from crag.vectorstore.store import StoreError, open_store
+
+    for name in readable_collections(settings.collection, settings.readable_collections):
+        try:
+            store = open_store(
+                settings.store_path,
+                name,
+                load_embeddings(settings.embedder),
+                create=False,
+                host=settings.chroma_host,
+                port=settings.chroma_port,
+                ssl=settings.chroma_ssl,
+            )
+            if stored_records(store, [source]):
+                return True
+        except StoreError as exc:
+            logger.info("cannot look up %r in collection %s: %s", source[:200], name, exc)
+    return False
+
+
+def served_file(
+    source: str,
+    settings: DeploymentSettings,
+    is_stored: Callable[[str, DeploymentSettings], bool] = still_stored,
+) -> Path | None:
     """The file a citation's ``source`` names, if the server shares it (see the module).
 
-    ``source`` is tried as it is, then without its ``#...`` suffix (``path#line3``).
+    ``source`` is tried as it is, then without its ``#...`` suffix (``path#line3``);
+    ``is_stored`` says whether its document is still stored (default: the store is asked).
 
     Returns:
         The file's real path (every link followed), or ``None``.
@@ -84,7 +145,7 @@ def served_file(source: str, settings: DeploymentSettings) -> Path | None:
     for candidate in candidates:
         found = _shared(candidate, folders)
         if found is not None:
-            return found
+            return found if is_stored(source, settings) else None
     return None
 
 
@@ -101,8 +162,8 @@ def unserved_reason(source: str) -> str:
             "no file to show for it"
         )
     return (
-        "the server does not share this document's file: it serves only files in its upload "
-        "folder or under its ingest_root"
+        "the server does not share this document's file: it serves only the stored documents' "
+        "files in its upload folder or under its ingest_root"
     )
 
 

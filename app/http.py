@@ -21,11 +21,12 @@ event-streaming commands that start runs (POST ``/threads/{id}/commands``: ``run
 ``input.respond``, whose ``params`` are a run's; the same commands sent over the thread's
 WebSocket are checked message by message, and a refused one closes it with code 1008 and the
 reason); MCP's ``tools/call`` (POST ``/mcp``: its ``params.context``; answered as a JSON-RPC
-error, ``-32602``, naming the setting); PATCH to ``/assistants/{id}`` and ``/runs/crons/{id}``. It buffers only those requests' bodies, parses
-them as JSON whatever the content type (as langgraph-api does), looks into the object (each
-object of a list, for a batch) and replays the same bytes to the server. A body that is not
-JSON, or holds no object, passes on for langgraph-api to answer. Every other request, and every
-response (streams included), passes through untouched.
+error, ``-32602``, naming the setting); PATCH to ``/assistants/{id}`` and
+``/runs/crons/{id}``. It buffers only those requests' bodies (the gate, :mod:`crag.app.gate`,
+has bounded them), parses them as JSON whatever the content type (as langgraph-api does), looks
+into the object (each object of a list, for a batch) and replays the same bytes to the server.
+A body that is not JSON, or holds no object, passes on for langgraph-api to answer. Every
+other request, and every response (streams included), passes through untouched.
 
 Only the server imports this module; Starlette (langgraph-api's) and the chat page's routes are
 imported when ``app`` is first read, so the module itself needs nothing beyond crag's

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crag.core.deployment import DeploymentSettings
+from crag.core.deployment import DeploymentSettings, uploads_folder
 from crag.vectorstore.loaders import SUPPORTED_EXTENSIONS
 
 __all__ = [
@@ -112,21 +112,17 @@ def upload_folder(settings: DeploymentSettings) -> Path:
             ingest graph could not read what would be uploaded.
     """
     root = _resolved(settings.ingest_root) if settings.ingest_root.strip() else None
-    if settings.upload_dir.strip():
-        folder = _resolved(settings.upload_dir)
-        if root is not None and not folder.is_relative_to(root):
-            logger.error("upload_dir %s is outside ingest_root %s: no uploads", folder, root)
-            raise UploadRefusedError(
-                "the server takes no uploads: its setting upload_dir (CRAG_UPLOAD_DIR) is not "
-                "inside its setting ingest_root (CRAG_INGEST_ROOT), the only directory its "
-                "ingest graph reads, so the operator must move upload_dir into ingest_root or "
-                "leave it empty",
-                status=500,
-            )
-        return folder
-    if root is not None:
-        return root / "uploads"
-    return _resolved(Path(settings.store_path).expanduser().parent / "uploads")
+    folder = uploads_folder(settings.upload_dir, settings.ingest_root, settings.store_path)
+    if root is not None and not folder.is_relative_to(root):
+        logger.error("upload_dir %s is outside ingest_root %s: no uploads", folder, root)
+        raise UploadRefusedError(
+            "the server takes no uploads: its setting upload_dir (CRAG_UPLOAD_DIR) is not "
+            "inside its setting ingest_root (CRAG_INGEST_ROOT), the only directory its "
+            "ingest graph reads, so the operator must move upload_dir into ingest_root or "
+            "leave it empty",
+            status=500,
+        )
+    return folder
 
 
 def _shortened(name: str, extension: str) -> str:

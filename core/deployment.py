@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+from pathlib import Path
 from typing import Any, Literal, get_args
 
 from pydantic import Field, SecretStr, ValidationError
@@ -293,9 +294,10 @@ class DeploymentSettings(BaseSettings):
     )
     ingest_root: str = Field(
         "",
-        description="The only directory whose files the ingest graph reads by path (empty: any "
-        "path the server can read). Binds served runs only: crag ingest and the Python API "
-        "are the operator's.",
+        description="The only directory whose files the ingest graph reads by path (empty: "
+        "only the chat page's upload folder, upload_dir: a served run reads no other file "
+        "of the server's). Binds served runs only: crag ingest and the Python API are the "
+        "operator's.",
     )
     ingest_run_replace: Literal["none", "served", "all"] = Field(
         "none",
@@ -360,6 +362,20 @@ class DeploymentSettings(BaseSettings):
         le=24.0 * 366,
         description="Hours a chat page sign-in lasts; the page then asks for the token again.",
     )
+
+
+def uploads_folder(upload_dir: str, ingest_root: str, store_path: str) -> Path:
+    """Where the chat page keeps uploads, absolute, links resolved (setting ``upload_dir``).
+
+    ``upload_dir``; else ``uploads`` in ``ingest_root`` when that is set; else ``uploads``
+    beside the store (``.crag/uploads`` by default). The served ingest graph reads files by
+    path only there when ``ingest_root`` is unset.
+    """
+    if upload_dir.strip():
+        return Path(upload_dir).expanduser().resolve()
+    if ingest_root.strip():
+        return Path(ingest_root).expanduser().resolve() / "uploads"
+    return (Path(store_path).expanduser().parent / "uploads").resolve()
 
 
 _BOUND_WORDS = {"ge": "at least", "le": "at most"}

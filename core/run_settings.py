@@ -97,6 +97,7 @@ class IngestDeployment(StoreDeployment):
 
     max_document_chars: int = _deployment("max_document_chars")
     ingest_root: str = _deployment("ingest_root")
+    upload_dir: str = _deployment("upload_dir")
     ingest_run_replace: Literal["none", "served", "all"] = _deployment("ingest_run_replace")
     ingest_min_chunk_size: int = _deployment("ingest_min_chunk_size")
     ingest_max_chunks: int = _deployment("ingest_max_chunks")

@@ -9,8 +9,10 @@ embedded.
 Ingestion is idempotent, as with ``crag ingest``. The node reports progress on the ``custom``
 stream (``{"node": "ingest", "event": "embedding", "done": 512, "total": 1800}``).
 
-The deployment setting ``ingest_root`` (``CRAG_INGEST_ROOT`` in the server's environment), when
-set, confines the paths a caller may ingest to that directory: a named path outside it is an
+The deployment setting ``ingest_root`` (``CRAG_INGEST_ROOT`` in the server's environment)
+confines the paths a caller may ingest to that directory; unset, to the chat page's upload
+folder (``upload_dir``, ``.crag/uploads`` by default), so that no served run reads any other
+file of the server's machine: a named path outside it is an
 input error, and a file found in a named directory whose real path leaves it (a symbolic link
 pointing outside) is refused and listed in ``failed``. The check here is on the names sent;
 each file is then opened first and what was opened checked before it is read
@@ -58,7 +60,7 @@ from typing_extensions import TypedDict
 
 from crag.core.cancellation import cancellable_node
 from crag.core.context import IngestContext, resolve_ingest_context
-from crag.core.deployment import DeploymentSettings
+from crag.core.deployment import DeploymentSettings, uploads_folder
 from crag.core.progress import emit
 from crag.core.run_context import RunIngestContext
 from crag.core.run_settings import IngestSettings
@@ -165,7 +167,8 @@ def _check_inside(path: str, base: Path) -> None:
     if resolved != base and base not in resolved.parents:
         raise InvalidIngestInputError(
             f"path {path!r} is outside {base}, the only directory this server ingests "
-            "from (setting ingest_root)"
+            "from (setting ingest_root; when it is unset, the chat page's upload folder: "
+            "upload the file instead)"
         )
 
 
@@ -261,13 +264,16 @@ def ingest_node(
 ) -> dict[str, Any]:
     """The ``ingest`` node: validate the input, load files and inline documents, store chunks.
 
-    With ``CRAG_INGEST_ROOT`` set, every file read (named or found in a named directory) must
-    have its real path, symbolic links followed, inside that directory. Chunks are written as
+    Every file read (named or found in a named directory) must have its real path, symbolic
+    links followed, inside ``CRAG_INGEST_ROOT``, or inside the upload folder when that is
+    unset. Chunks are written as
     a served run's, which may not replace the operator's documents (see the module).
     """
     context = IngestSettings.combine(resolve_ingest_context(runtime.context), deployment)
     _check_run_cost(context)
-    root = context.ingest_root.strip()
+    root = context.ingest_root.strip() or str(
+        uploads_folder(context.upload_dir, "", context.store_path)
+    )
     paths = _paths(state.get("paths"), root)
     docs = _documents(state.get("documents"), context.max_document_chars)
     tags = _tags(state.get("tags"))

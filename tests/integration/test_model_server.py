@@ -263,7 +263,16 @@ def test_the_served_graph_answers_eight_runs_at_once_through_the_server(
     }
     before = requests_seen(server)
     with langgraph_server(tmp_path / "langgraph", env) as served:
-        report = asyncio.run(abench(served.url, runs=8, questions=[MONA], context={}, timeout=300))
+        report = asyncio.run(
+            abench(
+                served.url,
+                runs=8,
+                questions=[MONA],
+                context={},
+                timeout=300,
+                api_key=served.token,
+            )
+        )
     assert report.failures == [], report.lines()
     assert len(report.concurrent) == 8
     assert all("Leonardo" in (run.answer or "") for run in report.concurrent)

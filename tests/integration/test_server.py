@@ -611,6 +611,12 @@ ATTEMPTS: dict[str, Any] = {
     "max_knowledge_chars": 10**7,
     "upload_dir": "/",
     "upload_max_bytes": 10**12,
+    "upload_quota_bytes": 10**15,
+    "upload_seconds": 10**6,
+    "server_hosts": "evil.example",
+    "server_origins": "https://evil.example",
+    "server_max_request_bytes": 10**12,
+    "server_session_hours": 8000,
 }
 # What a caller might try on the method: force or remove an action, move the thresholds, keep
 # more strips. The method is the operator's (CRAG_<NAME>), the same for every run.
@@ -665,12 +671,13 @@ def _refused(*names: str) -> Iterator[None]:
 
 def test_the_server_was_started_with_the_repositorys_middleware(server: DevServer) -> None:
     served = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8"))
-    assert served["http"] == {"app": "crag.app.http:app"}
+    assert served["http"]["app"] == "crag.app.http:app"
     started = json.loads((server.log.parent / "langgraph.json").read_text(encoding="utf-8"))
-    assert started.get("http") == served["http"], (
-        "crag_bench.dev_server.start_dev_server must copy langgraph.json's 'http' into the "
-        "config it starts the server with"
-    )
+    for key in ("http", "auth"):
+        assert started.get(key) == served[key], (
+            f"crag_bench.dev_server.start_dev_server must copy langgraph.json's {key!r} into "
+            "the config it starts the server with"
+        )
 
 
 def test_the_attempts_cover_every_setting_a_run_may_not_set() -> None:

@@ -56,8 +56,17 @@ def settings(uploads: Path) -> DeploymentSettings:
     return deployment_with(upload_dir=str(uploads), ingest_root="", upload_max_bytes=1000)
 
 
+REMOVED = "removed.md"
+"""Files of this name stand for documents removed from the store (crag remove)."""
+
+
+def _is_stored(source: str, settings: DeploymentSettings) -> bool:
+    """The store's answer in these tests: every document is stored but a removed one."""
+    return not source.endswith(REMOVED)
+
+
 def _client(settings: DeploymentSettings, dist: Path) -> TestClient:
-    return TestClient(Starlette(routes=chat_page_routes(settings, dist=dist)))
+    return TestClient(Starlette(routes=chat_page_routes(settings, dist=dist, is_stored=_is_stored)))
 
 
 @pytest.fixture
@@ -328,6 +337,33 @@ def test_a_link_in_the_upload_folder_to_a_file_outside_is_not_served(
     _assert_error(_document(client, str(uploads / "folder" / "secret.txt")), 404)
     _assert_error(_document(client, str(uploads / ".." / "secret.txt")), 404)
     _assert_error(_document(client, str(uploads)), 404)  # a folder is not a file
+
+
+def test_only_stored_document_files_are_served_never_dot_files_databases_or_partial_uploads(
+    dist: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "project"
+    (root / ".crag").mkdir(parents=True)
+    files = {
+        ".env": "CRAG_LLM_API_KEY=secret\n",
+        ".crag/notes.md": "# inside a dot folder\n",
+        "threads.sqlite": "SQLite format 3\x00",
+        "checkpoint.pckl": "pickle",
+        "server.log": "log",
+        "uploads/.upload-abc.part": "arriving",
+        "removed.md": "# removed with crag remove\n",
+        "kept.md": "# kept\n",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    client = _client(deployment_with(upload_dir="", ingest_root=str(root)), dist)
+    for name in files:
+        response = _document(client, str(root / name))
+        if name == "kept.md":
+            assert response.status_code == 200 and response.text == "# kept\n"
+        else:
+            _assert_error(response, 404, "does not share")
 
 
 def test_a_document_request_without_a_source_is_400(client: TestClient) -> None:

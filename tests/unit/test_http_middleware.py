@@ -371,7 +371,9 @@ def test_an_event_streaming_command_that_starts_a_run_is_checked() -> None:
     assert refusal(json.dumps(harmless).encode(), f"/threads/{THREAD}/commands") is None
     body = json.dumps({"method": "run.start", "params": {"context": {"store_path": "/"}}})
     sent = _call(
-        RefuseOtherKinds(_unreached), _scope(f"/threads/{THREAD}/commands"), [_request(body.encode())]
+        RefuseOtherKinds(_unreached),
+        _scope(f"/threads/{THREAD}/commands"),
+        [_request(body.encode())],
     )
     assert sent[0]["status"] == 422
 
@@ -383,7 +385,9 @@ def test_an_mcp_tool_call_with_a_refused_setting_gets_a_json_rpc_error() -> None
         "method": "tools/call",
         "params": {"name": "crag", "arguments": {}, "context": {"upper_threshold": 0.1}},
     }
-    sent = _call(RefuseOtherKinds(_unreached), _scope("/mcp"), [_request(json.dumps(call).encode())])
+    sent = _call(
+        RefuseOtherKinds(_unreached), _scope("/mcp"), [_request(json.dumps(call).encode())]
+    )
     assert sent[0]["status"] == 200
     answer = json.loads(sent[1]["body"])
     assert answer["id"] == 7 and answer["error"]["code"] == -32602
