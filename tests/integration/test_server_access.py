@@ -1,0 +1,269 @@
+"""Attacks on a real ``langgraph dev`` serving crag: nothing a stranger does gets through.
+
+One server is started as ``make serve`` starts it (the repository's ``langgraph.json``: the
+gate, LangGraph's auth, CORS off), with the operator's defaults for what may be ingested (no
+``CRAG_INGEST_ROOT``). A second HTTP server on another port of 127.0.0.1 stands for any web
+site the same person visits; headless Chromium, signed in to crag, opens its page, and the page
+tries what the issue found open: reading threads and the session, creating a thread, planting
+one with a form (``enctype=text/plain``: no preflight), uploading a file, opening the thread
+WebSocket. A ``file://`` page (origin ``null``) tries the same. Each attempt is checked on the
+server's side with the operator's key: nothing was created, planted or uploaded. Programs: a
+foreign ``Host`` (DNS rebinding), the Studio header, a wrong key, ingesting a file outside the
+upload folder. And no secret (the token, the session cookie) reaches the server's log.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from crag_bench.dev_server import HOST, DevServer, free_port
+from tests.browser_support import browser, chromium_missing
+from tests.server_support import build_server_store, langgraph_server
+from tests.websearch_server import WebsearchServer
+
+pytest.importorskip("langgraph_api", reason="the server extra (langgraph-cli[inmem]) is missing")
+langgraph_sdk = pytest.importorskip("langgraph_sdk")
+if chromium_missing():
+    pytest.fail(str(chromium_missing()), pytrace=False)
+
+pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
+
+ATTACKS = """async (crag) => {
+  const results = {};
+  const attempt = async (name, action) => {
+    try { results[name] = await action(); }
+    catch (error) { results[name] = 'blocked: ' + error.name; }
+  };
+  await attempt('read_threads', async () => {
+    const r = await fetch(crag + '/threads/search', {method: 'POST', credentials: 'include',
+      headers: {'content-type': 'application/json'}, body: '{}'});
+    return 'read ' + r.status + ' ' + (await r.text()).slice(0, 80);
+  });
+  await attempt('read_session', async () => {
+    const r = await fetch(crag + '/chat/api/session', {credentials: 'include'});
+    return 'read ' + r.status + ' ' + (await r.text()).slice(0, 80);
+  });
+  await attempt('simple_post', async () => {
+    const r = await fetch(crag + '/threads', {method: 'POST', mode: 'no-cors',
+      credentials: 'include', headers: {'content-type': 'text/plain'},
+      body: JSON.stringify({metadata: {planted: 'fetch'}})});
+    return 'sent ' + r.type;
+  });
+  await attempt('upload', async () => {
+    const r = await fetch(crag + '/chat/api/uploads?name=planted.txt', {method: 'POST',
+      mode: 'no-cors', credentials: 'include', body: 'planted by another site'});
+    return 'sent ' + r.type;
+  });
+  results.websocket = await new Promise((resolve) => {
+    let socket;
+    try { socket = new WebSocket(crag.replace('http', 'ws') + '/threads/x/stream/events'); }
+    catch (error) { resolve('blocked: ' + error.name); return; }
+    socket.onopen = () => { socket.close(); resolve('opened'); };
+    socket.onerror = () => resolve('blocked: error');
+    setTimeout(() => resolve('blocked: timeout'), 5000);
+  });
+  return results;
+}"""
+FORM = """(crag) => {
+  const form = document.createElement('form');
+  form.method = 'POST';
+  form.action = crag + '/threads';
+  form.enctype = 'text/plain';
+  const input = document.createElement('input');
+  input.name = '{"metadata": {"planted": "form", "x": "';
+  input.value = '"}}';
+  form.appendChild(input);
+  document.body.appendChild(form);
+  form.submit();
+}"""
+
+
+class _Site(http.server.SimpleHTTPRequestHandler):
+    """Another web site on this machine: a blank page."""
+
+    def do_GET(self) -> None:
+        body = b"<!doctype html><title>another site</title><p>hello</p>"
+        self.send_response(200)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        del format, args
+
+
+@pytest.fixture(scope="module")
+def other_site() -> Iterator[str]:
+    site = http.server.ThreadingHTTPServer((HOST, free_port()), _Site)
+    thread = threading.Thread(target=site.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{HOST}:{site.server_address[1]}"
+    finally:
+        site.shutdown()
+        site.server_close()
+
+
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, store_dir: Path) -> Iterator[DevServer]:
+    """The operator's defaults for uploads and ingestion: no ingest root."""
+    store = build_server_store(store_dir / "chroma")
+    with WebsearchServer() as search:
+        search.search_status = 500
+        env = {
+            "CRAG_STORE_PATH": str(store),
+            "CRAG_COLLECTION": "crag",
+            "CRAG_DEFAULT_CORPUS": "false",
+            "CRAG_SEARCH_PROVIDER": "searxng",
+            "CRAG_SEARCH_URL": search.url,
+            "CRAG_ALLOWED_HOSTS": "127.0.0.1",
+        }
+        with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as started:
+            yield started
+
+
+@pytest.fixture(scope="module")
+def client(server: DevServer) -> Any:
+    return langgraph_sdk.get_sync_client(url=server.url, api_key=server.token, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    with browser() as launched:
+        yield launched
+
+
+def _planted(client: Any) -> list[Any]:
+    return [
+        thread
+        for thread in client.threads.search(limit=1000)
+        if "planted" in (thread.get("metadata") or {})
+    ]
+
+
+def _signed_in_context(chromium: Any, server: DevServer) -> Any:
+    """A browser context signed in to crag, as after opening the address make serve printed."""
+    context = chromium.new_context()
+    page = context.new_page()
+    page.goto(server.page_url)
+    page.wait_for_selector("body[data-ready='true']", timeout=60_000)
+    page.close()
+    return context
+
+
+def _assert_all_blocked(results: dict[str, str]) -> None:
+    for name in ("read_threads", "read_session", "websocket"):
+        assert results[name].startswith("blocked"), (name, results)
+
+
+def test_a_page_of_another_origin_can_neither_read_nor_change_anything(
+    server: DevServer, client: Any, chromium: Any, other_site: str, store_dir: Path
+) -> None:
+    context = _signed_in_context(chromium, server)
+    try:
+        page = context.new_page()
+        page.goto(f"{other_site}/")
+        results = page.evaluate(ATTACKS, server.url)
+        _assert_all_blocked(results)
+        with page.expect_navigation():
+            page.evaluate(FORM, server.url)
+        assert "requests from pages of" in page.content()  # the form's answer: refused
+    finally:
+        context.close()
+    assert _planted(client) == []
+    assert not list(store_dir.rglob("planted.txt"))
+
+
+def test_a_file_page_can_neither_read_nor_change_anything(
+    server: DevServer, client: Any, chromium: Any, tmp_path: Path, store_dir: Path
+) -> None:
+    downloaded = tmp_path / "downloaded.html"
+    downloaded.write_text("<!doctype html><title>a downloaded file</title>", encoding="utf-8")
+    context = _signed_in_context(chromium, server)
+    try:
+        page = context.new_page()
+        page.goto(downloaded.as_uri())
+        _assert_all_blocked(page.evaluate(ATTACKS, server.url))
+    finally:
+        context.close()
+    assert _planted(client) == []
+    assert not list(store_dir.rglob("planted.txt"))
+
+
+def test_the_signed_in_page_itself_still_reads_and_changes(
+    server: DevServer, chromium: Any
+) -> None:
+    context = _signed_in_context(chromium, server)
+    try:
+        page = context.new_page()
+        page.goto(f"{server.url}/chat/")
+        page.wait_for_selector("body[data-ready='true']", timeout=60_000)
+        assert page.locator("#signed-in").inner_text() == "Signed in as operator"
+        page.locator("#sign-out").click()
+        page.wait_for_selector("input[name='token']", timeout=30_000)
+        assert page.evaluate("() => document.title") == "crag: sign in"
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("host", ["rebind.example", "rebind.example:8123", "127.0.0.1.nip.io"])
+def test_a_foreign_host_is_refused_and_chat_redirects_nowhere_else(
+    server: DevServer, host: str
+) -> None:
+    response = httpx.get(f"{server.url}/chat", headers={**server.headers, "host": host})
+    assert response.status_code == 403
+    assert "does not answer the host name" in response.json()["detail"]
+    own = httpx.get(f"{server.url}/chat", headers=server.headers)
+    assert own.status_code == 307 and own.headers["location"] == "/chat/"
+
+
+def test_nothing_answers_a_program_without_the_token_but_ok(server: DevServer) -> None:
+    assert httpx.get(f"{server.url}/ok").status_code == 200
+    attempts = [
+        ("POST", "/threads/search", {}),
+        ("GET", "/assistants/search", None),
+        ("POST", "/runs/wait", {"assistant_id": "crag", "input": {"question": "x"}}),
+        ("GET", "/openapi.json", None),
+        ("GET", "/docs", None),
+        ("GET", "/info", None),
+        ("GET", "/metrics", None),
+        ("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        ("POST", "/store/items/search", {}),
+    ]
+    for headers in ({}, {"x-auth-scheme": "langsmith"}, {"x-api-key": "wrong" * 8}):
+        for method, path, body in attempts:
+            response = httpx.request(method, f"{server.url}{path}", json=body, headers=headers)
+            assert response.status_code == 401, (method, path, headers, response.text)
+
+
+def test_a_served_run_ingests_no_file_outside_the_upload_folder(
+    server: DevServer, client: Any, tmp_path: Path
+) -> None:
+    private = tmp_path / "private-notes.md"
+    private.write_text("# Private\n\nThe safe's code is 4711.\n", encoding="utf-8")
+    out = client.runs.wait(None, "ingest", input={"paths": [str(private)]}, raise_error=False)
+    assert out["__error__"]["error"] == "InvalidIngestInputError", out
+    assert "upload the file instead" in out["__error__"]["message"]
+
+
+def test_no_secret_reaches_the_servers_log(server: DevServer, chromium: Any) -> None:
+    context = _signed_in_context(chromium, server)
+    cookies = [c["value"] for c in context.cookies() if c["name"] == "crag_session"]
+    context.close()
+    assert cookies
+    log = server.log.read_text(encoding="utf-8", errors="replace")
+    assert server.token not in log
+    assert all(cookie not in log for cookie in cookies)
