@@ -53,7 +53,13 @@ def served(payload: Any, context: IngestSettings) -> dict[str, Any]:
     The graph is built as the server builds it, its deployment read from the environment when
     this is called (``CRAG_INGEST_ROOT``, ``CRAG_INGEST_RUN_REPLACE``), with the store named.
     """
-    deployment = deployment_with(store_path=context.store_path, collection=context.collection)
+    # The test's folder stands for the upload folder: with no ingest root, the only place a
+    # served run reads files from.
+    deployment = deployment_with(
+        store_path=context.store_path,
+        collection=context.collection,
+        upload_dir=str(Path(context.store_path).parent),
+    )
     graph = build_ingest_graph(deployment=deployment)
     return dict(graph.invoke(payload, context=IngestContext(chunk_size=context.chunk_size)))
 

@@ -109,7 +109,13 @@ def settings_for(
 def served(settings: IngestSettings) -> IngestGraph:
     """The ``ingest`` graph as the server builds it, on the test's store (the operator's other
     settings read from the environment now)."""
-    deployment = deployment_with(store_path=settings.store_path, collection=settings.collection)
+    # The test's folder stands for the upload folder: with no ingest root, the only place a
+    # served run reads files from.
+    deployment = deployment_with(
+        store_path=settings.store_path,
+        collection=settings.collection,
+        upload_dir=str(Path(settings.store_path).parent),
+    )
     return build_ingest_graph(deployment=deployment)
 
 

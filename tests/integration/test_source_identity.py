@@ -51,7 +51,13 @@ def context(tmp_path: Path) -> IngestSettings:
 
 def served(payload: Any, context: IngestSettings) -> dict[str, Any]:
     """A run of the ``ingest`` graph, built as the server builds it, on the store of ``context``."""
-    deployment = deployment_with(store_path=context.store_path, collection=context.collection)
+    # The test's folder stands for the upload folder: with no ingest root, the only place a
+    # served run reads files from.
+    deployment = deployment_with(
+        store_path=context.store_path,
+        collection=context.collection,
+        upload_dir=str(Path(context.store_path).parent),
+    )
     graph = build_ingest_graph(deployment=deployment)
     return dict(graph.invoke(payload, context=IngestContext(chunk_size=context.chunk_size)))
 
