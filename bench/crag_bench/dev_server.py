@@ -144,7 +144,11 @@ def _cli() -> Path:
     return cli
 
 
-def _dev_config(env: Mapping[str, str]) -> dict[str, Any]:
+OPEN_APP = "crag_bench.open_app:app"
+"""The served app without the gate, for measuring what the gate and the auth cost."""
+
+
+def _dev_config(env: Mapping[str, str], *, access: bool = True) -> dict[str, Any]:
     """The served config: the repository's graphs and its app's middleware (``http``), ``env``.
 
     The middleware (app/http.py: the gate, and the refusal of what a run may not set) and the
@@ -159,6 +163,9 @@ def _dev_config(env: Mapping[str, str]) -> dict[str, Any]:
     for key in ("http", "auth"):
         if served.get(key):
             config[key] = served[key]
+    if not access:  # langgraph-api's defaults: no auth, CORS *, no gate
+        config.pop("auth", None)
+        config["http"] = {"app": OPEN_APP}
     return config
 
 
@@ -169,6 +176,7 @@ def start_dev_server(
     port: int | None = None,
     jobs_per_worker: int = DEFAULT_JOBS_PER_WORKER,
     startup_timeout: float = 90.0,
+    access: bool = True,
 ) -> DevServer:
     """Start ``langgraph dev`` on 127.0.0.1 and wait until it answers ``/ok``.
 
@@ -180,6 +188,8 @@ def start_dev_server(
         jobs_per_worker: Runs executed at once (``--n-jobs-per-worker``; passed always: the
             installed ``langgraph dev`` starts one job without it, whatever its help says).
         startup_timeout: Seconds to wait for ``/ok``.
+        access: Serve the repository's gate and authentication (``False``: neither, to
+            measure what they cost; never for anything else).
 
     Returns:
         The running server; stop it with :meth:`DevServer.stop`.
@@ -190,7 +200,7 @@ def start_dev_server(
     cli = _cli()
     workdir.mkdir(parents=True, exist_ok=True)
     token = env.get(TOKEN_ENV) or secrets.token_urlsafe(32)
-    config = _dev_config({**env, TOKEN_ENV: token})
+    config = _dev_config({**env, TOKEN_ENV: token}, access=access)
     config_file = workdir / "langgraph.json"
     config_file.write_text(json.dumps(config, indent=2), encoding="utf-8")
     port = port or free_port()
@@ -248,6 +258,7 @@ def dev_server(
     port: int | None = None,
     jobs_per_worker: int = DEFAULT_JOBS_PER_WORKER,
     startup_timeout: float = 90.0,
+    access: bool = True,
 ) -> Iterator[DevServer]:
     """:func:`start_dev_server` as a context manager: the server is stopped on exit."""
     server = start_dev_server(
@@ -256,6 +267,7 @@ def dev_server(
         port=port,
         jobs_per_worker=jobs_per_worker,
         startup_timeout=startup_timeout,
+        access=access,
     )
     try:
         yield server
