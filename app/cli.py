@@ -530,6 +530,9 @@ def build_parser() -> argparse.ArgumentParser:
     token_cmd.set_defaults(func=cmd_server_token)
 
     _add_serve_command(sub, store_options, warm_commands=(ask, ingest))
+    from crag.app.users_command import add_users_command
+
+    add_users_command(sub)
     return parser
 
 
@@ -632,6 +635,7 @@ def run_command(args: argparse.Namespace, prog: str, *, reconfigure_logging: boo
     Errors the user can fix are printed as one line (``PROG: error: ...``) with exit code 2.
     """
     setup_logging(args.verbose, force=reconfigure_logging)
+    from crag.app.accounts import AccountError
     from crag.core.validation import InvalidQuestionError
     from crag.evaluator.base import EvaluatorError
     from crag.generator.endpoint_config import EndpointError
@@ -642,6 +646,7 @@ def run_command(args: argparse.Namespace, prog: str, *, reconfigure_logging: boo
             return int(args.func(args))
     except (
         InvalidQuestionError,
+        AccountError,
         StoreError,
         EvaluatorError,
         EndpointError,

@@ -36,6 +36,7 @@ from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Literal
 
+from crag.app.accounts import Accounts
 from crag.core.deployment import DeploymentSettings
 
 __all__ = [
@@ -197,7 +198,12 @@ def _same_origin_browser(headers: Mapping[bytes, bytes], method: str) -> bool:
 
 
 def identify(
-    headers: Mapping[bytes, bytes], method: str, token: str, *, session_seconds: float
+    headers: Mapping[bytes, bytes],
+    method: str,
+    token: str,
+    *,
+    session_seconds: float,
+    accounts: Accounts | None = None,
 ) -> Identity:
     """Who sent a request with ``headers`` (lower-case names), or why it is refused.
 
@@ -206,6 +212,8 @@ def identify(
         method: Its HTTP method; ``WEBSOCKET`` for a WebSocket's opening.
         token: The server's token.
         session_seconds: How long a session cookie lasts.
+        accounts: The team's accounts, whose API keys and sessions are let in too (a removed
+            account's are not).
 
     Raises:
         AccessDeniedError: No credential (401), a wrong one (401), or a cookie sent from
@@ -215,7 +223,12 @@ def identify(
     if presented is not None:
         if hmac.compare_digest(presented.encode(), token.encode()):
             return Identity(ADMIN, "admin", "key")
-        raise AccessDeniedError("the server token sent (X-Api-Key or Authorization) is wrong")
+        account = accounts.by_key(presented) if accounts is not None else None
+        if account is not None:
+            return Identity(account.name, account.role, "key")
+        raise AccessDeniedError(
+            "the server token or API key sent (X-Api-Key or Authorization) is wrong"
+        )
     session = session_cookie(headers)
     if session is None:
         raise AccessDeniedError(
@@ -238,4 +251,9 @@ def identify(
                 "(the chat page sends it)",
                 403,
             )
-    return Identity(user, "admin" if user == ADMIN else "member", "session")
+    if user == ADMIN:
+        return Identity(ADMIN, "admin", "session")
+    account = accounts.get(user) if accounts is not None else None
+    if account is None:
+        raise AccessDeniedError(f"the account {user!r} no longer exists: sign in again")
+    return Identity(account.name, account.role, "session")

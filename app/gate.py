@@ -12,11 +12,14 @@ the API's, HTTP and WebSocket alike. In this order, each refusal one sentence wi
    (``scheme://Host``) or one of ``server_origins``: 403 otherwise (``null``, a ``file://``
    page's, included). Only those listed origins get CORS headers (langgraph-api's own ``*``
    is turned off in ``langgraph.json``), and their preflights are answered here.
-4. **Sign-in**: ``GET /chat/?token=TOKEN`` with the right token sets the session cookie and
-   sends the browser to ``/chat/`` (the token never reaches a log: the request stops here);
+4. **Sign-in**: ``GET /chat/?token=TOKEN`` with the right token sets the operator's session
+   cookie and sends the browser to ``/chat/`` (the token never reaches a log: the request stops
+   here); ``POST /chat/signin`` (the sign-in form's name and password, checked against the
+   accounts of :mod:`crag.app.accounts`, failures slowed per account) sets that account's;
    ``/chat/`` without a credential is the sign-in page (401), ``/chat/assets/*`` is public.
-5. **Credential**: every other request must prove it holds the server's token
-   (:func:`crag.app.credentials.identify`): 401 or 403 otherwise. The caller's
+5. **Credential**: every other request must prove it holds the server's token or an
+   account's API key, or carry a session (:func:`crag.app.credentials.identify`): 401 or 403
+   otherwise. The caller's
    :class:`~crag.app.credentials.Identity` is put in the scope (:data:`IDENTITY_KEY`) for the
    page's routes.
 6. **Body**: a request that changes something and has a body must say it is JSON
@@ -38,10 +41,11 @@ import html
 import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
+from crag.app.accounts import Accounts, SignInThrottle
 from crag.app.credentials import (
     SESSION_COOKIE,
     AccessDeniedError,
@@ -66,6 +70,9 @@ IDENTITY_KEY = "crag.identity"
 """The scope key under which the gate leaves the caller's identity for the routes."""
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 PAGE_PATHS = frozenset({"/chat", "/chat/"})
+SIGN_IN_PATH = "/chat/signin"
+_FORM = "application/x-www-form-urlencoded"
+_MAX_SIGN_IN_BYTES = 4_096
 UPLOAD_PATH = "/chat/api/uploads"
 _PUBLIC_PREFIX = "/chat/assets/"
 _UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -85,12 +92,17 @@ class GateConfig:
     upload_max_bytes: int = 50_000_000
     body_seconds: float = 120.0
     session_seconds: float = 24 * 3600.0
+    accounts: Accounts | None = None
+    throttle: SignInThrottle = field(default_factory=SignInThrottle)
 
     @classmethod
-    def from_settings(cls, settings: DeploymentSettings, token: str) -> GateConfig:
-        """The gate of a server with the operator's ``settings`` and ``token``."""
+    def from_settings(
+        cls, settings: DeploymentSettings, token: str, accounts: Accounts | None = None
+    ) -> GateConfig:
+        """The gate of a server with the operator's ``settings``, ``token`` and ``accounts``."""
         return cls(
             token=token,
+            accounts=accounts,
             hosts=LOOPBACK_HOSTS | {_host_name(h) for h in _items(settings.server_hosts)},
             origins=frozenset(o.rstrip("/").lower() for o in _items(settings.server_origins)),
             max_request_bytes=settings.server_max_request_bytes,
@@ -103,8 +115,12 @@ class GateConfig:
 @functools.cache
 def gate_config() -> GateConfig:
     """The served app's gate: the operator's settings and token, read once per process."""
+    from crag.app.threads import configured_threads_db
+
     settings = deployment_settings()
-    return GateConfig.from_settings(settings, server_token(settings))
+    database = configured_threads_db()
+    accounts = None if "://" in database else Accounts(database)
+    return GateConfig.from_settings(settings, server_token(settings), accounts)
 
 
 def _items(value: str) -> list[str]:
@@ -197,12 +213,17 @@ class Gate:
         if _is_token_exchange(request):
             await _exchange_token(request, send, config)
             return
+        if request.is_http and request.method == "POST" and request.path == SIGN_IN_PATH:
+            await _sign_in(request, receive, send, config)
+            return
         try:
-            identity = identify(
+            identity = await asyncio.to_thread(
+                identify,
                 request.headers,
                 request.method,
                 config.token,
                 session_seconds=config.session_seconds,
+                accounts=config.accounts,
             )
         except AccessDeniedError as denied:
             await self._unidentified(request, receive, send, denied)
@@ -437,6 +458,41 @@ async def _exchange_token(request: _Request, send: Send, config: GateConfig) -> 
     await _respond(send, 303, b"", b"text/plain", headers)
 
 
+async def _sign_in(request: _Request, receive: Receive, send: Send, config: GateConfig) -> None:
+    """``POST /chat/signin`` (the sign-in form: name and password): the cookie, or the page.
+
+    Only the server's own page posts it (a foreign Origin was refused already). A wrong name
+    or password, or an account locked by too many failures, waits a second and gets the page.
+    """
+    media = _text(request.headers, "content-type").split(";")[0].strip().lower()
+    body = await _read_limited(receive, config)
+    if media != _FORM or isinstance(body, tuple) or len(body) > _MAX_SIGN_IN_BYTES:
+        await _sign_in_page(send, "Sign in with the form.")
+        return
+    form = parse_qs(body.decode("utf-8", "replace"))
+    name = (form.get("name") or [""])[0].strip().lower()
+    password = (form.get("password") or [""])[0]
+    account = None
+    if config.accounts is not None and not config.throttle.locked(name):
+        account = await asyncio.to_thread(config.accounts.check_password, name, password)
+    if account is None:
+        config.throttle.failed(name)
+        logger.info("a sign-in as %r failed", name[:60])
+        await asyncio.sleep(1.0)
+        await _sign_in_page(send, "That name and password do not match an account.")
+        return
+    config.throttle.succeeded(name)
+    logger.info("%s signed in", account.name)
+    secure = request.scope.get("scheme") == "https"
+    cookie = _cookie(new_session(config.token, account.name), config.session_seconds, secure)
+    headers = [
+        (b"location", b"/chat/"),
+        (b"set-cookie", cookie),
+        (b"referrer-policy", b"no-referrer"),
+    ]
+    await _respond(send, 303, b"", b"text/plain", headers)
+
+
 SIGN_IN_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -444,13 +500,21 @@ SIGN_IN_PAGE = """<!doctype html>
 <link rel="stylesheet" href="/chat/assets/app.css"></head>
 <body><main id="main" class="sign-in">
 <h1>crag</h1>
-<p>This server answers only the people who hold its token. Open the address that
-<code>make serve</code> printed, or paste the token (<code>crag server-token</code> prints it).</p>
+<p>This server answers only the people it knows. Sign in with the account the operator made
+for you (<code>crag users add</code>), or, as the operator, open the address that
+<code>make serve</code> printed or paste its token (<code>crag server-token</code>).</p>
 <p role="alert">{reason}</p>
-<form method="get" action="/chat/">
-<label for="token">Server token</label>
-<input id="token" name="token" type="password" autocomplete="current-password" required>
+<form method="post" action="/chat/signin">
+<label for="name">Name</label>
+<input id="name" name="name" autocomplete="username" required>
+<label for="password">Password</label>
+<input id="password" name="password" type="password" autocomplete="current-password" required>
 <button type="submit">Sign in</button>
+</form>
+<form method="get" action="/chat/">
+<label for="token">Server token (the operator)</label>
+<input id="token" name="token" type="password" autocomplete="off" required>
+<button type="submit">Sign in with the token</button>
 </form></main></body></html>
 """
 """The page shown to a browser that has not signed in (no script: the form sends a GET)."""

@@ -19,6 +19,7 @@ namespace whose first part is the caller's identity.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from langgraph_sdk import Auth
@@ -37,12 +38,19 @@ auth = Auth()
 async def authenticate(
     headers: dict[bytes, bytes], scope: dict[str, Any]
 ) -> Auth.types.MinimalUserDict:
-    """The caller's identity from the server's token or the chat page's session."""
+    """The caller's identity: the server's token, an account's API key, or a session."""
     config = gate_config()
     method = str(scope.get("method", "GET")) if scope.get("type") == "http" else "WEBSOCKET"
     lower = {name.lower(): value for name, value in headers.items()}
     try:
-        identity = identify(lower, method, config.token, session_seconds=config.session_seconds)
+        identity = await asyncio.to_thread(
+            identify,
+            lower,
+            method,
+            config.token,
+            session_seconds=config.session_seconds,
+            accounts=config.accounts,
+        )
     except AccessDeniedError as denied:
         raise Auth.exceptions.HTTPException(status_code=denied.status, detail=str(denied)) from None
     return {

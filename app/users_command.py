@@ -1,0 +1,108 @@
+"""``crag users``: the operator makes and removes a team's accounts and their API keys.
+
+The accounts live in the threads database (``CRAG_THREADS_DB`` or ``--threads-db``; the
+default ``.crag/threads.sqlite``), which ``make serve`` reads when run from the same folder.
+An API key is printed once, on standard output; nothing else is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from typing import Any
+
+from crag.app.accounts import AccountError, Accounts
+
+__all__ = ["add_users_command"]
+
+
+def _accounts(args: argparse.Namespace) -> Accounts:
+    from crag.app.threads import configured_threads_db
+
+    database = args.threads_db or configured_threads_db()
+    if "://" in database:
+        raise AccountError(
+            "accounts are kept in a SQLite threads database for now; a PostgreSQL one "
+            f"({database.split('://')[0]}://...) is not supported yet"
+        )
+    return Accounts(database)
+
+
+def _password(args: argparse.Namespace) -> str:
+    """The new account's password: a line of standard input, or asked twice at a terminal."""
+    if args.password_stdin:
+        return sys.stdin.readline().rstrip("\n")
+    if not sys.stdin.isatty():
+        raise AccountError("no terminal to ask the password at: send it with --password-stdin")
+    first = getpass.getpass("password: ")
+    if getpass.getpass("again: ") != first:
+        raise AccountError("the two passwords differ")
+    return first
+
+
+def _err(message: str) -> None:
+    print(message, file=sys.stderr)  # noqa: T201
+
+
+def cmd_users_add(args: argparse.Namespace) -> int:
+    """Make an account and print its first API key."""
+    accounts = _accounts(args)
+    key = accounts.add(args.name, _password(args), "admin" if args.admin else "member")
+    _err(f"crag users: made {args.name} ({'admin' if args.admin else 'member'}) in {accounts.path}")
+    print(key)  # noqa: T201
+    return 0
+
+
+def cmd_users_key(args: argparse.Namespace) -> int:
+    """Print a new API key of an account."""
+    print(_accounts(args).new_key(args.name))  # noqa: T201
+    return 0
+
+
+def cmd_users_revoke(args: argparse.Namespace) -> int:
+    """Remove every API key of an account."""
+    removed = _accounts(args).revoke_keys(args.name)
+    _err(f"crag users: removed {removed} key(s) of {args.name}")
+    return 0
+
+
+def cmd_users_remove(args: argparse.Namespace) -> int:
+    """Remove an account and its keys."""
+    _accounts(args).remove(args.name)
+    _err(f"crag users: removed {args.name}")
+    return 0
+
+
+def cmd_users_list(args: argparse.Namespace) -> int:
+    """One line per account: name, role, number of keys."""
+    for account in _accounts(args).all():
+        print(f"{account.name}\t{account.role}\t{account.keys} key(s)")  # noqa: T201
+    return 0
+
+
+def add_users_command(sub: Any) -> None:
+    """``crag users add|list|key|revoke-keys|remove``."""
+    users = sub.add_parser(
+        "users",
+        help="the team's accounts on the LangGraph server (docs/security.md)",
+        description="Make and remove the accounts that may sign in to the LangGraph server "
+        "(make serve) and their API keys. Kept in the threads database.",
+    )
+    actions = users.add_subparsers(dest="action", required=True)
+
+    def action(name: str, func: Any, help_text: str, *, named: bool = True) -> Any:
+        parser = actions.add_parser(name, help=help_text)
+        if named:
+            parser.add_argument("name", help="the account's name")
+        parser.add_argument("--threads-db", help="the threads database (default: CRAG_THREADS_DB)")
+        parser.set_defaults(func=func)
+        return parser
+
+    add = action("add", cmd_users_add, "make an account; prints its API key once")
+    add.add_argument("--admin", action="store_true", help="may see and manage everything")
+    add.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    action("list", cmd_users_list, "the accounts", named=False)
+    action("key", cmd_users_key, "print a new API key of an account")
+    action("revoke-keys", cmd_users_revoke, "remove every API key of an account")
+    action("remove", cmd_users_remove, "remove an account and its keys")

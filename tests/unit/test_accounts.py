@@ -1,0 +1,160 @@
+"""A team's accounts (:mod:`crag.app.accounts`), ``crag users`` and the gate's password sign-in.
+
+Accounts live in a SQLite file of the test's folder; passwords are hashed with argon2id and
+API keys kept as their SHA-256. The gate (:mod:`crag.app.gate`) lets an account in by its API
+key or by a session from the sign-in form, slows and locks failed sign-ins, and refuses a
+removed account's key and session.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pwdlib", reason="the server extra is missing")
+pytest.importorskip("starlette", reason="the server extra (langgraph-api) is missing")
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from crag.app.accounts import KEY_PREFIX, AccountError, Accounts, SignInThrottle
+from crag.app.cli import main
+from crag.app.credentials import SESSION_COOKIE
+from crag.app.gate import IDENTITY_KEY, Gate, GateConfig
+
+TOKEN = "k" * 40
+PASSWORD = "correct horse battery"
+BASE = "http://127.0.0.1:8123"
+
+
+@pytest.fixture
+def accounts(tmp_path: Path) -> Accounts:
+    return Accounts(tmp_path / "threads.sqlite")
+
+
+def test_an_account_gets_a_hashed_password_and_a_key_shown_once(accounts: Accounts) -> None:
+    key = accounts.add("alice", PASSWORD)
+    assert key.startswith(KEY_PREFIX) and len(key) > 40
+    assert accounts.by_key(key) == accounts.get("alice")
+    assert accounts.check_password("alice", PASSWORD) is not None
+    assert accounts.check_password("alice", PASSWORD + "x") is None
+    assert accounts.check_password("nobody", PASSWORD) is None
+    with sqlite3.connect(accounts.path) as db:
+        stored = db.execute("SELECT password_hash FROM crag_accounts").fetchone()[0]
+        keys = [row[0] for row in db.execute("SELECT key_hash FROM crag_api_keys")]
+    assert stored.startswith("$argon2id$") and PASSWORD not in stored
+    assert key not in keys and len(keys) == 1
+
+
+def test_names_passwords_and_duplicates_are_checked(accounts: Accounts) -> None:
+    for name in ("Bob", "a", "operator", "x" * 41, "名前", "b c"):
+        with pytest.raises(AccountError):
+            accounts.add(name, PASSWORD)
+    with pytest.raises(AccountError, match="at least 12"):
+        accounts.add("bob", "short")
+    accounts.add("bob", PASSWORD)
+    with pytest.raises(AccountError, match="already an account named 'bob'"):
+        accounts.add("bob", PASSWORD)
+
+
+def test_keys_are_added_revoked_and_removed_with_the_account(accounts: Accounts) -> None:
+    first = accounts.add("carol", PASSWORD, "admin")
+    second = accounts.new_key("carol")
+    assert accounts.by_key(second) is not None and accounts.get("carol").role == "admin"  # type: ignore[union-attr]
+    assert accounts.revoke_keys("carol") == 2
+    assert accounts.by_key(first) is None and accounts.by_key(second) is None
+    third = accounts.new_key("carol")
+    accounts.remove("carol")
+    assert accounts.by_key(third) is None and accounts.get("carol") is None
+    with pytest.raises(AccountError, match="no account named"):
+        accounts.new_key("carol")
+
+
+def test_failed_sign_ins_lock_the_account_for_a_while() -> None:
+    throttle = SignInThrottle(failures=3, seconds=60)
+    for _ in range(3):
+        assert not throttle.locked("dave")
+        throttle.failed("dave")
+    assert throttle.locked("dave") and not throttle.locked("erin")
+    throttle.succeeded("dave")
+    assert not throttle.locked("dave")
+
+
+def test_crag_users_makes_lists_and_removes_accounts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    database = str(tmp_path / "t.sqlite")
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO(PASSWORD + "\n"))
+    assert (
+        main(["users", "add", "frank", "--admin", "--password-stdin", "--threads-db", database])
+        == 0
+    )
+    key = capsys.readouterr().out.strip()
+    assert Accounts(database).by_key(key) is not None
+    assert main(["users", "list", "--threads-db", database]) == 0
+    assert capsys.readouterr().out == "frank\tadmin\t1 key(s)\n"
+    assert main(["users", "remove", "frank", "--threads-db", database]) == 0
+    assert main(["users", "remove", "frank", "--threads-db", database]) == 2
+    assert "no account named 'frank'" in capsys.readouterr().err
+
+
+# -- through the gate ---------------------------------------------------------------------------
+
+
+def _client(accounts: Accounts, throttle: SignInThrottle | None = None) -> TestClient:
+    async def whoami(request: Request) -> JSONResponse:
+        identity = request.scope[IDENTITY_KEY]
+        return JSONResponse({"user": identity.user, "role": identity.role})
+
+    config = GateConfig(token=TOKEN, accounts=accounts, throttle=throttle or SignInThrottle())
+    app = Starlette(
+        routes=[Route("/threads", whoami, methods=["GET"]), Route("/chat/", whoami)],
+        middleware=[Middleware(Gate, config=config)],
+    )
+    return TestClient(app, base_url=BASE)
+
+
+def test_an_account_signs_in_with_its_key_or_its_password(accounts: Accounts) -> None:
+    key = accounts.add("grace", PASSWORD)
+    client = _client(accounts)
+    assert client.get("/threads", headers={"x-api-key": key}).json() == {
+        "user": "grace",
+        "role": "member",
+    }
+    answer = client.post(
+        "/chat/signin",
+        data={"name": "grace", "password": PASSWORD},
+        headers={"origin": BASE},
+        follow_redirects=False,
+    )
+    assert answer.status_code == 303 and answer.headers["location"] == "/chat/"
+    assert SESSION_COOKIE in client.cookies
+    assert client.get("/threads").json()["user"] == "grace"
+    accounts.remove("grace")
+    assert client.get("/threads").status_code == 401  # the session ends with the account
+    assert client.get("/threads", headers={"x-api-key": key}).status_code == 401
+
+
+def test_a_wrong_password_a_foreign_form_and_a_locked_account_get_nothing(
+    accounts: Accounts,
+) -> None:
+    accounts.add("heidi", PASSWORD)
+    client = _client(accounts, SignInThrottle(failures=2, seconds=60))
+    wrong = client.post("/chat/signin", data={"name": "heidi", "password": "nope"})
+    assert wrong.status_code == 401 and "do not match" in wrong.text
+    assert SESSION_COOKIE not in client.cookies
+    foreign = client.post(
+        "/chat/signin",
+        data={"name": "heidi", "password": PASSWORD},
+        headers={"origin": "http://127.0.0.1:9999"},
+    )
+    assert foreign.status_code == 403
+    client.post("/chat/signin", data={"name": "heidi", "password": "nope again"})
+    locked = client.post("/chat/signin", data={"name": "heidi", "password": PASSWORD})
+    assert locked.status_code == 401 and SESSION_COOKIE not in client.cookies
