@@ -527,5 +527,7 @@ _PAGE_POLICY = (
 
 async def _sign_in_page(send: Send, reason: str) -> None:
     body = SIGN_IN_PAGE.format(reason=html.escape(reason)).encode()
-    extra = [(b"content-security-policy", _PAGE_POLICY), (b"referrer-policy", b"no-referrer")]
+    # same-origin, not no-referrer: under no-referrer a browser posts the form with
+    # ``Origin: null``, which the gate refuses.
+    extra = [(b"content-security-policy", _PAGE_POLICY), (b"referrer-policy", b"same-origin")]
     await _respond(send, 401, body, b"text/html; charset=utf-8", extra)

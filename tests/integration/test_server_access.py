@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from crag.app.accounts import Accounts
 from crag_bench.dev_server import HOST, DevServer, free_port
 from tests.browser_support import browser, chromium_missing
 from tests.server_support import build_server_store, langgraph_server
@@ -34,6 +35,8 @@ if chromium_missing():
     pytest.fail(str(chromium_missing()), pytrace=False)
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
+
+PASSWORD = "correct horse battery"
 
 ATTACKS = """async (crag) => {
   const results = {};
@@ -118,8 +121,17 @@ def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, store_dir: Path) -> Iterator[DevServer]:
-    """The operator's defaults for uploads and ingestion: no ingest root."""
+def accounts(store_dir: Path) -> dict[str, str]:
+    """Two members' API keys, made as the operator makes them (``crag users add``)."""
+    made = Accounts(store_dir / "threads.sqlite")
+    return {name: made.add(name, PASSWORD) for name in ("alice", "bob")}
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, store_dir: Path, accounts: dict[str, str]
+) -> Iterator[DevServer]:
+    """The operator's defaults for uploads and ingestion: no ingest root; two accounts."""
     store = build_server_store(store_dir / "chroma")
     with WebsearchServer() as search:
         search.search_status = 500
@@ -130,6 +142,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, store_dir: Path) -> Iterato
             "CRAG_SEARCH_PROVIDER": "searxng",
             "CRAG_SEARCH_URL": search.url,
             "CRAG_ALLOWED_HOSTS": "127.0.0.1",
+            "CRAG_THREADS_DB": str(store_dir / "threads.sqlite"),
         }
         with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as started:
             yield started
@@ -267,3 +280,60 @@ def test_no_secret_reaches_the_servers_log(server: DevServer, chromium: Any) -> 
     log = server.log.read_text(encoding="utf-8", errors="replace")
     assert server.token not in log
     assert all(cookie not in log for cookie in cookies)
+
+
+def test_each_member_sees_and_changes_only_their_own_threads(
+    server: DevServer, client: Any, accounts: dict[str, str]
+) -> None:
+    alice, bob = (
+        langgraph_sdk.get_sync_client(url=server.url, api_key=accounts[name], timeout=60)
+        for name in ("alice", "bob")
+    )
+    thread = alice.threads.create(metadata={"topic": "alice's notes"})
+    thread_id = thread["thread_id"]
+    assert thread["metadata"]["owner"] == "alice"
+    assert [t["thread_id"] for t in alice.threads.search(limit=100)] == [thread_id]
+    assert thread_id not in [t["thread_id"] for t in bob.threads.search(limit=100)]
+    for attempt in (
+        lambda: bob.threads.get(thread_id),
+        lambda: bob.threads.get_state(thread_id),
+        lambda: bob.threads.get_history(thread_id),
+        lambda: bob.threads.update(thread_id, metadata={"owner": "bob"}),
+        lambda: bob.threads.delete(thread_id),
+        lambda: bob.runs.list(thread_id),
+    ):
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            attempt()
+        assert refused.value.response.status_code == 404
+    # A member cannot make a thread look like another's: the owner is stamped, not taken.
+    forged = bob.threads.create(metadata={"owner": "alice"})
+    assert forged["metadata"]["owner"] == "bob"
+    # The operator (the server's token) sees everyone's.
+    seen = {t["thread_id"] for t in client.threads.search(limit=1000)}
+    assert {thread_id, forged["thread_id"]} <= seen
+    assert alice.threads.get(thread_id)["metadata"]["topic"] == "alice's notes"
+    # Only the operator changes the served assistants.
+    assistant = alice.assistants.search(graph_id="crag")[0]
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        alice.assistants.update(assistant["assistant_id"], context={"top_k": 1})
+    assert refused.value.response.status_code == 403
+
+
+def test_a_member_signs_in_on_the_page_with_a_password(
+    server: DevServer, chromium: Any, accounts: dict[str, str]
+) -> None:
+    context = chromium.new_context()
+    try:
+        page = context.new_page()
+        page.goto(f"{server.url}/chat/")
+        page.locator("#name").fill("alice")
+        page.locator("#password").fill("not the password")
+        page.locator("#password").press("Enter")
+        page.wait_for_selector("text=That name and password do not match", timeout=30_000)
+        page.locator("#name").fill("alice")
+        page.locator("#password").fill(PASSWORD)
+        page.locator("#password").press("Enter")
+        page.wait_for_selector("body[data-ready='true']", timeout=60_000)
+        assert page.locator("#signed-in").inner_text() == "Signed in as alice"
+    finally:
+        context.close()
