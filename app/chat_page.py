@@ -93,7 +93,7 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 Handler = Callable[[Request], Awaitable[Response]]
-StoredCheck = Callable[[str, DeploymentSettings], bool]
+StoredCheck = Callable[[str, DeploymentSettings, str | None], bool]
 
 
 def _error(status: int, detail: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
@@ -118,6 +118,12 @@ def _route(path: str, **handlers: Handler) -> Route:
         return await handler(request)
 
     return Route(path, endpoint, methods=_METHODS, include_in_schema=False)
+
+
+def _member(request: Request) -> str | None:
+    """The member the gate let in (their own uploads and files); ``None``: an admin."""
+    identity = request.scope.get(IDENTITY_KEY)
+    return None if identity is None or identity.is_admin else str(identity.user)
 
 
 def _declared_bytes(request: Request) -> int | None:
@@ -218,7 +224,11 @@ class _ChatPage:
             )
         try:
             stored = await receive_upload(
-                name, request.stream(), self.settings(), declared_bytes=_declared_bytes(request)
+                name,
+                request.stream(),
+                self.settings(),
+                declared_bytes=_declared_bytes(request),
+                member=_member(request),
             )
         except UploadRefusedError as refused:
             logger.info("upload %r refused (%d): %s", name[:200], refused.status, refused)
@@ -253,7 +263,9 @@ class _ChatPage:
             settings = self.settings()
         except InvalidSettingError as exc:
             return _error(500, f"the server's settings are invalid: {exc}")
-        path = await asyncio.to_thread(served_file, source, settings, self.is_stored)
+        path = await asyncio.to_thread(
+            served_file, source, settings, self.is_stored, _member(request)
+        )
         if path is None:
             return _error(404, unserved_reason(source))
         served = served_as(path)

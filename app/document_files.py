@@ -96,10 +96,12 @@ def _shared(path: str, folders: list[Path]) -> Path | None:
     return None
 
 
-def still_stored(source: str, settings: DeploymentSettings) -> bool:
-    """Whether a document of ``source`` is still stored in a collection runs may read.
+def still_stored(source: str, settings: DeploymentSettings, member: str | None = None) -> bool:
+    """Whether a document of ``source`` is still stored where the caller may read it.
 
-    A file whose document was removed (``crag remove``) is no longer served.
+    In a collection runs may read, and, for a ``member``, shared or their own (never another
+    member's private document). A file whose document was removed (``crag remove``) is no
+    longer served.
     """
     from crag.core.scope_settings import readable_collections
     from crag.vectorstore.embeddings import load_embeddings
@@ -117,7 +119,12 @@ def still_stored(source: str, settings: DeploymentSettings) -> bool:
                 port=settings.chroma_port,
                 ssl=settings.chroma_ssl,
             )
-            if stored_records(store, [source]):
+            record = stored_records(store, [source]).get(source)
+            if record is not None and (
+                member is None
+                or not record.metadata.get("private")
+                or record.metadata.get("owner") == member
+            ):
                 return True
         except StoreError as exc:
             logger.info("cannot look up %r in collection %s: %s", source[:200], name, exc)
@@ -127,12 +134,14 @@ def still_stored(source: str, settings: DeploymentSettings) -> bool:
 def served_file(
     source: str,
     settings: DeploymentSettings,
-    is_stored: Callable[[str, DeploymentSettings], bool] = still_stored,
+    is_stored: Callable[[str, DeploymentSettings, str | None], bool] = still_stored,
+    member: str | None = None,
 ) -> Path | None:
     """The file a citation's ``source`` names, if the server shares it (see the module).
 
     ``source`` is tried as it is, then without its ``#...`` suffix (``path#line3``);
-    ``is_stored`` says whether its document is still stored (default: the store is asked).
+    ``is_stored`` says whether its document is still stored where ``member`` (``None``: an
+    admin) may read it (default: the store is asked).
 
     Returns:
         The file's real path (every link followed), or ``None``.
@@ -145,7 +154,7 @@ def served_file(
     for candidate in candidates:
         found = _shared(candidate, folders)
         if found is not None:
-            return found if is_stored(source, settings) else None
+            return found if is_stored(source, settings, member) else None
     return None
 
 

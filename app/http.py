@@ -41,6 +41,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
+from crag.core.caller import AUTH_KEYS
 from crag.core.setting_kinds import other_kind_error
 
 if TYPE_CHECKING:
@@ -124,7 +125,13 @@ def refusal(body: bytes, path: str = "/runs") -> str | None:
         return None
     except RecursionError:
         return "the request's JSON is nested too deeply to read"
-    error = other_kind_error(_given_names(_run_payloads(payload, path)))
+    names = list(_given_names(_run_payloads(payload, path)))
+    forged = sorted(set(names) & set(AUTH_KEYS))
+    if forged:
+        return (
+            f"{forged[0]} is set by the server from the caller's credentials; a run may not send it"
+        )
+    error = other_kind_error(names)
     return None if error is None else str(error)
 
 

@@ -26,10 +26,10 @@ from langgraph_sdk import Auth
 
 from crag.app.credentials import AccessDeniedError, identify
 from crag.app.gate import gate_config
+from crag.core.caller import ADMIN_PERMISSION
 
 __all__ = ["ADMIN_PERMISSION", "auth"]
 
-ADMIN_PERMISSION = "admin"
 auth = Auth()
 """What ``langgraph.json``'s ``auth.path`` names."""
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crag.core.deployment import DeploymentSettings, uploads_folder
+from crag.core.deployment import MEMBERS_FOLDER, DeploymentSettings, uploads_folder
 from crag.vectorstore.loaders import SUPPORTED_EXTENSIONS
 
 __all__ = [
@@ -101,18 +101,20 @@ def _resolved(path: str | Path) -> Path:
     return Path(path).expanduser().resolve()
 
 
-def upload_folder(settings: DeploymentSettings) -> Path:
+def upload_folder(settings: DeploymentSettings, member: str | None = None) -> Path:
     """Where uploads are stored: absolute, symbolic links resolved.
 
     ``upload_dir``; else ``uploads`` in ``ingest_root`` when that is set; else ``uploads``
-    beside the store (``.crag/uploads`` by default).
+    beside the store (``.crag/uploads`` by default); a member's in ``members/NAME`` there.
 
     Raises:
         UploadRefusedError: ``upload_dir`` lies outside ``ingest_root`` (status 500): the
             ingest graph could not read what would be uploaded.
     """
     root = _resolved(settings.ingest_root) if settings.ingest_root.strip() else None
-    folder = uploads_folder(settings.upload_dir, settings.ingest_root, settings.store_path)
+    folder = uploads_folder(
+        settings.upload_dir, settings.ingest_root, settings.store_path, member=member
+    )
     if root is not None and not folder.is_relative_to(root):
         logger.error("upload_dir %s is outside ingest_root %s: no uploads", folder, root)
         raise UploadRefusedError(
@@ -323,27 +325,37 @@ class _PendingUpload:
 
 
 def _checked_before_reading(
-    name: str, settings: DeploymentSettings, declared_bytes: int | None = None
+    name: str,
+    settings: DeploymentSettings,
+    declared_bytes: int | None = None,
+    member: str | None = None,
 ) -> tuple[Path, str]:
     """The upload folder and the stored name, after the checks made before any byte is read."""
     stored_name = safe_name(name)
-    folder = upload_folder(settings)
+    folder = upload_folder(settings, member)
     if declared_bytes is not None and declared_bytes > settings.upload_max_bytes:
         raise _too_large(settings.upload_max_bytes)
-    _check_quota(folder, settings.upload_quota_bytes, declared_bytes or 1)
+    _check_quota(folder, settings.upload_quota_bytes, declared_bytes or 1, member=member)
     return folder, stored_name
 
 
-def stored_bytes(folder: Path) -> int:
-    """Bytes of the uploads kept in ``folder`` (regular files, links not followed)."""
+def stored_bytes(folder: Path, *, leave_out: str = "") -> int:
+    """Bytes of the uploads kept in ``folder`` (regular files, links not followed).
+
+    ``leave_out``: a folder directly in ``folder`` not counted (the members' uploads, when
+    the operator's own are counted).
+    """
     total = 0
     pending = [folder]
     while pending:
+        current = pending.pop()
         try:
-            entries = list(os.scandir(pending.pop()))
+            entries = list(os.scandir(current))
         except OSError:
             continue
         for entry in entries:
+            if current == folder and leave_out and entry.name == leave_out:
+                continue
             with contextlib.suppress(OSError):
                 if entry.is_dir(follow_symlinks=False):
                     pending.append(Path(entry.path))
@@ -352,9 +364,12 @@ def stored_bytes(folder: Path) -> int:
     return total
 
 
-def _check_quota(folder: Path, quota: int, incoming: int) -> None:
-    """Refuse an upload that would take the uploads kept past ``quota`` bytes (413)."""
-    used = stored_bytes(folder)
+def _check_quota(folder: Path, quota: int, incoming: int, *, member: str | None) -> None:
+    """Refuse an upload that would take its uploader's uploads past ``quota`` bytes (413).
+
+    A member's are those in their folder; the operator's, the rest.
+    """
+    used = stored_bytes(folder, leave_out="" if member else MEMBERS_FOLDER)
     if used + incoming > quota:
         raise UploadRefusedError(
             f"the uploads kept already take {used:,} bytes of the {quota:,} allowed (setting "
@@ -397,18 +412,20 @@ async def receive_upload(
     settings: DeploymentSettings,
     *,
     declared_bytes: int | None = None,
+    member: str | None = None,
 ) -> StoredUpload:
     """:func:`store_upload` for a request's stream, the file written from worker threads.
 
     ``declared_bytes`` (a request's ``Content-Length``) past ``upload_max_bytes`` is refused
     before any byte is read; without it, the bytes are counted as they arrive and reading
-    stops at the limit.
+    stops at the limit. A ``member``'s upload goes to their own folder (``members/NAME``), and
+    ``upload_quota_bytes`` counts their uploads alone.
 
     Raises:
         UploadRefusedError: as :func:`store_upload`.
     """
     folder, stored_name = await asyncio.to_thread(
-        _checked_before_reading, name, settings, declared_bytes
+        _checked_before_reading, name, settings, declared_bytes, member
     )
     upload = await asyncio.to_thread(_PendingUpload, folder, stored_name, settings.upload_max_bytes)
     try:

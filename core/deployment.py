@@ -364,18 +364,27 @@ class DeploymentSettings(BaseSettings):
     )
 
 
-def uploads_folder(upload_dir: str, ingest_root: str, store_path: str) -> Path:
+MEMBERS_FOLDER = "members"
+"""The part of the upload folder that holds each member's own uploads (``members/NAME``)."""
+
+
+def uploads_folder(
+    upload_dir: str, ingest_root: str, store_path: str, *, member: str | None = None
+) -> Path:
     """Where the chat page keeps uploads, absolute, links resolved (setting ``upload_dir``).
 
     ``upload_dir``; else ``uploads`` in ``ingest_root`` when that is set; else ``uploads``
-    beside the store (``.crag/uploads`` by default). The served ingest graph reads files by
-    path only there when ``ingest_root`` is unset.
+    beside the store (``.crag/uploads`` by default). A member's uploads go to
+    ``members/NAME`` in it. The served ingest graph reads files by path only there when
+    ``ingest_root`` is unset.
     """
     if upload_dir.strip():
-        return Path(upload_dir).expanduser().resolve()
-    if ingest_root.strip():
-        return Path(ingest_root).expanduser().resolve() / "uploads"
-    return (Path(store_path).expanduser().parent / "uploads").resolve()
+        folder = Path(upload_dir).expanduser().resolve()
+    elif ingest_root.strip():
+        folder = Path(ingest_root).expanduser().resolve() / "uploads"
+    else:
+        folder = (Path(store_path).expanduser().parent / "uploads").resolve()
+    return folder / MEMBERS_FOLDER / member if member else folder
 
 
 _BOUND_WORDS = {"ge": "at least", "le": "at most"}

@@ -11,17 +11,22 @@ stream (``{"node": "ingest", "event": "embedding", "done": 512, "total": 1800}``
 
 The deployment setting ``ingest_root`` (``CRAG_INGEST_ROOT`` in the server's environment)
 confines the paths a caller may ingest to that directory; unset, to the chat page's upload
-folder (``upload_dir``, ``.crag/uploads`` by default), so that no served run reads any other
-file of the server's machine: a named path outside it is an
-input error, and a file found in a named directory whose real path leaves it (a symbolic link
-pointing outside) is refused and listed in ``failed``. The check here is on the names sent;
-each file is then opened first and what was opened checked before it is read
-(:mod:`crag.vectorstore.confined`), so a link swapped in between is refused too. The root binds
+folder (``upload_dir``, ``.crag/uploads`` by default; for a member, their own part of it,
+``members/NAME``), so that no served run reads any other file of the server's machine. A named
+path outside it is an input error, and a file found in a named directory whose real path
+leaves it (a symbolic link pointing outside) is refused and listed in ``failed``. The check
+here is on the names sent; each file is then opened first and what was opened checked before
+it is read (:mod:`crag.vectorstore.confined`), so a link swapped in between is refused too. The root binds
 served runs only: ``crag ingest`` and the Python API are the operator's, and read any path they
 are given.
 
-**Trust model.** Whoever can reach the server may run this graph, and the server cannot tell
-its callers apart, so by default a run may only *add* documents: no caller may change or poison
+**Members.** What a member's run stores is that member's (chunk metadata ``owner`` and
+``private``): only their own runs search it (:func:`crag.vectorstore.scope.visible_to`), so no
+other caller's answers can be poisoned by it. An admin's run, the operator's, stores shared
+documents, as ``crag ingest`` does.
+
+**Trust model.** Whoever holds a credential may run this graph, so by default a run may only
+*add* documents: no caller may change or poison
 what other callers, or the operator (``crag ingest``, the Python API, the bundled corpus;
 chunks stored before writers were recorded count as the operator's), stored. Every chunk
 records its ``writer`` (``"operator"`` or ``"served"``), and a run that names a stored
@@ -58,6 +63,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
+from crag.core.caller import run_caller
 from crag.core.cancellation import cancellable_node
 from crag.core.context import IngestContext, resolve_ingest_context
 from crag.core.deployment import DeploymentSettings, uploads_folder
@@ -271,8 +277,10 @@ def ingest_node(
     """
     context = IngestSettings.combine(resolve_ingest_context(runtime.context), deployment)
     _check_run_cost(context)
+    caller = run_caller()
+    member = caller.member if caller is not None else None
     root = context.ingest_root.strip() or str(
-        uploads_folder(context.upload_dir, "", context.store_path)
+        uploads_folder(context.upload_dir, "", context.store_path, member=member)
     )
     paths = _paths(state.get("paths"), root)
     docs = _documents(state.get("documents"), context.max_document_chars)
@@ -298,7 +306,7 @@ def ingest_node(
             root=root or None,
             progress=False,
             on_progress=on_progress,
-            writer=served_writer(context.ingest_run_replace),
+            writer=served_writer(context.ingest_run_replace, owner=member or ""),
             tags=tags,
             max_chunks=context.ingest_max_chunks,
         )

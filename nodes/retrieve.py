@@ -7,6 +7,7 @@ import logging
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
+from crag.core.caller import run_caller
 from crag.core.progress import emit
 from crag.core.run_settings import RunSettings
 from crag.core.state import RetrievedPassage, State, StateUpdate, run_reset
@@ -14,7 +15,7 @@ from crag.core.validation import validate_question
 from crag.nodes.components import Components
 from crag.vectorstore.hybrid import search
 from crag.vectorstore.index_health import watch_index
-from crag.vectorstore.scope import describe_scope, scope_filter
+from crag.vectorstore.scope import describe_scope, scope_filter, visible_to, with_clause
 from crag.vectorstore.sources import OPERATOR, writer_of
 from crag.vectorstore.vector_memo import vector_memo
 
@@ -34,6 +35,9 @@ def retrieve(state: State, runtime: Runtime[RunSettings], components: Components
     # the passages' stored vectors go to the embedding evaluator, which then need not embed them
     memo = vector_memo(context.embedder)
     where = scope_filter(context)  # the run's scope: tags, folder, file types (or None)
+    caller = run_caller()
+    if caller is not None and caller.member is not None:  # a member: shared + their own
+        where = with_clause(where, visible_to(caller.member))
     with watch_index() as index_notes:  # a damaged vector index met and rebuilt, said so
         hits = search(
             store, question, context.top_k, mode=context.retrieval, memo=memo, where=where
@@ -57,7 +61,7 @@ def retrieve(state: State, runtime: Runtime[RunSettings], components: Components
     emit(runtime, "retrieve", "retrieved", passages=len(documents), top_k=context.top_k)
     update: StateUpdate = {**run_reset(), "question": question, "documents": documents}
     notes = list(index_notes)
-    if where is not None and not documents:
+    if describe_scope(context) and not documents:
         note = f"no stored passage matches the scope ({describe_scope(context)})"
         logger.info("%s", note)
         notes.append(note)

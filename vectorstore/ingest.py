@@ -430,7 +430,7 @@ def ingest_documents(
             (nothing is written).
         RunCancelledError: The run was cancelled; its unfinished documents were removed.
     """
-    scope = ScopeLabels.given(tags)
+    scope = ScopeLabels.given(tags, owner=writer.owner)
     writer = unlocked_writer(writer) if store_directory(store) is None else writer
     options = _WriteOptions(
         _splitter(chunk_size, chunk_overlap),
@@ -540,7 +540,8 @@ def ingest_paths(
     if prune and writer.name != OPERATOR:
         raise ValueError("pruning is for the operator only (crag ingest --prune)")
     # The splitter and tags first: bad chunking parameters or tags fail fast, before loading.
-    splitter, scope = _splitter(chunk_size, chunk_overlap), ScopeLabels.given(tags, files=True)
+    splitter = _splitter(chunk_size, chunk_overlap)
+    scope = ScopeLabels.given(tags, files=True, owner=writer.owner)
     writer = unlocked_writer(writer) if store_directory(store) is None else writer
     options = _WriteOptions(splitter, progress, batch_size, on_progress, writer, scope, budget)
     base = Path(root).expanduser().resolve() if root is not None else None

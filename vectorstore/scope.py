@@ -40,8 +40,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SCOPE_KEYS: tuple[str, ...] = ("file_type", "folders", "tags")
-"""The chunk metadata a scoped search filters on."""
+SCOPE_KEYS: tuple[str, ...] = ("file_type", "folders", "tags", "owner", "private")
+"""The chunk metadata a scoped search filters on (``owner`` and ``private``: a member's own
+documents, which only that member's runs search; see :func:`visible_to`)."""
 WIKIPEDIA_TYPE = "wikipedia"
 """The ``file_type`` of the bundled Wikipedia summaries."""
 INLINE_TYPE = "inline"
@@ -59,19 +60,25 @@ class ScopeLabels:
 
     tags: tuple[str, ...] = ()
     files: bool = False
+    owner: str = ""
 
     @classmethod
-    def given(cls, tags: Iterable[str] = (), *, files: bool = False) -> ScopeLabels:
-        """Labels with ``tags`` checked.
+    def given(
+        cls, tags: Iterable[str] = (), *, files: bool = False, owner: str = ""
+    ) -> ScopeLabels:
+        """Labels with ``tags`` checked; ``owner``: the member whose private documents these are.
 
         Raises:
             ValueError: a tag is empty, too long, not printable or has a comma.
         """
-        return cls(tuple(check_tags(tags)), files)
+        return cls(tuple(check_tags(tags)), files, owner)
 
     def metadata(self, doc: LoadedDocument) -> dict[str, Any]:
         """The scope metadata of ``doc``'s chunks (:func:`scope_metadata`)."""
-        return scope_metadata(doc, self.tags, files=self.files)
+        labels = scope_metadata(doc, self.tags, files=self.files)
+        if self.owner:
+            labels.update(owner=self.owner, private=True)
+        return labels
 
 
 NO_LABELS = ScopeLabels()
@@ -116,6 +123,21 @@ def scope_filter(context: RunSettings) -> dict[str, Any] | None:
     if not clauses:
         return None
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def visible_to(member: str) -> dict[str, Any]:
+    """The Chroma ``where`` of what ``member``'s runs search: the shared documents and their own.
+
+    Shared: a chunk without ``private`` (the operator's, the bundled corpus, an admin's
+    uploads, and every chunk stored before members existed); their own: ``owner`` is theirs.
+    Another member's private documents are never found.
+    """
+    return {"$or": [{"private": {"$ne": True}}, {"owner": {"$eq": member}}]}
+
+
+def with_clause(where: dict[str, Any] | None, clause: dict[str, Any]) -> dict[str, Any]:
+    """``where`` and ``clause`` both (``$and``); ``clause`` alone when there is no ``where``."""
+    return clause if where is None else {"$and": [where, clause]}
 
 
 def describe_scope(context: RunSettings) -> str:

@@ -47,6 +47,8 @@ class Writer:
     unlocked: bool = False
     """Writing to a store no lock guards across processes (a Chroma server): see
     :func:`unlocked_writer`."""
+    owner: str = ""
+    """The member whose private documents these are (a member's served run); empty: shared."""
 
     def refuses(self, stored_by: str) -> bool:
         """Whether a document stored by ``stored_by`` is out of this writer's reach."""
@@ -63,13 +65,14 @@ _RUN_MAY_REPLACE: dict[str, frozenset[str] | None] = {
 }
 
 
-def served_writer(run_replace: str) -> Writer:
+def served_writer(run_replace: str, owner: str = "") -> Writer:
     """A run of the served ``ingest`` graph; the operator decides what it may replace.
 
     Args:
         run_replace: One of :data:`RUN_REPLACE`: ``"none"`` (add new documents only),
             ``"served"`` (also replace and remove what served runs stored, never the
             operator's) or ``"all"`` (replace and remove anything).
+        owner: The member who started the run: what it stores is theirs alone to search.
 
     Raises:
         ValueError: ``run_replace`` is not one of :data:`RUN_REPLACE`.
@@ -77,7 +80,7 @@ def served_writer(run_replace: str) -> Writer:
     if run_replace not in _RUN_MAY_REPLACE:
         listed = ", ".join(repr(choice) for choice in RUN_REPLACE)
         raise ValueError(f"run_replace must be one of {listed}, not {run_replace!r}")
-    return Writer(SERVED, may_replace=_RUN_MAY_REPLACE[run_replace])
+    return Writer(SERVED, may_replace=_RUN_MAY_REPLACE[run_replace], owner=owner)
 
 
 def unlocked_writer(writer: Writer) -> Writer:
@@ -91,7 +94,7 @@ def unlocked_writer(writer: Writer) -> Writer:
     """
     if writer.name == OPERATOR:
         return writer
-    return Writer(writer.name, may_replace=frozenset(), unlocked=True)
+    return Writer(writer.name, may_replace=frozenset(), unlocked=True, owner=writer.owner)
 
 
 def writer_of(metadata: Mapping[str, Any]) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import http.server
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -294,14 +294,15 @@ def test_each_member_sees_and_changes_only_their_own_threads(
     assert thread["metadata"]["owner"] == "alice"
     assert [t["thread_id"] for t in alice.threads.search(limit=100)] == [thread_id]
     assert thread_id not in [t["thread_id"] for t in bob.threads.search(limit=100)]
-    for attempt in (
+    attempts: list[Callable[[], object]] = [
         lambda: bob.threads.get(thread_id),
         lambda: bob.threads.get_state(thread_id),
         lambda: bob.threads.get_history(thread_id),
         lambda: bob.threads.update(thread_id, metadata={"owner": "bob"}),
         lambda: bob.threads.delete(thread_id),
         lambda: bob.runs.list(thread_id),
-    ):
+    ]
+    for attempt in attempts:
         with pytest.raises(httpx.HTTPStatusError) as refused:
             attempt()
         assert refused.value.response.status_code == 404

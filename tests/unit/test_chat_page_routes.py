@@ -60,7 +60,7 @@ REMOVED = "removed.md"
 """Files of this name stand for documents removed from the store (crag remove)."""
 
 
-def _is_stored(source: str, settings: DeploymentSettings) -> bool:
+def _is_stored(source: str, settings: DeploymentSettings, member: str | None) -> bool:
     """The store's answer in these tests: every document is stored but a removed one."""
     return not source.endswith(REMOVED)
 

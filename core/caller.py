@@ -1,0 +1,48 @@
+"""Who started a served run: the identity LangGraph's authentication gave the request.
+
+The LangGraph server puts the caller of a run in its config (``langgraph_auth_user_id`` and
+``langgraph_auth_permissions``: :mod:`crag.app.server_auth` sets them, after the same values
+sent by the caller are overwritten, and the server's middleware refuses a run that names
+them). :func:`run_caller` reads them inside a node. A run started in plain Python, by the CLI
+or by the operator's token has no member caller: it sees and writes the shared store as the
+operator always has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ADMIN_PERMISSION", "AUTH_KEYS", "Caller", "run_caller"]
+
+ADMIN_PERMISSION = "admin"
+"""The permission of the operator and the team's admins: they see and manage everything."""
+AUTH_KEYS = ("langgraph_auth_user", "langgraph_auth_user_id", "langgraph_auth_permissions")
+"""The config keys the server fills with the caller; no caller may send them."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The person a served run answers to."""
+
+    user: str
+    admin: bool
+
+    @property
+    def member(self) -> str | None:
+        """The member's name, whose own documents are private to them; ``None`` for an admin."""
+        return None if self.admin else self.user
+
+
+def run_caller() -> Caller | None:
+    """The caller of the run being executed, or ``None`` when it was not started by a request."""
+    from langgraph.config import get_config
+
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # not inside a run
+        return None
+    user = configurable.get("langgraph_auth_user_id")
+    if not isinstance(user, str) or not user:
+        return None
+    permissions = configurable.get("langgraph_auth_permissions") or ()
+    return Caller(user, ADMIN_PERMISSION in permissions)
