@@ -16,9 +16,9 @@ folder (``upload_dir``, ``.crag/uploads`` by default; for a member, their own pa
 path outside it is an input error, and a file found in a named directory whose real path
 leaves it (a symbolic link pointing outside) is refused and listed in ``failed``. The check
 here is on the names sent; each file is then opened first and what was opened checked before
-it is read (:mod:`crag.vectorstore.confined`), so a link swapped in between is refused too. The root binds
-served runs only: ``crag ingest`` and the Python API are the operator's, and read any path they
-are given.
+it is read (:mod:`crag.vectorstore.confined`), so a link swapped in between is refused too.
+The root binds served runs only: ``crag ingest`` and the Python API are the operator's, and
+read any path they are given.
 
 **Members.** What a member's run stores is that member's (chunk metadata ``owner`` and
 ``private``): only their own runs search it (:func:`crag.vectorstore.scope.visible_to`), so no
