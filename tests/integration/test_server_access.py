@@ -338,3 +338,41 @@ def test_a_member_signs_in_on_the_page_with_a_password(
         assert page.locator("#signed-in").inner_text() == "Signed in as alice"
     finally:
         context.close()
+
+
+ZEPHYR = "The Zephyr wind turbine, built by Northwind in 2031, produces 4.2 megawatts."
+
+
+def _sources(client: Any, question: str) -> set[str]:
+    out = client.runs.wait(None, "crag", input={"question": question}, context={"top_k": 3})
+    return {passage["source"] for passage in out["documents"]}
+
+
+def test_a_members_documents_are_theirs_alone(server: DevServer, accounts: dict[str, str]) -> None:
+    alice, bob = (
+        langgraph_sdk.get_sync_client(url=server.url, api_key=accounts[name], timeout=180)
+        for name in ("alice", "bob")
+    )
+    stored = httpx.post(
+        f"{server.url}/chat/api/uploads",
+        params={"name": "zephyr.md"},
+        content=f"# Zephyr\n\n{ZEPHYR}\n".encode(),
+        headers={"x-api-key": accounts["alice"], "content-type": "application/octet-stream"},
+        timeout=60,
+    )
+    assert stored.status_code == 201, stored.text
+    path = stored.json()["path"]
+    assert "/members/alice/" in path
+    report = alice.runs.wait(None, "ingest", input={"paths": [path]})
+    assert report["added"] == [path], report
+    # Bob may not ingest Alice's upload by its path: it is outside his part of the folder.
+    refused = bob.runs.wait(None, "ingest", input={"paths": [path]}, raise_error=False)
+    assert refused["__error__"]["error"] == "InvalidIngestInputError", refused
+    question = "How many megawatts does the Zephyr turbine produce?"
+    assert path in _sources(alice, question)
+    assert path not in _sources(bob, question)
+    assert "wikipedia:Mona Lisa" in _sources(bob, "Who painted the Mona Lisa?")  # shared
+    documents = f"{server.url}/chat/api/documents"
+    for key, status in ((accounts["alice"], 200), (accounts["bob"], 404), (server.token, 200)):
+        answer = httpx.get(documents, params={"source": path}, headers={"x-api-key": key})
+        assert answer.status_code == status, (key[:8], answer.text)
