@@ -42,6 +42,8 @@ Role = Literal["admin", "member"]
 KEY_PREFIX = "crag_"
 """API keys start with this, so a key pasted somewhere is recognisable (and revocable)."""
 MIN_PASSWORD_CHARS = 12
+NO_PASSWORD = "!"
+"""The password hash of an account made by the identity provider: no password opens it."""
 FAILURES_BEFORE_LOCK = 5
 LOCK_SECONDS = 300.0
 _NAME = re.compile(r"[a-z][a-z0-9._-]{1,39}")
@@ -139,6 +141,22 @@ class Accounts:
                 raise AccountError(f"there is already an account named {name!r}") from None
             return self._new_key(db, name)
 
+    def ensure(self, name: str, role: Role) -> Account:
+        """The account ``name`` of a person the team's identity provider let in.
+
+        Made on their first sign-in, with no password (they sign in through the provider
+        only) and ``role``; an existing account's role follows ``role`` (the operator's list
+        of admins decides).
+        """
+        check_name(name)
+        with self._connection(create=True) as db:
+            db.execute(
+                "INSERT INTO crag_accounts VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET role = excluded.role",
+                (name, role, NO_PASSWORD, time.time()),
+            )
+        return Account(name, role)
+
     @staticmethod
     def _new_key(db: sqlite3.Connection, name: str) -> str:
         key = KEY_PREFIX + secrets.token_urlsafe(32)
@@ -207,7 +225,7 @@ class Accounts:
                     "SELECT name, role, password_hash FROM crag_accounts WHERE name = ?", (name,)
                 ).fetchone()
         hasher = _hasher()
-        if row is None:
+        if row is None or row[2] == NO_PASSWORD:
             hasher.hash(password)  # as slow as a real check: no telling which names exist
             return None
         return Account(row[0], row[1]) if hasher.verify(password, row[2]) else None

@@ -75,6 +75,8 @@ _FORM = "application/x-www-form-urlencoded"
 _MAX_SIGN_IN_BYTES = 4_096
 UPLOAD_PATH = "/chat/api/uploads"
 _PUBLIC_PREFIX = "/chat/assets/"
+OIDC_PREFIX = "/chat/oidc"
+"""The routes of the sign-in through the team's OpenID Connect provider (public)."""
 _UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _JSON = "application/json"
 _OCTETS = "application/octet-stream"
@@ -94,6 +96,8 @@ class GateConfig:
     session_seconds: float = 24 * 3600.0
     accounts: Accounts | None = None
     throttle: SignInThrottle = field(default_factory=SignInThrottle)
+    oidc: bool = False
+    """Whether the team's OpenID Connect provider signs people in (:mod:`crag.app.oidc`)."""
 
     @classmethod
     def from_settings(
@@ -109,6 +113,7 @@ class GateConfig:
             upload_max_bytes=settings.upload_max_bytes,
             body_seconds=settings.upload_seconds,
             session_seconds=settings.server_session_hours * 3600.0,
+            oidc=bool(settings.oidc_issuer.strip()),
         )
 
 
@@ -236,9 +241,11 @@ class Gate:
         """The sign-in page, a public asset, or the refusal."""
         if request.is_http and request.method in {"GET", "HEAD"}:
             if request.path in PAGE_PATHS:
-                await _sign_in_page(send, str(denied))
+                await _sign_in_page(send, str(denied), oidc=self.config.oidc)
                 return
-            if request.path.startswith(_PUBLIC_PREFIX):
+            if request.path.startswith(_PUBLIC_PREFIX) or (
+                self.config.oidc and request.path.startswith(OIDC_PREFIX + "/")
+            ):
                 await self.app(request.scope, receive, send)
                 return
         await _refuse(request, send, denied.status, str(denied))
@@ -446,7 +453,7 @@ async def _exchange_token(request: _Request, send: Send, config: GateConfig) -> 
     if not hmac.compare_digest(given.encode(), config.token.encode()):
         logger.info("a sign-in with a wrong token was refused")
         await asyncio.sleep(1.0)  # slows down guessing
-        await _sign_in_page(send, "That token is not this server's.")
+        await _sign_in_page(send, "That token is not this server's.", oidc=config.oidc)
         return
     secure = request.scope.get("scheme") == "https"
     cookie = _cookie(new_session(config.token), config.session_seconds, secure)
@@ -467,7 +474,7 @@ async def _sign_in(request: _Request, receive: Receive, send: Send, config: Gate
     media = _text(request.headers, "content-type").split(";")[0].strip().lower()
     body = await _read_limited(receive, config)
     if media != _FORM or isinstance(body, tuple) or len(body) > _MAX_SIGN_IN_BYTES:
-        await _sign_in_page(send, "Sign in with the form.")
+        await _sign_in_page(send, "Sign in with the form.", oidc=config.oidc)
         return
     form = parse_qs(body.decode("utf-8", "replace"))
     name = (form.get("name") or [""])[0].strip().lower()
@@ -479,7 +486,9 @@ async def _sign_in(request: _Request, receive: Receive, send: Send, config: Gate
         config.throttle.failed(name)
         logger.info("a sign-in as %r failed", name[:60])
         await asyncio.sleep(1.0)
-        await _sign_in_page(send, "That name and password do not match an account.")
+        await _sign_in_page(
+            send, "That name and password do not match an account.", oidc=config.oidc
+        )
         return
     config.throttle.succeeded(name)
     logger.info("%s signed in", account.name)
@@ -504,6 +513,7 @@ SIGN_IN_PAGE = """<!doctype html>
 for you (<code>crag users add</code>), or, as the operator, open the address that
 <code>make serve</code> printed or paste its token (<code>crag server-token</code>).</p>
 <p role="alert">{reason}</p>
+{oidc}
 <form method="post" action="/chat/signin">
 <label for="name">Name</label>
 <input id="name" name="name" autocomplete="username" required>
@@ -525,9 +535,32 @@ _PAGE_POLICY = (
 )
 
 
-async def _sign_in_page(send: Send, reason: str) -> None:
-    body = SIGN_IN_PAGE.format(reason=html.escape(reason)).encode()
+SIGN_IN_HEADERS: dict[str, str] = {
+    "content-security-policy": _PAGE_POLICY.decode(),
     # same-origin, not no-referrer: under no-referrer a browser posts the form with
     # ``Origin: null``, which the gate refuses.
-    extra = [(b"content-security-policy", _PAGE_POLICY), (b"referrer-policy", b"same-origin")]
-    await _respond(send, 401, body, b"text/html; charset=utf-8", extra)
+    "referrer-policy": "same-origin",
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+}
+"""Headers of the sign-in page."""
+_OIDC_LINK = (
+    '<p><a href="/chat/oidc/login">Sign in with your organisation</a> (the team\'s sign-in '
+    "provider)</p>"
+)
+
+
+def sign_in_html(reason: str, *, oidc: bool = False) -> bytes:
+    """The sign-in page saying ``reason``; with the provider's link when ``oidc``."""
+    return SIGN_IN_PAGE.format(reason=html.escape(reason), oidc=_OIDC_LINK if oidc else "").encode()
+
+
+def session_cookie(config: GateConfig, user: str, secure: bool) -> str:
+    """The ``Set-Cookie`` value that signs ``user`` in on this server."""
+    return _cookie(new_session(config.token, user), config.session_seconds, secure).decode()
+
+
+async def _sign_in_page(send: Send, reason: str, *, oidc: bool = False) -> None:
+    extra = [(name.encode(), value.encode()) for name, value in SIGN_IN_HEADERS.items()]
+    extra = [pair for pair in extra if pair[0] not in {b"cache-control", b"x-content-type-options"}]
+    await _respond(send, 401, sign_in_html(reason, oidc=oidc), b"text/html; charset=utf-8", extra)

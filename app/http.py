@@ -236,10 +236,12 @@ def served_app() -> Starlette:
     from starlette.middleware import Middleware
 
     from crag.app.chat_page import chat_page_routes
-    from crag.app.gate import Gate
+    from crag.app.gate import Gate, gate_config
+    from crag.app.oidc import oidc_routes
+    from crag.core.deployment import deployment_settings
 
     return Starlette(
-        routes=chat_page_routes(),
+        routes=oidc_routes(deployment_settings(), gate_config()) + chat_page_routes(),
         middleware=[Middleware(Gate), Middleware(RefuseOtherKinds)],
     )
 

@@ -356,6 +356,28 @@ class DeploymentSettings(BaseSettings):
         description="Largest request body the LangGraph server reads, in bytes (uploads have "
         "upload_max_bytes): a larger one is refused (413) before it is read whole.",
     )
+    oidc_issuer: str = Field(
+        "",
+        description="The team's OpenID Connect provider (its issuer URL, whose "
+        "/.well-known/openid-configuration the server reads); empty: no sign-in through it. "
+        "The chat page's sign-in then offers it; the provider must allow the redirect "
+        "address <the server's address>/chat/oidc/callback.",
+    )
+    oidc_client_id: str = Field("", description="crag's client id at the OpenID Connect provider.")
+    oidc_client_secret: SecretStr = Field(
+        SecretStr(""),
+        description="crag's client secret at the OpenID Connect provider (never logged).",
+    )
+    oidc_name_claim: str = Field(
+        "preferred_username",
+        description="The ID token's claim that names the person: their account's name (made "
+        "on first sign-in, a member; it must be 2-40 of a-z 0-9 . _ -).",
+    )
+    oidc_admins: str = Field(
+        "",
+        description="Names (comma-separated) that are admins when they sign in through the "
+        "OpenID Connect provider; everyone else it lets in is a member.",
+    )
     server_session_hours: float = Field(
         24.0,
         ge=0.01,

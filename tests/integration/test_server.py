@@ -617,6 +617,11 @@ ATTEMPTS: dict[str, Any] = {
     "server_origins": "https://evil.example",
     "server_max_request_bytes": 10**12,
     "server_session_hours": 8000,
+    "oidc_issuer": "https://evil.example",
+    "oidc_client_id": "evil",
+    "oidc_client_secret": "evil",
+    "oidc_name_claim": "sub",
+    "oidc_admins": "mallory",
 }
 # What a caller might try on the method: force or remove an action, move the thresholds, keep
 # more strips. The method is the operator's (CRAG_<NAME>), the same for every run.
