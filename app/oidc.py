@@ -20,6 +20,7 @@ Any failure is the sign-in page with one sentence (nothing of a token or a secre
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import logging
@@ -112,7 +113,9 @@ class _OpenIdSignIn:
             )
         if self.gate.accounts is None:
             return sign_in_response("This server keeps no accounts (its threads database).")
-        account = self.gate.accounts.ensure(name, "admin" if name in self.admins else "member")
+        account = await asyncio.to_thread(
+            self.gate.accounts.ensure, name, "admin" if name in self.admins else "member"
+        )
         logger.info("%s signed in through the OpenID Connect provider", account.name)
         response = HTMLResponse(_ONWARD, headers={"cache-control": "no-store"})
         response.headers.append(
