@@ -46,7 +46,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
-from crag.app.credentials import SESSION_COOKIE, csrf_token
+from crag.app.credentials import SESSION_COOKIE, csrf_token, proxy_session
 from crag.app.document_files import served_as, served_file, still_stored, unserved_reason
 from crag.app.gate import IDENTITY_KEY, gate_config
 from crag.app.uploads import UploadRefusedError, receive_upload
@@ -186,7 +186,8 @@ class _ChatPage:
         cookie = request.cookies.get(SESSION_COOKIE)
         if identity is None:
             return _error(401, "sign in first: open the address `make serve` printed")
-        csrf = csrf_token(self.token(), cookie) if cookie else ""
+        session = proxy_session(identity.user) if identity.via == "proxy" else cookie
+        csrf = csrf_token(self.token(), session) if session else ""
         body = {"user": identity.user, "role": identity.role, "csrf": csrf}
         return JSONResponse(body, headers=_API_HEADERS)
 

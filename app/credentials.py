@@ -36,7 +36,7 @@ from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Literal
 
-from crag.app.accounts import Accounts
+from crag.app.accounts import AccountError, Accounts, check_name
 from crag.core.deployment import DeploymentSettings
 
 __all__ = [
@@ -49,6 +49,8 @@ __all__ = [
     "csrf_token",
     "identify",
     "new_session",
+    "proxy_identity",
+    "proxy_session",
     "server_token",
     "token_path",
 ]
@@ -84,7 +86,7 @@ class Identity:
 
     user: str
     role: Role
-    via: Literal["key", "session"]
+    via: Literal["key", "session", "proxy"]
 
     @property
     def is_admin(self) -> bool:
@@ -197,6 +199,54 @@ def _same_origin_browser(headers: Mapping[bytes, bytes], method: str) -> bool:
     return site in {"", "same-origin"} or (site == "none" and method in {"GET", "HEAD"})
 
 
+def proxy_session(user: str) -> str:
+    """What a proxy-signed-in person's CSRF token derives from (they have no session cookie)."""
+    return f"proxy:{user}"
+
+
+def _check_browser(headers: Mapping[bytes, bytes], method: str, token: str, session: str) -> None:
+    """Refuse a cookie-carried request from another site, or a change without the CSRF token."""
+    if not _same_origin_browser(headers, method):
+        raise AccessDeniedError("a page of another site may not use this server", 403)
+    if method not in _SAFE_METHODS:
+        sent = _header(headers, CSRF_HEADER)
+        if not sent or not hmac.compare_digest(sent, csrf_token(token, session)):
+            raise AccessDeniedError(
+                f"a change sent with the sign-in cookie must carry its {CSRF_HEADER} header "
+                "(the chat page sends it)",
+                403,
+            )
+
+
+def proxy_identity(
+    headers: Mapping[bytes, bytes],
+    peer: str,
+    header: str,
+    trusted: frozenset[str],
+    admins: frozenset[str],
+) -> Identity | None:
+    """The person a trusted reverse proxy names in ``header``, or ``None``.
+
+    Believed only when the request comes from one of the ``trusted`` peer addresses; the name
+    must be an account's name (2-40 of ``a-z0-9._-``), and is an admin when ``admins`` has it.
+
+    Raises:
+        AccessDeniedError: The trusted proxy names someone no account could be (403).
+    """
+    if not header or peer not in trusted:
+        return None
+    named = _header(headers, header.lower()).lower()
+    if not named:
+        return None
+    try:
+        check_name(named)
+    except AccountError as exc:
+        raise AccessDeniedError(
+            f"the proxy's {header} does not name a person: {exc}", 403
+        ) from None
+    return Identity(named, "admin" if named in admins else "member", "proxy")
+
+
 def identify(
     headers: Mapping[bytes, bytes],
     method: str,
@@ -204,6 +254,7 @@ def identify(
     *,
     session_seconds: float,
     accounts: Accounts | None = None,
+    proxied: Identity | None = None,
 ) -> Identity:
     """Who sent a request with ``headers`` (lower-case names), or why it is refused.
 
@@ -214,6 +265,8 @@ def identify(
         session_seconds: How long a session cookie lasts.
         accounts: The team's accounts, whose API keys and sessions are let in too (a removed
             account's are not).
+        proxied: The person a trusted reverse proxy signed in (:func:`proxy_identity`): let
+            in as a session is, a browser's changes carrying their CSRF token.
 
     Raises:
         AccessDeniedError: No credential (401), a wrong one (401), or a cookie sent from
@@ -229,6 +282,9 @@ def identify(
         raise AccessDeniedError(
             "the server token or API key sent (X-Api-Key or Authorization) is wrong"
         )
+    if proxied is not None:
+        _check_browser(headers, method, token, proxy_session(proxied.user))
+        return proxied
     session = session_cookie(headers)
     if session is None:
         raise AccessDeniedError(
@@ -241,16 +297,7 @@ def identify(
             "the sign-in has expired or is not this server's: open the address `make serve` "
             "printed again"
         )
-    if not _same_origin_browser(headers, method):
-        raise AccessDeniedError("a page of another site may not use this server", 403)
-    if method not in _SAFE_METHODS:
-        sent = _header(headers, CSRF_HEADER)
-        if not sent or not hmac.compare_digest(sent, csrf_token(token, session)):
-            raise AccessDeniedError(
-                f"a change sent with the sign-in cookie must carry its {CSRF_HEADER} header "
-                "(the chat page sends it)",
-                403,
-            )
+    _check_browser(headers, method, token, session)
     if user == ADMIN:
         return Identity(ADMIN, "admin", "session")
     account = accounts.get(user) if accounts is not None else None

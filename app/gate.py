@@ -18,8 +18,9 @@ the API's, HTTP and WebSocket alike. In this order, each refusal one sentence wi
    accounts of :mod:`crag.app.accounts`, failures slowed per account) sets that account's;
    ``/chat/`` without a credential is the sign-in page (401), ``/chat/assets/*`` is public.
 5. **Credential**: every other request must prove it holds the server's token or an
-   account's API key, or carry a session (:func:`crag.app.credentials.identify`): 401 or 403
-   otherwise. The caller's
+   account's API key, carry a session, or come from the trusted reverse proxy naming the
+   person (``proxy_user_header`` from ``proxy_addresses``, off by default)
+   (:func:`crag.app.credentials.identify`): 401 or 403 otherwise. The caller's
    :class:`~crag.app.credentials.Identity` is put in the scope (:data:`IDENTITY_KEY`) for the
    page's routes.
 6. **Body**: a request that changes something and has a body must say it is JSON
@@ -40,7 +41,7 @@ import hmac
 import html
 import json
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
@@ -52,6 +53,7 @@ from crag.app.credentials import (
     Identity,
     identify,
     new_session,
+    proxy_identity,
     server_token,
 )
 from crag.core.deployment import DeploymentSettings, deployment_settings
@@ -98,6 +100,18 @@ class GateConfig:
     throttle: SignInThrottle = field(default_factory=SignInThrottle)
     oidc: bool = False
     """Whether the team's OpenID Connect provider signs people in (:mod:`crag.app.oidc`)."""
+    proxy_header: str = ""
+    """The header a trusted reverse proxy names the signed-in person in; empty: off."""
+    proxy_addresses: frozenset[str] = frozenset({"127.0.0.1", "::1"})
+    admins: frozenset[str] = frozenset()
+    """The names that are admins when the provider or the proxy signs them in."""
+
+    def proxied(self, headers: Mapping[bytes, bytes], scope: Mapping[str, Any]) -> Identity | None:
+        """The person the trusted proxy names, or ``None`` (see :func:`proxy_identity`)."""
+        client = scope.get("client") or ("", 0)
+        return proxy_identity(
+            headers, str(client[0]), self.proxy_header, self.proxy_addresses, self.admins
+        )
 
     @classmethod
     def from_settings(
@@ -114,6 +128,9 @@ class GateConfig:
             body_seconds=settings.upload_seconds,
             session_seconds=settings.server_session_hours * 3600.0,
             oidc=bool(settings.oidc_issuer.strip()),
+            proxy_header=settings.proxy_user_header.strip(),
+            proxy_addresses=frozenset(_items(settings.proxy_addresses)),
+            admins=frozenset(name.lower() for name in _items(settings.team_admins)),
         )
 
 
@@ -229,6 +246,7 @@ class Gate:
                 config.token,
                 session_seconds=config.session_seconds,
                 accounts=config.accounts,
+                proxied=config.proxied(request.headers, request.scope),
             )
         except AccessDeniedError as denied:
             await self._unidentified(request, receive, send, denied)

@@ -10,7 +10,7 @@ the chat page's sign-in offers the provider:
 * ``GET /chat/oidc/callback`` takes the code back, exchanges it for tokens and checks the ID
   token (signature against the provider's keys, issuer, audience, expiry, nonce: authlib does).
   The claim ``oidc_name_claim`` names the person: their account is made on first sign-in
-  (:meth:`crag.app.accounts.Accounts.ensure`), an admin if ``oidc_admins`` lists them, else a
+  (:meth:`crag.app.accounts.Accounts.ensure`), an admin if ``team_admins`` lists them, else a
   member. The answer sets the session cookie and a page that moves on to ``/chat/`` by itself:
   a redirect would still count as a navigation from the provider's site, for which a browser
   withholds the SameSite=Strict cookie.
@@ -66,7 +66,7 @@ class _OpenIdSignIn:
         from authlib.integrations.starlette_client import OAuth
 
         self.settings, self.gate = settings, gate
-        self.admins = {n.strip().lower() for n in settings.oidc_admins.split(",") if n.strip()}
+        self.admins = {n.strip().lower() for n in settings.team_admins.split(",") if n.strip()}
         oauth = OAuth()
         oauth.register(
             "provider",

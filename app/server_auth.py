@@ -50,6 +50,7 @@ async def authenticate(
             config.token,
             session_seconds=config.session_seconds,
             accounts=config.accounts,
+            proxied=config.proxied(lower, scope),
         )
     except AccessDeniedError as denied:
         raise Auth.exceptions.HTTPException(status_code=denied.status, detail=str(denied)) from None

@@ -373,10 +373,22 @@ class DeploymentSettings(BaseSettings):
         description="The ID token's claim that names the person: their account's name (made "
         "on first sign-in, a member; it must be 2-40 of a-z 0-9 . _ -).",
     )
-    oidc_admins: str = Field(
+    team_admins: str = Field(
         "",
         description="Names (comma-separated) that are admins when they sign in through the "
-        "OpenID Connect provider; everyone else it lets in is a member.",
+        "OpenID Connect provider or a trusted proxy; everyone else these let in is a member.",
+    )
+    proxy_user_header: str = Field(
+        "",
+        description="A header (e.g. X-Forwarded-User, Remote-User) that names the person "
+        "signed in by a reverse proxy in front of the server (oauth2-proxy, Authelia); "
+        "believed only from proxy_addresses. Empty: off.",
+    )
+    proxy_addresses: str = Field(
+        "127.0.0.1,::1",
+        description="Peer addresses (comma-separated) whose proxy_user_header is believed: "
+        "the reverse proxy's. A request from anywhere else naming a person there is not "
+        "signed in by it.",
     )
     server_session_hours: float = Field(
         24.0,

@@ -4,7 +4,7 @@
 endpoint, signed ID tokens, JWKS) runs in a thread on 127.0.0.1; ``langgraph dev`` serves crag
 with ``CRAG_OIDC_ISSUER`` pointing at it. Headless Chromium opens the chat page, follows "Sign
 in with your organisation", signs in at the provider as ``dana`` (whose ``preferred_username``
-is ``dana``, an admin by ``CRAG_OIDC_ADMINS``) and as ``erin`` (a member), and lands on the
+is ``dana``, an admin by ``CRAG_TEAM_ADMINS``) and as ``erin`` (a member), and lands on the
 page signed in; their accounts exist afterwards with those roles. Denying at the provider
 leaves the browser signed out, with the sign-in page saying so.
 """
@@ -56,7 +56,7 @@ def server(
         "CRAG_OIDC_ISSUER": provider,
         "CRAG_OIDC_CLIENT_ID": "crag",
         "CRAG_OIDC_CLIENT_SECRET": "a client secret of crag's",
-        "CRAG_OIDC_ADMINS": "dana",
+        "CRAG_TEAM_ADMINS": "dana",
     }
     with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as started:
         yield started

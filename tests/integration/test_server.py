@@ -621,7 +621,9 @@ ATTEMPTS: dict[str, Any] = {
     "oidc_client_id": "evil",
     "oidc_client_secret": "evil",
     "oidc_name_claim": "sub",
-    "oidc_admins": "mallory",
+    "team_admins": "mallory",
+    "proxy_user_header": "X-Forwarded-User",
+    "proxy_addresses": "0.0.0.0/0",
 }
 # What a caller might try on the method: force or remove an action, move the thresholds, keep
 # more strips. The method is the operator's (CRAG_<NAME>), the same for every run.

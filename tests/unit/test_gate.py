@@ -356,3 +356,38 @@ def test_no_refusal_repeats_a_secret() -> None:
         with pytest.raises(AccessDeniedError) as denied:
             identify(headers, "POST", TOKEN, session_seconds=60)
         assert TOKEN not in str(denied.value) and session not in str(denied.value)
+
+
+# -- a trusted reverse proxy ---------------------------------------------------------------------
+
+
+def _proxied_client(reached: list[str], addresses: frozenset[str]) -> TestClient:
+    config = GateConfig(
+        token=TOKEN,
+        proxy_header="X-Forwarded-User",
+        proxy_addresses=addresses,
+        admins=frozenset({"ivan"}),
+    )
+    return TestClient(_app(config, reached), base_url=BASE)  # its peer is "testclient"
+
+
+def test_a_trusted_proxy_names_the_person_and_their_changes_need_the_csrf_token(
+    reached: list[str],
+) -> None:
+    client = _proxied_client(reached, frozenset({"testclient"}))
+    judy = {"x-forwarded-user": "Judy"}
+    assert client.get("/threads", headers=judy).json() == {"user": "judy"}
+    _detail(client.post("/threads", json={}, headers=judy), 403, CSRF_HEADER)
+    good = {**judy, CSRF_HEADER: csrf_token(TOKEN, "proxy:judy")}
+    assert client.post("/threads", json={}, headers=good).status_code == 200
+    _detail(client.get("/threads", headers={**judy, "sec-fetch-site": "cross-site"}), 403, "site")
+    _detail(client.get("/threads", headers={"x-forwarded-user": "../root"}), 403, "name")
+    assert client.get("/threads").status_code == 401  # the proxy named no one
+
+
+def test_the_proxy_header_from_anywhere_else_signs_no_one_in(reached: list[str]) -> None:
+    client = _proxied_client(reached, frozenset({"127.0.0.1"}))
+    _detail(client.get("/threads", headers={"x-forwarded-user": "judy"}), 401, "sign in first")
+    assert reached == []
+    off = TestClient(_app(GateConfig(token=TOKEN), reached), base_url=BASE)
+    _detail(off.get("/threads", headers={"x-forwarded-user": "judy"}), 401, "sign in first")
