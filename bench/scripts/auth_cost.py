@@ -6,7 +6,7 @@ Starts two ``langgraph dev`` servers side by side on 127.0.0.1 over copies of on
 (``crag-bench server``'s: 50 summaries, real embeddings; the shipped SmolLM2 answers): one as
 ``make serve`` serves crag (the gate, LangGraph's auth: ``access=True``), one with neither
 (langgraph-api's defaults). Then, alternating between the two so that both see the same
-machine:
+machine (which one goes first swaps every round):
 
 * ``--requests`` times ``POST /threads/search`` (keep-alive, one at a time): the cost of the
   gate and of the auth handlers on a request that does almost nothing else;
@@ -81,6 +81,15 @@ def first_token(server: DevServer) -> float:
     raise RuntimeError("the server streamed no generator token")
 
 
+def _order(servers: dict[str, DevServer], round_: int) -> list[str]:
+    """The servers' order in a round: swapped every other round, so neither always goes first.
+
+    The first of a pair was measured slower, whichever server it was.
+    """
+    names = list(servers)
+    return names if round_ % 2 == 0 else names[::-1]
+
+
 def measure(servers: dict[str, DevServer], requests: int, runs: int) -> dict[str, Any]:
     """Alternate the two servers' requests, then their runs; each one's figures."""
     searches: dict[str, list[float]] = {name: [] for name in servers}
@@ -92,17 +101,17 @@ def measure(servers: dict[str, DevServer], requests: int, runs: int) -> dict[str
     try:
         for name in servers:
             _search(clients[name])()  # warm-up
-        for _ in range(requests):
-            for name in servers:
+        for round_ in range(requests):
+            for name in _order(servers, round_):
                 searches[name].append(_timed(_search(clients[name])))
     finally:
         for client in clients.values():
             client.close()
     for server in servers.values():
         first_token(server)  # warm-up: models loaded
-    for _ in range(runs):
-        for name, server in servers.items():
-            tokens[name].append(first_token(server))
+    for round_ in range(runs):
+        for name in _order(servers, round_):
+            tokens[name].append(first_token(servers[name]))
     figures: dict[str, Any] = {
         name: {"threads_search": _summary(searches[name]), "first_token": _summary(tokens[name])}
         for name in servers
