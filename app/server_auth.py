@@ -82,9 +82,23 @@ async def owned(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.FilterTyp
     """Threads, runs and crons: stamped with their owner; only the owner's are seen."""
     if ctx.action in {"create", "create_run"}:
         _stamp_owner(ctx, value)
+    elif ctx.action == "update":
+        _keep_owner(ctx, value)
     if _is_admin(ctx):
         return None
     return {"owner": ctx.user.identity}
+
+
+def _keep_owner(ctx: Auth.types.AuthContext, value: Any) -> None:
+    """An update never moves a thread to another owner: a member's names themselves, an
+    admin's ``owner`` is dropped (the thread keeps the one it has)."""
+    metadata = value.get("metadata") if isinstance(value, dict) else None
+    if not isinstance(metadata, dict) or "owner" not in metadata:
+        return
+    if _is_admin(ctx):
+        del metadata["owner"]
+    else:
+        metadata["owner"] = ctx.user.identity
 
 
 @auth.on.assistants

@@ -368,6 +368,47 @@ def test_a_members_documents_are_theirs_alone(server: DevServer, accounts: dict[
         assert answer.status_code == status, (key[:8], answer.text)
 
 
+def _ask_on_the_page(chromium: Any, server: DevServer, name: str, question: str) -> list[str]:
+    """Sign ``name`` in on the page, ask ``question``; the conversations the page then lists."""
+    context = chromium.new_context()
+    try:
+        page = context.new_page()
+        page.goto(f"{server.url}/chat/")
+        page.locator("#name").fill(name)
+        page.locator("#password").fill(PASSWORD)
+        page.locator("#password").press("Enter")
+        page.wait_for_selector("body[data-ready='true']", timeout=60_000)
+        page.locator("#question").fill(question)
+        page.locator("#question").press("Enter")
+        page.locator(".answer.graph-crag .correction, .answer-error").first.wait_for(
+            timeout=180_000
+        )
+        page.wait_for_function(
+            "q => [...document.querySelectorAll('#thread-list button')]"
+            ".some(b => b.textContent.includes(q))",
+            arg=question[:40],
+            timeout=30_000,
+        )
+        return page.locator("#thread-list button").all_inner_texts()
+    finally:
+        context.close()
+
+
+def test_each_member_lists_only_their_own_conversations_on_the_page(
+    server: DevServer, chromium: Any, accounts: dict[str, str]
+) -> None:
+    alices = _ask_on_the_page(chromium, server, "alice", "Who painted the Mona Lisa?")
+    bobs = _ask_on_the_page(chromium, server, "bob", "Where is the Mona Lisa displayed?")
+    assert any("Who painted" in title for title in alices)
+    assert any("Where is" in title for title in bobs)
+    assert not any("Who painted" in title for title in bobs)
+    # A member cannot hand a thread to another: an update naming another owner keeps theirs.
+    alice = langgraph_sdk.get_sync_client(url=server.url, api_key=accounts["alice"])
+    mine = alice.threads.search(metadata={"page": "crag-chat", "owner": "alice"})[0]
+    alice.threads.update(mine["thread_id"], metadata={"owner": "bob"})
+    assert alice.threads.get(mine["thread_id"])["metadata"]["owner"] == "alice"
+
+
 def test_no_secret_reaches_the_servers_log(
     server: DevServer, chromium: Any, accounts: dict[str, str]
 ) -> None:

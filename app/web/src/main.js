@@ -4,13 +4,13 @@ import { answerColumn, failAnswer, finishAnswer, showCitation } from "./answer.j
 import { el } from "./dom.js";
 import { streamRun } from "./runs.js";
 import { chosenContext, drawSettings } from "./settings.js";
-import { drawThreadList, listThreads, newThreadId, rememberThread, threadTurns, titleThread } from "./threads.js";
+import { drawThreadList, listThreads, newThreadId, threadTurns, titleThread } from "./threads.js";
 
 const $ = (id) => document.getElementById(id);
 let client = null; // made once the session's CSRF token is known (start)
 const page = {
   assistants: {}, method: { upper_threshold: 0.59, lower_threshold: -0.99 },
-  threadId: null, messages: [], running: null,
+  threadId: null, messages: [], running: null, user: null,
 };
 window.cragTimings = [];
 
@@ -30,7 +30,7 @@ function openCitation(values, n) {
 
 async function refreshThreads() {
   try {
-    drawThreadList($("thread-list"), await listThreads(client), page.threadId, openThread);
+    drawThreadList($("thread-list"), await listThreads(client, page.user), page.threadId, openThread);
   } catch (error) {
     showError(sentenceFor(error, "Listing the conversations"));
   }
@@ -83,7 +83,6 @@ async function runInto(column, text, options, timing) {
       if (options.graph !== "crag") return;
       page.running.runId = runId;
       if (options.ifNotExists) {
-        rememberThread(options.threadId);
         titleThread(client, options.threadId, timing.question).then(refreshThreads, (error) => showError(sentenceFor(error, "Naming the conversation")));
       }
     },
@@ -232,6 +231,7 @@ function toggle(button, panel) {
 async function start() {
   try {
     const session = await startSession();
+    page.user = session.user;
     $("signed-in").textContent = `Signed in as ${session.user}`;
   } catch (error) {
     showError(sentenceFor(error, "Signing in"));

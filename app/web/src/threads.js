@@ -2,37 +2,15 @@
 import { PAGE_TAG } from "./api.js";
 import { el } from "./dom.js";
 
-const KNOWN_THREADS = "crag-chat-threads";
-
 /**
- * The ids of the threads this browser started (newest first). The server cannot tell its
- * callers apart, so the page lists only these: a person sees their own conversations, not
- * everyone's who opened the page.
+ * The signed-in person's conversations on this page, from any browser, most recently updated
+ * first: the server stamps each thread with its owner and shows a member only their own; an
+ * admin, who may see everyone's, lists their own here too.
  */
-export function knownThreads() {
-  try {
-    const ids = JSON.parse(window.localStorage.getItem(KNOWN_THREADS) || "[]");
-    return Array.isArray(ids) ? ids.filter((id) => typeof id === "string") : [];
-  } catch (_) {
-    return []; // storage turned off, or damaged
-  }
-}
-
-/** Remember `threadId` as one of this browser's threads. */
-export function rememberThread(threadId) {
-  const ids = [threadId, ...knownThreads().filter((id) => id !== threadId)].slice(0, 200);
-  try {
-    window.localStorage.setItem(KNOWN_THREADS, JSON.stringify(ids));
-  } catch (_) {
-    // storage turned off: the conversation lasts as long as the page
-  }
-}
-
-/** This browser's threads that the server still has, most recently updated first. */
-export async function listThreads(client) {
-  const ids = knownThreads();
-  if (!ids.length) return [];
-  return client.threads.search({ ids, limit: ids.length, sortBy: "updated_at", sortOrder: "desc" });
+export async function listThreads(client, user) {
+  return client.threads.search({
+    metadata: { page: PAGE_TAG, owner: user }, limit: 100, sortBy: "updated_at", sortOrder: "desc",
+  });
 }
 
 /** A new thread's id: a random UUID (crypto.randomUUID needs a secure context; this does not). */
