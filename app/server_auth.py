@@ -90,8 +90,11 @@ async def owned(ctx: Auth.types.AuthContext, value: Any) -> Auth.types.FilterTyp
 
 
 def _keep_owner(ctx: Auth.types.AuthContext, value: Any) -> None:
-    """An update never moves a thread to another owner: a member's names themselves, an
-    admin's ``owner`` is dropped (the thread keeps the one it has)."""
+    """An update never moves a thread to another owner.
+
+    A member's update names themselves; an admin's ``owner`` is dropped (the thread keeps the
+    one it has).
+    """
     metadata = value.get("metadata") if isinstance(value, dict) else None
     if not isinstance(metadata, dict) or "owner" not in metadata:
         return

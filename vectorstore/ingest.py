@@ -489,6 +489,11 @@ def _remove_stale(
         report.removed.extend(prune_missing(store, pruned))
 
 
+def _file_labels(tags: Sequence[str], writer: Writer) -> ScopeLabels:
+    """The scope labels of files ``writer`` ingests with ``tags`` (its member's, if any)."""
+    return ScopeLabels.given(tags, files=True, owner=writer.owner)
+
+
 def ingest_paths(
     paths: Sequence[str | Path],
     store: Chroma,
@@ -540,8 +545,7 @@ def ingest_paths(
     if prune and writer.name != OPERATOR:
         raise ValueError("pruning is for the operator only (crag ingest --prune)")
     # The splitter and tags first: bad chunking parameters or tags fail fast, before loading.
-    splitter = _splitter(chunk_size, chunk_overlap)
-    scope = ScopeLabels.given(tags, files=True, owner=writer.owner)
+    splitter, scope = _splitter(chunk_size, chunk_overlap), _file_labels(tags, writer)
     writer = unlocked_writer(writer) if store_directory(store) is None else writer
     options = _WriteOptions(splitter, progress, batch_size, on_progress, writer, scope, budget)
     base = Path(root).expanduser().resolve() if root is not None else None

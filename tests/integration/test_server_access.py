@@ -389,7 +389,8 @@ def _ask_on_the_page(chromium: Any, server: DevServer, name: str, question: str)
             arg=question[:40],
             timeout=30_000,
         )
-        return page.locator("#thread-list button").all_inner_texts()
+        titles: list[str] = page.locator("#thread-list button").all_inner_texts()
+        return titles
     finally:
         context.close()
 
