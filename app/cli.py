@@ -448,7 +448,7 @@ def cmd_server_token(args: argparse.Namespace) -> int:
     """Print the LangGraph server's token, making it on first use."""
     from crag.app.credentials import server_token
 
-    print(server_token(_settings(args).deployment))
+    print(server_token(_settings(args).deployment, renew=args.new))
     return 0
 
 
@@ -525,6 +525,12 @@ def build_parser() -> argparse.ArgumentParser:
         "CRAG_SERVER_TOKEN when set, else the file server-token beside the store "
         "(.crag/server-token), made on first use with mode 0600. Programs send it as "
         "X-Api-Key (langgraph-sdk's api_key); the chat page's address carries it once.",
+    )
+    token_cmd.add_argument(
+        "--new",
+        action="store_true",
+        help="replace the token with a new one (restart the server: the old links and "
+        "sign-ins stop working)",
     )
     store_options(token_cmd)
     token_cmd.set_defaults(func=cmd_server_token)

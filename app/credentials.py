@@ -109,18 +109,31 @@ def _checked(token: str, where: str) -> str:
     return token
 
 
-def server_token(settings: DeploymentSettings, environ: Mapping[str, str] | None = None) -> str:
+def server_token(
+    settings: DeploymentSettings,
+    environ: Mapping[str, str] | None = None,
+    *,
+    renew: bool = False,
+) -> str:
     """The server's token: ``CRAG_SERVER_TOKEN``, else the token file, made on first use.
 
+    ``renew`` replaces the file's token with a new one: every session and link made with the
+    old one stops working once the server is restarted.
+
     Raises:
-        ValueError: The variable or the file holds something too short to be a secret.
+        ValueError: The variable or the file holds something too short to be a secret, or a
+            token set by ``CRAG_SERVER_TOKEN`` was to be renewed.
         OSError: The file cannot be read or written.
     """
     given = (os.environ if environ is None else environ).get(TOKEN_ENV, "")
     if given.strip():
+        if renew:
+            raise ValueError(f"the server token is set by {TOKEN_ENV}: change it there")
         return _checked(given, TOKEN_ENV)
     path = token_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if renew:
+        path.unlink(missing_ok=True)
     with contextlib.suppress(FileExistsError):
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w", encoding="ascii") as out:

@@ -339,6 +339,11 @@ def test_the_token_is_made_once_beside_the_store_and_kept_private(tmp_path: Path
     assert server_token(settings, environ={"CRAG_SERVER_TOKEN": "e" * 30}) == "e" * 30
     with pytest.raises(ValueError, match="at least 24 characters"):
         server_token(settings, environ={"CRAG_SERVER_TOKEN": "short"})
+    renewed = server_token(settings, environ={}, renew=True)
+    assert renewed != first and server_token(settings, environ={}) == renewed
+    assert stat.S_IMODE(os.stat(token_path(settings)).st_mode) == 0o600
+    with pytest.raises(ValueError, match="change it there"):
+        server_token(settings, environ={"CRAG_SERVER_TOKEN": "e" * 30}, renew=True)
     token_path(settings).write_text("x\n", encoding="ascii")
     with pytest.raises(ValueError, match="server-token"):
         server_token(settings, environ={})
