@@ -558,10 +558,9 @@ SIGN_IN_HEADERS: dict[str, str] = {
     # same-origin, not no-referrer: under no-referrer a browser posts the form with
     # ``Origin: null``, which the gate refuses.
     "referrer-policy": "same-origin",
-    "cache-control": "no-store",
-    "x-content-type-options": "nosniff",
 }
-"""Headers of the sign-in page."""
+"""Headers of the sign-in page, besides those of every answer of the gate (:func:`_respond`:
+``no-store``, ``nosniff``)."""
 _OIDC_LINK = (
     '<p><a href="/chat/oidc/login">Sign in with your organisation</a> (the team\'s sign-in '
     "provider)</p>"
@@ -573,12 +572,11 @@ def sign_in_html(reason: str, *, oidc: bool = False) -> bytes:
     return SIGN_IN_PAGE.format(reason=html.escape(reason), oidc=_OIDC_LINK if oidc else "").encode()
 
 
-def session_cookie(config: GateConfig, user: str, secure: bool) -> str:
+def set_session_cookie(config: GateConfig, user: str, secure: bool) -> str:
     """The ``Set-Cookie`` value that signs ``user`` in on this server."""
     return _cookie(new_session(config.token, user), config.session_seconds, secure).decode()
 
 
 async def _sign_in_page(send: Send, reason: str, *, oidc: bool = False) -> None:
     extra = [(name.encode(), value.encode()) for name, value in SIGN_IN_HEADERS.items()]
-    extra = [pair for pair in extra if pair[0] not in {b"cache-control", b"x-content-type-options"}]
     await _respond(send, 401, sign_in_html(reason, oidc=oidc), b"text/html; charset=utf-8", extra)

@@ -33,7 +33,13 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from crag.app.accounts import AccountError, check_name
-from crag.app.gate import OIDC_PREFIX, SIGN_IN_HEADERS, GateConfig, session_cookie, sign_in_html
+from crag.app.gate import (
+    OIDC_PREFIX,
+    SIGN_IN_HEADERS,
+    GateConfig,
+    set_session_cookie,
+    sign_in_html,
+)
 from crag.core.deployment import DeploymentSettings
 
 __all__ = ["OIDC_PREFIX", "STATE_COOKIE", "oidc_routes"]
@@ -52,7 +58,8 @@ _ONWARD = (
 
 def sign_in_response(reason: str) -> Response:
     """The sign-in page (401) saying ``reason``, with the provider's link."""
-    return HTMLResponse(sign_in_html(reason, oidc=True), 401, headers=SIGN_IN_HEADERS)
+    headers = {**SIGN_IN_HEADERS, "cache-control": "no-store", "x-content-type-options": "nosniff"}
+    return HTMLResponse(sign_in_html(reason, oidc=True), 401, headers=headers)
 
 
 def _own_origin(request: Request) -> str:
@@ -119,7 +126,8 @@ class _OpenIdSignIn:
         logger.info("%s signed in through the OpenID Connect provider", account.name)
         response = HTMLResponse(_ONWARD, headers={"cache-control": "no-store"})
         response.headers.append(
-            "set-cookie", session_cookie(self.gate, account.name, request.url.scheme == "https")
+            "set-cookie",
+            set_session_cookie(self.gate, account.name, request.url.scheme == "https"),
         )
         request.session.clear()
         return response

@@ -4,8 +4,10 @@
 "disable_studio_auth": true}``: a request saying ``x-auth-scheme: langsmith`` is not let in as
 the Studio user). langgraph-api runs :func:`authenticate` on every request to its API (threads,
 runs, crons, assistants, the store, MCP, A2A, event streams, WebSockets included), after the
-outermost :class:`crag.app.gate.Gate` has already refused strangers; both read the same
-credential (:func:`crag.app.credentials.identify`).
+outermost :class:`crag.app.gate.Gate` has already refused strangers and identified the caller:
+the identity the gate left in the request's scope is taken as it is (no second look-up); a
+request that reached the API some other way is identified from the same credential
+(:func:`crag.app.credentials.identify`).
 
 Ownership is deny by default: every handler below answers, none is missing, so no request goes
 unfiltered. What a caller creates (a thread, a run, a cron, an assistant) is stamped
@@ -24,8 +26,8 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-from crag.app.credentials import AccessDeniedError, identify
-from crag.app.gate import gate_config
+from crag.app.credentials import AccessDeniedError, Identity, identify
+from crag.app.gate import IDENTITY_KEY, gate_config
 from crag.core.caller import ADMIN_PERMISSION
 
 __all__ = ["ADMIN_PERMISSION", "auth"]
@@ -39,6 +41,9 @@ async def authenticate(
     headers: dict[bytes, bytes], scope: dict[str, Any]
 ) -> Auth.types.MinimalUserDict:
     """The caller's identity: the server's token, an account's API key, or a session."""
+    known = scope.get(IDENTITY_KEY)
+    if isinstance(known, Identity):  # the gate, in front, identified the caller already
+        return _user(known)
     config = gate_config()
     method = str(scope.get("method", "GET")) if scope.get("type") == "http" else "WEBSOCKET"
     lower = {name.lower(): value for name, value in headers.items()}
@@ -54,6 +59,11 @@ async def authenticate(
         )
     except AccessDeniedError as denied:
         raise Auth.exceptions.HTTPException(status_code=denied.status, detail=str(denied)) from None
+    return _user(identity)
+
+
+def _user(identity: Identity) -> Auth.types.MinimalUserDict:
+    """The user LangGraph records for ``identity``: the admin permission for admins."""
     return {
         "identity": identity.user,
         "display_name": identity.user,
