@@ -14,7 +14,8 @@ without a credential is its sign-in page) and refuses strangers.
   on their ``Mount`` only, never on langgraph-api's streaming routes.
 * ``POST /chat/api/uploads?name=FILE``: the raw body is the file (no multipart: the server has
   no python-multipart). Stored by :mod:`crag.app.uploads`; answered 201 with ``{"path", "name",
-  "bytes", "sha256"}``, the path being what to send to the ingest graph.
+  "bytes", "sha256"}``, the path being the file's name (``upload:...``, never the server's
+  folder: :mod:`crag.core.public_names`), what to send to the ingest graph.
 * ``GET /chat/api/documents?source=SOURCE``: the file behind a citation, where the server
   shares it (:mod:`crag.app.document_files`).
 * ``GET /chat/api/session``: who is signed in and the session's CSRF token, ``{"user",
@@ -237,7 +238,8 @@ class _ChatPage:
         except InvalidSettingError as exc:
             return _error(500, f"the server's settings are invalid: {exc}")
         logger.info("stored upload %s (%d bytes)", stored.path, stored.bytes)
-        return JSONResponse(stored.as_json(), status_code=201, headers=_API_HEADERS)
+        reply = stored.as_json(self.settings())
+        return JSONResponse(reply, status_code=201, headers=_API_HEADERS)
 
     async def method(self, request: Request) -> Response:
         """The thresholds the served graphs' action trigger uses."""

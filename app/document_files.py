@@ -1,9 +1,10 @@
 """The file behind a citation, where the server shares it: the chat page's document links.
 
-A cited passage's ``source`` is the absolute path of the file it was read from (``path#lineN``
-for a line of a JSON Lines file), ``wikipedia:Title`` for the bundled corpus, or what an inline
-document was given (``inline:...``). :func:`served_file` gives the file only if its real path,
-every symbolic link followed, is a regular file inside the upload folder
+A cited passage's ``source`` is, in a served run, the name of the file it was read from
+(``upload:...`` or ``shared:...``, :mod:`crag.core.public_names`; ``#lineN`` for a line of a
+JSON Lines file; an absolute path is read as well), ``wikipedia:Title`` for the bundled corpus,
+or what an inline document was given (``inline:...``). :func:`served_file` gives the file only
+if its real path, every symbolic link followed, is a regular file inside the upload folder
 (:func:`crag.app.uploads.upload_folder`) or inside ``ingest_root`` when that is set: the files
 the server's callers may upload or ingest anyway; and only a document file (a type crag
 ingests, no dot name on its way down from that folder: never ``.env``, a database, a
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from crag.app.uploads import UploadRefusedError, upload_folder
 from crag.core.deployment import DeploymentSettings
+from crag.core.public_names import SHARED_SCHEME, UPLOAD_SCHEME, ServedFolders, server_path
 from crag.vectorstore.loaders import SUPPORTED_EXTENSIONS
 
 logger = logging.getLogger(__name__)
@@ -147,6 +149,8 @@ def served_file(
         The file's real path (every link followed), or ``None``.
     """
     folders = shared_folders(settings)
+    named = ServedFolders.of(settings.upload_dir, settings.ingest_root, settings.store_path)
+    source = server_path(source, named) or source  # a served run's name: upload:..., shared:...
     candidates = [source]
     head, hash_sign, _ = source.rpartition("#")
     if hash_sign and head:
@@ -165,7 +169,9 @@ def unserved_reason(source: str) -> str:
             "this document is a summary of the bundled Wikipedia corpus, not a file: the server "
             "has no file to show for it"
         )
-    if not os.path.isabs(source.rpartition("#")[0] or source):
+    if not source.startswith((UPLOAD_SCHEME, SHARED_SCHEME)) and not os.path.isabs(
+        source.rpartition("#")[0] or source
+    ):
         return (
             "this document's source is not a file's path (it was sent as text): the server has "
             "no file to show for it"

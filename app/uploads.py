@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from crag.core.deployment import MEMBERS_FOLDER, DeploymentSettings, uploads_folder
+from crag.core.public_names import ServedFolders, public_name
 from crag.vectorstore.loaders import SUPPORTED_EXTENSIONS
 
 __all__ = [
@@ -87,10 +88,15 @@ class StoredUpload:
     bytes: int
     sha256: str
 
-    def as_json(self) -> dict[str, Any]:
-        """The upload as the chat page receives it: the path is what the ingest graph reads."""
+    def as_json(self, settings: DeploymentSettings) -> dict[str, Any]:
+        """The upload as the chat page receives it: ``path`` is its name (``upload:...``).
+
+        The name is what the served ingest graph reads back into the file; the server's
+        folders stay unseen (:mod:`crag.core.public_names`).
+        """
+        folders = ServedFolders.of(settings.upload_dir, settings.ingest_root, settings.store_path)
         return {
-            "path": str(self.path),
+            "path": public_name(str(self.path), folders),
             "name": self.name,
             "bytes": self.bytes,
             "sha256": self.sha256,

@@ -74,7 +74,8 @@ class Context(Settings):
         default="",
         metadata={
             "description": "Search only files ingested from this folder or below it (an "
-            "absolute path on the machine that ingested them)."
+            "absolute path on the machine that ingested them; a served run may name a folder "
+            "of the server's as its runs show it: shared:docs, upload:members/NAME)."
         },
     )
     scope_file_types: list[str] = field(

@@ -50,7 +50,11 @@ def _deployment(setting: str) -> Any:
 
 @dataclass(kw_only=True)
 class StoreDeployment:
-    """The deployment settings that say which store a run reads or writes."""
+    """The deployment settings of a run's store, and of the server's files.
+
+    Which store a run reads or writes; where the server's files lie (the folders a served run
+    names its files by: :mod:`crag.core.public_names`).
+    """
 
     embedder: str = _deployment("embedder")
     store_path: str = _deployment("store_path")
@@ -58,6 +62,8 @@ class StoreDeployment:
     chroma_host: str = _deployment("chroma_host")
     chroma_port: int = _deployment("chroma_port")
     chroma_ssl: bool = _deployment("chroma_ssl")
+    ingest_root: str = _deployment("ingest_root")
+    upload_dir: str = _deployment("upload_dir")
 
 
 @dataclass(kw_only=True)
@@ -96,8 +102,6 @@ class IngestDeployment(StoreDeployment):
     """The deployment settings the ingestion reads: limits, the root, what runs may replace."""
 
     max_document_chars: int = _deployment("max_document_chars")
-    ingest_root: str = _deployment("ingest_root")
-    upload_dir: str = _deployment("upload_dir")
     ingest_run_replace: Literal["none", "served", "all"] = _deployment("ingest_run_replace")
     ingest_min_chunk_size: int = _deployment("ingest_min_chunk_size")
     ingest_max_chunks: int = _deployment("ingest_max_chunks")

@@ -14,12 +14,17 @@ import os
 import re
 from collections.abc import Iterable
 
+from crag.core.public_names import SHARED_SCHEME, UPLOAD_SCHEME
+
 MAX_TAG_CHARS = 64
 """Longest tag, in characters."""
 MAX_TAGS = 32
 """Most tags one ingestion gives its documents, or one run searches for."""
 MAX_FILE_TYPES = 32
 """Most file types one run searches for."""
+
+SERVED_SCHEMES = (UPLOAD_SCHEME, SHARED_SCHEME)
+"""How a served run names a folder of the server's (``shared:docs``): never its path."""
 
 _FILE_TYPE = re.compile(r"[a-z0-9][a-z0-9_+-]{0,15}")
 
@@ -60,6 +65,9 @@ def check_tags(tags: Iterable[str], what: str = "tags") -> list[str]:
 def normal_folder(folder: str, what: str = "scope_folder") -> str:
     """An absolute folder path: ``~`` expanded, ``.``/``..`` resolved, no trailing slash.
 
+    A served run's name of a server folder (``shared:docs``, ``upload:...``) stays a name,
+    without its trailing slash; the retrieve node reads it back into its path.
+
     Symbolic links are not followed: stored documents record the paths they were ingested
     from. Empty stays empty (no folder scope).
 
@@ -70,11 +78,13 @@ def normal_folder(folder: str, what: str = "scope_folder") -> str:
         return ""
     if "\0" in folder:
         raise ValueError(f"{what}: a path may not hold a NUL character")
+    if folder.strip().startswith(SERVED_SCHEMES):  # a served run's name: read back by retrieve
+        return folder.strip().rstrip("/")
     return os.path.abspath(os.path.expanduser(folder.strip()))
 
 
 def check_served_folder(folder: str, what: str = "scope_folder") -> None:
-    """Refuse a folder a served run gives unless it is absolute.
+    """Refuse a folder a served run gives unless it is absolute, or a name (``shared:docs``).
 
     A served run cannot name the caller's working directory or home: the server's would be
     silently used instead (and finding it is a blocking ``os.getcwd`` in the server's event
@@ -84,7 +94,7 @@ def check_served_folder(folder: str, what: str = "scope_folder") -> None:
         ValueError: ``folder`` is relative (``docs``, ``.``, ``~/docs``).
     """
     stripped = folder.strip()
-    if stripped and not os.path.isabs(stripped):
+    if stripped and not os.path.isabs(stripped) and not stripped.startswith(SERVED_SCHEMES):
         raise ValueError(
             f"{what}: a served run must name an absolute folder, not {stripped!r}: the server "
             "cannot know which directory it is relative to"

@@ -68,6 +68,7 @@ from crag.core.cancellation import cancellable_node
 from crag.core.context import IngestContext, resolve_ingest_context
 from crag.core.deployment import DeploymentSettings, uploads_folder
 from crag.core.progress import emit
+from crag.core.public_names import ServedFolders, public_name, public_text, server_path
 from crag.core.run_context import RunIngestContext
 from crag.core.run_settings import IngestSettings
 from crag.core.scope_settings import check_tags
@@ -160,8 +161,8 @@ def _path_strings(value: Any) -> list[str]:
     return [p for p in value if p.strip()]
 
 
-def _check_inside(path: str, base: Path) -> None:
-    """Refuse a named path whose real path leaves ``base`` (the ``ingest_root``).
+def _check_inside(path: str, base: Path, named: str) -> None:
+    """Refuse a path whose real path leaves ``base`` (the ``ingest_root``), by the name sent.
 
     A path that cannot be resolved (a symbolic link loop, a NUL character) is let through:
     ingestion lists it in ``failed`` with the reason, and the other paths are still ingested.
@@ -172,20 +173,24 @@ def _check_inside(path: str, base: Path) -> None:
         return
     if resolved != base and base not in resolved.parents:
         raise InvalidIngestInputError(
-            f"path {path!r} is outside {base}, the only directory this server ingests "
-            "from (setting ingest_root; when it is unset, the chat page's upload folder: "
-            "upload the file instead)"
+            f"path {named!r} is outside the only directory this server ingests from "
+            "(setting ingest_root; when it is unset, the chat page's upload folder: upload "
+            "the file instead, and send the name the upload answered, upload:...)"
         )
 
 
-def _paths(value: Any, root: str) -> list[str]:
+def _paths(value: Any, root: str, folders: ServedFolders | None = None) -> list[str]:
+    """The paths to read: names a served caller was given (``upload:...``) read back first."""
     if value is None:
         return []
-    paths = _path_strings(value)
+    named = _path_strings(value)
+    paths = [
+        (server_path(path, folders) if folders is not None else None) or path for path in named
+    ]
     if root:
         base = Path(root).expanduser().resolve()
-        for path in paths:
-            _check_inside(path, base)
+        for path, name in zip(paths, named, strict=True):
+            _check_inside(path, base, name)
     return paths
 
 
@@ -282,7 +287,12 @@ def ingest_node(
     root = context.ingest_root.strip() or str(
         uploads_folder(context.upload_dir, "", context.store_path, member=member)
     )
-    paths = _paths(state.get("paths"), root)
+    folders = (
+        ServedFolders.of(context.upload_dir, context.ingest_root, context.store_path)
+        if caller is not None
+        else None
+    )
+    paths = _paths(state.get("paths"), root, folders)
     docs = _documents(state.get("documents"), context.max_document_chars)
     tags = _tags(state.get("tags"))
     if not paths and not docs:
@@ -313,13 +323,27 @@ def ingest_node(
     except ChunkLimitError as exc:
         raise InvalidIngestInputError(str(exc)) from None
     emit(runtime, "ingest", "done", **_counts(report))
+    return _output(report, folders)
+
+
+def _output(report: IngestReport, folders: ServedFolders | None) -> dict[str, Any]:
+    """The report as the run's output: a served run's with names, never the server's folders."""
+
+    def name(source: str) -> str:
+        return source if folders is None else public_name(source, folders)
+
+    def sentence(text: str) -> str:
+        return text if folders is None else public_text(text, folders)
+
     return {
-        "added": report.added,
-        "skipped": report.skipped,
-        "replaced": report.replaced,
-        "removed": report.removed,
-        "relabelled": report.relabelled,
-        "failed": [{"source": source, "error": error} for source, error in report.failed],
+        "added": [name(s) for s in report.added],
+        "skipped": [name(s) for s in report.skipped],
+        "replaced": [name(s) for s in report.replaced],
+        "removed": [name(s) for s in report.removed],
+        "relabelled": [name(s) for s in report.relabelled],
+        "failed": [
+            {"source": name(source), "error": sentence(error)} for source, error in report.failed
+        ],
         "chunks": report.chunks_added,
         "summary": report.summary(),
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from langgraph.runtime import Runtime
@@ -9,7 +10,10 @@ from langgraph.types import Overwrite
 
 from crag.core.caller import run_caller
 from crag.core.progress import emit
+from crag.core.public_names import ServedFolders, public_name, server_path
 from crag.core.run_settings import RunSettings
+from crag.core.scope_settings import SERVED_SCHEMES
+from crag.core.setting_checks import InvalidSettingError
 from crag.core.state import RetrievedPassage, State, StateUpdate, run_reset
 from crag.core.validation import validate_question
 from crag.nodes.components import Components
@@ -20,6 +24,24 @@ from crag.vectorstore.sources import OPERATOR, writer_of
 from crag.vectorstore.vector_memo import vector_memo
 
 logger = logging.getLogger(__name__)
+
+
+def _with_server_folder(context: RunSettings, folders: ServedFolders | None) -> RunSettings:
+    """``context`` with a served run's folder name (``shared:docs``) read back into its path.
+
+    Raises:
+        InvalidSettingError: the name stands for no folder of this server's.
+    """
+    folder = context.scope_folder
+    if folders is None or not folder.startswith(SERVED_SCHEMES):
+        return context
+    path = server_path(folder, folders)
+    if path is None:
+        raise InvalidSettingError(
+            f"setting scope_folder: {folder!r} names no folder of this server's (upload:... "
+            "names one in its upload folder, shared:... one under its ingest_root)"
+        )
+    return dataclasses.replace(context, scope_folder=path)
 
 
 def retrieve(state: State, runtime: Runtime[RunSettings], components: Components) -> StateUpdate:
@@ -34,8 +56,14 @@ def retrieve(state: State, runtime: Runtime[RunSettings], components: Components
     store = components.vectorstore(context)
     # the passages' stored vectors go to the embedding evaluator, which then need not embed them
     memo = vector_memo(context.embedder)
-    where = scope_filter(context)  # the run's scope: tags, folder, file types (or None)
     caller = run_caller()
+    folders = (
+        ServedFolders.of(context.upload_dir, context.ingest_root, context.store_path)
+        if caller is not None
+        else None
+    )
+    # the run's scope: tags, folder, file types (or None)
+    where = scope_filter(_with_server_folder(context, folders))
     if caller is not None and caller.member is not None:  # a member: shared + their own
         where = with_clause(where, visible_to(caller.member))
     with watch_index() as index_notes:  # a damaged vector index met and rebuilt, said so
@@ -57,6 +85,9 @@ def retrieve(state: State, runtime: Runtime[RunSettings], components: Components
             passage["location"] = location
         if writer_of(doc.metadata) != OPERATOR:  # a served run's passage: cited as such
             passage["writer"] = writer_of(doc.metadata)
+    if folders is not None:  # a served run names the server's files, never its folders
+        for passage in documents:
+            passage["source"] = public_name(passage["source"], folders)
     logger.info("retrieved %d passages", len(documents))
     emit(runtime, "retrieve", "retrieved", passages=len(documents), top_k=context.top_k)
     update: StateUpdate = {**run_reset(), "question": question, "documents": documents}

@@ -82,8 +82,8 @@ served run the `context` a caller sends (`{"top_k": 5, "web_search": false}`; th
 settings a served caller may send. A per-run context that names a method parameter or a
 deployment setting is refused with an error naming it and who sets it; the server refuses such
 a run with 422 before it starts ([server.md](server.md#what-a-run-may-set)). A served run's
-`scope_folder` must be an absolute path, and its `chunk_size` at least the operator's
-`ingest_min_chunk_size`."""
+`scope_folder` must be an absolute path or a folder's name (`shared:docs`), and its
+`chunk_size` at least the operator's `ingest_min_chunk_size`."""
 
 METHOD_INTRO = """\
 How CRAG decides, refines and searches: what Yan et al. (2024) tune and ablate, the same for

@@ -10,6 +10,7 @@ fails with a setting error naming the readable ones.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,12 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     archive = open_store(root / "chroma", "archive", embeddings, create=True)
     doc = inline_document(ARCHIVE, source="notes:first-festival")
     assert ingest_documents([doc], archive, progress=False).ok
-    return {"store": root / "chroma", "a": files_a, "b": files_b}
+    return {
+        "store": root / "chroma",
+        # what a served run shows: the files' names under the server's ingest_root
+        "a": {"shared:" + Path(path).relative_to(root).as_posix() for path in files_a},
+        "b": {"shared:" + Path(path).relative_to(root).as_posix() for path in files_b},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +86,7 @@ def client(tmp_path_factory: pytest.TempPathFactory, sources: dict[str, Any]) ->
             "CRAG_SEARCH_PROVIDER": "searxng",
             "CRAG_SEARCH_URL": search.url,
             "CRAG_ALLOWED_HOSTS": "127.0.0.1",
+            "CRAG_INGEST_ROOT": str(sources["store"].parent),
         }
         with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as server:
             yield langgraph_sdk.get_sync_client(url=server.url, api_key=server.token, timeout=180.0)
@@ -138,3 +145,12 @@ def test_a_run_with_a_relative_scope_folder_is_refused_with_one_line(
     folder_a = str(sources["store"].parent / "docs" / "a")
     scoped = _run(client, {"scope_folder": folder_a, "top_k": 10})
     assert {d["source"] for d in scoped["documents"]} == sources["a"], scoped
+    # the folder by its name, as a served run shows its files: never the server's path
+    named = _run(client, {"scope_folder": "shared:docs/a/", "top_k": 10})
+    assert {d["source"] for d in named["documents"]} == sources["a"], named
+    assert str(sources["store"].parent) not in json.dumps(named)
+    outside = _run(client, {"scope_folder": "shared:../docs"}, raise_error=False)
+    assert outside["__error__"]["message"] == (
+        "setting scope_folder: 'shared:../docs' names no folder of this server's (upload:... "
+        "names one in its upload folder, shared:... one under its ingest_root)"
+    ), outside

@@ -832,8 +832,8 @@ def test_ingestion_graph_fills_the_store_the_questions_use(
 ) -> None:
     notes = ingest_root / "notes.md"
     notes.write_text("# Quellingen\n\nQuellingen is a town on the shore of Lake Ober.\n")
-    payload = {
-        "paths": [str(notes), str(ingest_root / "missing.txt")],
+    payload = {  # one file by its path, one by its name under the ingest root
+        "paths": [str(notes), "shared:missing.txt"],
         "documents": [{"text": FESTIVAL, "source": "notes:zorblax", "title": "Zorblax festival"}],
     }
     thread_id = client.threads.create()["thread_id"]
@@ -850,10 +850,12 @@ def test_ingestion_graph_fills_the_store_the_questions_use(
     assert any(e["event"] == "embedding" and e["done"] == e["total"] > 0 for e in progress)
     assert progress[-1]["event"] == "done"
     report = [p.data for p in parts if p.event == "values"][-1]
-    assert sorted(report["added"]) == sorted([str(notes.absolute()), "notes:zorblax"])
+    # the report names the server's files, never its folders
+    assert sorted(report["added"]) == ["notes:zorblax", "shared:notes.md"]
     assert report["chunks"] == 2
-    assert [f["source"] for f in report["failed"]] == [str(ingest_root / "missing.txt")]
+    assert [f["source"] for f in report["failed"]] == ["shared:missing.txt"]
     assert "does not exist" in report["failed"][0]["error"]
+    assert str(ingest_root.resolve()) not in json.dumps(report)
 
     again = client.runs.wait(
         client.threads.create()["thread_id"],

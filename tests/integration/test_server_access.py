@@ -15,6 +15,7 @@ upload folder. And no secret (the token, the session cookie) reaches the server'
 from __future__ import annotations
 
 import http.server
+import json
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -333,12 +334,16 @@ def test_a_member_signs_in_on_the_page_with_a_password(
 ZEPHYR = "The Zephyr wind turbine, built by Northwind in 2031, produces 4.2 megawatts."
 
 
-def _sources(client: Any, question: str) -> set[str]:
+def _sources(client: Any, question: str, hidden: str = "") -> set[str]:
+    """The sources of a run's passages; ``hidden`` (a server folder) appears nowhere in it."""
     out = client.runs.wait(None, "crag", input={"question": question}, context={"top_k": 3})
+    assert not hidden or hidden not in json.dumps(out), "a served run shows a server folder"
     return {passage["source"] for passage in out["documents"]}
 
 
-def test_a_members_documents_are_theirs_alone(server: DevServer, accounts: dict[str, str]) -> None:
+def test_a_members_documents_are_theirs_alone(
+    server: DevServer, accounts: dict[str, str], store_dir: Path
+) -> None:
     alice, bob = (
         langgraph_sdk.get_sync_client(url=server.url, api_key=accounts[name], timeout=180)
         for name in ("alice", "bob")
@@ -351,15 +356,16 @@ def test_a_members_documents_are_theirs_alone(server: DevServer, accounts: dict[
         timeout=60,
     )
     assert stored.status_code == 201, stored.text
-    path = stored.json()["path"]
-    assert "/members/alice/" in path
+    path = stored.json()["path"]  # the file's name, never the server's folder
+    assert path.startswith("upload:members/alice/") and str(store_dir) not in stored.text
     report = alice.runs.wait(None, "ingest", input={"paths": [path]})
     assert report["added"] == [path], report
     # Bob may not ingest Alice's upload by its path: it is outside his part of the folder.
     refused = bob.runs.wait(None, "ingest", input={"paths": [path]}, raise_error=False)
     assert refused["__error__"]["error"] == "InvalidIngestInputError", refused
+    assert str(store_dir) not in json.dumps(refused)
     question = "How many megawatts does the Zephyr turbine produce?"
-    assert path in _sources(alice, question)
+    assert path in _sources(alice, question, hidden=str(store_dir))
     assert path not in _sources(bob, question)
     assert "wikipedia:Mona Lisa" in _sources(bob, "Who painted the Mona Lisa?")  # shared
     documents = f"{server.url}/chat/api/documents"

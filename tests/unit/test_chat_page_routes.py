@@ -182,14 +182,16 @@ def test_an_upload_round_trip(client: TestClient, uploads: Path) -> None:
     response = _upload(client, "../../paper.pdf", PDF)
     assert response.status_code == 201, response.text
     stored = response.json()
-    path = Path(stored["path"])
+    name = stored["path"]  # the file's name, never the server's folder
+    assert name.startswith("upload:") and str(uploads) not in response.text
+    path = uploads.resolve() / name.removeprefix("upload:")
     assert stored["name"] == "paper.pdf" and stored["bytes"] == len(PDF)
     assert path.parent.parent == uploads.resolve() and path.name == "paper.pdf"
     assert path.read_bytes() == PDF
     again = _upload(client, "paper.pdf", PDF)
     assert again.json() == stored
     other = _upload(client, "paper.pdf", PDF + b"\n")
-    assert Path(other.json()["path"]).parent != path.parent
+    assert Path(other.json()["path"]).parent != Path(name).parent
     assert path.read_bytes() == PDF
 
 
@@ -379,10 +381,13 @@ def test_the_ingest_roots_files_are_served_and_uploads_go_inside_it(
     (tmp_path / "outside.md").write_text("# outside\n", encoding="utf-8")
     client = _client(deployment_with(upload_dir="", ingest_root=str(root)), dist)
     assert _document(client, str(root / "docs" / "notes.md")).text == "# notes\n"
+    assert _document(client, "shared:docs/notes.md").text == "# notes\n"  # a served run's name
+    _assert_error(_document(client, "shared:../outside.md"), 404)
     _assert_error(_document(client, str(tmp_path / "outside.md")), 404)
     stored = _upload(client, "notes.txt", b"text").json()
-    assert Path(stored["path"]).parent.parent == root.resolve() / "uploads"
-    assert _document(client, stored["path"]).content == b"text"
+    name = stored["path"]  # the upload folder's name comes first, inside the root as it is
+    assert name.startswith("upload:") and len(list((root / "uploads").glob("*/notes.txt"))) == 1
+    assert _document(client, name).content == b"text"
 
 
 # -- the served app -----------------------------------------------------------------------------
@@ -409,7 +414,8 @@ def test_the_served_app_serves_the_built_page_and_reads_the_environment(
     assert page.headers["content-security-policy"] == PAGE_POLICY
     stored = _upload(client, "notes.txt", b"text")
     assert stored.status_code == 201, stored.text
-    assert Path(stored.json()["path"]).parent.parent == (tmp_path / "env-uploads").resolve()
+    name = stored.json()["path"].removeprefix("upload:")
+    assert ((tmp_path / "env-uploads").resolve() / name).read_bytes() == b"text"
     # the middleware still refuses what a run may not set, next to the page's routes
     refused = client.post("/runs", json={"assistant_id": "crag", "context": {"upload_dir": "/"}})
     assert refused.status_code == 422
