@@ -11,6 +11,11 @@ report tells a caller where the server keeps its data:
 * the file's name alone for any other file (the operator's documents stored from elsewhere,
   which the server never serves), with a JSON Lines file's ``#lineN`` kept.
 
+A member's inline documents are stored under ``member:NAME/`` and the source they were sent
+with (:func:`member_source`): no member's name can meet another's, or the operator's, so
+none learns what another stored by being refused, and the same text sent by two members is
+two documents, each its sender's. A member sees their own without the prefix.
+
 Sources that are not paths (``wikipedia:Title``, ``inline:...``, a web page's URL) are
 names already and stay as they are. :func:`server_path` reads a ``upload:`` or ``shared:``
 name back into the path it stands for (what the served ingest graph reads, and what the file
@@ -27,9 +32,11 @@ from pathlib import Path
 from crag.core.deployment import uploads_folder
 
 __all__ = [
+    "MEMBER_SCHEME",
     "SHARED_SCHEME",
     "UPLOAD_SCHEME",
     "ServedFolders",
+    "member_source",
     "public_name",
     "public_text",
     "server_path",
@@ -39,6 +46,9 @@ UPLOAD_SCHEME = "upload:"
 """The name of a file in the upload folder: ``upload:`` and its path below that folder."""
 SHARED_SCHEME = "shared:"
 """The name of a file under ``ingest_root``: ``shared:`` and its path below that folder."""
+
+MEMBER_SCHEME = "member:"
+"""A member's inline document: ``member:NAME/`` and the source it was sent with."""
 
 _LINE = re.compile(r"#line\d+$")
 
@@ -71,8 +81,19 @@ class ServedFolders:
         return found
 
 
-def public_name(source: str, folders: ServedFolders) -> str:
-    """What a served run shows for ``source`` (see the module); not a path: unchanged."""
+def member_source(source: str, member: str) -> str:
+    """Where ``member``'s inline document sent as ``source`` is stored (see the module)."""
+    return f"{MEMBER_SCHEME}{member}/{source}"
+
+
+def public_name(source: str, folders: ServedFolders, member: str | None = None) -> str:
+    """What a served run shows for ``source`` (see the module); not a path: unchanged.
+
+    ``member``'s own inline documents show the source they were sent with.
+    """
+    own = member_source("", member) if member else None
+    if own is not None and source.startswith(own):
+        return source[len(own) :]
     if not source.startswith("/"):
         return source
     line = _LINE.search(source)

@@ -22,7 +22,9 @@ read any path they are given.
 
 **Members.** What a member's run stores is that member's (chunk metadata ``owner`` and
 ``private``): only their own runs search it (:func:`crag.vectorstore.scope.visible_to`), so no
-other caller's answers can be poisoned by it. An admin's run, the operator's, stores shared
+other caller's answers can be poisoned by it. Their inline documents are stored under their own
+names (:func:`~crag.core.public_names.member_source`), so no member's source name meets
+another's or the operator's. An admin's run, the operator's, stores shared
 documents, as ``crag ingest`` does.
 
 **Trust model.** Whoever holds a credential may run this graph, so by default a run may only
@@ -54,6 +56,7 @@ of chunks and removes the documents it left unfinished.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -68,10 +71,17 @@ from crag.core.cancellation import cancellable_node
 from crag.core.context import IngestContext, resolve_ingest_context
 from crag.core.deployment import DeploymentSettings, uploads_folder
 from crag.core.progress import emit
-from crag.core.public_names import ServedFolders, public_name, public_text, server_path
+from crag.core.public_names import (
+    ServedFolders,
+    member_source,
+    public_name,
+    public_text,
+    server_path,
+)
 from crag.core.run_context import RunIngestContext
 from crag.core.run_settings import IngestSettings
 from crag.core.scope_settings import check_tags
+from crag.vectorstore.documents import LoadedDocument
 from crag.vectorstore.ingestion import ingest_into_store, inline_document
 from crag.vectorstore.limits import ChunkLimitError
 from crag.vectorstore.loaders import LoaderError, real_path
@@ -309,10 +319,7 @@ def ingest_node(
         report = ingest_into_store(
             paths,
             context,
-            documents=[
-                inline_document(d["text"], source=d.get("source"), title=d.get("title"))
-                for d in docs
-            ],
+            documents=_inline_documents(docs, member),
             root=root or None,
             progress=False,
             on_progress=on_progress,
@@ -323,14 +330,24 @@ def ingest_node(
     except ChunkLimitError as exc:
         raise InvalidIngestInputError(str(exc)) from None
     emit(runtime, "ingest", "done", **_counts(report))
-    return _output(report, folders)
+    return _output(report, folders, member)
 
 
-def _output(report: IngestReport, folders: ServedFolders | None) -> dict[str, Any]:
+def _inline_documents(docs: list[dict[str, Any]], member: str | None) -> list[LoadedDocument]:
+    """The documents sent as text; a member's stored under their own names (``member:NAME/``)."""
+    loaded = [inline_document(d["text"], d.get("source"), d.get("title")) for d in docs]
+    if member is None:
+        return loaded
+    return [dataclasses.replace(doc, source=member_source(doc.source, member)) for doc in loaded]
+
+
+def _output(
+    report: IngestReport, folders: ServedFolders | None, member: str | None
+) -> dict[str, Any]:
     """The report as the run's output: a served run's with names, never the server's folders."""
 
     def name(source: str) -> str:
-        return source if folders is None else public_name(source, folders)
+        return source if folders is None else public_name(source, folders, member)
 
     def sentence(text: str) -> str:
         return text if folders is None else public_text(text, folders)

@@ -85,9 +85,10 @@ def retrieve(state: State, runtime: Runtime[RunSettings], components: Components
             passage["location"] = location
         if writer_of(doc.metadata) != OPERATOR:  # a served run's passage: cited as such
             passage["writer"] = writer_of(doc.metadata)
+    caller_member = caller.member if caller is not None else None
     if folders is not None:  # a served run names the server's files, never its folders
         for passage in documents:
-            passage["source"] = public_name(passage["source"], folders)
+            passage["source"] = public_name(passage["source"], folders, caller_member)
     logger.info("retrieved %d passages", len(documents))
     emit(runtime, "retrieve", "retrieved", passages=len(documents), top_k=context.top_k)
     update: StateUpdate = {**run_reset(), "question": question, "documents": documents}

@@ -374,6 +374,38 @@ def test_a_members_documents_are_theirs_alone(
         assert answer.status_code == status, (key[:8], answer.text)
 
 
+PLANS = {
+    "alice": "The Quorvex plan of Alice: the Quorvex bridge opens in May.",
+    "bob": "The Quorvex plan of Bob: the Quorvex bridge opens in October.",
+}
+
+
+def test_a_members_inline_source_names_meet_no_one_elses(
+    server: DevServer, accounts: dict[str, str]
+) -> None:
+    """Two members send one source name (and one text): each stores and reads their own."""
+    clients = {
+        name: langgraph_sdk.get_sync_client(url=server.url, api_key=accounts[name], timeout=180)
+        for name in ("alice", "bob")
+    }
+    shared_text = "The Quorvex ferry sails at noon every day."
+    for name, client in clients.items():
+        sent = [{"text": PLANS[name], "source": "notes:quorvex"}, {"text": shared_text}]
+        report = client.runs.wait(None, "ingest", input={"documents": sent})
+        assert report["failed"] == [] and len(report["added"]) == 2, (name, report)
+        assert "notes:quorvex" in report["added"], report  # the name it was sent with
+    for name, client in clients.items():
+        sources = _sources(client, "When does the Quorvex bridge open?")
+        assert "notes:quorvex" in sources, (name, sources)
+        out = client.runs.wait(
+            None, "crag", input={"question": "When does the Quorvex bridge open?"}
+        )
+        texts = {d["text"] for d in out["documents"] if d["source"] == "notes:quorvex"}
+        other = "bob" if name == "alice" else "alice"
+        assert any(PLANS[name] in text for text in texts), (name, texts)
+        assert not any(PLANS[other] in text for text in texts), (name, texts)
+
+
 def _ask_on_the_page(chromium: Any, server: DevServer, name: str, question: str) -> list[str]:
     """Sign ``name`` in on the page, ask ``question``; the conversations the page then lists."""
     context = chromium.new_context()

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from crag.core.public_names import ServedFolders, public_name, public_text, server_path
+from crag.core.public_names import (
+    ServedFolders,
+    member_source,
+    public_name,
+    public_text,
+    server_path,
+)
 
 
 @pytest.fixture
@@ -51,6 +57,14 @@ def test_without_an_ingest_root_only_uploads_are_named(tmp_path: Path) -> None:
         "upload:members/ann/ab/x.md"
     )
     assert server_path("shared:docs/a.pdf", folders) is None
+
+
+def test_a_members_inline_documents_show_their_own_names_to_them(folders: ServedFolders) -> None:
+    stored = member_source("notes:plan", "ann")
+    assert stored == "member:ann/notes:plan"
+    assert public_name(stored, folders, "ann") == "notes:plan"
+    assert public_name(stored, folders, "bo") == stored  # never another's (nor found by them)
+    assert public_name(stored, folders) == stored  # an admin sees whose it is
 
 
 def test_a_sentence_names_the_files_not_the_folders(folders: ServedFolders, tmp_path: Path) -> None:
