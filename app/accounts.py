@@ -4,8 +4,9 @@ The operator creates accounts (``crag users add NAME``); nobody signs up. Each a
 role, ``member`` or ``admin``, a password hashed with argon2id (``pwdlib``, the server extra),
 and API keys: random secrets shown once and kept as their SHA-256 (a key has 256 bits of
 entropy, so a fast hash is enough; a password does not, so it gets argon2). The accounts live
-in two tables of the SQLite threads database (``CRAG_THREADS_DB``, ``.crag/threads.sqlite`` by
-default), which ``make serve`` and ``crag`` share when run from the same folder.
+in two tables of the threads database (``CRAG_THREADS_DB``: ``.crag/threads.sqlite`` by
+default, which ``make serve`` and ``crag`` share when run from the same folder, or a
+PostgreSQL database that several servers share: :mod:`crag.app.account_store`).
 
 Failed sign-ins are slowed per account (:class:`SignInThrottle`): after
 :data:`FAILURES_BEFORE_LOCK` failures within :data:`LOCK_SECONDS`, the account's sign-in is
@@ -17,14 +18,15 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+
+from crag.app.account_store import AccountDatabase, AccountStoreError, Cursor
 
 if TYPE_CHECKING:
     from pwdlib import PasswordHash
@@ -48,19 +50,6 @@ FAILURES_BEFORE_LOCK = 5
 LOCK_SECONDS = 300.0
 _NAME = re.compile(r"[a-z][a-z0-9._-]{1,39}")
 _RESERVED = frozenset({"operator", "admin", "root", "system"})
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS crag_accounts (
-    name TEXT PRIMARY KEY,
-    role TEXT NOT NULL CHECK (role IN ('admin', 'member')),
-    password_hash TEXT NOT NULL,
-    created REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS crag_api_keys (
-    key_hash TEXT PRIMARY KEY,
-    name TEXT NOT NULL REFERENCES crag_accounts(name) ON DELETE CASCADE,
-    created REAL NOT NULL
-);
-"""
 
 
 class AccountError(ValueError):
@@ -99,27 +88,29 @@ def _hasher() -> PasswordHash:
 
 
 class Accounts:
-    """The accounts of one threads database (a SQLite file)."""
+    """The accounts of one threads database (a SQLite file or a PostgreSQL database)."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path).expanduser()
-        self._ready = False
+    def __init__(self, target: str | Path) -> None:
+        self.database = AccountDatabase(target)
+
+    def __enter__(self) -> Accounts:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.database.close()
 
     @contextmanager
-    def _connection(self, *, create: bool = False) -> Iterator[sqlite3.Connection]:
-        if not create and not self.path.is_file():
+    def _connection(self, *, create: bool = False) -> Iterator[Cursor]:
+        if not create and not self.database.exists():
             raise AccountError(
-                f"there are no accounts yet: the threads database {self.path} does not exist "
-                "(crag users add NAME makes the first)"
+                f"there are no accounts yet: the threads database {self.database.describe()} "
+                "does not exist (crag users add NAME makes the first)"
             )
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with closing(sqlite3.connect(self.path, timeout=10)) as connection:
-            connection.execute("PRAGMA foreign_keys = ON")
-            if not self._ready:
-                connection.executescript(_SCHEMA)
-                self._ready = True
-            with connection:
-                yield connection
+        try:
+            with self.database.transaction() as cursor:
+                yield cursor
+        except AccountStoreError as exc:
+            raise AccountError(str(exc)) from None
 
     def add(self, name: str, password: str, role: Role = "member") -> str:
         """Make an account; its first API key (shown once).
@@ -137,7 +128,7 @@ class Accounts:
                     "INSERT INTO crag_accounts VALUES (?, ?, ?, ?)",
                     (name, role, digest, time.time()),
                 )
-            except sqlite3.IntegrityError:
+            except self.database.integrity_errors():
                 raise AccountError(f"there is already an account named {name!r}") from None
             return self._new_key(db, name)
 
@@ -158,7 +149,7 @@ class Accounts:
         return Account(name, role)
 
     @staticmethod
-    def _new_key(db: sqlite3.Connection, name: str) -> str:
+    def _new_key(db: Cursor, name: str) -> str:
         key = KEY_PREFIX + secrets.token_urlsafe(32)
         db.execute(
             "INSERT INTO crag_api_keys VALUES (?, ?, ?)", (_key_hash(key), name, time.time())
@@ -197,7 +188,7 @@ class Accounts:
 
     def get(self, name: str) -> Account | None:
         """The account ``name``, or ``None``."""
-        if not self.path.is_file():
+        if not self.database.exists():
             return None
         with self._connection() as db:
             row = db.execute("SELECT name, role FROM crag_accounts WHERE name = ?", (name,))
@@ -206,7 +197,7 @@ class Accounts:
 
     def by_key(self, key: str) -> Account | None:
         """The account an API key belongs to, or ``None``."""
-        if not key.startswith(KEY_PREFIX) or not self.path.is_file():
+        if not key.startswith(KEY_PREFIX) or not self.database.exists():
             return None
         with self._connection() as db:
             row = db.execute(
@@ -219,7 +210,7 @@ class Accounts:
     def check_password(self, name: str, password: str) -> Account | None:
         """The account if ``password`` is its own, else ``None`` (the same time either way)."""
         row = None
-        if self.path.is_file() and _NAME.fullmatch(name):
+        if self.database.exists() and _NAME.fullmatch(name):
             with self._connection() as db:
                 row = db.execute(
                     "SELECT name, role, password_hash FROM crag_accounts WHERE name = ?", (name,)
@@ -230,7 +221,7 @@ class Accounts:
             return None
         return Account(row[0], row[1]) if hasher.verify(password, row[2]) else None
 
-    def _require(self, db: sqlite3.Connection, name: str) -> None:
+    def _require(self, db: Cursor, name: str) -> None:
         if db.execute("SELECT 1 FROM crag_accounts WHERE name = ?", (name,)).fetchone() is None:
             raise AccountError(f"there is no account named {name[:60]!r}")
 

@@ -141,7 +141,7 @@ def gate_config() -> GateConfig:
 
     settings = deployment_settings()
     database = configured_threads_db()
-    accounts = None if "://" in database else Accounts(database)
+    accounts = Accounts(database)
     return GateConfig.from_settings(settings, server_token(settings), accounts)
 
 

@@ -1,7 +1,8 @@
 """``crag users``: the operator makes and removes a team's accounts and their API keys.
 
 The accounts live in the threads database (``CRAG_THREADS_DB`` or ``--threads-db``; the
-default ``.crag/threads.sqlite``), which ``make serve`` reads when run from the same folder.
+default ``.crag/threads.sqlite``, or a ``postgresql://`` one), which ``make serve`` reads when
+run from the same folder (or with the same setting).
 An API key is printed once, on standard output; nothing else is.
 """
 
@@ -20,13 +21,7 @@ __all__ = ["add_users_command"]
 def _accounts(args: argparse.Namespace) -> Accounts:
     from crag.app.threads import configured_threads_db
 
-    database = args.threads_db or configured_threads_db()
-    if "://" in database:
-        raise AccountError(
-            "accounts are kept in a SQLite threads database for now; a PostgreSQL one "
-            f"({database.split('://')[0]}://...) is not supported yet"
-        )
-    return Accounts(database)
+    return Accounts(args.threads_db or configured_threads_db())
 
 
 def _password(args: argparse.Namespace) -> str:
@@ -47,37 +42,42 @@ def _err(message: str) -> None:
 
 def cmd_users_add(args: argparse.Namespace) -> int:
     """Make an account and print its first API key."""
-    accounts = _accounts(args)
-    key = accounts.add(args.name, _password(args), "admin" if args.admin else "member")
-    _err(f"crag users: made {args.name} ({'admin' if args.admin else 'member'}) in {accounts.path}")
+    role = "admin" if args.admin else "member"
+    with _accounts(args) as accounts:
+        key = accounts.add(args.name, _password(args), role)
+        _err(f"crag users: made {args.name} ({role}) in {accounts.database.describe()}")
     print(key)  # noqa: T201
     return 0
 
 
 def cmd_users_key(args: argparse.Namespace) -> int:
     """Print a new API key of an account."""
-    print(_accounts(args).new_key(args.name))  # noqa: T201
+    with _accounts(args) as accounts:
+        print(accounts.new_key(args.name))  # noqa: T201
     return 0
 
 
 def cmd_users_revoke(args: argparse.Namespace) -> int:
     """Remove every API key of an account."""
-    removed = _accounts(args).revoke_keys(args.name)
+    with _accounts(args) as accounts:
+        removed = accounts.revoke_keys(args.name)
     _err(f"crag users: removed {removed} key(s) of {args.name}")
     return 0
 
 
 def cmd_users_remove(args: argparse.Namespace) -> int:
     """Remove an account and its keys."""
-    _accounts(args).remove(args.name)
+    with _accounts(args) as accounts:
+        accounts.remove(args.name)
     _err(f"crag users: removed {args.name}")
     return 0
 
 
 def cmd_users_list(args: argparse.Namespace) -> int:
     """One line per account: name, role, number of keys."""
-    for account in _accounts(args).all():
-        print(f"{account.name}\t{account.role}\t{account.keys} key(s)")  # noqa: T201
+    with _accounts(args) as accounts:
+        for account in accounts.all():
+            print(f"{account.name}\t{account.role}\t{account.keys} key(s)")  # noqa: T201
     return 0
 
 

@@ -1,14 +1,15 @@
 """A team's accounts (:mod:`crag.app.accounts`), ``crag users`` and the gate's password sign-in.
 
-Accounts live in a SQLite file of the test's folder; passwords are hashed with argon2id and
-API keys kept as their SHA-256. The gate (:mod:`crag.app.gate`) lets an account in by its API
-key or by a session from the sign-in form, slows and locks failed sign-ins, and refuses a
-removed account's key and session.
+Accounts live in a SQLite file of the test's folder, and in a real PostgreSQL (``pgserver``,
+PostgreSQL in a wheel, on its Unix socket) for every test that takes the ``accounts`` fixture;
+passwords are hashed with argon2id and API keys kept as their SHA-256. The gate
+(:mod:`crag.app.gate`) lets an account in by its API key or by a session from the sign-in
+form, slows and locks failed sign-ins, and refuses a removed account's key and session.
 """
 
 from __future__ import annotations
 
-import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,9 +34,29 @@ PASSWORD = "correct horse battery"
 BASE = "http://127.0.0.1:8123"
 
 
-@pytest.fixture
-def accounts(tmp_path: Path) -> Accounts:
-    return Accounts(tmp_path / "threads.sqlite")
+@pytest.fixture(scope="module")
+def postgres_uri() -> Iterator[str]:
+    pytest.importorskip("pgserver", reason="the dev extra (pgserver) is missing")
+    pytest.importorskip("psycopg_pool", reason="the postgres extra is missing")
+    from tests.postgres_support import postgres_server
+
+    with postgres_server() as (_, uri):
+        yield uri
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def accounts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Accounts]:
+    """The accounts of a SQLite file, or of a PostgreSQL database emptied afterwards."""
+    if request.param == "sqlite":
+        yield Accounts(tmp_path / "threads.sqlite")
+        return
+    made = Accounts(request.getfixturevalue("postgres_uri"))
+    try:
+        yield made
+    finally:
+        with made.database.transaction() as db:
+            db.execute("DELETE FROM crag_accounts")
+        made.database.close()
 
 
 def test_an_account_gets_a_hashed_password_and_a_key_shown_once(accounts: Accounts) -> None:
@@ -45,9 +66,9 @@ def test_an_account_gets_a_hashed_password_and_a_key_shown_once(accounts: Accoun
     assert accounts.check_password("alice", PASSWORD) is not None
     assert accounts.check_password("alice", PASSWORD + "x") is None
     assert accounts.check_password("nobody", PASSWORD) is None
-    with sqlite3.connect(accounts.path) as db:
+    with accounts.database.transaction() as db:
         stored = db.execute("SELECT password_hash FROM crag_accounts").fetchone()[0]
-        keys = [row[0] for row in db.execute("SELECT key_hash FROM crag_api_keys")]
+        keys = [row[0] for row in db.execute("SELECT key_hash FROM crag_api_keys").fetchall()]
     assert stored.startswith("$argon2id$") and PASSWORD not in stored
     assert key not in keys and len(keys) == 1
 
@@ -86,17 +107,25 @@ def test_failed_sign_ins_lock_the_account_for_a_while() -> None:
     assert not throttle.locked("dave")
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
 def test_crag_users_makes_lists_and_removes_accounts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    kind: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    database = str(tmp_path / "t.sqlite")
+    database = (
+        str(tmp_path / "t.sqlite") if kind == "sqlite" else request.getfixturevalue("postgres_uri")
+    )
     monkeypatch.setattr("sys.stdin", __import__("io").StringIO(PASSWORD + "\n"))
     assert (
         main(["users", "add", "frank", "--admin", "--password-stdin", "--threads-db", database])
         == 0
     )
     key = capsys.readouterr().out.strip()
-    assert Accounts(database).by_key(key) is not None
+    with Accounts(database) as accounts:
+        assert accounts.by_key(key) is not None
     assert main(["users", "list", "--threads-db", database]) == 0
     assert capsys.readouterr().out == "frank\tadmin\t1 key(s)\n"
     assert main(["users", "remove", "frank", "--threads-db", database]) == 0
