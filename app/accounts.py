@@ -36,6 +36,7 @@ __all__ = [
     "Account",
     "AccountError",
     "Accounts",
+    "Role",
     "SignInThrottle",
     "check_name",
 ]
@@ -166,7 +167,8 @@ class Accounts:
         """Remove every API key of ``name``; how many there were."""
         with self._connection() as db:
             self._require(db, name)
-            return db.execute("DELETE FROM crag_api_keys WHERE name = ?", (name,)).rowcount
+            removed: int = db.execute("DELETE FROM crag_api_keys WHERE name = ?", (name,)).rowcount
+            return removed
 
     def remove(self, name: str) -> None:
         """Remove the account, its keys with it (its sessions end at their next request)."""

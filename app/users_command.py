@@ -13,7 +13,7 @@ import getpass
 import sys
 from typing import Any
 
-from crag.app.accounts import AccountError, Accounts
+from crag.app.accounts import AccountError, Accounts, Role
 
 __all__ = ["add_users_command"]
 
@@ -42,7 +42,7 @@ def _err(message: str) -> None:
 
 def cmd_users_add(args: argparse.Namespace) -> int:
     """Make an account and print its first API key."""
-    role = "admin" if args.admin else "member"
+    role: Role = "admin" if args.admin else "member"
     with _accounts(args) as accounts:
         key = accounts.add(args.name, _password(args), role)
         _err(f"crag users: made {args.name} ({role}) in {accounts.database.describe()}")
