@@ -671,7 +671,14 @@ def run_command(args: argparse.Namespace, prog: str, *, reconfigure_logging: boo
 
 def main(argv: Sequence[str] | None = None, *, reconfigure_logging: bool = False) -> int:
     """Run the CLI; errors the user can fix are printed as one line with exit code 2."""
+    from crag.app.warm_socket import WorkingDirectoryError, current_directory
+
     configure_environment()
+    try:
+        current_directory()  # a deleted one makes later libraries fail in their own ways
+    except WorkingDirectoryError as exc:
+        print_error(f"crag: error: {exc}")
+        return 2
     args = build_parser().parse_args(argv)
     return run_command(args, "crag", reconfigure_logging=reconfigure_logging)
 

@@ -16,11 +16,16 @@ compares them with its own; no value, secret or not, crosses the socket); the se
 ``{"accepted": true}`` or ``{"refused": reason}`` at once, then ``{"out": text}`` and
 ``{"err": text}`` chunks and a final ``{"exit": code}``. A request must arrive within
 :data:`REQUEST_TIMEOUT_S` and fit in :data:`MAX_REQUEST_BYTES`. A client that goes away
-(Ctrl-C, killed) cancels its run through the run's cancellation token
-(:mod:`crag.core.cancellation`): model work and the ingest's embedding stop at their next
-batch, and an ingest cancelled so leaves nothing behind. Commands run one at a time, in the
-server's main thread; connections are read on threads of their own, so an idle one blocks
-nobody.
+(Ctrl-C, killed), or reads nothing for :data:`SEND_TIMEOUT_S` while the server has output for
+it (stopped), is dropped and its run cancelled through the run's cancellation token
+(:mod:`crag.core.cancellation`): model work stops at its next batch or token, and an ingest
+before its next batch of chunks. The batch being written when the cancel comes is finished,
+so the documents it completes stay, whole, with those completed before; the unfinished ones
+are removed: nothing is left half-stored (:mod:`crag.vectorstore.chunk_writer`). Commands run
+one at a time, in the server's main thread; connections are read on threads of their own, so
+an idle one blocks nobody. ``{"stop": true}`` stops the server once the running command has
+finished (nothing is accepted meanwhile), and is answered ``{"exit": 0, "answered": n}``
+then, whether or not that client is still there.
 """
 
 from __future__ import annotations
@@ -44,8 +49,10 @@ from typing import Any, TextIO
 from crag.app.warm_socket import (
     SOCKET_ENV,
     SocketTrustError,
+    WorkingDirectoryError,
     check_peer,
     connect_trusted,
+    current_directory,
     prepare_socket_path,
     socket_path,
 )
@@ -85,6 +92,13 @@ ANSWER_TIMEOUT_S = 10.0
 The server answers at once when it is idle, and refuses at once when busy; no answer in this
 time means it is stuck, and the command is safe to run here: the server never starts a command
 it has not accepted.
+"""
+
+SEND_TIMEOUT_S = 5.0
+"""How long the server waits to send to a client before dropping it (and cancelling its run).
+
+A client that reads nothing (stopped, or its output piped to a pager nobody scrolls) must not
+hold the server, which runs one command at a time, nor ``crag serve --stop``.
 """
 
 MAX_PENDING_CONNECTIONS = 16
@@ -168,15 +182,28 @@ def _open_connection() -> socket.socket | None:
 
 
 def run_on_server(argv: Sequence[str]) -> int | None:
-    """Run ``crag argv`` on a running warm server; ``None`` when it must run in-process."""
-    if not argv or argv[0] not in WARM_COMMANDS or NO_SERVER_OPTION in argv:
+    """Run ``crag argv`` on a running warm server; ``None`` when it must run in-process.
+
+    A working directory that was deleted ends the command here, with one line and exit code 2,
+    before anything heavy is loaded: it could run neither on the server nor in-process.
+    """
+    if not argv or argv[0] not in WARM_COMMANDS:
+        return None
+    try:
+        cwd = current_directory()
+    except WorkingDirectoryError as exc:
+        from crag.app.terminal_text import terminal_text
+
+        sys.stderr.write(f"crag: error: {terminal_text(exc)}\n")
+        return 2
+    if NO_SERVER_OPTION in argv:
         return None
     conn = _open_connection()
     if conn is None:
         return None
     request = {
         "argv": list(argv),
-        "cwd": os.getcwd(),
+        "cwd": str(cwd),
         "env": deployment_environment(),
         "tty": {"out": sys.stdout.isatty(), "err": sys.stderr.isatty()},
     }
@@ -284,17 +311,61 @@ def _read_request(conn: socket.socket) -> dict[str, Any]:
     return request
 
 
+class _Client:
+    """The connection to the client of the running command, which is dropped if it stops reading.
+
+    Every send waits at most :data:`SEND_TIMEOUT_S` (the connection's timeout). A client that
+    reads nothing for that long (stopped with Ctrl-Z or ``kill -STOP``, or its output piped to
+    a pager nobody scrolls) would otherwise hold the server's one command thread, and with it
+    every other client and ``crag serve --stop``. Such a client, like one that went away, is
+    dropped: its run is cancelled, nothing more is sent to it (a message may have been cut
+    mid-line), and the connection is shut down, so that it reads to the end when it resumes.
+    """
+
+    def __init__(self, conn: socket.socket, cancel: Callable[[], None]) -> None:
+        self.conn = conn
+        self.cancel = cancel
+        """Cancels the client's run (its cancellation token)."""
+        self._lock = threading.Lock()
+        self.dropped = False
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        """Send one message, or drop the client when that fails or times out."""
+        failure = self._send_or_drop(message)
+        if isinstance(failure, TimeoutError):
+            _tell_operator(
+                f"crag serve: dropped a client that read nothing for {SEND_TIMEOUT_S:g} s; "
+                "its run is cancelled"
+            )
+        elif failure is not None:  # outside the lock: the log may write to this client
+            logger.info("crag serve: the client went away (%s); cancelling its run", failure)
+
+    def _send_or_drop(self, message: Mapping[str, Any]) -> OSError | None:
+        """Send ``message`` unless the client was dropped; why it is dropped now, if it is."""
+        with self._lock:
+            if self.dropped:
+                return None
+            try:
+                _send(self.conn, message)
+            except OSError as exc:  # TimeoutError is an OSError
+                self.dropped = True
+                self.cancel()
+                with contextlib.suppress(OSError):
+                    self.conn.shutdown(socket.SHUT_RDWR)
+                return exc
+            return None
+
+
 class _SocketStream:
     """A text stream that sends what is written to the client as ``{"out"|"err": text}``."""
 
-    def __init__(self, conn: socket.socket, name: str, tty: bool, lock: threading.Lock) -> None:
-        self._conn, self._name, self._tty, self._lock = conn, name, tty, lock
+    def __init__(self, client: _Client, name: str, tty: bool) -> None:
+        self._client, self._name, self._tty = client, name, tty
         self.encoding = "utf-8"
 
     def write(self, text: str) -> int:
         if text:
-            with self._lock, contextlib.suppress(OSError):
-                _send(self._conn, {self._name: text})
+            self._client.send({self._name: text})
         return len(text)
 
     def flush(self) -> None:
@@ -326,8 +397,17 @@ class WarmServer:
         """Commands answered so far (``crag serve --stop`` reports it)."""
         self._listener: socket.socket | None = None
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
-        self._busy = threading.Lock()
-        """Held from accepting a command until it has finished (or for good, once stopping)."""
+        """Accepted commands for the main thread; ``None`` wakes it to look at :attr:`_stopping`."""
+        self._state = threading.Lock()
+        """Guards the four fields below."""
+        self._running = False
+        """A command was accepted and has not finished (others are refused as busy)."""
+        self._stopping = False
+        """``crag serve --stop`` asked: nothing more is accepted; the loop ends once idle."""
+        self._stop_clients: list[socket.socket] = []
+        """The ``--stop`` connections, answered once the server has stopped."""
+        self._stopped = False
+        """The ``--stop`` clients were answered: a later one is answered at once."""
         self._readers = threading.BoundedSemaphore(MAX_PENDING_CONNECTIONS)
         self._stop_signal: tuple[int, Callable[[int, FrameType | None], Any]] | None = None
 
@@ -360,35 +440,49 @@ class WarmServer:
         SIGTERM, and SIGINT unless ignored, stop the server: a command running then is
         interrupted as Ctrl-C interrupts it in-process (its client gets its output and exit
         code), then the signal's own handler runs (``crag serve`` exits 143 or 130).
+        The ``--stop`` clients are answered last, once the socket is gone.
         """
         assert self._listener is not None, "bind() first"
         accepter = threading.Thread(target=self._accept_forever, name="crag-accept", daemon=True)
         restore = self._handle_stop_signals()
         try:
             accepter.start()
-            while True:
-                job = self._next_job()
-                if job is None:
-                    return
-                try:
-                    self._answer(job)
-                finally:
-                    self._busy.release()
-                if self._stop_signal is not None:
-                    signum, handler = self._stop_signal
-                    handler(signum, None)
-                    return
+            self._answer_until_stopped()
         finally:
             restore()
             with contextlib.suppress(OSError):
                 self._listener.close()
             with contextlib.suppress(OSError):
                 self.path.unlink(missing_ok=True)
+            self._answer_stop_clients()
+
+    def _answer_until_stopped(self) -> None:
+        """Run the accepted commands in turn until stopped (by ``--stop`` or a signal)."""
+        while True:
+            job = self._next_job()
+            if job is not None:
+                try:
+                    self._answer(job)
+                finally:
+                    with self._state:
+                        self._running = False
+                if self._stop_signal is not None:
+                    signum, handler = self._stop_signal
+                    handler(signum, None)
+                    return
+            with self._state:
+                if self._stopping and not self._running:
+                    return
 
     def _next_job(self) -> _Job | None:
-        while True:  # a timeout, so that a signal is seen even where waits are not interrupted
-            with contextlib.suppress(queue.Empty):
-                return self._jobs.get(timeout=0.5)
+        """The next accepted command; ``None`` after half a second or when woken.
+
+        A timeout, so that a signal is seen even where waits are not interrupted.
+        """
+        try:
+            return self._jobs.get(timeout=0.5)
+        except queue.Empty:
+            return None
 
     def _handle_stop_signals(self) -> Callable[[], None]:
         """Remember SIGTERM/SIGINT while a command runs, so the loop stops after it."""
@@ -434,22 +528,20 @@ class WarmServer:
         try:
             check_peer(conn)
             request = _read_request(conn)
-            conn.settimeout(None)
+            conn.settimeout(SEND_TIMEOUT_S)
             if request.get("stop"):
-                self._busy.acquire()  # after the running command; never released
-                _send(conn, {"exit": 0, "answered": self.answered})
-                self._jobs.put(None)
+                self._request_stop(conn)
+                handed_over = True
                 return
-            refusal = self._refusal(request)
-            if not refusal and not self._busy.acquire(blocking=False):
-                refusal = "it is busy with another command"
+            refusal = self._refusal(request) or self._claim()
             if refusal:
                 _send(conn, {"refused": refusal})
                 return
             try:
                 _send(conn, {"accepted": True})
             except OSError:
-                self._busy.release()
+                with self._state:
+                    self._running = False
                 raise
             self._jobs.put(_Job(conn, request))
             handed_over = True
@@ -464,6 +556,44 @@ class WarmServer:
             if not handed_over:
                 conn.close()
 
+    def _claim(self) -> str:
+        """Take the server for a command: ``""``, or why not (busy, or stopping)."""
+        with self._state:
+            if self._stopping:
+                return "it is stopping"
+            if self._running:
+                return "it is busy with another command"
+            self._running = True
+            return ""
+
+    def _request_stop(self, conn: socket.socket) -> None:
+        """Stop after the running command; ``conn`` is answered once the server has stopped.
+
+        The stop holds whether or not its client is still there to hear the answer (a
+        ``crag serve --stop`` interrupted while it waited): the request was made.
+        """
+        _tell_operator("crag serve: stopping (asked by `crag serve --stop`)")
+        with self._state:
+            self._stopping = True
+            stopped = self._stopped
+            if not stopped:
+                self._stop_clients.append(conn)
+        if stopped:  # asked while the server was answering the others: answered the same
+            self._answer_stop_client(conn)
+        self._jobs.put(None)  # wakes the main thread
+
+    def _answer_stop_clients(self) -> None:
+        """Tell each ``--stop`` client how many commands were answered (best effort)."""
+        with self._state:
+            self._stopped = True
+            clients, self._stop_clients = self._stop_clients, []
+        for conn in clients:
+            self._answer_stop_client(conn)
+
+    def _answer_stop_client(self, conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):  # a client gone (interrupted) hears nothing
+            _send(conn, {"exit": 0, "answered": self.answered})
+
     def _refusal(self, request: Mapping[str, Any]) -> str:
         argv = request.get("argv")
         if not isinstance(argv, list) or not argv or argv[0] not in WARM_COMMANDS:
@@ -476,63 +606,91 @@ class WarmServer:
         return ""
 
     def _answer(self, job: _Job) -> None:
-        with job.conn:
-            code = self._run(job.conn, job.request)
+        """Run an accepted command for its client, then send its exit code."""
+        from crag.core.cancellation import cancellation_scope
+
+        with job.conn, cancellation_scope() as token:
+            client = _Client(job.conn, token.cancel)
+            code = self._run(client, job.request)
             self.answered += 1
-            with contextlib.suppress(OSError):
-                _send(job.conn, {"exit": code})
+            client.send({"exit": code})
 
-    def _run(self, conn: socket.socket, request: Mapping[str, Any]) -> int:
+    def _run(self, client: _Client, request: Mapping[str, Any]) -> int:
         """Run the command in the client's directory, its output streamed to the client."""
-        from crag.core.cancellation import RunCancelledError, cancellation_scope
-
         tty = request.get("tty") or {}
-        lock = threading.Lock()
-        out = _SocketStream(conn, "out", bool(tty.get("out")), lock)
-        err = _SocketStream(conn, "err", bool(tty.get("err")), lock)
-        finished = threading.Event()
+        out = _SocketStream(client, "out", bool(tty.get("out")))
+        err = _SocketStream(client, "err", bool(tty.get("err")))
         previous_cwd = os.getcwd()
-        os.chdir(str(request["cwd"]))
         try:
-            with cancellation_scope() as token, _redirected(out, err):
-                watcher = threading.Thread(
-                    target=_cancel_when_gone,
-                    args=(conn, token.cancel, finished),
-                    name="crag-client-watch",
-                    daemon=True,
-                )
-                watcher.start()
-                try:
-                    return self.run_cli([str(a) for a in request["argv"]])
-                except (KeyboardInterrupt, RunCancelledError):
-                    return 130
-                except SystemExit as exc:  # argparse's usage errors and --help
-                    return exc.code if isinstance(exc.code, int) else 2
-                finally:
-                    finished.set()
-                    with contextlib.suppress(OSError):
-                        conn.shutdown(socket.SHUT_RD)  # wakes the watcher; sending still works
-                    watcher.join(timeout=5)
+            os.chdir(str(request["cwd"]))
+        except OSError as exc:  # removed since the request was read
+            err.write(f"crag: error: cannot enter {request['cwd']}: {exc.strerror or exc}\n")
+            return 2
+        try:
+            with _redirected(out, err), _watching(client):
+                return self._run_cli(request)
         finally:
             os.chdir(previous_cwd)
+
+    def _run_cli(self, request: Mapping[str, Any]) -> int:
+        """The command's exit code, however it ends."""
+        from crag.core.cancellation import RunCancelledError
+
+        try:
+            return self.run_cli([str(a) for a in request["argv"]])
+        except (KeyboardInterrupt, RunCancelledError):
+            return 130
+        except SystemExit as exc:  # argparse's usage errors and --help
+            return exc.code if isinstance(exc.code, int) else 2
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def _cancel_when_gone(
-    conn: socket.socket, cancel: Callable[[], None], finished: threading.Event
-) -> None:
-    """Cancel the running command's token if its client disconnects before it ends."""
+def _tell_operator(line: str) -> None:
+    """Write ``line`` to the server's own stderr (``sys.stderr`` is a client's during a run)."""
+    stream = sys.__stderr__
+    if stream is not None:
+        with contextlib.suppress(OSError, ValueError):
+            stream.write(line + "\n")
+            stream.flush()
+
+
+@contextlib.contextmanager
+def _watching(client: _Client) -> Iterator[None]:
+    """Cancel the client's run if it disconnects before the block ends."""
+    finished = threading.Event()
+    watcher = threading.Thread(
+        target=_cancel_when_gone, args=(client, finished), name="crag-client-watch", daemon=True
+    )
+    watcher.start()
     try:
-        while conn.recv(1024):
-            pass
-    except OSError:
-        pass
+        yield
+    finally:
+        finished.set()
+        with contextlib.suppress(OSError):
+            client.conn.shutdown(socket.SHUT_RD)  # wakes the watcher; sending still works
+        watcher.join(timeout=5)
+
+
+def _cancel_when_gone(client: _Client, finished: threading.Event) -> None:
+    """Cancel the running command's token if its client disconnects before it ends.
+
+    The connection's timeout (for sends) applies to this read too: a quiet client is not a
+    gone one, so a timeout only means reading again.
+    """
+    while not finished.is_set():
+        try:
+            if not client.conn.recv(1024):
+                break
+        except TimeoutError:
+            continue
+        except OSError:
+            break
     if not finished.is_set():
         logger.info("crag serve: the client went away; cancelling its run")
-        cancel()
+        client.cancel()
 
 
 @contextlib.contextmanager

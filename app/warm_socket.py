@@ -34,6 +34,43 @@ class SocketTrustError(ValueError):
     """The socket, its directory or the process on the other end is not this user's own."""
 
 
+class WorkingDirectoryError(ValueError):
+    """The process's working directory was deleted, or cannot be read."""
+
+
+def _deleted_directory_name() -> str:
+    """The name the kernel still knows the deleted working directory by (Linux), else ``""``."""
+    try:
+        name = os.readlink("/proc/self/cwd")
+    except OSError:
+        return ""
+    return name.removesuffix(" (deleted)")
+
+
+def current_directory() -> Path:
+    """The working directory; a one-line error when it is gone.
+
+    A directory deleted under a shell leaves its commands without one: ``os.getcwd()`` fails,
+    and libraries loaded later fail in their own ways (a traceback, a native library's fatal
+    error). The commands check it first, with only the standard library loaded.
+
+    Raises:
+        WorkingDirectoryError: It was deleted, or cannot be read.
+    """
+    try:
+        return Path(os.getcwd())
+    except FileNotFoundError as exc:
+        name = _deleted_directory_name()
+        where = f": {name}" if name else ""
+        raise WorkingDirectoryError(
+            f"the current directory no longer exists{where}; change to an existing directory"
+        ) from exc
+    except OSError as exc:
+        raise WorkingDirectoryError(
+            f"cannot read the current directory: {exc.strerror or exc}"
+        ) from exc
+
+
 def runtime_directory() -> Path:
     """The current user's private socket directory: ``$XDG_RUNTIME_DIR/crag``, else a temp one.
 
@@ -51,8 +88,11 @@ def default_socket_path(cwd: Path | None = None) -> Path:
 
     Named after a digest of the resolved directory, so the path stays short whatever the
     directory, and ``crag ask`` finds the server started in the directory it runs in.
+
+    Raises:
+        WorkingDirectoryError: No ``cwd`` is given and the working directory is gone.
     """
-    where = (cwd or Path.cwd()).resolve()
+    where = (cwd or current_directory()).resolve()
     digest = hashlib.sha256(os.fsencode(where)).hexdigest()[:16]
     return runtime_directory() / f"serve-{digest}.sock"
 

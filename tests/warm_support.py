@@ -1,14 +1,22 @@
-"""Helpers for tests of ``crag serve``: the real client, a raw protocol client, a big file."""
+"""Helpers for tests of ``crag serve``: the real client, a raw protocol client, a big file.
+
+Also a real ``crag serve`` whose embedder hashes words instead of running a model
+(:func:`hash_server`), so that it starts in seconds and its batches take as long as a test needs.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import select
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -76,14 +84,17 @@ def wait_for_output(stream: Any, needle: str, timeout: float) -> str:
     return seen
 
 
-def write_big_file(path: Path, chunks: int) -> Path:
-    """A text file of about ``chunks`` chunks of 1000 characters, all different."""
+def write_big_file(path: Path, chunks: int, craft: str = "Zeppelin") -> Path:
+    """A text file of about ``chunks`` chunks of 1000 characters, all different.
+
+    Files written with different ``craft`` names differ too.
+    """
     lines = []
     size = 0
     number = 0
     while size < chunks * 900:
         line = (
-            f"Zeppelin {number} crossed the lake of Constance carrying {number * 7 % 97} "
+            f"{craft} {number} crossed the lake of Constance carrying {number * 7 % 97} "
             f"passengers and {number * 13 % 89} crates of apples.\n"
         )
         lines.append(line)
@@ -91,3 +102,53 @@ def write_big_file(path: Path, chunks: int) -> Path:
         number += 1
     path.write_text("".join(lines))
     return path
+
+
+HASH_SERVER = """
+import signal, sys
+from pathlib import Path
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `nohup crag serve &` leaves it
+import crag.app.cli as cli
+import crag.vectorstore.embeddings as embeddings
+from tests.hash_embeddings import HashEmbeddings
+delay, started, gate = float(sys.argv[1]), sys.argv[2], sys.argv[3]
+embedder = HashEmbeddings(
+    delay=delay,
+    started=Path(started) if started else None,
+    wait_for=Path(gate) if gate else None,
+)
+embeddings.load_embeddings = lambda name="": embedder  # no model
+cli._warm_up = lambda context: None  # nothing to load before it listens
+sys.exit(cli.main(["serve"]))
+"""
+
+
+@contextmanager
+def hash_server(
+    cwd: Path, *, delay: float = 0.0, started: Path | None = None, gate: Path | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], dict[str, str]]]:
+    """A real ``crag serve`` in ``cwd`` ignoring SIGINT, whose embedder hashes words (no model).
+
+    Each batch it embeds takes ``delay`` seconds; its first batch creates ``started`` and then
+    waits until ``gate`` exists (when given). Yields the server, its stderr unread after its
+    ready line, and the clients' environment (no ``CRAG_*`` setting but the socket's path).
+    """
+    socket_dir = Path(tempfile.mkdtemp(prefix="crag-sock-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRAG_")}
+    env.update(PYTHONPATH=str(ROOT), CRAG_SERVE_SOCKET=str(socket_dir / "serve.sock"))
+    server = subprocess.Popen(
+        [sys.executable, "-c", HASH_SERVER, str(delay), str(started or ""), str(gate or "")],
+        cwd=cwd,
+        env=env,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for_output(server.stderr, "crag serve: ready on", timeout=120)
+        yield server, env
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        if server.stderr is not None:
+            server.stderr.close()
+        shutil.rmtree(socket_dir, ignore_errors=True)
