@@ -219,6 +219,21 @@ def _settings_doc() -> ModuleType:
     return module
 
 
+def test_the_architecture_pages_diagram_is_the_compiled_graphs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "architecture_diagram", ROOT / "scripts/architecture_diagram.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--check"]) == 0, capsys.readouterr().err
+    page = (ROOT / "docs/architecture.md").read_text(encoding="utf-8")
+    stale = page.replace("decide_answer -.->|no knowledge| abstain", "decide_answer --> abstain")
+    assert module.with_diagram(stale, module.render()) == page  # a stale diagram is rewritten
+
+
 def test_configuration_page_is_current(capsys: pytest.CaptureFixture[str]) -> None:
     code = _settings_doc().main(["--check"])
     assert code == 0, capsys.readouterr().err
