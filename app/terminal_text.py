@@ -7,6 +7,10 @@ terminal, and an invisible format character could hide or reorder what is shown:
 RIGHT-TO-LEFT OVERRIDE makes ``evil\u202etxt.exe`` read as ``evilexe.txt``. Each such character
 is written as a visible escape instead (``\x1b``, ``\u202e``).
 
+One-line text (a file name, a source) that is not in Unicode NFC also has its combining
+characters escaped: ``café.md`` decomposed is another file than ``café.md`` composed, and is
+shown as ``cafe\u0301.md`` so that the two can be told apart.
+
 Standard library only: the warm server and its client import this before anything heavy.
 """
 
@@ -50,18 +54,55 @@ def _escape(char: str) -> str:
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
+def _joins_previous(char: str) -> bool:
+    """Whether NFC may compose ``char`` with the character before it.
+
+    Combining marks, and the vowel and final consonant jamo of a decomposed Hangul syllable.
+    """
+    return (
+        unicodedata.category(char).startswith("M")
+        or "\u1161" <= char <= "\u1175"
+        or "\u11a8" <= char <= "\u11c2"
+    )
+
+
+def _unnormalised(text: str) -> frozenset[int]:
+    r"""Where ``text`` differs from its Unicode NFC form: the characters to show as escapes.
+
+    ``text`` is cut into a base character and the characters composed onto it; in each piece
+    NFC would change, the composed characters are marked (``e\u0301``), and the base too when
+    NFC replaces it alone (U+212B ANGSTROM SIGN).
+    """
+    if unicodedata.is_normalized("NFC", text):
+        return frozenset()
+    marked: set[int] = set()
+    starts = [i for i, char in enumerate(text) if i == 0 or not _joins_previous(char)]
+    for start, end in zip(starts, [*starts[1:], len(text)], strict=True):
+        if unicodedata.is_normalized("NFC", text[start:end]):
+            continue
+        if not unicodedata.is_normalized("NFC", text[start]):
+            marked.add(start)
+        marked.update(range(start + 1, end))
+    return frozenset(marked)
+
+
 def terminal_text(text: object, *, multiline: bool = False) -> str:
     r"""``text`` with every control and format character shown as an escape, for printing.
 
     Tab is kept; newlines only with ``multiline`` (an answer, a traceback): elsewhere one line
-    stays one line, so data cannot start a line that looks like crag's own.
+    stays one line, so data cannot start a line that looks like crag's own, and a character
+    that makes it differ from its NFC form is escaped too (``cafe\u0301.md``), so that two
+    names that differ only in Unicode form print differently.
     """
+    line = str(text)
+    lookalike = frozenset() if multiline else _unnormalised(line)
 
     def replace(match: re.Match[str]) -> str:
         char = match.group()
-        return _escape(char) if _is_unsafe(char, multiline=multiline) else char
+        unsafe = match.start() in lookalike or _is_unsafe(char, multiline=multiline)
+        return _escape(char) if unsafe else char
 
-    return _CANDIDATE.sub(replace, str(text))
+    return _CANDIDATE.sub(replace, line)
 
 
 def json_text(value: Any) -> str:

@@ -41,9 +41,11 @@ allow more with the deployment setting ``ingest_run_replace`` (``CRAG_INGEST_RUN
 ``"none"`` (the default), ``"served"`` (runs may replace and remove what runs stored, never
 the operator's documents) or ``"all"`` (anything). Runs never prune.
 Inline documents sent without a source get an ``inline:`` source from a hash of their text.
-Sources have one spelling (:mod:`crag.vectorstore.sources`: NFC, whitespace, paths), so a
-look-alike of a stored source is that source. On a Chroma server, where no lock spans the check
-and the write, runs replace nothing whatever ``ingest_run_replace`` says
+Sources have one spelling (:mod:`crag.vectorstore.sources`): a name with no file behind it in
+Unicode NFC with its whitespace collapsed, so a look-alike of a stored name is that name; a
+path with its ``.``, ``..`` and repeated slashes dropped and its characters kept, since the file
+system tells ``café.md`` composed and decomposed apart. On a Chroma server, where no lock
+spans the check and the write, runs replace nothing whatever ``ingest_run_replace`` says
 (:func:`~crag.vectorstore.sources.unlocked_writer`).
 
 **What a run may cost.** A ``chunk_size`` below the operator's ``ingest_min_chunk_size`` is an

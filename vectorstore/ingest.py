@@ -406,7 +406,8 @@ def ingest_documents(
 
     Args:
         docs: The documents; each source is stored in its one spelling
-            (:func:`~crag.vectorstore.sources.normalise_source`: NFC, whitespace, paths).
+            (:func:`~crag.vectorstore.sources.normalise_source`: a name in NFC with its
+            whitespace collapsed, a path with its characters kept).
         store: The vector store to write to.
         chunk_size: Largest chunk, in characters.
         chunk_overlap: Characters shared by consecutive chunks.

@@ -18,7 +18,7 @@ from crag.vectorstore.locking import store_write_lock
 from crag.vectorstore.pending import repair_interrupted, shorten
 from crag.vectorstore.records import delete_sources, scan_pages
 from crag.vectorstore.report import IngestReport
-from crag.vectorstore.sources import normalise_path, normalise_source
+from crag.vectorstore.sources import lookalike_key, normalise_path, normalise_source
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,11 @@ def prune_missing(store: Chroma, paths: Sequence[str | Path]) -> list[str]:
 
 
 def _names(item: str) -> set[str]:
-    """The names ``item`` may be stored under: as given, as a source, as a file's path."""
+    """The names ``item`` may be stored under: as given, as a source, as a file's path.
+
+    A path keeps its characters (:func:`~crag.vectorstore.sources.normalise_source`): it
+    finds the file it names, never a look-alike file whose name differs in Unicode form.
+    """
     if not item.strip():
         return set()
     names = {item, normalise_source(item)}
@@ -104,13 +108,42 @@ def _by_name(stored: dict[str, str]) -> dict[str, set[str]]:
     return found
 
 
+def _lookalikes(item: str, stored: dict[str, str]) -> list[str]:
+    """The stored files (or sources) that look like ``item`` without being it."""
+    keys = {lookalike_key(name) for name in _names(item)}
+    return sorted(
+        {
+            file
+            for source, file in stored.items()
+            if lookalike_key(source) in keys or lookalike_key(file) in keys
+        }
+    )
+
+
+def _not_found(item: str, stored: dict[str, str]) -> str:
+    """Why ``item`` removes nothing; a look-alike it may have meant is named, and logged."""
+    lookalikes = _lookalikes(item, stored)
+    if not lookalikes:
+        return f"{item}: not in the store"
+    reason = (
+        f"{item}: not in the store under this exact name; a look-alike name (other Unicode "
+        f"characters) is: {shorten(lookalikes)} (nothing removed; give that name exactly to "
+        "remove it)"
+    )
+    logger.warning("%s", reason)
+    return reason
+
+
 def remove_sources(store: Chroma, sources: Sequence[str]) -> IngestReport:
     """Remove documents from the store by source.
 
     Each item is a stored source (``wikipedia:Title``, ``inline:...``, a file's absolute
     path, ``FILE#lineN``) or a file path (made absolute, ``..`` resolved); a JSON Lines file
-    removes all its lines. Names match in their one spelling (Unicode NFC, whitespace, paths:
-    :mod:`crag.vectorstore.sources`), as stored and as given.
+    removes all its lines. A name with no file behind it matches in its one spelling (Unicode
+    NFC, whitespace: :mod:`crag.vectorstore.sources`), as stored and as given; a path matches
+    the file it names, by its characters: ``café.md`` in NFC never removes ``café.md`` in NFD,
+    another file. An item that matches nothing but a look-alike removes nothing, and its
+    ``failed`` message (also logged as a warning) names the look-alike.
 
     Returns:
         A report whose ``removed`` lists the sources removed and whose ``failed`` lists the
@@ -122,12 +155,13 @@ def remove_sources(store: Chroma, sources: Sequence[str]) -> IngestReport:
     report = IngestReport()
     with store_write_lock(store) as directory:
         repair_interrupted(store, exclusive=directory is not None)
-        by_name = _by_name(_stored_files(store))
+        stored = _stored_files(store)
+        by_name = _by_name(stored)
         chosen: set[str] = set()
         for item in sources:
             matched = {source for key in _names(item) for source in by_name.get(key, ())}
             if not matched:
-                report.failed.append((item, f"{item}: not in the store"))
+                report.failed.append((item, _not_found(item, stored)))
             chosen |= matched
         report.removed = sorted(chosen)
         delete_sources(store, report.removed, "the documents to remove")

@@ -4,6 +4,13 @@ A source has one spelling (:func:`normalise_source`, :func:`normalise_path`), gi
 door (``crag ingest``, the Python API, the served ``ingest`` graph, ``crag remove``): else a
 served run could store ``wikipedia:Pelé`` in another Unicode form, or ``/srv/docs/./a.txt``,
 beside the operator's document, and be cited as if it were the operator's.
+
+A name with no file behind it (``wikipedia:Pelé``, ``Mona Lisa``) is text: its Unicode forms
+and spaces are one name. A path is a file's name, and the file system decides what it names:
+on Linux ``café.md`` composed (NFC) and decomposed (NFD) are two files, and so are ``a b.md``
+and ``a  b.md``. A path keeps its characters; only ``.``, ``..`` and repeated slashes go. Two
+paths that differ only in such characters are look-alikes (:func:`lookalike_key`): different
+documents, shown distinguishably (:func:`crag.app.terminal_text.terminal_text`).
 """
 
 from __future__ import annotations
@@ -128,9 +135,23 @@ def _lexical_path(path: str) -> str:
 def normalise_source(source: str) -> str:
     """The one spelling of a source given as text (an inline document's, a name to remove).
 
-    :func:`normalise_name`, and an absolute path also loses its ``.``, ``..`` and repeated
+    An absolute path keeps its characters and loses only its ``.``, ``..`` and repeated
     slashes (``/srv/docs/./a.txt``, ``/srv//docs/a.txt``, ``/srv/docs/../docs/a.txt`` are
-    ``/srv/docs/a.txt``), by the text alone: nothing on disk is looked at. Idempotent.
+    ``/srv/docs/a.txt``), by the text alone: nothing on disk is looked at. Any other name is
+    :func:`normalise_name`'s (NFC, whitespace). Idempotent.
+    """
+    if source.startswith("/"):
+        return _lexical_path(source)
+    name = normalise_name(source)
+    return _lexical_path(name) if name.startswith("/") else name
+
+
+def lookalike_key(source: str) -> str:
+    r"""What ``source`` looks like: equal for names a reader cannot tell apart.
+
+    :func:`normalise_name` applied to paths too, so ``/docs/café.md`` in NFC and in NFD
+    (``/docs/cafe\u0301.md``) have one key, though they name two files. Used to say "you may
+    mean that one", never to decide which document a name is.
     """
     name = normalise_name(source)
     return _lexical_path(name) if name.startswith("/") else name
