@@ -71,6 +71,10 @@ class EndpointConfig:
         """The base URL as errors and logs show it: no user, password, query or fragment."""
         return public_url(self.base_url)
 
+    def where_with_scheme(self, scheme: str) -> str:
+        """:attr:`where` with another scheme: the URL to suggest when TLS is on one side only."""
+        return urlunsplit(urlsplit(self.where)._replace(scheme=scheme))
+
     def for_model(self, model: str) -> EndpointConfig:
         """The same endpoint with another model name (a role pointed at another model)."""
         return replace(self, model=model)

@@ -10,7 +10,10 @@ caller raises :class:`~crag.core.cancellation.RunCancelledError` at once.
 
 On that loop each request also takes a slot of its server's in-flight limit
 (``llm_max_concurrency``), is retried when the server says "not now" (after its
-``Retry-After``), and is bounded as a whole by ``llm_timeout`` (retries and waits included).
+``Retry-After``), and is bounded as a whole by ``llm_timeout`` (retries and waits included;
+a stream to its last item, however fast the server sends). A stream runs at most
+:data:`HANDOVER_ITEMS` items ahead of its reader, so a server faster than the reader waits
+instead of filling memory.
 """
 
 from __future__ import annotations
@@ -33,6 +36,12 @@ T = TypeVar("T")
 
 POLL_SECONDS = 0.05
 """How often a waiting caller looks at its run's cancellation token."""
+
+HANDOVER_ITEMS = 64
+"""Items of a stream received but not yet taken by its reader, at most."""
+
+HANDOVER_WAIT_SECONDS = 0.005
+"""How long a stream waits for its reader to make room before trying again."""
 
 
 class _Loop:
@@ -105,27 +114,27 @@ def stream_cancellable(open_stream: Callable[[], AsyncIterator[T]]) -> Iterator[
         RunCancelledError: The calling run was cancelled.
     """
     token = current_token()
-    items: queue.Queue[tuple[str, Any]] = queue.Queue()
+    items: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=HANDOVER_ITEMS)
 
     async def pump() -> None:
         try:
             async for item in open_stream():
-                items.put(("item", item))
+                await _hand_over(items, ("item", item))
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-            items.put(("error", exc))
+            await _hand_over(items, ("error", exc))
             return
-        items.put(("end", None))
+        await _hand_over(items, ("end", None))
 
     future = _LOOP.submit(pump())
     try:
         while True:
+            if token is not None and token.cancelled:  # also while items keep coming
+                raise _cancelled()
             try:
                 kind, value = items.get(timeout=POLL_SECONDS)
             except queue.Empty:
-                if token is not None and token.cancelled:
-                    raise _cancelled() from None
                 continue
             if kind == "item":
                 yield value
@@ -136,6 +145,30 @@ def stream_cancellable(open_stream: Callable[[], AsyncIterator[T]]) -> Iterator[
     finally:
         if not future.done():
             future.cancel()
+
+
+async def _hand_over(items: queue.Queue[tuple[str, Any]], entry: tuple[str, Any]) -> None:
+    """Put ``entry`` in ``items`` once its reader has made room (never blocking the loop)."""
+    while True:
+        try:
+            items.put_nowait(entry)
+            return
+        except queue.Full:
+            await asyncio.sleep(HANDOVER_WAIT_SECONDS)
+
+
+def endpoint_error_in(exc: BaseException) -> EndpointError | None:
+    """The :class:`EndpointError` that ``exc`` is or wraps; ``None`` if there is none.
+
+    The OpenAI client wraps what its HTTP client raises while reading a whole reply (the
+    reply's size cap, :data:`crag.generator.endpoint.MAX_REPLY_BYTES`).
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, EndpointError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 async def request(config: EndpointConfig, attempt: Callable[[], Awaitable[T]]) -> T:
@@ -158,6 +191,8 @@ async def request(config: EndpointConfig, attempt: Callable[[], Awaitable[T]]) -
             except EndpointError:
                 raise
             except Exception as exc:  # noqa: BLE001 - every client error becomes one line
+                if (reason := endpoint_error_in(exc)) is not None:
+                    raise reason from None
                 await _wait_to_retry(exc, config, tries, loop.time() - start)
 
 
@@ -201,13 +236,17 @@ async def stream(
             except EndpointError:
                 raise
             except Exception as exc:  # noqa: BLE001 - every client error becomes one line
-                await _close(items)
+                await close_stream(items)
+                if (reason := endpoint_error_in(exc)) is not None:
+                    raise reason from None
                 await _wait_to_retry(exc, config, tries, loop.time() - start)
         yield first
         received = 1
         try:
             async with asyncio.timeout_at(deadline):
                 async for item in items:
+                    if loop.time() >= deadline:  # the deadline's cancellation was swallowed
+                        raise TimeoutError
                     yield item
                     received += 1
         except TimeoutError:
@@ -215,12 +254,13 @@ async def stream(
         except EndpointError:
             raise
         except Exception as exc:  # noqa: BLE001 - every client error becomes one line
-            raise describe(exc, config, tokens=received) from None
+            reason = endpoint_error_in(exc)
+            raise (reason or describe(exc, config, tokens=received)) from None
         finally:
-            await _close(items)
+            await close_stream(items)
 
 
-async def _close(items: AsyncIterator[Any]) -> None:
+async def close_stream(items: AsyncIterator[Any]) -> None:
     """Close an async generator (its HTTP response with it); nothing else to do if it is not."""
     close = getattr(items, "aclose", None)
     if close is not None:

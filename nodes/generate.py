@@ -18,6 +18,7 @@ from langgraph.runtime import Runtime
 from crag.core.progress import emit
 from crag.core.run_settings import RunSettings
 from crag.core.state import KnowledgeStrip, State, StateUpdate
+from crag.generator.endpoint_config import EndpointConfig, EndpointError
 from crag.knowledge.attribution import Attribution, attribute
 from crag.knowledge.combination import UNSCORED_RANK, best_first, combine_knowledge
 from crag.knowledge.conversation import answer_message, clip_text
@@ -240,6 +241,23 @@ def attribute_answer(answer: str, knowledge: list[KnowledgeStrip], question: str
     return attribution
 
 
+def empty_answer(model: Any, reply: BaseMessage) -> EndpointError | None:
+    """The failure that an empty reply of a model server is; ``None`` for other models.
+
+    A model server's empty answer (no text: ``null`` content, a reasoning model that spent its
+    ``max_tokens`` thinking) fails as its other failures do, one line naming the endpoint;
+    a local model's empty answer stays an answer, as it always was.
+    """
+    endpoint = getattr(model, "endpoint", None)
+    if not isinstance(endpoint, EndpointConfig):
+        return None
+    finish = reply.response_metadata.get("finish_reason")
+    why = f" (finish reason {finish!r})" if isinstance(finish, str) and finish else ""
+    return EndpointError(
+        f"the model server {endpoint.where} replied with an empty answer{why}", "malformed"
+    )
+
+
 def generate(state: State, runtime: Runtime[RunSettings], components: Components) -> StateUpdate:
     """Ask the generator to answer from the knowledge, then attribute the answer.
 
@@ -249,7 +267,8 @@ def generate(state: State, runtime: Runtime[RunSettings], components: Components
     valid ``[n]`` markers become ``citations`` (and leave the answer text); an
     answer without one cites the entries it shares the most content words with
     (:mod:`crag.knowledge.attribution`). The answer is also appended to ``messages`` as an AI
-    message carrying the sources, citations and action (what chat front-ends show).
+    message carrying the sources, citations and action (what chat front-ends show). A model
+    server's empty answer ends the run as its other failures do (:func:`empty_answer`).
     """
     model = components.chat_model(runtime.context)
     knowledge, notes = bounded_knowledge(
@@ -267,6 +286,8 @@ def generate(state: State, runtime: Runtime[RunSettings], components: Components
         external=len(knowledge) - internal,
     )
     reply = model.invoke(messages)
+    if not reply.text.strip() and (failure := empty_answer(model, reply)) is not None:
+        raise failure
     answer, citations, method = attribute_answer(reply.text.strip(), knowledge, state["question"])
     logger.info("generate: cites %s (%s)", citations, method)
     emit(runtime, "generate", "generated", chars=len(answer))

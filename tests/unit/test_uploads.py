@@ -75,7 +75,8 @@ def test_an_upload_lands_in_the_folder_of_its_hash_under_its_name(
     )
     assert stored.path.read_bytes() == b"the Mona Lisa\n"
     assert stored.path.is_absolute()
-    assert stored.as_json(settings) == {  # its name, never the server's folder
+    # the path it answers is its name, never the server's folder
+    assert stored.as_json(settings) == {
         "path": f"upload:{sha256[:16]}/notes.txt",
         "name": "notes.txt",
         "bytes": 14,
