@@ -539,6 +539,9 @@ def build_parser() -> argparse.ArgumentParser:
     from crag.app.users_command import add_users_command
 
     add_users_command(sub)
+    from crag.app.thresholds_command import add_thresholds_command
+
+    add_thresholds_command(sub, store_options, _settings)
     return parser
 
 
