@@ -14,35 +14,20 @@ articles, single spaces. Two choices make token matching fairer than plain subst
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Sequence
 
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
-_DECIMAL_POINT = re.compile(r"(?<=\d)\.(?=\d)")
-_ARTICLES = re.compile(r"\b(?:a|an|the)\b")
+from crag.knowledge.answer_match import holds_answer, normalize_text
 
+normalize_answer = normalize_text
+"""Lowercase, join digit groups, drop punctuation and articles, collapse whitespace (crag's
+own :func:`crag.knowledge.answer_match.normalize_text`, which ``crag thresholds`` uses too).
 
-def _is_punctuation(char: str) -> bool:
-    """Unicode punctuation (dashes, quotes included) and ASCII symbols such as ``$``."""
-    category = unicodedata.category(char)
-    return category.startswith("P") or (char.isascii() and category.startswith("S"))
-
-
-def normalize_answer(text: str) -> str:
-    """Lowercase, join digit groups, drop punctuation and articles, collapse whitespace.
-
-    Examples:
-        >>> normalize_answer("The Eiffel Tower!")
-        'eiffel tower'
-        >>> normalize_answer("1,234 people")
-        '1234 people'
-    """
-    text = unicodedata.normalize("NFKC", text).lower()
-    text = _DECIMAL_POINT.sub("", _THOUSANDS.sub("", text))
-    text = "".join(" " if _is_punctuation(ch) else ch for ch in text)
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
+Examples:
+    >>> normalize_answer("The Eiffel Tower!")
+    'eiffel tower'
+    >>> normalize_answer("1,234 people")
+    '1234 people'
+"""
 
 
 def answer_in_text(answers: Sequence[str], text: str) -> bool:
@@ -54,12 +39,7 @@ def answer_in_text(answers: Sequence[str], text: str) -> bool:
         answers: The gold answers (any of them counts).
         text: The generated answer or passage to look in.
     """
-    haystack = f" {normalize_answer(text)} "
-    for answer in answers:
-        needle = normalize_answer(answer)
-        if needle and f" {needle} " in haystack:
-            return True
-    return False
+    return holds_answer(answers, [text])
 
 
 LOOP_NGRAM = 4
