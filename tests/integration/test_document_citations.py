@@ -18,7 +18,6 @@ from crag.app.cli import main
 from crag.core.context import Context
 from crag.core.method import MethodConfig
 from crag.graph.builder import build_graph
-from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.ingest import IngestReport, chunk_id, ingest_paths
 from crag.vectorstore.store import open_store
 from tests.document_factory import (
@@ -40,11 +39,6 @@ BROKEN = {
     "scanned.pdf": "no text layer (a scanned PDF?): OCR is not supported",
     "encrypted.docx": "password-protected (encrypted) Office file; save an unencrypted copy",
 }
-
-
-@pytest.fixture(scope="module")
-def embeddings() -> HuggingFaceEmbeddings:
-    return load_embeddings()
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ from langchain_huggingface import HuggingFaceEmbeddings
 from crag.core.context import IngestContext
 from crag.core.deployment import deployment_with
 from crag.graph.ingest_graph import InvalidIngestInputError, build_ingest_graph
-from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.ingest import (
     IngestReport,
     chunk_id,
@@ -49,21 +48,6 @@ PENGUINS = (
     "Emperor penguins live in Antarctica. They huddle together against the winter wind, and "
     "the males keep the eggs warm on their feet for about two months."
 )
-
-
-@pytest.fixture(scope="module")
-def embeddings() -> HuggingFaceEmbeddings:
-    return load_embeddings()
-
-
-@pytest.fixture
-def counting(embeddings: HuggingFaceEmbeddings) -> CountingEmbeddings:
-    return CountingEmbeddings(embeddings)
-
-
-@pytest.fixture
-def store(tmp_path: Path, counting: CountingEmbeddings) -> Chroma:
-    return open_store(tmp_path / "store", "docs", counting, create=True)
 
 
 def write_corpus(root: Path) -> dict[str, Path]:

@@ -46,21 +46,6 @@ NEWS = {
 QUESTION = "How many days of paid leave do employees get?"
 
 
-@pytest.fixture(scope="module")
-def embeddings() -> HuggingFaceEmbeddings:
-    return load_embeddings()
-
-
-@pytest.fixture
-def counting(embeddings: HuggingFaceEmbeddings) -> CountingEmbeddings:
-    return CountingEmbeddings(embeddings)
-
-
-@pytest.fixture
-def store(tmp_path: Path, counting: CountingEmbeddings) -> Chroma:
-    return open_store(tmp_path / "store", "docs", counting, create=True)
-
-
 def write_files(root: Path, files: dict[str, str]) -> list[str]:
     """Write ``files`` under ``root``; their absolute paths."""
     root.mkdir(parents=True, exist_ok=True)

@@ -35,11 +35,6 @@ from tests.hash_embeddings import HashEmbeddings
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def embeddings() -> HuggingFaceEmbeddings:
-    return load_embeddings()
-
-
 # --- embeddings ---------------------------------------------------------------------------
 
 
