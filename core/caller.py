@@ -10,6 +10,7 @@ operator always has.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = ["ADMIN_PERMISSION", "AUTH_KEYS", "Caller", "run_caller"]
@@ -34,7 +35,13 @@ class Caller:
 
 
 def run_caller() -> Caller | None:
-    """The caller of the run being executed, or ``None`` when it was not started by a request."""
+    """The caller of the run being executed, or ``None`` when it was not started by a request.
+
+    langgraph-api gives the caller's identity and permissions under their own keys; other
+    servers of the same API (Aegra) give only the user object, ``langgraph_auth_user``, which
+    langgraph-api sets too: it is read when the two keys are absent, so that a served run
+    never counts as the operator's for want of them.
+    """
     from langgraph.config import get_config
 
     try:
@@ -42,7 +49,20 @@ def run_caller() -> Caller | None:
     except RuntimeError:  # not inside a run
         return None
     user = configurable.get("langgraph_auth_user_id")
-    if not isinstance(user, str) or not user:
-        return None
     permissions = configurable.get("langgraph_auth_permissions") or ()
+    if not isinstance(user, str) or not user:
+        user, permissions = _user_object(configurable.get("langgraph_auth_user"))
+    if not user:
+        return None
     return Caller(user, ADMIN_PERMISSION in permissions)
+
+
+def _user_object(user: object) -> tuple[str, Sequence[str]]:
+    """The identity and permissions of a server's user object (or its dict); empty if none."""
+    if isinstance(user, Mapping):
+        identity, permissions = user.get("identity"), user.get("permissions")
+    else:
+        identity, permissions = getattr(user, "identity", None), getattr(user, "permissions", None)
+    if not isinstance(identity, str) or not identity:
+        return "", ()
+    return identity, [str(p) for p in permissions or ()]
