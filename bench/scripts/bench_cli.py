@@ -31,6 +31,7 @@ import json, sys, time
 t0 = time.perf_counter(); marks = {}
 def mark(name):
     marks[name] = time.perf_counter() - t0 - sum(marks.values())
+from crag.app.environment import configure_environment; configure_environment()  # as crag does
 import crag.app.cli; mark("import crag.app.cli")
 import torch; mark("import torch")
 from crag.app.graphs import components, graph; from crag.core.context import Context
