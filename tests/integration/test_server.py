@@ -694,31 +694,24 @@ def test_the_attempts_cover_every_setting_a_run_may_not_set() -> None:
     assert set(METHOD_ATTEMPTS) == METHOD_NAMES
 
 
-@pytest.mark.parametrize("name", sorted(ATTEMPTS))
-def test_a_run_may_not_set_a_deployment_setting(client: Any, name: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [("deployment", name) for name in sorted(ATTEMPTS)]
+    + [("method", name) for name in sorted(METHOD_ATTEMPTS)],
+)
+def test_a_run_may_not_set_what_the_operator_sets(client: Any, kind: str, name: str) -> None:
+    """A deployment setting or a parameter of the method in a run's context: refused (422)."""
+    value = (ATTEMPTS if kind == "deployment" else METHOD_ATTEMPTS)[name]
     thread_id = client.threads.create()["thread_id"]
     with _refused(name):
         client.runs.wait(
             thread_id,
             GRAPH_ID,
             input={"question": MONA_QUESTION},
-            context={"top_k": 3, name: ATTEMPTS[name]},
+            context={"top_k": 3, name: value},
         )
     assert client.runs.list(thread_id) == [], "a refused run is never created"
     assert not Path(ATTEMPTS["store_path"]).exists()
-
-
-@pytest.mark.parametrize("name", sorted(METHOD_ATTEMPTS))
-def test_a_run_may_not_set_a_parameter_of_the_method(client: Any, name: str) -> None:
-    thread_id = client.threads.create()["thread_id"]
-    with _refused(name):
-        client.runs.wait(
-            thread_id,
-            GRAPH_ID,
-            input={"question": MONA_QUESTION},
-            context={"top_k": 3, name: METHOD_ATTEMPTS[name]},
-        )
-    assert client.runs.list(thread_id) == [], "a refused run is never created"
 
 
 def test_a_setting_of_either_kind_is_refused_in_context_and_in_configurable(client: Any) -> None:
