@@ -33,8 +33,13 @@ SCHEMA = (
     name TEXT NOT NULL REFERENCES crag_accounts(name) ON DELETE CASCADE,
     created DOUBLE PRECISION NOT NULL
 )""",
+    """CREATE TABLE IF NOT EXISTS crag_sign_in_failures (
+    name TEXT NOT NULL,
+    at DOUBLE PRECISION NOT NULL
+)""",
 )
-"""The two tables, in SQL both databases read."""
+"""The tables, in SQL both databases read: accounts, their keys, recent failed sign-ins (every
+server sharing the database counts the same failures)."""
 
 _SCHEMA_LOCK = 0x63726167
 """PostgreSQL advisory lock held while the tables are made: two servers starting at once."""

@@ -229,10 +229,20 @@ class Accounts:
 
 
 class SignInThrottle:
-    """Failed sign-ins per account name: locked after too many within a while."""
+    """Failed sign-ins per account name: locked after too many within a while.
 
-    def __init__(self, failures: int = FAILURES_BEFORE_LOCK, seconds: float = LOCK_SECONDS):
+    Counted in the accounts' database when one is given, so that every server sharing it
+    (several replicas on one PostgreSQL) counts the same failures; else in this process.
+    """
+
+    def __init__(
+        self,
+        failures: int = FAILURES_BEFORE_LOCK,
+        seconds: float = LOCK_SECONDS,
+        database: AccountDatabase | None = None,
+    ) -> None:
         self.failures, self.seconds = failures, seconds
+        self.database = database
         self._seen: dict[str, list[float]] = {}
         self._lock = threading.Lock()
 
@@ -243,16 +253,33 @@ class SignInThrottle:
 
     def locked(self, name: str) -> bool:
         """Whether ``name``'s sign-in is refused for now."""
+        if self.database is not None:
+            with self.database.transaction() as db:
+                row = db.execute(
+                    "SELECT COUNT(*) FROM crag_sign_in_failures WHERE name = ? AND at > ?",
+                    (name, time.time() - self.seconds),
+                ).fetchone()
+            return int(row[0]) >= self.failures
         with self._lock:
             return len(self._recent(name, time.monotonic())) >= self.failures
 
     def failed(self, name: str) -> None:
-        """Count a failed sign-in of ``name``."""
+        """Count a failed sign-in of ``name`` (older failures, anyone's, are forgotten)."""
+        if self.database is not None:
+            now = time.time()
+            with self.database.transaction() as db:
+                db.execute("DELETE FROM crag_sign_in_failures WHERE at <= ?", (now - self.seconds,))
+                db.execute("INSERT INTO crag_sign_in_failures VALUES (?, ?)", (name, now))
+            return
         with self._lock:
             now = time.monotonic()
             self._recent(name, now).append(now)
 
     def succeeded(self, name: str) -> None:
         """Forget ``name``'s failures."""
+        if self.database is not None:
+            with self.database.transaction() as db:
+                db.execute("DELETE FROM crag_sign_in_failures WHERE name = ?", (name,))
+            return
         with self._lock:
             self._seen.pop(name, None)

@@ -121,6 +121,7 @@ class GateConfig:
         return cls(
             token=token,
             accounts=accounts,
+            throttle=SignInThrottle(database=accounts.database if accounts else None),
             hosts=LOOPBACK_HOSTS | {_host_name(h) for h in _items(settings.server_hosts)},
             origins=frozenset(o.rstrip("/").lower() for o in _items(settings.server_origins)),
             max_request_bytes=settings.server_max_request_bytes,
@@ -498,17 +499,17 @@ async def _sign_in(request: _Request, receive: Receive, send: Send, config: Gate
     name = (form.get("name") or [""])[0].strip().lower()
     password = (form.get("password") or [""])[0]
     account = None
-    if config.accounts is not None and not config.throttle.locked(name):
+    if config.accounts is not None and not await asyncio.to_thread(config.throttle.locked, name):
         account = await asyncio.to_thread(config.accounts.check_password, name, password)
     if account is None:
-        config.throttle.failed(name)
+        await asyncio.to_thread(config.throttle.failed, name)
         logger.info("a sign-in as %r failed", name[:60])
         await asyncio.sleep(1.0)
         await _sign_in_page(
             send, "That name and password do not match an account.", oidc=config.oidc
         )
         return
-    config.throttle.succeeded(name)
+    await asyncio.to_thread(config.throttle.succeeded, name)
     logger.info("%s signed in", account.name)
     secure = request.scope.get("scheme") == "https"
     cookie = _cookie(new_session(config.token, account.name), config.session_seconds, secure)

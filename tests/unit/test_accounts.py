@@ -9,6 +9,7 @@ form, slows and locks failed sign-ins, and refuses a removed account's key and s
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,6 +57,7 @@ def accounts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Account
     finally:
         with made.database.transaction() as db:
             db.execute("DELETE FROM crag_accounts")
+            db.execute("DELETE FROM crag_sign_in_failures")
         made.database.close()
 
 
@@ -105,6 +107,28 @@ def test_failed_sign_ins_lock_the_account_for_a_while() -> None:
     assert throttle.locked("dave") and not throttle.locked("erin")
     throttle.succeeded("dave")
     assert not throttle.locked("dave")
+
+
+def test_failed_sign_ins_are_counted_in_the_shared_database(accounts: Accounts) -> None:
+    """Two servers on one database (two throttles): each sees the other's failures."""
+    from crag.app.account_store import AccountDatabase
+
+    one = SignInThrottle(failures=3, seconds=60, database=accounts.database)
+    other_database = AccountDatabase(accounts.database.target)
+    other = SignInThrottle(failures=3, seconds=60, database=other_database)
+    try:
+        for throttle in (one, other, one):
+            assert not throttle.locked("dave") and not other.locked("dave")
+            throttle.failed("dave")
+        assert one.locked("dave") and other.locked("dave") and not other.locked("erin")
+        other.succeeded("dave")
+        assert not one.locked("dave")
+        gone = SignInThrottle(failures=1, seconds=0.01, database=accounts.database)
+        gone.failed("erin")
+        time.sleep(0.05)
+        assert not gone.locked("erin")  # a failure older than the window counts no more
+    finally:
+        other_database.close()
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
