@@ -626,16 +626,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warm_up(context: RunSettings) -> None:
+def _warm_up(settings: RunSettings) -> None:
     """Load what a run needs: the store, the evaluator and the generator.
 
     The store is filled with the bundled corpus first when it is empty and that is allowed.
     """
     from crag.app.graphs import components
 
-    components.vectorstore(context)
-    components.evaluator(context)
-    components.chat_model(context)
+    components.vectorstore(settings)
+    components.evaluator(settings)
+    components.chat_model(settings)
 
 
 def run_command(args: argparse.Namespace, prog: str, *, reconfigure_logging: bool = False) -> int:

@@ -58,9 +58,9 @@ class LockedEvaluator:
         return getattr(self.inner, name)
 
 
-def name_is_llm(context: RunSettings) -> bool:
+def name_is_llm(settings: RunSettings) -> bool:
     """Whether the run's evaluator is the ``llm`` one (whose model may be a server's)."""
-    return context.evaluator.strip().lower() == "llm"
+    return settings.evaluator.strip().lower() == "llm"
 
 
 def on_endpoint(evaluator: RetrievalEvaluator) -> bool:
@@ -70,25 +70,25 @@ def on_endpoint(evaluator: RetrievalEvaluator) -> bool:
     return isinstance(getattr(evaluator, "chat_model", None), EndpointChatModel)
 
 
-def store_key(context: RunSettings) -> StoreKey:
+def store_key(settings: RunSettings) -> StoreKey:
     """The settings that identify one opened store (the collection: the one the run searches).
 
     A store on disk is known by its resolved path: ``store_path`` may be relative, and the warm
     server (``crag serve``) runs each client's command in the client's directory, so the same
     ``--store st`` names another store for each directory.
     """
-    path = context.store_path
-    if not context.chroma_host.strip():
+    path = settings.store_path
+    if not settings.chroma_host.strip():
         path = os.path.realpath(os.path.expanduser(path))
     return (
         path,
-        context.searched_collection(),
-        context.embedder,
-        context.default_corpus,
-        context.default_corpus_limit,
-        context.chroma_host,
-        context.chroma_port,
-        context.chroma_ssl,
+        settings.searched_collection(),
+        settings.embedder,
+        settings.default_corpus,
+        settings.default_corpus_limit,
+        settings.chroma_host,
+        settings.chroma_port,
+        settings.chroma_ssl,
     )
 
 
@@ -114,7 +114,7 @@ class DefaultComponents:
         self._evaluators: dict[int, LockedEvaluator] = {}
         self._batch_sizes: dict[int, tuple[BaseChatModel, int]] = {}
 
-    def vectorstore(self, context: RunSettings) -> VectorStore:
+    def vectorstore(self, settings: RunSettings) -> VectorStore:
         """Open the store the run searches; fill it from the bundled corpus first if allowed.
 
         The run searches ``collection`` or, with ``search_collection``, another collection the
@@ -125,80 +125,80 @@ class DefaultComponents:
         from crag.vectorstore.embeddings import locked_embeddings
         from crag.vectorstore.store import StoreError, count, open_store, server_url
 
-        key = store_key(context)
-        name = context.searched_collection()
-        fill = context.default_corpus and name == context.collection
+        key = store_key(settings)
+        name = settings.searched_collection()
+        fill = settings.default_corpus and name == settings.collection
         with self._lock:
             if key in self._stores:
                 return self._stores[key]
             store = open_store(
-                context.store_path,
+                settings.store_path,
                 name,
-                locked_embeddings(context.embedder),
+                locked_embeddings(settings.embedder),
                 create=fill,
-                host=context.chroma_host,
-                port=context.chroma_port,
-                ssl=context.chroma_ssl,
+                host=settings.chroma_host,
+                port=settings.chroma_port,
+                ssl=settings.chroma_ssl,
             )
             if count(store) == 0:
                 if not fill:
                     where = (
-                        server_url(context.chroma_host, context.chroma_port, context.chroma_ssl)
-                        if context.chroma_host.strip()
-                        else context.store_path
+                        server_url(settings.chroma_host, settings.chroma_port, settings.chroma_ssl)
+                        if settings.chroma_host.strip()
+                        else settings.store_path
                     )
                     raise StoreError(
                         f"the collection {name!r} at {where} is empty: add documents with "
                         "`crag ingest PATH...`"
                     )
                 logger.info("store is empty: ingesting the bundled Wikipedia summaries")
-                ensure_default_corpus(store, limit=context.default_corpus_limit)
+                ensure_default_corpus(store, limit=settings.default_corpus_limit)
             self._stores[key] = store
             return store
 
-    def evaluator(self, context: RunSettings) -> RetrievalEvaluator:
-        """The evaluator named by ``context.evaluator`` (cached by the registry), serialised."""
+    def evaluator(self, settings: RunSettings) -> RetrievalEvaluator:
+        """The evaluator named by ``settings.evaluator`` (cached by the registry), serialised."""
         from crag.evaluator.registry import load_evaluator
         from crag.vectorstore.embeddings import embedder_lock
 
         with self._lock:
             inner = load_evaluator(
-                context.evaluator,
-                model=context.evaluator_model,
-                batch_size=context.evaluator_batch_size,
-                embeddings_name=context.embedder,
-                int8=context.evaluator_int8,
+                settings.evaluator,
+                model=settings.evaluator_model,
+                batch_size=settings.evaluator_batch_size,
+                embeddings_name=settings.embedder,
+                int8=settings.evaluator_int8,
                 endpoint=self.endpoint,
             )
-            if name_is_llm(context) and on_endpoint(inner):
+            if name_is_llm(settings) and on_endpoint(inner):
                 return inner  # a model server's requests are bounded by its in-flight limit
             wrapped = self._evaluators.get(id(inner))
             if wrapped is None or wrapped.inner is not inner:
-                name = context.evaluator.strip().lower()
+                name = settings.evaluator.strip().lower()
                 if name == "embedding":
-                    lock = embedder_lock(context.embedder)
+                    lock = embedder_lock(settings.embedder)
                 else:
-                    int8 = ":int8" if context.evaluator_int8 else ""
-                    lock = model_lock(f"evaluator:{name}:{context.evaluator_model}{int8}")
+                    int8 = ":int8" if settings.evaluator_int8 else ""
+                    lock = model_lock(f"evaluator:{name}:{settings.evaluator_model}{int8}")
                 wrapped = LockedEvaluator(inner, lock)
                 self._evaluators[id(inner)] = wrapped
             return wrapped
 
-    def chat_model(self, context: RunSettings) -> BaseChatModel:
-        """The generator named by ``context.generator`` (cached by the factory).
+    def chat_model(self, settings: RunSettings) -> BaseChatModel:
+        """The generator named by ``settings.generator`` (cached by the factory).
 
-        A local model gets ``context.generator_batch_size`` (:meth:`apply_batch_size`).
+        A local model gets ``settings.generator_batch_size`` (:meth:`apply_batch_size`).
         """
         from crag.generator.factory import load_chat_model
 
         with self._lock:
             model = load_chat_model(
-                context.generator,
-                context.max_new_tokens,
-                context.no_repeat_ngram_size,
+                settings.generator,
+                settings.max_new_tokens,
+                settings.no_repeat_ngram_size,
                 endpoint=self.endpoint,
             )
-            self.apply_batch_size(model, context.generator_batch_size)
+            self.apply_batch_size(model, settings.generator_batch_size)
             return model
 
     def apply_batch_size(self, model: BaseChatModel, size: int) -> None:
@@ -222,8 +222,8 @@ class DefaultComponents:
                 logger.info("generator: overlapping requests decoded in batches of up to %d", size)
             self._batch_sizes[id(model)] = (model, size)
 
-    def search(self, context: RunSettings) -> SearchProvider:
-        """The web search provider named by ``context.search_provider``."""
+    def search(self, settings: RunSettings) -> SearchProvider:
+        """The web search provider named by ``settings.search_provider``."""
         from crag.websearch.registry import SearchSettings, get_search_provider
 
-        return get_search_provider(SearchSettings.from_context(context))
+        return get_search_provider(SearchSettings.from_context(settings))

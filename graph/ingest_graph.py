@@ -256,15 +256,15 @@ def _tags(value: Any) -> list[str]:
         raise InvalidIngestInputError(str(exc)) from None
 
 
-def _check_run_cost(context: IngestSettings) -> None:
+def _check_run_cost(settings: IngestSettings) -> None:
     """Refuse a chunk size below the operator's minimum for served runs (``ingest_min_chunk_size``).
 
     The other bound on a run's cost, ``ingest_max_chunks``, is applied as documents are split
     (:class:`~crag.vectorstore.limits.ChunkBudget`).
     """
-    if context.chunk_size < context.ingest_min_chunk_size:
+    if settings.chunk_size < settings.ingest_min_chunk_size:
         raise InvalidIngestInputError(
-            f"chunk_size {context.chunk_size} is below {context.ingest_min_chunk_size}, the "
+            f"chunk_size {settings.chunk_size} is below {settings.ingest_min_chunk_size}, the "
             "smallest this server ingests with (setting ingest_min_chunk_size)"
         )
 
@@ -292,20 +292,20 @@ def ingest_node(
     unset. Chunks are written as
     a served run's, which may not replace the operator's documents (see the module).
     """
-    context = IngestSettings.combine(resolve_ingest_context(runtime.context), deployment)
-    _check_run_cost(context)
+    settings = IngestSettings.combine(resolve_ingest_context(runtime.context), deployment)
+    _check_run_cost(settings)
     caller = run_caller()
     member = caller.member if caller is not None else None
-    root = context.ingest_root.strip() or str(
-        uploads_folder(context.upload_dir, "", context.store_path, member=member)
+    root = settings.ingest_root.strip() or str(
+        uploads_folder(settings.upload_dir, "", settings.store_path, member=member)
     )
     folders = (
-        ServedFolders.of(context.upload_dir, context.ingest_root, context.store_path)
+        ServedFolders.of(settings.upload_dir, settings.ingest_root, settings.store_path)
         if caller is not None
         else None
     )
     paths = _paths(state.get("paths"), root, folders)
-    docs = _documents(state.get("documents"), context.max_document_chars)
+    docs = _documents(state.get("documents"), settings.max_document_chars)
     tags = _tags(state.get("tags"))
     if not paths and not docs:
         raise InvalidIngestInputError(
@@ -320,14 +320,14 @@ def ingest_node(
     try:
         report = ingest_into_store(
             paths,
-            context,
+            settings,
             documents=_inline_documents(docs, member),
             root=root or None,
             progress=False,
             on_progress=on_progress,
-            writer=served_writer(context.ingest_run_replace, owner=member or ""),
+            writer=served_writer(settings.ingest_run_replace, owner=member or ""),
             tags=tags,
-            max_chunks=context.ingest_max_chunks,
+            max_chunks=settings.ingest_max_chunks,
         )
     except ChunkLimitError as exc:
         raise InvalidIngestInputError(str(exc)) from None

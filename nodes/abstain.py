@@ -26,23 +26,23 @@ from crag.prompts.generate import ABSTENTION, ABSTENTION_WITHOUT_WEB
 logger = logging.getLogger(__name__)
 
 
-def _store_reason(state: State, context: RunSettings) -> str:
+def _store_reason(state: State, settings: RunSettings) -> str:
     """Why the store gave no knowledge."""
     decision = state.get("decision")
     if not state.get("documents"):
         return "returned no passages"
     if state.get("action") == "incorrect":
         return f"no passage used: {decision['reason'] if decision else 'action incorrect'}"
-    if not context.refine_knowledge:
+    if not settings.refine_knowledge:
         return "no passage kept"
-    return f"no strip scored above {context.strip_threshold:g}"
+    return f"no strip scored above {settings.strip_threshold:g}"
 
 
-def _web_reason(state: State, context: RunSettings) -> str:
+def _web_reason(state: State, settings: RunSettings) -> str:
     """Why the web gave no knowledge: the reason the web search recorded, when it gave one."""
     if state.get("action") == "correct":
         return "not searched (action correct)"
-    return state.get("web_reason") or f"no strip scored above {context.strip_threshold:g}"
+    return state.get("web_reason") or f"no strip scored above {settings.strip_threshold:g}"
 
 
 def supports_an_answer(knowledge: list[KnowledgeStrip], threshold: float) -> bool:
@@ -51,19 +51,19 @@ def supports_an_answer(knowledge: list[KnowledgeStrip], threshold: float) -> boo
     return any(score is None or score > threshold for score in scores)
 
 
-def abstention_note(state: State, context: RunSettings, knowledge: list[KnowledgeStrip]) -> str:
+def abstention_note(state: State, settings: RunSettings, knowledge: list[KnowledgeStrip]) -> str:
     """The note of an abstaining run: which sources gave nothing, and why."""
     if knowledge:
         best = max(score for k in knowledge if (score := k.get("score")) is not None)
         return (
             "abstained, the generator was not asked: no knowledge scored above the abstention "
-            f"threshold ({context.abstention_threshold:g}): best of {len(knowledge)} strips "
+            f"threshold ({settings.abstention_threshold:g}): best of {len(knowledge)} strips "
             f"{best:.3f}"
         )
     return (
         "abstained, the generator was not asked: no knowledge passed the strip threshold "
-        f"({context.strip_threshold:g}); store: {_store_reason(state, context)}; "
-        f"web: {_web_reason(state, context)}"
+        f"({settings.strip_threshold:g}); store: {_store_reason(state, settings)}; "
+        f"web: {_web_reason(state, settings)}"
     )
 
 
@@ -73,10 +73,10 @@ def decide_answer(state: State, runtime: Runtime[RunSettings]) -> StateUpdate:
     The knowledge is the run's gathered knowledge (:func:`~crag.nodes.generate.gathered_knowledge`,
     what ``generate`` would be given); with ``abstain_without_knowledge`` off every run answers.
     """
-    context = runtime.context
-    knowledge = gathered_knowledge(state, context)
-    supported = supports_an_answer(knowledge, context.abstention_threshold)
-    return {"answerable": supported or not context.abstain_without_knowledge}
+    settings = runtime.context
+    knowledge = gathered_knowledge(state, settings)
+    supported = supports_an_answer(knowledge, settings.abstention_threshold)
+    return {"answerable": supported or not settings.abstain_without_knowledge}
 
 
 def abstain(state: State, runtime: Runtime[RunSettings]) -> StateUpdate:

@@ -18,9 +18,9 @@ def answer_closed_book(
     state: State, runtime: Runtime[RunSettings], components: Components
 ) -> StateUpdate:
     """Validate the question and answer it with no retrieved or web knowledge."""
-    context = runtime.context
-    question = validate_question(state.get("question"), context.max_question_chars)
-    model = components.chat_model(context)
+    settings = runtime.context
+    question = validate_question(state.get("question"), settings.max_question_chars)
+    model = components.chat_model(settings)
     emit(runtime, "generate", "generating", internal=0, external=0)
     reply = model.invoke([SystemMessage(CLOSED_BOOK_SYSTEM), HumanMessage(question)])
     answer = reply.text.strip()

@@ -25,18 +25,18 @@ if TYPE_CHECKING:
 class Components(Protocol):
     """Supplies each node with the components a run's settings ask for."""
 
-    def vectorstore(self, context: RunSettings) -> VectorStore:
+    def vectorstore(self, settings: RunSettings) -> VectorStore:
         """The store passages are retrieved from."""
         ...
 
-    def evaluator(self, context: RunSettings) -> RetrievalEvaluator:
+    def evaluator(self, settings: RunSettings) -> RetrievalEvaluator:
         """The retrieval evaluator (grade, refine and web selection share it)."""
         ...
 
-    def chat_model(self, context: RunSettings) -> BaseChatModel:
+    def chat_model(self, settings: RunSettings) -> BaseChatModel:
         """The generator, also used to rewrite queries."""
         ...
 
-    def search(self, context: RunSettings) -> SearchProvider:
+    def search(self, settings: RunSettings) -> SearchProvider:
         """The web search provider."""
         ...

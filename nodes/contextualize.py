@@ -149,27 +149,27 @@ class Rewrite(NamedTuple):
 
 
 def _rewrite(
-    question: str, turns: Sequence[Turn], context: RunSettings, components: Components
+    question: str, turns: Sequence[Turn], settings: RunSettings, components: Components
 ) -> Rewrite:
     """Ask the contextualizer's model (the generator unless set) for a standalone question."""
     prompt = contextualize_turns([(t.question, t.answer) for t in turns], question)
     raw = ""
     failure = ""
     try:
-        model = components.chat_model(context.for_role("contextualizer"))
+        model = components.chat_model(settings.for_role("contextualizer"))
         quiet = model.with_config(tags=[TAG_NOSTREAM])
         raw = quiet.invoke(prompt, **reply_cap(model, REWRITE_TOKENS)).text
     except Exception as exc:  # noqa: BLE001 - any provider error: the fallback runs
         logger.warning("contextualizing the follow-up failed: %s", exc)
         failure = str(exc)
-    rewritten = usable_rewrite(raw, question, turns, context.max_question_chars)
+    rewritten = usable_rewrite(raw, question, turns, settings.max_question_chars)
     if rewritten is not None:
         return Rewrite(rewritten, False)
     logger.info("unusable standalone question %r; falling back to key words", raw)
-    return Rewrite(fallback_question(question, turns, context.max_question_chars), True, failure)
+    return Rewrite(fallback_question(question, turns, settings.max_question_chars), True, failure)
 
 
-def history_note(history: History, context: RunSettings) -> str | None:
+def history_note(history: History, settings: RunSettings) -> str | None:
     """The note saying which earlier turns were left out or cut; ``None`` when none was."""
     if not history.left_out and not history.cut:
         return None
@@ -179,7 +179,7 @@ def history_note(history: History, context: RunSettings) -> str | None:
         parts.append(f"{history.cut} {'text' if history.cut == 1 else 'texts'} of them cut short")
     return (
         f"chat history bounded for the follow-up: {', '.join(parts)} (max_history_turns "
-        f"{context.max_history_turns}, max_history_chars {context.max_history_chars:,})"
+        f"{settings.max_history_turns}, max_history_chars {settings.max_history_chars:,})"
     )
 
 
@@ -195,21 +195,21 @@ def contextualize(
         InvalidQuestionError: no question, or an empty, non-text or too long one (the same
             errors for a ``question`` and for the last human message).
     """
-    context = runtime.context
+    settings = runtime.context
     messages = state.get("messages", [])
     asked = question_from_messages(state.get("question"), messages)
-    question = validate_question(asked, context.max_question_chars)
+    question = validate_question(asked, settings.max_question_chars)
     every_turn = earlier_turns(messages, limit=None)
     read = every_turn if needs_context(question) else []  # the turns are read only if needed
-    history = bounded_history(read, context.max_history_turns, context.max_history_chars)
-    note = history_note(history, context)
+    history = bounded_history(read, settings.max_history_turns, settings.max_history_chars)
+    note = history_note(history, settings)
     update: StateUpdate = {"input_notes": [note] if note else []}
     turns = history.turns
     if not turns:
         emit(runtime, "contextualize", "unchanged", turns=len(every_turn))
         return {**update, "question": question, "standalone_question": question}
     emit(runtime, "contextualize", "rewriting", turns=len(turns))
-    standalone, fallback, failure = _rewrite(question, turns, context, components)
+    standalone, fallback, failure = _rewrite(question, turns, settings, components)
     logger.info("standalone question: %r (fallback: %s)", standalone, fallback)
     emit(runtime, "contextualize", "rewritten", question=standalone, fallback=fallback)
     if failure:

@@ -8,20 +8,20 @@ from crag.core.progress import emit
 from crag.core.run_settings import RunSettings
 from crag.core.state import State, StateUpdate
 from crag.knowledge.action_trigger import trigger_action
-from crag.nodes.scoring import scoring_context
+from crag.nodes.scoring import scoring_settings
 
 
 def decide_action(state: State, runtime: Runtime[RunSettings]) -> StateUpdate:
     """Record the action for the graded passages."""
-    context = scoring_context(state, runtime.context)  # thresholds follow the evaluator
+    settings = scoring_settings(state, runtime.context)  # thresholds follow the evaluator
     scores = [d["score"] for d in state.get("documents", []) if d["score"] is not None]
-    upper, lower = context.action_thresholds()
+    upper, lower = settings.action_thresholds()
     decision = trigger_action(
         scores,
         upper,
         lower,
-        force=context.force_action,
-        disable=context.disable_action,
+        force=settings.force_action,
+        disable=settings.disable_action,
     )
     emit(
         runtime,

@@ -77,7 +77,7 @@ class KnowledgeBudget(NamedTuple):
     """The model's context length in tokens, for the note."""
 
 
-def knowledge_budget(model: Any, context: RunSettings, question: str) -> KnowledgeBudget:
+def knowledge_budget(model: Any, settings: RunSettings, question: str) -> KnowledgeBudget:
     """The knowledge budget of a prompt to ``model``.
 
     ``max_knowledge_chars``, and for a model that says its context length (a local one:
@@ -86,10 +86,10 @@ def knowledge_budget(model: Any, context: RunSettings, question: str) -> Knowled
     """
     window = getattr(model, "context_length", None)
     if not isinstance(window, int) or window <= 0:
-        return KnowledgeBudget(context.max_knowledge_chars)
+        return KnowledgeBudget(settings.max_knowledge_chars)
     fixed = model.get_num_tokens_from_messages(prompt_messages("", question))
-    free = window - fixed - context.max_new_tokens - PROMPT_MARGIN_TOKENS
-    return KnowledgeBudget(context.max_knowledge_chars, free, window)
+    free = window - fixed - settings.max_new_tokens - PROMPT_MARGIN_TOKENS
+    return KnowledgeBudget(settings.max_knowledge_chars, free, window)
 
 
 def ranked(knowledge: Sequence[KnowledgeStrip]) -> list[int]:
@@ -191,24 +191,24 @@ def fit_note(before: list[KnowledgeStrip], after: list[KnowledgeStrip], limit: s
 
 
 def bounded_knowledge(
-    knowledge: list[KnowledgeStrip], model: Any, context: RunSettings, question: str
+    knowledge: list[KnowledgeStrip], model: Any, settings: RunSettings, question: str
 ) -> tuple[list[KnowledgeStrip], list[str]]:
     """``knowledge`` fitted to ``model``'s prompt (:func:`fit_knowledge`) and the notes on it."""
-    budget = knowledge_budget(model, context, question)
+    budget = knowledge_budget(model, settings, question)
     fitted, bound = fit_knowledge(
         knowledge,
         budget,
-        numbered=context.number_knowledge,
+        numbered=settings.number_knowledge,
         count_tokens=model.get_num_tokens if budget.tokens is not None else None,
     )
     if bound is None:
         return knowledge, []
-    note = fit_note(knowledge, fitted, _limit_words(budget, bound, context.max_new_tokens))
+    note = fit_note(knowledge, fitted, _limit_words(budget, bound, settings.max_new_tokens))
     logger.info("%s", note)
     return fitted, [note]
 
 
-def gathered_knowledge(state: State, context: RunSettings) -> list[KnowledgeStrip]:
+def gathered_knowledge(state: State, settings: RunSettings) -> list[KnowledgeStrip]:
     """The knowledge of the run: internal strips, then external ones, each text once.
 
     Correct runs give only internal knowledge, Incorrect only external, Ambiguous both: each
@@ -218,14 +218,14 @@ def gathered_knowledge(state: State, context: RunSettings) -> list[KnowledgeStri
     passage are then one entry (:mod:`crag.knowledge.passages`); ``knowledge_order="score"``
     puts the best-scored entries first.
     """
-    pooled = state.get("action") == "ambiguous" and context.ambiguous_knowledge == "pooled"
+    pooled = state.get("action") == "ambiguous" and settings.ambiguous_knowledge == "pooled"
     knowledge = combine_knowledge(
         state.get("internal_knowledge", []),
         state.get("external_knowledge", []),
-        pooled_keep=context.strips_kept if pooled else None,
+        pooled_keep=settings.strips_kept if pooled else None,
     )
     knowledge = one_per_passage(knowledge)  # one number, citation and source per passage
-    if context.knowledge_order == "score":
+    if settings.knowledge_order == "score":
         knowledge = best_first(knowledge)
     return knowledge
 

@@ -8,7 +8,7 @@ from crag.core.progress import emit
 from crag.core.run_settings import RunSettings
 from crag.core.state import RetrievedPassage, State, StateUpdate
 from crag.nodes.components import Components
-from crag.nodes.scoring import evaluator_name, score_or_fall_back, scoring_context
+from crag.nodes.scoring import evaluator_name, score_or_fall_back, scoring_settings
 
 
 def grade(state: State, runtime: Runtime[RunSettings], components: Components) -> StateUpdate:
@@ -26,7 +26,7 @@ def grade(state: State, runtime: Runtime[RunSettings], components: Components) -
         "grade",
         "scoring",
         passages=len(documents),
-        evaluator=evaluator_name(components, scoring_context(state, runtime.context)),
+        evaluator=evaluator_name(components, scoring_settings(state, runtime.context)),
     )
     texts = [d["text"] for d in documents]
     scores, scoring, notes = score_or_fall_back(

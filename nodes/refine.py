@@ -13,7 +13,7 @@ from crag.evaluator.base import score_strips
 from crag.knowledge.selection import best_passage_whole, select_top
 from crag.knowledge.strips import as_internal_knowledge, decompose, internal_strip
 from crag.nodes.components import Components
-from crag.nodes.scoring import score_or_fall_back, scoring_context
+from crag.nodes.scoring import score_or_fall_back, scoring_settings
 
 logger = logging.getLogger(__name__)
 
@@ -29,15 +29,15 @@ def refine(state: State, runtime: Runtime[RunSettings], components: Components) 
     ``refine_knowledge`` off (an ablation) the relevant passages are kept whole; with
     ``best_passage_whole`` the passage of the best strip replaces its kept strips, whole.
     """
-    context = runtime.context
-    _, lower = scoring_context(state, context).action_thresholds()
+    settings = runtime.context
+    _, lower = scoring_settings(state, settings).action_thresholds()
     relevant = [d for d in state.get("documents", []) if d["score"] is None or d["score"] >= lower]
-    if not context.refine_knowledge:
+    if not settings.refine_knowledge:
         return _whole_passages(relevant, runtime)
     candidates: list[tuple[str, RetrievedPassage]] = [
         (strip, doc)
         for doc in relevant
-        for strip in decompose(doc["text"], context.strip_mode, context.strip_size)
+        for strip in decompose(doc["text"], settings.strip_mode, settings.strip_size)
     ]
     if not candidates:
         emit(runtime, "refine", "filtered", passages=len(relevant), strips=0, kept=0)
@@ -46,25 +46,25 @@ def refine(state: State, runtime: Runtime[RunSettings], components: Components) 
     texts = [c[0] for c in candidates]
     scores, _, notes = score_or_fall_back(
         state,
-        context,
+        settings,
         components,
-        lambda e: score_strips(e, state["question"], texts, by=context.strip_scoring),
+        lambda e: score_strips(e, state["question"], texts, by=settings.strip_scoring),
     )
     strips = [
         internal_strip(text, doc, score)
         for (text, doc), score in zip(candidates, scores, strict=True)
     ]
     kept = select_top(
-        strips, scores, context.strips_kept, context.strip_threshold, context.strip_margin
+        strips, scores, settings.strips_kept, settings.strip_threshold, settings.strip_margin
     )
-    if context.best_passage_whole:
+    if settings.best_passage_whole:
         kept = best_passage_whole(kept, relevant)
     logger.info(
         "refine: %d strips from %d passages, kept %d", len(strips), len(relevant), len(kept)
     )
     emit(runtime, "refine", "filtered", passages=len(relevant), strips=len(strips), kept=len(kept))
     if not kept:
-        notes.append(f"refinement kept no strip: none scored above {context.strip_threshold}")
+        notes.append(f"refinement kept no strip: none scored above {settings.strip_threshold}")
     update: StateUpdate = {"internal_knowledge": kept}
     if notes:
         update["notes"] = notes

@@ -26,22 +26,22 @@ from crag.vectorstore.vector_memo import vector_memo
 logger = logging.getLogger(__name__)
 
 
-def _with_server_folder(context: RunSettings, folders: ServedFolders | None) -> RunSettings:
-    """``context`` with a served run's folder name (``shared:docs``) read back into its path.
+def _with_server_folder(settings: RunSettings, folders: ServedFolders | None) -> RunSettings:
+    """``settings`` with a served run's folder name (``shared:docs``) read back into its path.
 
     Raises:
         InvalidSettingError: the name stands for no folder of this server's.
     """
-    folder = context.scope_folder
+    folder = settings.scope_folder
     if folders is None or not folder.startswith(SERVED_SCHEMES):
-        return context
+        return settings
     path = server_path(folder, folders)
     if path is None:
         raise InvalidSettingError(
             f"setting scope_folder: {folder!r} names no folder of this server's (upload:... "
             "names one in its upload folder, shared:... one under its ingest_root)"
         )
-    return dataclasses.replace(context, scope_folder=path)
+    return dataclasses.replace(settings, scope_folder=path)
 
 
 def retrieve(state: State, runtime: Runtime[RunSettings], components: Components) -> StateUpdate:
@@ -51,24 +51,24 @@ def retrieve(state: State, runtime: Runtime[RunSettings], components: Components
     cleared here, at the start of each run: every field of the state but those
     :data:`~crag.core.state.NOT_RESET` names (:func:`~crag.core.state.run_reset`).
     """
-    context = runtime.context
-    question = validate_question(state.get("question"), context.max_question_chars)
-    store = components.vectorstore(context)
+    settings = runtime.context
+    question = validate_question(state.get("question"), settings.max_question_chars)
+    store = components.vectorstore(settings)
     # the passages' stored vectors go to the embedding evaluator, which then need not embed them
-    memo = vector_memo(context.embedder)
+    memo = vector_memo(settings.embedder)
     caller = run_caller()
     folders = (
-        ServedFolders.of(context.upload_dir, context.ingest_root, context.store_path)
+        ServedFolders.of(settings.upload_dir, settings.ingest_root, settings.store_path)
         if caller is not None
         else None
     )
     # the run's scope: tags, folder, file types (or None)
-    where = scope_filter(_with_server_folder(context, folders))
+    where = scope_filter(_with_server_folder(settings, folders))
     if caller is not None and caller.member is not None:  # a member: shared + their own
         where = with_clause(where, visible_to(caller.member))
     with watch_index() as index_notes:  # a damaged vector index met and rebuilt, said so
         hits = search(
-            store, question, context.top_k, mode=context.retrieval, memo=memo, where=where
+            store, question, settings.top_k, mode=settings.retrieval, memo=memo, where=where
         )
     documents: list[RetrievedPassage] = [
         {
@@ -90,11 +90,11 @@ def retrieve(state: State, runtime: Runtime[RunSettings], components: Components
         for passage in documents:
             passage["source"] = public_name(passage["source"], folders, caller_member)
     logger.info("retrieved %d passages", len(documents))
-    emit(runtime, "retrieve", "retrieved", passages=len(documents), top_k=context.top_k)
+    emit(runtime, "retrieve", "retrieved", passages=len(documents), top_k=settings.top_k)
     update: StateUpdate = {**run_reset(), "question": question, "documents": documents}
     notes = list(index_notes)
-    if describe_scope(context) and not documents:
-        note = f"no stored passage matches the scope ({describe_scope(context)})"
+    if describe_scope(settings) and not documents:
+        note = f"no stored passage matches the scope ({describe_scope(settings)})"
         logger.info("%s", note)
         notes.append(note)
     if notes:

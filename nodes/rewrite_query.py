@@ -34,16 +34,16 @@ def rewrite_query(
     unusable, or the model fails, the query falls back to keywords taken deterministically
     from the question, and ``notes`` says so.
     """
-    context = runtime.context
+    settings = runtime.context
     question = state["question"]
-    if not context.rewrite_for_search or not context.web_search:
+    if not settings.rewrite_for_search or not settings.web_search:
         emit(runtime, "rewrite_query", "rewritten", query=question, fallback=False)
         return {"search_query": question}
     raw = ""
     failure = ""
     emit(runtime, "rewrite_query", "rewriting")
     try:
-        model = components.chat_model(context.for_role("rewriter"))
+        model = components.chat_model(settings.for_role("rewriter"))
         reply = model.invoke(rewrite_turns(question), **reply_cap(model, REWRITE_TOKENS))
         raw = reply.text
     except Exception as exc:  # noqa: BLE001 - any provider error: the fallback runs

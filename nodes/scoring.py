@@ -25,39 +25,39 @@ FALLBACK_EVALUATOR = "embedding"
 """The evaluator that scores when the configured one fails: in-process, always at hand."""
 
 
-def with_evaluator(context: RunSettings, name: str) -> RunSettings:
-    """``context`` with the evaluator ``name`` (its own model and thresholds' defaults)."""
-    return context.replaced(evaluator=name, evaluator_model="")
+def with_evaluator(settings: RunSettings, name: str) -> RunSettings:
+    """``settings`` with the evaluator ``name`` (its own model and thresholds' defaults)."""
+    return settings.replaced(evaluator=name, evaluator_model="")
 
 
-def scoring_context(state: State, context: RunSettings) -> RunSettings:
+def scoring_settings(state: State, settings: RunSettings) -> RunSettings:
     """The settings this run scores with: its own, or the fallback evaluator's after a failure."""
     graded_by = state.get("graded_by") or ""
-    if not graded_by or graded_by == context.evaluator:
-        return context
-    return with_evaluator(context, graded_by)
+    if not graded_by or graded_by == settings.evaluator:
+        return settings
+    return with_evaluator(settings, graded_by)
 
 
 class Scored(NamedTuple):
     """Scores, the settings they were made under, and notes on a fallback (else none)."""
 
     scores: list[float]
-    context: RunSettings
+    settings: RunSettings
     """The settings of the evaluator that scored: its thresholds go with its scores."""
     notes: list[str]
 
 
-def evaluator_name(components: Components, context: RunSettings) -> str:
-    """The name of the evaluator ``context`` asks for (its setting, if it does not load)."""
+def evaluator_name(components: Components, settings: RunSettings) -> str:
+    """The name of the evaluator ``settings`` asks for (its setting, if it does not load)."""
     try:
-        return str(getattr(components.evaluator(context), "name", context.evaluator))
+        return str(getattr(components.evaluator(settings), "name", settings.evaluator))
     except EvaluatorError:
-        return context.evaluator
+        return settings.evaluator
 
 
 def score_or_fall_back(
     state: State,
-    context: RunSettings,
+    settings: RunSettings,
     components: Components,
     score: Callable[[RetrievalEvaluator], list[float]],
 ) -> Scored:
@@ -69,7 +69,7 @@ def score_or_fall_back(
     Raises:
         EvaluatorError: The fallback evaluator failed too, or the run's evaluator is it.
     """
-    scoring = scoring_context(state, context)
+    scoring = scoring_settings(state, settings)
     try:
         return Scored(score(components.evaluator(scoring)), scoring, [])
     except EvaluatorError as exc:
@@ -81,7 +81,7 @@ def score_or_fall_back(
             exc,
             FALLBACK_EVALUATOR,
         )
-        fallback = with_evaluator(context, FALLBACK_EVALUATOR)
+        fallback = with_evaluator(settings, FALLBACK_EVALUATOR)
         scores = score(components.evaluator(fallback))
         note = (
             f"the {scoring.evaluator} evaluator failed ({exc}); scored with the "

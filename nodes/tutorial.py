@@ -94,12 +94,12 @@ def tutorial_web_search(
     )
 
 
-def tutorial_settings(context: RunSettings) -> RunSettings:
+def tutorial_settings(settings: RunSettings) -> RunSettings:
     """The run's settings with the tutorial's web search: three snippets, unselected.
 
     Built with :meth:`RunSettings.replaced`, which a served run's context takes too.
     """
-    return context.replaced(
+    return settings.replaced(
         web_results=TUTORIAL_WEB_RESULTS,
         strips_kept=TUTORIAL_WEB_RESULTS,
         fetch_pages=False,

@@ -25,14 +25,14 @@ ONLY_WIKIPEDIA_RESULTS = 10
 """Results asked for when only Wikipedia pages are kept (many others are dropped)."""
 
 
-def reader_options(context: RunSettings) -> ReaderOptions:
+def reader_options(settings: RunSettings) -> ReaderOptions:
     """The page-reading settings of a run."""
     return ReaderOptions(
-        timeout=context.page_timeout,
-        max_bytes=context.max_page_bytes,
-        max_redirects=context.max_redirects,
-        allowed_hosts=context.allowed_hosts,
-        cache_ttl=context.web_cache_ttl,
+        timeout=settings.page_timeout,
+        max_bytes=settings.max_page_bytes,
+        max_redirects=settings.max_redirects,
+        allowed_hosts=settings.allowed_hosts,
+        cache_ttl=settings.web_cache_ttl,
     )
 
 
@@ -54,14 +54,14 @@ def web_search(state: State, runtime: Runtime[RunSettings], components: Componen
     web gave no knowledge, ``web_reason`` says why (the note's words, for the abstention note).
     A run with ``web_search`` off sends nothing: no knowledge, and a note saying so.
     """
-    context = runtime.context
-    if not context.web_search:
+    settings = runtime.context
+    if not settings.web_search:
         emit(runtime, "web_search", "off")
         return {"external_knowledge": [], "notes": [WEB_OFF], "web_reason": WEB_OFF}
-    query, wanted = _query(state, context)
+    query, wanted = _query(state, settings)
     emit(runtime, "web_search", "searching", query=query)
     try:
-        results = _ranked_results(components, context, query, wanted)
+        results = _ranked_results(components, settings, query, wanted)
     except SearchUnavailableError as exc:
         logger.warning("web search unavailable: %s", exc)
         emit(runtime, "web_search", "unavailable", reason=str(exc))
@@ -73,11 +73,11 @@ def web_search(state: State, runtime: Runtime[RunSettings], components: Componen
         }
     emit(runtime, "web_search", "searched", results=len(results))
     if not results:
-        only = " (only_wikipedia is on)" if context.only_wikipedia else ""
+        only = " (only_wikipedia is on)" if settings.only_wikipedia else ""
         reason = f"web search found nothing usable for {query!r}{only}"
         return {"external_knowledge": [], "notes": [reason], "web_reason": reason}
     reading = _read(runtime, results)
-    update = _select(state, components, state["question"], reading, context, query)
+    update = _select(state, components, state["question"], reading, settings, query)
     emit(
         runtime,
         "web_search",
@@ -88,42 +88,42 @@ def web_search(state: State, runtime: Runtime[RunSettings], components: Componen
     return update
 
 
-def _query(state: State, context: RunSettings) -> tuple[str, int]:
+def _query(state: State, settings: RunSettings) -> tuple[str, int]:
     """The query (biased towards Wikipedia where preferred) and how many results to ask for."""
     query = state.get("search_query") or state["question"]
-    if context.prefer_wikipedia or context.only_wikipedia:
+    if settings.prefer_wikipedia or settings.only_wikipedia:
         query = wikipedia_query(query)
-    wanted = context.web_results
-    if context.only_wikipedia:
+    wanted = settings.web_results
+    if settings.only_wikipedia:
         wanted = max(wanted, ONLY_WIKIPEDIA_RESULTS)
     return query, wanted
 
 
 def _ranked_results(
-    components: Components, context: RunSettings, query: str, wanted: int
+    components: Components, settings: RunSettings, query: str, wanted: int
 ) -> list[SearchResult]:
     """The run's top ``web_results`` hits for ``query``, Wikipedia first where preferred.
 
     Raises:
         SearchUnavailableError: the search engine could not be used.
     """
-    provider = components.search(context)
-    results = cached_search(provider, query, wanted, ttl=context.web_cache_ttl)
+    provider = components.search(settings)
+    results = cached_search(provider, query, wanted, ttl=settings.web_cache_ttl)
     ranked = rank_results(
-        results, prefer_wikipedia=context.prefer_wikipedia, only_wikipedia=context.only_wikipedia
+        results, prefer_wikipedia=settings.prefer_wikipedia, only_wikipedia=settings.only_wikipedia
     )
-    return ranked[: context.web_results]
+    return ranked[: settings.web_results]
 
 
 def _read(runtime: Runtime[RunSettings], results: list[SearchResult]) -> WebReading:
     """Read the pages of the top ``pages_to_read`` results (none with ``fetch_pages`` off)."""
-    context = runtime.context
-    pages = context.pages_to_read if context.fetch_pages else 0
+    settings = runtime.context
+    pages = settings.pages_to_read if settings.fetch_pages else 0
 
     def page_read(url: str, ok: bool, done: int, total: int) -> None:
         emit(runtime, "web_search", "page", url=url, ok=ok, done=done, total=total)
 
-    return read_results(results, pages=pages, options=reader_options(context), on_page=page_read)
+    return read_results(results, pages=pages, options=reader_options(settings), on_page=page_read)
 
 
 def _select(
@@ -131,7 +131,7 @@ def _select(
     components: Components,
     question: str,
     reading: WebReading,
-    context: RunSettings,
+    settings: RunSettings,
     query: str,
 ) -> StateUpdate:
     """Score every passage in one batch and keep the best (the paper's filter step).
@@ -146,20 +146,20 @@ def _select(
     if not passages:
         reason = f"web search found nothing usable for {query!r}"
         return {"external_knowledge": [], "notes": [*notes, reason], "web_reason": reason}
-    if not context.select_web_knowledge:
+    if not settings.select_web_knowledge:
         kept: list[KnowledgeStrip] = [
             {"text": p.text, "source": p.source, "chunk": None, "origin": "external", "score": None}
-            for p in passages[: context.strips_kept]
+            for p in passages[: settings.strips_kept]
         ]
     else:
-        kept, fallback_notes = _best(state, components, question, passages, context)
+        kept, fallback_notes = _best(state, components, question, passages, settings)
         notes.extend(fallback_notes)
     update: StateUpdate = {"external_knowledge": kept}
-    if not kept and context.select_web_knowledge:
+    if not kept and settings.select_web_knowledge:
         what = "paragraphs and snippets" if any(p.from_page for p in passages) else "results"
         reason = (
             f"web search returned {len(passages)} {what} but none scored above "
-            f"{context.strip_threshold}"
+            f"{settings.strip_threshold}"
         )
         notes.append(reason)
         update["web_reason"] = reason
@@ -173,7 +173,7 @@ def _best(
     components: Components,
     question: str,
     passages: Sequence[WebPassage],
-    context: RunSettings,
+    settings: RunSettings,
 ) -> tuple[list[KnowledgeStrip], list[str]]:
     """Score every passage or strip in one evaluator call; keep the best (maybe none).
 
@@ -184,20 +184,20 @@ def _best(
     says so).
     """
     candidates: list[tuple[str, str]] = [(p.text, p.source) for p in passages]
-    if context.refine_web_knowledge:
+    if settings.refine_web_knowledge:
         candidates = [
             (strip, p.source)
             for p in passages
-            for strip in decompose(p.text, context.strip_mode, context.strip_size)
+            for strip in decompose(p.text, settings.strip_mode, settings.strip_size)
         ]
     texts = [text for text, _ in candidates]
 
     def score(evaluator: RetrievalEvaluator) -> list[float]:
-        if context.refine_web_knowledge:
-            return score_strips(evaluator, question, texts, by=context.strip_scoring)
+        if settings.refine_web_knowledge:
+            return score_strips(evaluator, question, texts, by=settings.strip_scoring)
         return evaluator.score(question, texts)
 
-    scores, _, notes = score_or_fall_back(state, context, components, score)
+    scores, _, notes = score_or_fall_back(state, settings, components, score)
     strips: list[KnowledgeStrip] = [
         {
             "text": text,
@@ -209,6 +209,6 @@ def _best(
         for (text, source), score in zip(candidates, scores, strict=True)
     ]
     kept = select_top(
-        strips, scores, context.strips_kept, context.strip_threshold, context.strip_margin
+        strips, scores, settings.strips_kept, settings.strip_threshold, settings.strip_margin
     )
     return kept, notes

@@ -104,7 +104,7 @@ def _shared(
 
 def ingest_into_store(
     paths: Sequence[str | Path],
-    context: RunSettings | IngestSettings | None = None,
+    settings: RunSettings | IngestSettings | None = None,
     *,
     documents: Sequence[LoadedDocument] = (),
     prune: bool = False,
@@ -122,7 +122,7 @@ def ingest_into_store(
 
     Args:
         paths: Files and/or directories (searched recursively).
-        context: Which store (``store_path`` or ``chroma_host``/``chroma_port``, and
+        settings: Which store (``store_path`` or ``chroma_host``/``chroma_port``, and
             ``collection``) and embedder; an :class:`IngestSettings` also sets the chunking.
         documents: Documents given as text (see :func:`inline_document`).
         prune: Also remove the stored documents under ``paths`` whose files no longer exist.
@@ -151,7 +151,7 @@ def ingest_into_store(
     from crag.vectorstore.ingest import IngestReport, ingest_documents, ingest_paths
     from crag.vectorstore.limits import FileLimits
 
-    settings = context or RunSettings()
+    settings = settings or RunSettings()
     given = {"progress": progress, "on_progress": on_progress, "writer": writer, "tags": tags}
     shared = _shared(settings, max_chunks, given)
     store = open_configured_store(settings, create=True, writable=True)
@@ -165,14 +165,14 @@ def ingest_into_store(
 
 
 def remove_from_store(
-    sources: Sequence[str], context: RunSettings | IngestSettings | None = None
+    sources: Sequence[str], settings: RunSettings | IngestSettings | None = None
 ) -> IngestReport:
     """Remove documents from the configured store (it must exist).
 
     Args:
         sources: Stored sources (``wikipedia:Title``, ``inline:...``, ``FILE#lineN``) or file
             paths; a JSON Lines file removes all its lines.
-        context: Which store and collection.
+        settings: Which store and collection.
 
     Returns:
         A report: ``removed`` lists the sources removed, ``failed`` the items not in the store.
@@ -183,7 +183,7 @@ def remove_from_store(
     from crag.vectorstore.removal import remove_sources
     from crag.vectorstore.store import open_store
 
-    settings = context or RunSettings()
+    settings = settings or RunSettings()
     store = open_store(
         settings.store_path,
         settings.collection,

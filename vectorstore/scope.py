@@ -105,20 +105,20 @@ def scope_metadata(
     return labels
 
 
-def scope_filter(context: RunSettings) -> dict[str, Any] | None:
+def scope_filter(settings: RunSettings) -> dict[str, Any] | None:
     """The Chroma ``where`` of the run's scope; ``None`` when the run searches everything.
 
     Tags: any of them; folder: the folder or below; file types: any of them. The scopes set
     combine (``$and``).
     """
     clauses: list[dict[str, Any]] = []
-    if context.scope_tags:
-        tagged = [{"tags": {"$contains": tag}} for tag in context.scope_tags]
+    if settings.scope_tags:
+        tagged = [{"tags": {"$contains": tag}} for tag in settings.scope_tags]
         clauses.append(tagged[0] if len(tagged) == 1 else {"$or": tagged})
-    if context.scope_folder:
-        clauses.append({"folders": {"$contains": context.scope_folder}})
-    if context.scope_file_types:
-        kinds = context.scope_file_types
+    if settings.scope_folder:
+        clauses.append({"folders": {"$contains": settings.scope_folder}})
+    if settings.scope_file_types:
+        kinds = settings.scope_file_types
         clauses.append({"file_type": {"$eq": kinds[0]} if len(kinds) == 1 else {"$in": kinds}})
     if not clauses:
         return None
@@ -140,15 +140,15 @@ def with_clause(where: dict[str, Any] | None, clause: dict[str, Any]) -> dict[st
     return clause if where is None else {"$and": [where, clause]}
 
 
-def describe_scope(context: RunSettings) -> str:
+def describe_scope(settings: RunSettings) -> str:
     """The run's scope in words (``tags a, b; folder /srv/docs``); empty when none is set."""
     parts: list[str] = []
-    if context.scope_tags:
-        parts.append(f"tags {', '.join(context.scope_tags)}")
-    if context.scope_folder:
-        parts.append(f"folder {context.scope_folder}")
-    if context.scope_file_types:
-        parts.append(f"file types {', '.join(context.scope_file_types)}")
+    if settings.scope_tags:
+        parts.append(f"tags {', '.join(settings.scope_tags)}")
+    if settings.scope_folder:
+        parts.append(f"folder {settings.scope_folder}")
+    if settings.scope_file_types:
+        parts.append(f"file types {', '.join(settings.scope_file_types)}")
     return "; ".join(parts)
 
 

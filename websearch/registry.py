@@ -47,17 +47,17 @@ class SearchSettings:
     allowed_hosts: str = ""
 
     @classmethod
-    def from_context(cls, context: RunSettings) -> SearchSettings:
+    def from_context(cls, settings: RunSettings) -> SearchSettings:
         """The search settings of a run."""
         return cls(
-            provider=context.search_provider,
-            url=context.search_url,
-            timeout=context.search_timeout,
-            region=context.search_region,
-            safesearch=context.search_safesearch,
-            backend=context.search_backend,
-            only_wikipedia=context.only_wikipedia,
-            allowed_hosts=context.allowed_hosts,
+            provider=settings.search_provider,
+            url=settings.search_url,
+            timeout=settings.search_timeout,
+            region=settings.search_region,
+            safesearch=settings.search_safesearch,
+            backend=settings.search_backend,
+            only_wikipedia=settings.only_wikipedia,
+            allowed_hosts=settings.allowed_hosts,
         )
 
     def relevant(self) -> SearchSettings:

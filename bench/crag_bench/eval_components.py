@@ -157,25 +157,25 @@ class EvalComponents:
         self._evaluators: dict[int, CachingEvaluator] = {}
         self._lock = threading.Lock()
 
-    def vectorstore(self, context: RunSettings) -> Any:
+    def vectorstore(self, settings: RunSettings) -> Any:
         """The store, seen through the current filters."""
-        return SourceFilteringStore(self.inner.vectorstore(context), self.filters)
+        return SourceFilteringStore(self.inner.vectorstore(settings), self.filters)
 
-    def evaluator(self, context: RunSettings) -> RetrievalEvaluator:
+    def evaluator(self, settings: RunSettings) -> RetrievalEvaluator:
         """The evaluator, its scores cached."""
-        inner = self.inner.evaluator(context)
+        inner = self.inner.evaluator(settings)
         with self._lock:
             cached = self._evaluators.get(id(inner))
             if cached is None or cached.inner is not inner:
                 cached = self._evaluators[id(inner)] = CachingEvaluator(inner)
             return cached
 
-    def chat_model(self, context: RunSettings) -> BaseChatModel:
+    def chat_model(self, settings: RunSettings) -> BaseChatModel:
         """The generator (its answers are cached by LangChain's LLM cache while eval runs)."""
         if self._chat_model is not None:
             return self._chat_model
-        return self.inner.chat_model(context)
+        return self.inner.chat_model(settings)
 
-    def search(self, context: RunSettings) -> SearchProvider:
+    def search(self, settings: RunSettings) -> SearchProvider:
         """The web search provider (the simulated web during ``crag-bench eval``)."""
-        return self.inner.search(context)
+        return self.inner.search(settings)

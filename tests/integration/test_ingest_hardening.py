@@ -43,12 +43,12 @@ def hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def context(tmp_path: Path) -> IngestSettings:
+def settings(tmp_path: Path) -> IngestSettings:
     return IngestSettings(store_path=str(tmp_path / "store"), collection=COLLECTION)
 
 
-def served(payload: Any, context: IngestSettings) -> dict[str, Any]:
-    """A run of the ``ingest`` graph on the store of ``context``.
+def served(payload: Any, settings: IngestSettings) -> dict[str, Any]:
+    """A run of the ``ingest`` graph on the store of ``settings``.
 
     The graph is built as the server builds it, its deployment read from the environment when
     this is called (``CRAG_INGEST_ROOT``, ``CRAG_INGEST_RUN_REPLACE``), with the store named.
@@ -56,24 +56,24 @@ def served(payload: Any, context: IngestSettings) -> dict[str, Any]:
     # The test's folder stands for the upload folder: with no ingest root, the only place a
     # served run reads files from.
     deployment = deployment_with(
-        store_path=context.store_path,
-        collection=context.collection,
-        upload_dir=str(Path(context.store_path).parent),
+        store_path=settings.store_path,
+        collection=settings.collection,
+        upload_dir=str(Path(settings.store_path).parent),
     )
     graph = build_ingest_graph(deployment=deployment)
-    return dict(graph.invoke(payload, context=IngestContext(chunk_size=context.chunk_size)))
+    return dict(graph.invoke(payload, context=IngestContext(chunk_size=settings.chunk_size)))
 
 
-def stored(context: IngestSettings) -> Chroma:
-    return open_store(context.store_path, COLLECTION, HashEmbeddings(), create=False)
+def stored(settings: IngestSettings) -> Chroma:
+    return open_store(settings.store_path, COLLECTION, HashEmbeddings(), create=False)
 
 
-def texts_of(context: IngestSettings, source: str) -> list[str]:
-    return list(stored(context).get(where={"source": source})["documents"])
+def texts_of(settings: IngestSettings, source: str) -> list[str]:
+    return list(stored(settings).get(where={"source": source})["documents"])
 
 
-def writers_of(context: IngestSettings, source: str) -> set[str]:
-    metadatas = stored(context).get(where={"source": source}, include=["metadatas"])["metadatas"]
+def writers_of(settings: IngestSettings, source: str) -> set[str]:
+    metadatas = stored(settings).get(where={"source": source}, include=["metadatas"])["metadatas"]
     return {str(meta.get("writer")) for meta in metadatas}
 
 
@@ -85,63 +85,63 @@ def failures(report: dict[str, Any]) -> dict[str, str]:
 
 
 def test_a_served_run_cannot_replace_a_document_the_operator_stored(
-    tmp_path: Path, context: IngestSettings
+    tmp_path: Path, settings: IngestSettings
 ) -> None:
     notes = tmp_path / "docs" / "notes.md"
     notes.parent.mkdir()
     notes.write_text("Otters hold hands while they sleep.")
     mona = inline_document(LEONARDO, source="wikipedia:Mona Lisa")
-    report = ingest_into_store([notes], context, documents=[mona], progress=False)
+    report = ingest_into_store([notes], settings, documents=[mona], progress=False)
     assert len(report.added) == 2
     file_source = str(notes.absolute())
-    assert writers_of(context, "wikipedia:Mona Lisa") == {"operator"}
+    assert writers_of(settings, "wikipedia:Mona Lisa") == {"operator"}
 
-    out = served({"documents": [{"text": POISON, "source": "wikipedia:Mona Lisa"}]}, context)
+    out = served({"documents": [{"text": POISON, "source": "wikipedia:Mona Lisa"}]}, settings)
     assert out["replaced"] == [] and out["added"] == [] and out["chunks"] == 0
     error = failures(out)["wikipedia:Mona Lisa"]
     assert "already stored by the operator" in error
     assert "does not let runs replace it" in error and "CRAG_INGEST_RUN_REPLACE" in error
-    assert texts_of(context, "wikipedia:Mona Lisa") == [LEONARDO]
+    assert texts_of(settings, "wikipedia:Mona Lisa") == [LEONARDO]
 
     # The same for a file the operator ingested: named by its path (changed), or as a source.
     notes.write_text(POISON)
-    by_path = served({"paths": [str(notes)]}, context)
-    by_source = served({"documents": [{"text": POISON, "source": file_source}]}, context)
+    by_path = served({"paths": [str(notes)]}, settings)
+    by_source = served({"documents": [{"text": POISON, "source": file_source}]}, settings)
     for out in (by_path, by_source):
         assert "already stored by the operator" in failures(out)[file_source]
         assert out["replaced"] == []
-    assert texts_of(context, file_source) == ["Otters hold hands while they sleep."]
+    assert texts_of(settings, file_source) == ["Otters hold hands while they sleep."]
 
     # Asking again for what is stored changes nothing, and is not a failure.
     notes.write_text("Otters hold hands while they sleep.")
-    assert served({"paths": [str(notes)]}, context)["skipped"] == [file_source]
+    assert served({"paths": [str(notes)]}, settings)["skipped"] == [file_source]
 
 
 def test_chunks_stored_before_writers_were_recorded_are_the_operators(
-    context: IngestSettings,
+    settings: IngestSettings,
 ) -> None:
-    store = open_store(context.store_path, COLLECTION, HashEmbeddings(), create=True)
+    store = open_store(settings.store_path, COLLECTION, HashEmbeddings(), create=True)
     legacy = {"source": "wikipedia:Mona Lisa", "sha256": "0" * 64, "chunk": 0}
     store.add_texts([LEONARDO], metadatas=[legacy], ids=[chunk_id("wikipedia:Mona Lisa", 0)])
 
-    out = served({"documents": [{"text": POISON, "source": "wikipedia:Mona Lisa"}]}, context)
+    out = served({"documents": [{"text": POISON, "source": "wikipedia:Mona Lisa"}]}, settings)
     assert "already stored by the operator" in failures(out)["wikipedia:Mona Lisa"]
-    assert texts_of(context, "wikipedia:Mona Lisa") == [LEONARDO]
+    assert texts_of(settings, "wikipedia:Mona Lisa") == [LEONARDO]
 
 
 def test_by_default_a_served_run_cannot_replace_what_another_run_stored(
-    context: IngestSettings,
+    settings: IngestSettings,
 ) -> None:
     """Caller B may not overwrite what caller A stored: the server cannot tell them apart."""
     first = served(
         {"documents": [{"text": "Otters hold hands.", "source": "notes:otters"}, {"text": "Bees"}]},
-        context,
+        settings,
     )
     inline = [source for source in first["added"] if source.startswith("inline:")]
     assert sorted(first["added"]) == sorted(["notes:otters", *inline]) and len(inline) == 1
-    assert writers_of(context, "notes:otters") == {"served"}
+    assert writers_of(settings, "notes:otters") == {"served"}
 
-    again = served({"documents": [{"text": POISON, "source": "notes:otters"}]}, context)
+    again = served({"documents": [{"text": POISON, "source": "notes:otters"}]}, settings)
     assert again["replaced"] == [] and again["added"] == [] and again["chunks"] == 0
     error = failures(again)["notes:otters"]
     assert error == (
@@ -149,7 +149,7 @@ def test_by_default_a_served_run_cannot_replace_what_another_run_stored(
         "runs replace it (setting ingest_run_replace, environment variable "
         "CRAG_INGEST_RUN_REPLACE)"
     )
-    assert texts_of(context, "notes:otters") == ["Otters hold hands."]
+    assert texts_of(settings, "notes:otters") == ["Otters hold hands."]
     # The same content again is skipped, not a failure; new sources are still added.
     same = served(
         {
@@ -158,25 +158,28 @@ def test_by_default_a_served_run_cannot_replace_what_another_run_stored(
                 {"text": "Bees make honey.", "source": "notes:bees"},
             ]
         },
-        context,
+        settings,
     )
     assert same["skipped"] == ["notes:otters"] and same["added"] == ["notes:bees"]
     assert same["failed"] == []
 
     # The operator may replace anything, and the document is then the operator's.
     ingest_into_store(
-        [], context, documents=[inline_document("Otters eat fish.", "notes:otters")], progress=False
+        [],
+        settings,
+        documents=[inline_document("Otters eat fish.", "notes:otters")],
+        progress=False,
     )
-    assert writers_of(context, "notes:otters") == {"operator"}
+    assert writers_of(settings, "notes:otters") == {"operator"}
 
 
 def test_served_lets_runs_replace_what_runs_stored_but_not_the_operators(
-    context: IngestSettings, monkeypatch: pytest.MonkeyPatch
+    settings: IngestSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mona = inline_document(LEONARDO, source="wikipedia:Mona Lisa")
-    ingest_into_store([], context, documents=[mona], progress=False)
+    ingest_into_store([], settings, documents=[mona], progress=False)
     monkeypatch.setenv("CRAG_INGEST_RUN_REPLACE", "served")
-    served({"documents": [{"text": "Otters hold hands.", "source": "notes:otters"}]}, context)
+    served({"documents": [{"text": "Otters hold hands.", "source": "notes:otters"}]}, settings)
 
     out = served(
         {
@@ -185,32 +188,32 @@ def test_served_lets_runs_replace_what_runs_stored_but_not_the_operators(
                 {"text": POISON, "source": "wikipedia:Mona Lisa"},
             ]
         },
-        context,
+        settings,
     )
     assert out["replaced"] == ["notes:otters"]
-    assert texts_of(context, "notes:otters") == ["Otters sleep afloat."]
+    assert texts_of(settings, "notes:otters") == ["Otters sleep afloat."]
     assert list(failures(out)) == ["wikipedia:Mona Lisa"]
     assert "already stored by the operator" in failures(out)["wikipedia:Mona Lisa"]
-    assert texts_of(context, "wikipedia:Mona Lisa") == [LEONARDO]
+    assert texts_of(settings, "wikipedia:Mona Lisa") == [LEONARDO]
 
 
 def test_all_lets_served_runs_replace_the_operators_documents(
-    context: IngestSettings, monkeypatch: pytest.MonkeyPatch
+    settings: IngestSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mona = inline_document(LEONARDO, source="wikipedia:Mona Lisa")
-    ingest_into_store([], context, documents=[mona], progress=False)
+    ingest_into_store([], settings, documents=[mona], progress=False)
     monkeypatch.setenv("CRAG_INGEST_RUN_REPLACE", "all")
 
-    out = served({"documents": [{"text": POISON, "source": "wikipedia:Mona Lisa"}]}, context)
+    out = served({"documents": [{"text": POISON, "source": "wikipedia:Mona Lisa"}]}, settings)
     assert out["replaced"] == ["wikipedia:Mona Lisa"] and out["failed"] == []
-    assert texts_of(context, "wikipedia:Mona Lisa") == [POISON]
-    assert writers_of(context, "wikipedia:Mona Lisa") == {"served"}
-    again = served({"documents": [{"text": LEONARDO, "source": "wikipedia:Mona Lisa"}]}, context)
+    assert texts_of(settings, "wikipedia:Mona Lisa") == [POISON]
+    assert writers_of(settings, "wikipedia:Mona Lisa") == {"served"}
+    again = served({"documents": [{"text": LEONARDO, "source": "wikipedia:Mona Lisa"}]}, settings)
     assert again["replaced"] == ["wikipedia:Mona Lisa"] and again["failed"] == []
 
 
 def test_a_bad_ingest_run_replace_is_refused(
-    context: IngestSettings, monkeypatch: pytest.MonkeyPatch
+    settings: IngestSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from crag.core.setting_checks import InvalidSettingError
     from crag.vectorstore.sources import served_writer
@@ -223,11 +226,11 @@ def test_a_bad_ingest_run_replace_is_refused(
         IngestContext(ingest_run_replace="all")  # type: ignore[call-arg]  # not a run's to set
     monkeypatch.setenv("CRAG_INGEST_RUN_REPLACE", "true")
     with pytest.raises(InvalidSettingError, match="must be one of 'none', 'served', 'all'"):
-        served({"documents": [{"text": "Otters hold hands."}]}, context)
+        served({"documents": [{"text": "Otters hold hands."}]}, settings)
     # The served graph reads the environment when a run starts: the run is refused too.
     from crag.app.graphs import ingest_graph
 
-    monkeypatch.setenv("CRAG_STORE_PATH", context.store_path)
+    monkeypatch.setenv("CRAG_STORE_PATH", settings.store_path)
     with pytest.raises(InvalidSettingError, match="CRAG_INGEST_RUN_REPLACE must be one of"):
         ingest_graph.invoke({"documents": [{"text": "Otters hold hands."}]})
     with pytest.raises(ValueError, match="must be one of 'none', 'served', 'all'"):
@@ -235,19 +238,19 @@ def test_a_bad_ingest_run_replace_is_refused(
 
 
 def test_a_document_planted_before_the_operator_ingests_it_becomes_the_operators(
-    tmp_path: Path, context: IngestSettings
+    tmp_path: Path, settings: IngestSettings
 ) -> None:
     """A caller stores a file's exact text under its path first, to replace it later."""
     notes = tmp_path / "notes.txt"
     notes.write_text("Otters hold hands while they sleep.")
     source = str(notes.absolute())
-    planted = served({"paths": [str(notes)]}, context)
-    assert planted["added"] == [source] and writers_of(context, source) == {"served"}
+    planted = served({"paths": [str(notes)]}, settings)
+    assert planted["added"] == [source] and writers_of(settings, source) == {"served"}
 
-    report = ingest_into_store([notes], context, progress=False)
+    report = ingest_into_store([notes], settings, progress=False)
     assert report.skipped == [source] and report.chunks_added == 0  # nothing embedded again
-    assert writers_of(context, source) == {"operator"}
-    out = served({"documents": [{"text": POISON, "source": source}]}, context)
+    assert writers_of(settings, source) == {"operator"}
+    out = served({"documents": [{"text": POISON, "source": source}]}, settings)
     assert "already stored by the operator" in failures(out)[source]
 
 
@@ -256,41 +259,41 @@ def jsonl(path: Path, *texts: str) -> None:
 
 
 def test_a_served_jsonl_reingest_cannot_remove_the_operators_lines(
-    tmp_path: Path, context: IngestSettings
+    tmp_path: Path, settings: IngestSettings
 ) -> None:
     data = tmp_path / "data.jsonl"
     jsonl(data, "Otters hold hands.", "Bees make honey.")
-    ingest_into_store([data], context, progress=False)
+    ingest_into_store([data], settings, progress=False)
     line2 = f"{data.absolute()}#line2"
 
     jsonl(data, "Otters hold hands.")
-    out = served({"paths": [str(data)]}, context)
+    out = served({"paths": [str(data)]}, settings)
     assert out["removed"] == [] and out["skipped"] == [f"{data.absolute()}#line1"]
     error = failures(out)[line2]
     assert f"no longer in {data.absolute()}" in error and "does not let runs remove it" in error
-    assert texts_of(context, line2) == ["Bees make honey."]
+    assert texts_of(settings, line2) == ["Bees make honey."]
 
     # The operator's own re-ingest removes it, as before.
-    assert ingest_into_store([data], context, progress=False).removed == [line2]
+    assert ingest_into_store([data], settings, progress=False).removed == [line2]
 
 
 def test_a_served_jsonl_reingest_removes_lines_served_runs_wrote_only_if_allowed(
-    tmp_path: Path, context: IngestSettings, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, settings: IngestSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = tmp_path / "data.jsonl"
     jsonl(data, "Otters hold hands.", "Bees make honey.")
-    served({"paths": [str(data)]}, context)
+    served({"paths": [str(data)]}, settings)
     jsonl(data, "Otters hold hands.")
     line2 = f"{data.absolute()}#line2"
 
-    kept = served({"paths": [str(data)]}, context)
+    kept = served({"paths": [str(data)]}, settings)
     assert kept["removed"] == [] and kept["skipped"] == [f"{data.absolute()}#line1"]
     error = failures(kept)[line2]
     assert "stored by a run of the ingest graph" in error and "does not let runs remove it" in error
-    assert texts_of(context, line2) == ["Bees make honey."]
+    assert texts_of(settings, line2) == ["Bees make honey."]
 
     monkeypatch.setenv("CRAG_INGEST_RUN_REPLACE", "served")
-    out = served({"paths": [str(data)]}, context)
+    out = served({"paths": [str(data)]}, settings)
     assert out["removed"] == [line2] and out["failed"] == []
 
 
@@ -326,9 +329,9 @@ def test_crag_ingest_is_not_confined_by_the_ingest_root(
         capsys.readouterr().out.split()
     )
     # A served run under the same root is refused the way out.
-    context = IngestSettings(store_path=store, collection="crag")
+    settings = IngestSettings(store_path=store, collection="crag")
     with pytest.raises(InvalidIngestInputError, match="outside"):
-        served({"paths": [str(root / ".." / "outside")]}, context)
+        served({"paths": [str(root / ".." / "outside")]}, settings)
 
 
 # -- 3 and 6. symbolic link loops and NUL bytes: one clear line for that path ------------------
@@ -343,7 +346,7 @@ def make_loop(folder: Path) -> Path:
 
 @pytest.mark.parametrize("with_root", [False, True], ids=["no-root", "root"])
 def test_a_symlink_loop_or_a_nul_byte_fails_that_path_only(
-    tmp_path: Path, context: IngestSettings, monkeypatch: pytest.MonkeyPatch, with_root: bool
+    tmp_path: Path, settings: IngestSettings, monkeypatch: pytest.MonkeyPatch, with_root: bool
 ) -> None:
     root = tmp_path / "root"
     root.mkdir()
@@ -353,7 +356,7 @@ def test_a_symlink_loop_or_a_nul_byte_fails_that_path_only(
         monkeypatch.setenv("CRAG_INGEST_ROOT", str(root))
     nul = str(root / "bad\0name.txt")
 
-    out = served({"paths": [str(loop), nul, str(root / "ok.md")]}, context)
+    out = served({"paths": [str(loop), nul, str(root / "ok.md")]}, settings)
     assert out["added"] == [str((root / "ok.md").absolute())]
     failed = failures(out)
     assert set(failed) == {str(loop), nul}
@@ -365,7 +368,7 @@ def test_a_symlink_loop_or_a_nul_byte_fails_that_path_only(
 
 
 def test_a_symlink_loop_inside_the_root_is_reported_as_a_loop(
-    tmp_path: Path, context: IngestSettings, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, settings: IngestSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "root"
     root.mkdir()
@@ -373,12 +376,12 @@ def test_a_symlink_loop_inside_the_root_is_reported_as_a_loop(
     (root / "ok.md").write_text("Otters hold hands.")
     monkeypatch.setenv("CRAG_INGEST_ROOT", str(root))
 
-    out = served({"paths": [str(root)]}, context)
+    out = served({"paths": [str(root)]}, settings)
     assert len(out["added"]) == 1
     for error in failures(out).values():
         assert "symbolic link loop" in error and "outside" not in error
     # The Python API with a root says the same.
-    store = stored(context)
+    store = stored(settings)
     direct = ingest_paths([root], store, root=root, progress=False)
     assert all("symbolic link loop" in error for _, error in direct.failed)
 
@@ -401,7 +404,7 @@ def test_crag_ingest_reports_a_symlink_loop_and_goes_on(
 # -- 4. binary data is not text -----------------------------------------------------------------
 
 
-def test_binary_files_and_documents_are_refused(tmp_path: Path, context: IngestSettings) -> None:
+def test_binary_files_and_documents_are_refused(tmp_path: Path, settings: IngestSettings) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "zeros.txt").write_bytes(b"\0" * 100_000)
@@ -412,7 +415,7 @@ def test_binary_files_and_documents_are_refused(tmp_path: Path, context: IngestS
     (docs / "tabs.txt").write_text("a\tb\tc\r\nOtters\fhold hands.\n")
 
     out = served(
-        {"paths": [str(docs)], "documents": [{"text": "x\0y\0z", "source": "notes:nul"}]}, context
+        {"paths": [str(docs)], "documents": [{"text": "x\0y\0z", "source": "notes:nul"}]}, settings
     )
     failed = failures(out)
     zeros = str(docs / "zeros.txt")
@@ -437,7 +440,7 @@ def test_binary_files_and_documents_are_refused(tmp_path: Path, context: IngestS
         ("notes.md", "paths must be a list of strings, not str: 'notes.md'"),
     ],
 )
-def test_bad_paths_name_the_bad_element(context: IngestSettings, paths: Any, message: str) -> None:
+def test_bad_paths_name_the_bad_element(settings: IngestSettings, paths: Any, message: str) -> None:
     with pytest.raises(InvalidIngestInputError) as caught:
-        served({"paths": paths}, context)
+        served({"paths": paths}, settings)
     assert str(caught.value) == message

@@ -90,7 +90,7 @@ def embedder(monkeypatch: pytest.MonkeyPatch) -> SlowEmbeddings:
 
 
 @pytest.fixture
-def context(tmp_path: Path) -> IngestSettings:
+def settings(tmp_path: Path) -> IngestSettings:
     return settings_for(tmp_path)
 
 
@@ -124,12 +124,12 @@ def chunking(settings: IngestSettings) -> IngestContext:
     return IngestContext(chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
 
 
-def stored(context: IngestSettings) -> Chroma:
-    return open_store(context.store_path, COLLECTION, HashEmbeddings(), create=False)
+def stored(settings: IngestSettings) -> Chroma:
+    return open_store(settings.store_path, COLLECTION, HashEmbeddings(), create=False)
 
 
-def sources_in(context: IngestSettings) -> set[str]:
-    metadatas = stored(context).get(include=["metadatas"])["metadatas"]
+def sources_in(settings: IngestSettings) -> set[str]:
+    metadatas = stored(settings).get(include=["metadatas"])["metadatas"]
     return {str(meta["source"]) for meta in metadatas}
 
 
@@ -144,7 +144,7 @@ def words(count: int) -> str:
 def test_a_pdf_naming_one_page_thousands_of_times_is_refused_quickly(
     tmp_path: Path,
     embedder: SlowEmbeddings,
-    context: IngestSettings,
+    settings: IngestSettings,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     docs = tmp_path / "docs"
@@ -154,20 +154,20 @@ def test_a_pdf_naming_one_page_thousands_of_times_is_refused_quickly(
     (docs / "otters.md").write_text(OTTERS)
 
     started = time.monotonic()
-    code = main(["ingest", "--store", context.store_path, "--collection", COLLECTION, str(docs)])
+    code = main(["ingest", "--store", settings.store_path, "--collection", COLLECTION, str(docs)])
     elapsed = time.monotonic() - started
     err = capsys.readouterr().err
     assert code == 0  # the other file is stored
     assert f"failed: {pdf}: refused: 20,000 pages, more than the 5,000 read from one file " in err
     assert "(setting max_file_pages, environment variable CRAG_MAX_FILE_PAGES)" in err
     assert elapsed < 30, f"took {elapsed:.0f} s: the pages were read before being counted"
-    assert sources_in(context) == {str((docs / "otters.md").absolute())}
+    assert sources_in(settings) == {str((docs / "otters.md").absolute())}
 
 
 def test_a_word_file_of_too_many_paragraphs_is_refused_before_they_are_read(
     tmp_path: Path,
     embedder: SlowEmbeddings,
-    context: IngestSettings,
+    settings: IngestSettings,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("CRAG_MAX_FILE_PARAGRAPHS", "10000")
@@ -193,7 +193,7 @@ def test_a_word_file_of_too_many_paragraphs_is_refused_before_they_are_read(
 def test_too_many_characters_rows_or_slides_are_refused_one_file_at_a_time(
     tmp_path: Path,
     embedder: SlowEmbeddings,
-    context: IngestSettings,
+    settings: IngestSettings,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("CRAG_MAX_FILE_CHARS", "5000")
@@ -243,7 +243,7 @@ def test_a_served_run_below_the_minimum_chunk_size_is_refused(
 def test_a_served_run_past_the_chunk_limit_is_refused_before_embedding(
     tmp_path: Path,
     embedder: SlowEmbeddings,
-    context: IngestSettings,
+    settings: IngestSettings,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("CRAG_INGEST_MAX_CHUNKS", "40")
@@ -263,7 +263,7 @@ def test_a_served_run_past_the_chunk_limit_is_refused_before_embedding(
     assert message.startswith("refused: this run would embed more than 40 chunks")
     assert "environment variable CRAG_INGEST_MAX_CHUNKS" in message and "\n" not in message
     # the files come first: refused at the inline document, the run keeps its file
-    assert sources_in(context) == {str(notes)}
+    assert sources_in(settings) == {str(notes)}
 
     # One document alone past the limit: nothing embedded at all.
     before = embedder.documents
@@ -281,18 +281,18 @@ def test_a_served_run_past_the_chunk_limit_is_refused_before_embedding(
 # -- a cancelled run stops and leaves nothing -------------------------------------------------
 
 
-def pending_records(context: IngestSettings) -> list[str]:
-    metadata = stored(context)._collection.metadata or {}
+def pending_records(settings: IngestSettings) -> list[str]:
+    metadata = stored(settings)._collection.metadata or {}
     return [key for key in metadata if key.startswith(PENDING_PREFIX)]
 
 
 def test_a_cancelled_served_run_stops_at_once_and_leaves_nothing(
-    embedder: SlowEmbeddings, context: IngestSettings, monkeypatch: pytest.MonkeyPatch
+    embedder: SlowEmbeddings, settings: IngestSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The served graph run through ``ainvoke`` (as the LangGraph server runs it), cancelled."""
     monkeypatch.setenv("CRAG_INGEST_MAX_CHUNKS", "100000")
     embedder.delay = 0.3  # per batch of 512 chunks: about 3 s for the whole document
-    graph, run = served(context), IngestContext(chunk_size=100, chunk_overlap=0)
+    graph, run = served(settings), IngestContext(chunk_size=100, chunk_overlap=0)
     text = words(90_000)  # about 5,000 chunks of 100 characters: ten batches
     payload: Any = {"documents": [{"text": text, "source": "mem:long"}]}
     # the store exists (an earlier run), so the lock below names the same store
@@ -312,18 +312,18 @@ def test_a_cancelled_served_run_stops_at_once_and_leaves_nothing(
 
     cancelled_at = asyncio.run(cancel_after_two_batches())
     # The worker thread holds the store's write lock until it has stopped and cleaned up.
-    with store_write_lock(stored(context)):
+    with store_write_lock(stored(settings)):
         stopped_after = time.monotonic() - cancelled_at
     assert stopped_after < 2.0, f"the run went on for {stopped_after:.1f} s after its cancel"
     assert len(embedder.call_times) <= 3, "batches were embedded after the cancel"
     time.sleep(0.5)
     assert len(embedder.call_times) <= 3
-    assert sources_in(context) == {"mem:otters"}, "the cancelled document's chunks stayed"
-    assert pending_records(context) == []
+    assert sources_in(settings) == {"mem:otters"}, "the cancelled document's chunks stayed"
+    assert pending_records(settings) == []
 
 
 def test_a_run_cancelled_through_its_token_stops_and_leaves_nothing(
-    tmp_path: Path, embedder: SlowEmbeddings, context: IngestSettings
+    tmp_path: Path, embedder: SlowEmbeddings, settings: IngestSettings
 ) -> None:
     """What the warm server and ``crag ask``'s Ctrl-C do: cancel the run's token."""
     embedder.delay = 0.2
@@ -350,7 +350,7 @@ def test_a_run_cancelled_through_its_token_stops_and_leaves_nothing(
     assert not worker.is_alive()
     assert len(outcome) == 1 and isinstance(outcome[0], RunCancelledError)
     assert len(embedder.call_times) <= 3
-    assert sources_in(context) == set() and pending_records(context) == []
+    assert sources_in(settings) == set() and pending_records(settings) == []
 
 
 # -- a killed run: its half-written document is never searched --------------------------------
@@ -375,14 +375,14 @@ sys.exit(main(["ingest", "--store", sys.argv[1], "--collection", "limits", sys.a
 """
 
 
-def crag_ingest(context: IngestSettings, path: Path) -> int:
+def crag_ingest(settings: IngestSettings, path: Path) -> int:
     """``crag ingest PATH`` into the test's store, in process."""
-    return main(["ingest", "--store", context.store_path, "--collection", COLLECTION, str(path)])
+    return main(["ingest", "--store", settings.store_path, "--collection", COLLECTION, str(path)])
 
 
 @pytest.fixture
 def killed_ingest(
-    tmp_path: Path, context: IngestSettings, embedder: SlowEmbeddings
+    tmp_path: Path, settings: IngestSettings, embedder: SlowEmbeddings
 ) -> Iterator[Path]:
     """``crag ingest`` of a big file killed with SIGKILL once its first batch is written.
 
@@ -391,7 +391,7 @@ def killed_ingest(
     otters = tmp_path / "otters.md"
     otters.write_text(OTTERS + " Zorblax are the otters of the moon.")
     assert (
-        main(["ingest", "--store", context.store_path, "--collection", COLLECTION, str(otters)])
+        main(["ingest", "--store", settings.store_path, "--collection", COLLECTION, str(otters)])
         == 0
     )
     big = tmp_path / "zorblax.txt"
@@ -401,7 +401,7 @@ def killed_ingest(
     marker = tmp_path / "written"
     close_stores()
     child = subprocess.Popen(
-        [sys.executable, "-c", KILLED_CRAG_INGEST, context.store_path, str(big), str(marker)],
+        [sys.executable, "-c", KILLED_CRAG_INGEST, settings.store_path, str(big), str(marker)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -425,9 +425,9 @@ ZORBLAX = "How many hours does the zorblax sleep?"
 
 
 def test_a_killed_ingest_leaves_chunks_that_no_search_returns(
-    killed_ingest: Path, context: IngestSettings
+    killed_ingest: Path, settings: IngestSettings
 ) -> None:
-    store = stored(context)
+    store = stored(settings)
     big = str(killed_ingest.absolute())
     left = store.get(where={"source": big}, include=[])["ids"]
     assert len(left) == 512 and chunk_id(big, 0) not in left  # half-written: no chunk 0
@@ -437,26 +437,26 @@ def test_a_killed_ingest_leaves_chunks_that_no_search_returns(
         assert [hit.metadata["source"] for hit in hits] == [otters], mode
 
     # The next ingestion repairs the store; the file, ingested whole, is searched again.
-    assert crag_ingest(context, Path(big)) == 0
+    assert crag_ingest(settings, Path(big)) == 0
     for mode in MODES:
         hits = search(store, ZORBLAX, 10, mode=mode, memo=VectorMemo())
         assert big in {hit.metadata["source"] for hit in hits}, mode
 
 
 def test_a_recorded_document_is_searched_once_its_chunk_zero_is_stored(
-    embedder: SlowEmbeddings, context: IngestSettings
+    embedder: SlowEmbeddings, settings: IngestSettings
 ) -> None:
     """A record names the documents of a batch; those the batch completed are not hidden."""
     ingest_into_store(
         [],
-        context,
+        settings,
         documents=[
             inline_document("Zorblax sleep all day.", source="mem:done"),
             inline_document("Zorblax hum at night.", source="mem:half"),
         ],
         progress=False,
     )
-    store = stored(context)
+    store = stored(settings)
     store.delete(ids=[chunk_id("mem:half", 0)])
     store.add_texts(["Zorblax hum at night, loudly."], [{"source": "mem:half", "chunk": 1}])
     mark_pending(store, "killed-run", ["mem:done", "mem:half"])

@@ -64,9 +64,9 @@ def tagged(tmp_path: Path, store: Chroma) -> dict[str, list[str]]:
     return {"handbook": handbook, "news": news}
 
 
-def found(store: Chroma, context: RunSettings, query: str = QUESTION, k: int = 10) -> list[str]:
+def found(store: Chroma, settings: RunSettings, query: str = QUESTION, k: int = 10) -> list[str]:
     """The sources a search in the run's scope finds, sorted."""
-    where = scope_filter(context)
+    where = scope_filter(settings)
     docs = (
         store.similarity_search(query, k=k, filter=where)
         if where

@@ -45,21 +45,21 @@ def hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def context(tmp_path: Path) -> IngestSettings:
+def settings(tmp_path: Path) -> IngestSettings:
     return IngestSettings(store_path=str(tmp_path / "store"), collection=COLLECTION)
 
 
-def served(payload: Any, context: IngestSettings) -> dict[str, Any]:
-    """A run of the ``ingest`` graph, built as the server builds it, on the store of ``context``."""
+def served(payload: Any, settings: IngestSettings) -> dict[str, Any]:
+    """A run of the ``ingest`` graph, built as the server builds it, on ``settings``' store."""
     # The test's folder stands for the upload folder: with no ingest root, the only place a
     # served run reads files from.
     deployment = deployment_with(
-        store_path=context.store_path,
-        collection=context.collection,
-        upload_dir=str(Path(context.store_path).parent),
+        store_path=settings.store_path,
+        collection=settings.collection,
+        upload_dir=str(Path(settings.store_path).parent),
     )
     graph = build_ingest_graph(deployment=deployment)
-    return dict(graph.invoke(payload, context=IngestContext(chunk_size=context.chunk_size)))
+    return dict(graph.invoke(payload, context=IngestContext(chunk_size=settings.chunk_size)))
 
 
 def sources(store_path: str | Path) -> set[str]:
@@ -78,37 +78,37 @@ def test_one_spelling_per_source() -> None:
 
 
 def test_served_look_alikes_of_operator_names_are_the_operators_documents(
-    context: IngestSettings,
+    settings: IngestSettings,
 ) -> None:
     operator = [
         inline_document(PELE, source="wikipedia:Pelé"),
         inline_document("The Mona Lisa hangs in the Louvre.", source="Mona Lisa"),
     ]
-    assert len(ingest_into_store([], context, documents=operator, progress=False).added) == 2
+    assert len(ingest_into_store([], settings, documents=operator, progress=False).added) == 2
     look_alikes = [unicodedata.normalize("NFD", "wikipedia:Pelé"), "Mona\u00a0Lisa", "Mona  Lisa"]
-    out = served({"documents": [{"text": POISON, "source": s} for s in look_alikes]}, context)
+    out = served({"documents": [{"text": POISON, "source": s} for s in look_alikes]}, settings)
     assert out["added"] == [] and out["chunks"] == 0
     assert {f["source"] for f in out["failed"]} == {"wikipedia:Pelé", "Mona Lisa"}
     assert all("already stored by the operator" in f["error"] for f in out["failed"])
-    assert sources(context.store_path) == {"wikipedia:Pelé", "Mona Lisa"}
+    assert sources(settings.store_path) == {"wikipedia:Pelé", "Mona Lisa"}
 
 
 def test_served_path_spellings_of_an_operator_file_are_that_file(
-    tmp_path: Path, context: IngestSettings, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, settings: IngestSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "root"
     root.mkdir()
     op = root / "op.txt"
     op.write_text("The operator's notes: the backup runs at midnight.")
-    assert ingest_into_store([op], context, progress=False).added == [str(op)]
+    assert ingest_into_store([op], settings, progress=False).added == [str(op)]
     spellings = [f"{root}/./op.txt", f"{root}//op.txt", f"{root}/../root/op.txt"]
-    inline = served({"documents": [{"text": POISON, "source": s} for s in spellings]}, context)
+    inline = served({"documents": [{"text": POISON, "source": s} for s in spellings]}, settings)
     assert inline["added"] == [] and inline["chunks"] == 0
     assert {f["source"] for f in inline["failed"]} == {str(op)}
     monkeypatch.chdir(tmp_path)
-    by_path = served({"paths": ["root/./op.txt", "root//op.txt", "root/../root/op.txt"]}, context)
+    by_path = served({"paths": ["root/./op.txt", "root//op.txt", "root/../root/op.txt"]}, settings)
     assert by_path["added"] == [] and by_path["skipped"] == [str(op)]
-    assert sources(context.store_path) == {str(op)}
+    assert sources(settings.store_path) == {str(op)}
 
 
 def test_cli_ingests_one_file_by_two_paths_once_and_removes_it_by_either(

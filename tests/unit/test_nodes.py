@@ -28,9 +28,9 @@ def first_note(update: StateUpdate) -> str:
     return notes[0]
 
 
-def node_runtime(context: RunSettings | None = None) -> Runtime[RunSettings]:
+def node_runtime(settings: RunSettings | None = None) -> Runtime[RunSettings]:
     """A runtime as a graph hands it to a node: the run's joined settings, no stream."""
-    return Runtime(context=context or RunSettings())
+    return Runtime(context=settings or RunSettings())
 
 
 RT = node_runtime()
