@@ -29,7 +29,8 @@ def add_eval_reader_command(sub: Any) -> None:
         "--generator",
         required=True,
         metavar="SPEC",
-        help="'smollm2', 'gguf:/path/model.gguf', 'local:/path' or 'provider:model'",
+        help="'smollm2', 'endpoint' or 'endpoint:MODEL' (the model server of the CRAG_LLM_* "
+        "settings), 'gguf:/path/model.gguf', 'local:/path' or 'provider:model'",
     )
     reader.add_argument("--out", type=Path, required=True, help="where the report is written")
     reader.add_argument(
