@@ -22,6 +22,7 @@ namespace whose first part is the caller's identity.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from langgraph_sdk import Auth
@@ -36,17 +37,32 @@ auth = Auth()
 """What ``langgraph.json``'s ``auth.path`` names."""
 
 
+_NO_SCOPE: dict[str, Any] = {"type": "http", "method": "POST", "client": None}
+"""The request a server that gives no scope stands for: one that may change things, so that a
+session still needs its CSRF token, from no address a trusted proxy could have."""
+
+
+def _as_bytes(text: bytes | str) -> bytes:
+    return text if isinstance(text, bytes) else text.encode("latin-1", "replace")
+
+
 @auth.authenticate
 async def authenticate(
-    headers: dict[bytes, bytes], scope: dict[str, Any]
+    headers: Mapping[bytes, bytes] | Mapping[str, str], scope: dict[str, Any] | None = None
 ) -> Auth.types.MinimalUserDict:
-    """The caller's identity: the server's token, an account's API key, or a session."""
+    """The caller's identity: the server's token, an account's API key, or a session.
+
+    langgraph-api gives the headers as bytes and the request's scope; another server of the
+    same API (Aegra) gives only the headers, as text: that request is identified the same way,
+    as one that may change things (:data:`_NO_SCOPE`).
+    """
+    scope = scope if scope is not None else _NO_SCOPE
     known = scope.get(IDENTITY_KEY)
     if isinstance(known, Identity):  # the gate, in front, identified the caller already
         return _user(known)
     config = gate_config()
     method = str(scope.get("method", "GET")) if scope.get("type") == "http" else "WEBSOCKET"
-    lower = {name.lower(): value for name, value in headers.items()}
+    lower = {_as_bytes(name).lower(): _as_bytes(value) for name, value in headers.items()}
     try:
         identity = await asyncio.to_thread(
             identify,
