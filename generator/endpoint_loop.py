@@ -43,6 +43,9 @@ HANDOVER_ITEMS = 64
 HANDOVER_WAIT_SECONDS = 0.005
 """How long a stream waits for its reader to make room before trying again."""
 
+_END: Any = object()
+"""What ``anext`` returns at a stream's end."""
+
 
 class _Loop:
     """One event loop on a daemon thread, started on first use."""
@@ -135,6 +138,8 @@ def stream_cancellable(open_stream: Callable[[], AsyncIterator[T]]) -> Iterator[
             try:
                 kind, value = items.get(timeout=POLL_SECONDS)
             except queue.Empty:
+                if future.done() and items.empty():
+                    raise _ended_without_a_word(future) from None
                 continue
             if kind == "item":
                 yield value
@@ -145,6 +150,13 @@ def stream_cancellable(open_stream: Callable[[], AsyncIterator[T]]) -> Iterator[
     finally:
         if not future.done():
             future.cancel()
+
+
+def _ended_without_a_word(future: concurrent.futures.Future[None]) -> BaseException:
+    """Why a stream's pump ended without handing over its end (a safeguard: it always should)."""
+    if future.cancelled():
+        return RuntimeError("the model-server stream was cancelled without a word to its reader")
+    return future.exception() or RuntimeError("the model-server stream ended without its end")
 
 
 async def _hand_over(items: queue.Queue[tuple[str, Any]], entry: tuple[str, Any]) -> None:
@@ -218,37 +230,14 @@ async def stream(
         EndpointError: The request failed, or the server stopped mid-stream.
     """
     async with _LOOP.slots(config):
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        deadline = start + config.timeout
-        tries = 0
-        while True:
-            tries += 1
-            items = open_stream()
-            try:
-                async with asyncio.timeout_at(deadline):
-                    first = await anext(items)
-                break
-            except StopAsyncIteration:
-                raise malformed(config, "an empty stream (no server-sent events)") from None
-            except TimeoutError:
-                raise describe(TimeoutError(), config) from None
-            except EndpointError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - every client error becomes one line
-                await close_stream(items)
-                if (reason := endpoint_error_in(exc)) is not None:
-                    raise reason from None
-                await _wait_to_retry(exc, config, tries, loop.time() - start)
+        deadline = asyncio.get_running_loop().time() + config.timeout
+        items, first = await _opened(config, open_stream, deadline)
         yield first
         received = 1
         try:
-            async with asyncio.timeout_at(deadline):
-                async for item in items:
-                    if loop.time() >= deadline:  # the deadline's cancellation was swallowed
-                        raise TimeoutError
-                    yield item
-                    received += 1
+            async for item in _until(items, deadline):
+                yield item
+                received += 1
         except TimeoutError:
             raise describe(TimeoutError(), config) from None
         except EndpointError:
@@ -258,6 +247,50 @@ async def stream(
             raise (reason or describe(exc, config, tokens=received)) from None
         finally:
             await close_stream(items)
+
+
+async def _opened(
+    config: EndpointConfig, open_stream: Callable[[], AsyncIterator[T]], deadline: float
+) -> tuple[AsyncIterator[T], T]:
+    """A stream and its first item, retried (as :func:`request`) until that item arrives."""
+    loop = asyncio.get_running_loop()
+    start = deadline - config.timeout
+    tries = 0
+    while True:
+        tries += 1
+        items = open_stream()
+        try:
+            async with asyncio.timeout_at(deadline):
+                return items, await anext(items)
+        except StopAsyncIteration:
+            raise malformed(config, "an empty stream (no server-sent events)") from None
+        except TimeoutError:
+            raise describe(TimeoutError(), config) from None
+        except EndpointError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every client error becomes one line
+            await close_stream(items)
+            if (reason := endpoint_error_in(exc)) is not None:
+                raise reason from None
+            await _wait_to_retry(exc, config, tries, loop.time() - start)
+
+
+async def _until(items: AsyncIterator[T], deadline: float) -> AsyncIterator[T]:
+    """The rest of ``items``, each read bounded by ``deadline`` (past it: ``TimeoutError``).
+
+    The deadline bounds each read, never the hand-over of an item: a reader slower than the
+    server keeps the stream waiting in :func:`_hand_over`, and a deadline's cancellation there
+    would end the stream without a word to its reader.
+    """
+    loop = asyncio.get_running_loop()
+    while True:
+        async with asyncio.timeout_at(deadline):
+            item = await anext(items, _END)
+        if item is _END:
+            return
+        if loop.time() >= deadline:  # the deadline's cancellation was swallowed
+            raise TimeoutError
+        yield item
 
 
 async def close_stream(items: AsyncIterator[Any]) -> None:

@@ -121,6 +121,28 @@ def test_a_fast_stream_is_bounded_by_the_timeout() -> None:
     assert took < 4
 
 
+def test_a_reader_slower_than_the_stream_still_meets_the_timeout() -> None:
+    # The server fills the hand-over queue while the reader dawdles: the deadline used to cancel
+    # the stream there, ending it without a word, and the reader waited for ever.
+    endless = Reply(events=[chunk("The answer is ")], endless=chunk("more "))
+    with FakeModelServer(default=endless) as server:
+        model = model_on(server, max_new_tokens=1_000_000, timeout=1.0)
+        outcome: list[BaseException] = []
+
+        def read_slowly() -> None:
+            try:
+                for _ in model.stream(QUESTION):
+                    time.sleep(0.02)
+            except EndpointError as exc:
+                outcome.append(exc)
+
+        reader = threading.Thread(target=read_slowly, daemon=True)
+        reader.start()
+        reader.join(15)
+        assert not reader.is_alive(), "the reader was left waiting"
+    assert [getattr(exc, "kind", None) for exc in outcome] == ["timeout"]
+
+
 def test_one_huge_delta_is_cut_to_what_was_asked() -> None:
     with FakeModelServer(default=streamed("x" * 1_000_000)) as server:
         text = streamed_text(model_on(server))
