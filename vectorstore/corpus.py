@@ -37,6 +37,7 @@ from langchain_core.embeddings import Embeddings
 from crag.core.file_digest import file_sha256
 from crag.vectorstore.ingest import IngestReport, ingest_documents, split_text
 from crag.vectorstore.loaders import LoadedDocument
+from crag.vectorstore.locking import store_write_lock
 from crag.vectorstore.records import chunk_id
 from crag.vectorstore.sources import SOURCE_PREFIX, normalise_source
 from crag.vectorstore.store import StoreError, count
@@ -470,7 +471,8 @@ def ensure_default_corpus(
             :data:`VECTORS_DIRECTORY`).
 
     Returns:
-        The ingestion report, or ``None`` when the collection already holds documents.
+        The ingestion report, or ``None`` when the collection already holds documents (written
+        by another process, too, while this one waited for the store's write lock).
 
     Raises:
         CorpusError: The corpus is missing or unreadable.
@@ -478,14 +480,20 @@ def ensure_default_corpus(
     """
     if count(store) > 0:
         return None
-    docs = load_corpus(limit)
-    logger.info("ingesting the default corpus (%d summaries). %s", len(docs), CORPUS_ATTRIBUTION)
-    target, lookup = _store_with_shipped_vectors(
-        store, len(docs), chunk_size, chunk_overlap, vectors_directory or VECTORS_DIRECTORY
-    )
-    report = ingest_documents(
-        docs, target, chunk_size=chunk_size, chunk_overlap=chunk_overlap, progress=progress
-    )
+    with store_write_lock(store):
+        if count(store) > 0:  # another process filled it while this one waited for the lock
+            logger.info("the default corpus was written by another process meanwhile")
+            return None
+        docs = load_corpus(limit)
+        logger.info(
+            "ingesting the default corpus (%d summaries). %s", len(docs), CORPUS_ATTRIBUTION
+        )
+        target, lookup = _store_with_shipped_vectors(
+            store, len(docs), chunk_size, chunk_overlap, vectors_directory or VECTORS_DIRECTORY
+        )
+        report = ingest_documents(
+            docs, target, chunk_size=chunk_size, chunk_overlap=chunk_overlap, progress=progress
+        )
     if lookup is not None and lookup.embedded:
         logger.warning(
             "%d chunks of the default corpus were not among its shipped vectors and were embedded",
