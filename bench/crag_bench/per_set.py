@@ -7,6 +7,10 @@ the time). Each bundled question's id names its set (``nq-test-39``), so the run
 and abstentions, CRAG against each other experiment, and gold-removed CRAG against gold-removed
 RAG over all questions and over the removed ones, with the report's paired statistics
 (:func:`crag_bench.significance.compare_outcomes`). ``all`` pools every set.
+
+Per action (:func:`by_action`), each CRAG experiment's questions are split by the action CRAG
+took, with CRAG's and its RAG baseline's accuracy and knowledge recall on the same questions:
+where correction pays and where it costs.
 """
 
 from __future__ import annotations
@@ -20,6 +24,12 @@ from crag_bench.significance import MEASURES, compare_outcomes, format_p, report
 
 POOLED = "all"
 """The name of the group that pools every set."""
+
+ACTIONS: tuple[str, ...] = ("correct", "ambiguous", "incorrect")
+"""CRAG's actions, in the order the tables show them."""
+
+BASELINES: dict[str, str] = {"crag": "rag", "crag-gold-removed": "rag-gold-removed"}
+"""Each CRAG experiment split by action, and the RAG experiment on the same questions."""
 
 
 def question_set(question_id: str) -> str:
@@ -88,6 +98,33 @@ def _comparisons(
     return found
 
 
+def by_action(
+    by_experiment: Mapping[str, Sequence[Mapping[str, Any]]],
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """CRAG experiment → action → its share of the questions and both pipelines' rates there.
+
+    Only the experiments of :data:`BASELINES` whose rows carry an action; RAG's rates are over
+    the same questions (``None`` when the run has no RAG row for them).
+    """
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    for crag, rag in BASELINES.items():
+        rows = [r for r in by_experiment.get(crag, []) if r.get("action") in ACTIONS]
+        if not rows:
+            continue
+        rag_rows = {str(r["id"]): r for r in by_experiment.get(rag, [])}
+        found[crag] = {}
+        for action in ACTIONS:
+            taken = [r for r in rows if r["action"] == action]
+            paired = [rag_rows[str(r["id"])] for r in taken if str(r["id"]) in rag_rows]
+            found[crag][action] = {
+                "questions": len(taken),
+                "share": len(taken) / len(rows),
+                "crag": _experiment(taken) if taken else None,
+                "rag": _experiment(paired) if taken and len(paired) == len(taken) else None,
+            }
+    return found
+
+
 def per_set_figures(
     rows: Sequence[Mapping[str, Any]], *, seed: int = 0, resamples: int = 10_000
 ) -> dict[str, dict[str, Any]]:
@@ -105,6 +142,7 @@ def per_set_figures(
         figures[name] = {
             "experiments": {e: _experiment(r) for e, r in by_experiment.items()},
             "comparisons": _comparisons(by_experiment, seed, resamples),
+            "actions": by_action(by_experiment),
         }
     return figures
 
@@ -117,8 +155,33 @@ def _rate(rate: Mapping[str, Any]) -> str:
     )
 
 
+def _share(rates: Mapping[str, Any] | None, measure: str) -> str:
+    return "" if rates is None else f"{rates[measure]:.3f}"
+
+
+def action_lines(actions: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[str]:
+    """The per-action table (:func:`by_action`) in Markdown; no lines when there is none."""
+    if not actions:
+        return []
+    lines = [
+        "\n| experiment | action | questions (share) | CRAG / RAG accuracy | "
+        "CRAG / RAG knowledge recall | CRAG abstained |",
+        "|---|---|---|---|---|---|",
+    ]
+    for experiment, split in actions.items():
+        for action, a in split.items():
+            crag, rag = a["crag"], a["rag"]
+            lines.append(
+                f"| {experiment} | {action} | {a['questions']} ({a['share']:.1%}) | "
+                f"{_share(crag, 'accuracy')} / {_share(rag, 'accuracy')} | "
+                f"{_share(crag, 'knowledge_recall')} / {_share(rag, 'knowledge_recall')} | "
+                f"{'' if crag is None else crag['abstained']} |"
+            )
+    return lines
+
+
 def markdown(figures: Mapping[str, Mapping[str, Any]]) -> str:
-    """One table of experiments and one of comparisons per set, in Markdown."""
+    """One table of experiments, one of comparisons and one of actions per set, in Markdown."""
     parts: list[str] = []
     for name, group in figures.items():
         parts.append(f"### {name}\n")
@@ -136,5 +199,6 @@ def markdown(figures: Mapping[str, Mapping[str, Any]]) -> str:
                 f"| {c['a']} - {c['b']} | {c['scope']} | {c['questions']} | "
                 f"{_rate(c['accuracy'])} | {_rate(c['knowledge_recall'])} |"
             )
+        parts.extend(action_lines(group.get("actions", {})))
         parts.append("")
     return "\n".join(parts)

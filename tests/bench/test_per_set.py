@@ -85,3 +85,34 @@ def test_read_rows_keeps_counted_rows_and_refuses_bad_files(tmp_path: Path) -> N
     (tmp_path / "rows.jsonl").write_text("", encoding="utf-8")
     with pytest.raises(ValueError, match="no counted rows"):
         read_rows(tmp_path)
+
+
+def test_figures_split_by_crags_action_beside_rag_on_the_same_questions() -> None:
+    rows = [
+        _row("nq-dev-1", "crag", True, action="correct"),
+        _row("nq-dev-1", "rag", True),
+        _row("nq-dev-2", "crag", False, action="ambiguous", abstained=True),
+        _row("nq-dev-2", "rag", True),
+        _row("nq-dev-3", "crag", True, action="ambiguous"),
+        _row("nq-dev-3", "rag", False),
+        _row("nq-dev-4", "crag", True, action="ambiguous"),
+        _row("nq-dev-4", "rag", False),
+    ]
+    actions = per_set_figures(rows, resamples=10)["nq-dev"]["actions"]
+    assert list(actions) == ["crag"]
+    split = actions["crag"]
+    assert [split[a]["questions"] for a in ("correct", "ambiguous", "incorrect")] == [1, 3, 0]
+    assert split["ambiguous"]["share"] == pytest.approx(0.75)
+    assert split["ambiguous"]["crag"]["accuracy"] == pytest.approx(2 / 3)
+    assert split["ambiguous"]["rag"]["accuracy"] == pytest.approx(1 / 3)
+    assert split["ambiguous"]["crag"]["abstained"] == 1
+    assert split["incorrect"]["crag"] is None and split["incorrect"]["rag"] is None
+    text = markdown(per_set_figures(rows, resamples=10))
+    assert "| crag | ambiguous | 3 (75.0%) | 0.667 / 0.333 | 0.667 / 0.333 | 1 |" in text
+    assert "| crag | incorrect | 0 (0.0%) |  /  |  /  |  |" in text
+
+
+def test_no_action_table_without_actions() -> None:
+    figures = per_set_figures([_row("nq-dev-1", "rag", True)], resamples=10)
+    assert figures["nq-dev"]["actions"] == {}
+    assert "| action |" not in markdown(figures)
