@@ -10,6 +10,10 @@
 #                                             local server (RUNS=N: one level of N runs)
 #   make eval EVAL_ARGS="--limit 5"           the benchmark: CRAG vs RAG, ablations (crag-bench eval)
 #   make dockerfile                           the LangGraph API server's Dockerfile (deploy/)
+#   make cluster                              crag on $(REPLICAS) Aegra replicas behind nginx, with
+#                                             PostgreSQL, Redis and a Chroma server, on
+#                                             127.0.0.1:$(CLUSTER_PORT) (printed address);
+#                                             make cluster-stop stops it (docs/deployment.md)
 Q ?= Who painted the Mona Lisa?
 PORT ?= 8123
 LEVELS ?= 1,4,16,32
@@ -24,8 +28,11 @@ BATCH ?= 8
 BENCH_JOBS ?= 32
 
 EVAL_ARGS ?=
+# make cluster: Aegra replicas behind nginx; nginx's port (the others follow it: deploy/cluster).
+REPLICAS ?= 2
+CLUSTER_PORT ?= 8200
 
-.PHONY: ask install install-dev test lint serve bench eval dockerfile page
+.PHONY: ask install install-dev test lint serve bench eval dockerfile page cluster cluster-stop
 
 install:
 	scripts/bootstrap.sh
@@ -44,7 +51,9 @@ lint:
 
 test: install-dev lint
 	scripts/install_browser.sh
+	scripts/install_cluster.sh
 	.venv/bin/python -m pytest
+	.venv/bin/python -m pytest tests/cluster
 
 serve: install-dev
 	scripts/serve.sh $(PORT) $(JOBS) $(BATCH)
@@ -66,3 +75,12 @@ dockerfile: install-dev
 # in the wheel: only this needs Node.js and npm, at development time.
 page:
 	cd app/web && npm ci --no-audit --no-fund && npm run build
+
+# The Python 3.12 environment Aegra needs (.crag/py312) and Debian's PostgreSQL, Redis and nginx
+# are installed first (scripts/install_cluster.sh: about 4 minutes, 6 GB, once).
+cluster:
+	scripts/install_cluster.sh
+	REPLICAS=$(REPLICAS) CLUSTER_PORT=$(CLUSTER_PORT) deploy/cluster/start.sh
+
+cluster-stop:
+	deploy/cluster/stop.sh

@@ -29,8 +29,8 @@ A body that is not JSON, or holds no object, passes on for langgraph-api to answ
 other request, and every response (streams included), passes through untouched.
 
 Only the server imports this module; Starlette (langgraph-api's) and the chat page's routes are
-imported when ``app`` is first read, so the module itself needs nothing beyond crag's
-dependencies.
+imported when ``app`` (or ``fastapi_app``, the same app as Aegra takes it) is first read, so the
+module itself needs nothing beyond crag's dependencies.
 """
 
 from __future__ import annotations
@@ -45,9 +45,10 @@ from crag.core.caller import AUTH_KEYS
 from crag.core.setting_kinds import other_kind_error
 
 if TYPE_CHECKING:
+    from fastapi import FastAPI
     from starlette.applications import Starlette
 
-__all__ = ["RefuseOtherKinds", "refusal", "served_app"]
+__all__ = ["RefuseOtherKinds", "refusal", "served_app", "served_fastapi_app"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -246,8 +247,26 @@ def served_app() -> Starlette:
     )
 
 
+@functools.cache
+def served_fastapi_app() -> FastAPI:
+    """:func:`served_app`'s routes and middleware on a FastAPI app: what Aegra serves.
+
+    Aegra (``deploy/cluster/aegra.json``: ``crag.app.http:fastapi_app``) refuses any app but a
+    FastAPI one, adds its API's routes to it and puts its own middleware (content-type
+    rewriting, CORS, logging) outside the app's: the gate is no longer outermost there
+    (docs/deployment.md). ``/docs`` and ``/openapi.json`` describe the whole API, behind the
+    gate, as langgraph-api's do.
+    """
+    from fastapi import FastAPI
+
+    app = served_app()
+    return FastAPI(routes=list(app.routes), middleware=list(app.user_middleware))
+
+
 def __getattr__(name: str) -> Any:
-    """``app``: :func:`served_app`, built when langgraph-api first reads it."""
+    """``app`` (:func:`served_app`), ``fastapi_app`` (:func:`served_fastapi_app`): made on read."""
     if name == "app":
         return served_app()
+    if name == "fastapi_app":
+        return served_fastapi_app()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,132 @@
+"""crag's cluster (deploy/cluster/start.sh) started for real, and what the tests ask of it.
+
+The cluster runs from the Python 3.12 environment ``scripts/install_cluster.sh`` builds
+(``.crag/py312``, or ``CRAG_CLUSTER_VENV``); its state folder is a fresh one in ``/tmp`` (the
+postgres user must pass through its parents) and its ports a free block. Which replica
+executes a run is read from Aegra's own table: a worker claims a run under
+``{hostname}-{pid}-worker-{n}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+logger = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "deploy" / "cluster"
+VENV = Path(os.environ.get("CRAG_CLUSTER_VENV", ROOT / ".crag" / "py312"))
+REPLICAS = 2
+_PORTS_USED = 10 + REPLICAS + 1
+"""start.sh's ports: nginx at the base, PostgreSQL +1, Redis +2, Chroma +3, replica i +10+i."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A running cluster: its addresses, its token, its state folder."""
+
+    port: int
+    token: str
+    state: Path
+
+    @property
+    def url(self) -> str:
+        """nginx, in front of the replicas."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def replica_url(self, number: int) -> str:
+        """Replica ``number`` (1, 2, ...) itself."""
+        return f"http://127.0.0.1:{self.port + 10 + number}"
+
+    def replica_pid(self, number: int) -> int:
+        return int((self.state / "run" / f"replica-{number}.pid").read_text())
+
+    @property
+    def threads_db(self) -> str:
+        """The accounts' database (``CRAG_THREADS_DB``), in the cluster's PostgreSQL."""
+        return f"{self._postgres}/crag"
+
+    @property
+    def _postgres(self) -> str:
+        password = (self.state / "secrets" / "postgres").read_text().strip()
+        return f"postgresql://crag:{password}@127.0.0.1:{self.port + 1}"
+
+    def run_row(self, run_id: str) -> tuple[str, str]:
+        """Aegra's record of a run: its status and the worker that claimed it ('' if none)."""
+        with psycopg.connect(f"{self._postgres}/aegra", autocommit=True) as connection:
+            row = connection.execute(
+                "select status, coalesce(claimed_by, '') from runs where run_id::text = %s",
+                (run_id,),
+            ).fetchone()
+        return (str(row[0]), str(row[1])) if row else ("", "")
+
+    def executor(self, run_id: str, timeout: float = 60.0) -> int:
+        """The replica (1, 2, ...) executing ``run_id``, once it runs."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, claimed = self.run_row(run_id)
+            for number in range(1, REPLICAS + 1):
+                if status == "running" and f"-{self.replica_pid(number)}-worker" in claimed:
+                    return number
+            time.sleep(0.05)
+        raise AssertionError(f"run {run_id} was not running on any replica after {timeout} s")
+
+
+def _free_block() -> int:
+    """A base port whose whole block of start.sh's ports is free on 127.0.0.1."""
+    for _ in range(50):
+        base = random.randrange(20000, 60000)
+        try:
+            for port in range(base, base + _PORTS_USED):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free block of ports on 127.0.0.1")
+
+
+def _run(script: str, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPTS / script)], env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@contextmanager
+def running_cluster() -> Iterator[Cluster]:
+    """Start the cluster (stopped, and its state removed, on leaving)."""
+    state = Path(tempfile.mkdtemp(prefix="crag-cluster-"))
+    state.chmod(0o755)
+    cluster = Cluster(_free_block(), secrets.token_urlsafe(32), state)
+    env = {
+        **os.environ,
+        "CRAG_CLUSTER_DIR": str(state),
+        "CRAG_CLUSTER_VENV": str(VENV),
+        "CLUSTER_PORT": str(cluster.port),
+        "REPLICAS": str(REPLICAS),
+        "CRAG_SERVER_TOKEN": cluster.token,
+    }
+    started = time.monotonic()
+    try:
+        done = _run("start.sh", env, timeout=900)
+        logs = "\n".join(f"{p.name}: {p.read_text()[-3000:]}" for p in (state / "logs").glob("*"))
+        assert done.returncode == 0, f"start.sh failed: {done.stderr}\n{logs}"
+        logger.info("cluster of %d replicas up in %.1f s", REPLICAS, time.monotonic() - started)
+        yield cluster
+    finally:
+        _run("stop.sh", env, timeout=120)
+        shutil.rmtree(state, ignore_errors=True)

@@ -1,0 +1,173 @@
+"""crag on two Aegra replicas behind nginx (``make cluster``, docs/deployment.md), for real.
+
+One cluster for the module (:mod:`tests.cluster.cluster_support`): PostgreSQL, Redis, a Chroma
+server holding the default corpus, two replicas, nginx. Driven with langgraph-sdk, as a team's
+program would: a thread made on one replica runs on the other, a stream is joined and a run
+cancelled from the replica that does not execute it, members stay apart through nginx, and a
+run whose replica is killed mid-run finishes on the survivor (the last test: it leaves one
+replica). Skipped only where the Python 3.12 environment Aegra needs was not built
+(``scripts/install_cluster.sh``, which ``make test`` runs).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.client import SyncLangGraphClient
+
+from tests.cluster.cluster_support import VENV, Cluster, running_cluster
+
+logger = logging.getLogger(__name__)
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.server,
+    pytest.mark.skipif(
+        not (VENV / "bin" / "python").exists(),
+        reason=f"no Python 3.12 environment for Aegra at {VENV}: scripts/install_cluster.sh "
+        "builds it (make test runs it)",
+    ),
+]
+
+QUESTION = {"question": "Who painted the Mona Lisa?"}
+"""The README's question, answered from the default corpus."""
+CONTEXT = {"web_search": False}
+LONG = {"question": "Tell me everything about the Louvre and the Mona Lisa."}
+"""A question whose answer runs long enough to be cancelled or killed mid-run."""
+LONG_CONTEXT = {"web_search": False, "max_new_tokens": 1024}
+ENDED = ("success", "error", "interrupted", "timeout")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with running_cluster() as started:
+        yield started
+
+
+def client(url: str, key: str) -> SyncLangGraphClient:
+    return get_sync_client(url=url, api_key=key)
+
+
+def wait_until_ended(api: SyncLangGraphClient, thread_id: str, run_id: str, limit: float) -> str:
+    """The run's final status, polled through ``api`` (at most ``limit`` seconds)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        status = str(api.runs.get(thread_id, run_id)["status"])
+        if status in ENDED:
+            return status
+        time.sleep(0.5)
+    raise AssertionError(f"run {run_id} still not ended after {limit} s")
+
+
+def answer_of(api: SyncLangGraphClient, thread_id: str) -> str:
+    values: Any = api.threads.get_state(thread_id)["values"]
+    return str(values.get("answer", ""))
+
+
+def test_thread_made_on_one_replica_runs_on_the_other(cluster: Cluster) -> None:
+    one = client(cluster.replica_url(1), cluster.token)
+    two = client(cluster.replica_url(2), cluster.token)
+    thread = one.threads.create()
+    out: Any = two.runs.wait(thread["thread_id"], "crag", input=QUESTION, context=CONTEXT)
+    assert out["action"] == "correct", out
+    assert "Leonardo" in out["answer"], out["answer"]
+    runs = one.runs.list(thread["thread_id"])
+    assert [run["status"] for run in runs] == ["success"]
+    balanced = client(cluster.url, cluster.token)
+    assert answer_of(balanced, thread["thread_id"]) == out["answer"]
+
+
+def test_a_stream_through_nginx_and_one_joined_on_the_other_replica(cluster: Cluster) -> None:
+    balanced = client(cluster.url, cluster.token)
+    thread_id = balanced.threads.create()["thread_id"]
+    streamed = list(
+        balanced.runs.stream(
+            thread_id, "crag", input=QUESTION, context=CONTEXT, stream_mode="updates"
+        )
+    )
+    nodes = [next(iter(part.data)) for part in streamed if part.event == "updates"]
+    assert nodes[0] == "retrieve" and nodes[-1] == "generate", nodes
+    run = balanced.runs.create(
+        thread_id, "crag", input=LONG, context=LONG_CONTEXT, stream_mode="updates"
+    )
+    executor = cluster.executor(run["run_id"])
+    other = client(cluster.replica_url(3 - executor), cluster.token)
+    joined = list(other.runs.join_stream(thread_id, run["run_id"], stream_mode="updates"))
+    assert any(part.event == "updates" and "generate" in part.data for part in joined), joined
+    assert wait_until_ended(other, thread_id, run["run_id"], 120) == "success"
+    assert answer_of(other, thread_id)
+
+
+def test_a_cancel_sent_to_the_replica_not_executing_the_run(cluster: Cluster) -> None:
+    balanced = client(cluster.url, cluster.token)
+    thread_id = balanced.threads.create()["thread_id"]
+    run = balanced.runs.create(thread_id, "crag", input=LONG, context=LONG_CONTEXT)
+    executor = cluster.executor(run["run_id"])
+    other = client(cluster.replica_url(3 - executor), cluster.token)
+    sent = time.monotonic()
+    other.runs.cancel(thread_id, run["run_id"])
+    assert wait_until_ended(other, thread_id, run["run_id"], 30) == "interrupted"
+    logger.info(
+        "cancel on replica %d of a run on %d: %.1f s",
+        3 - executor,
+        executor,
+        time.monotonic() - sent,
+    )
+
+
+def add_member(cluster: Cluster, name: str) -> str:
+    """Make an account with ``crag users`` in the cluster's database; its API key."""
+    made = subprocess.run(
+        [str(VENV / "bin" / "crag"), "users", "add", name, "--password-stdin"],
+        env={**os.environ, "CRAG_THREADS_DB": cluster.threads_db},
+        input=secrets.token_urlsafe(16),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert made.returncode == 0, made.stderr
+    return made.stdout.strip()
+
+
+def test_members_stay_apart_through_nginx(cluster: Cluster) -> None:
+    alice = client(cluster.url, add_member(cluster, "alice"))
+    bob = client(cluster.url, add_member(cluster, "bob"))
+    thread = alice.threads.create()
+    assert (thread["metadata"] or {})["owner"] == "alice"
+    out: Any = alice.runs.wait(thread["thread_id"], "crag", input=QUESTION, context=CONTEXT)
+    assert "Leonardo" in out["answer"], out["answer"]
+    for _ in range(4):  # through nginx: both replicas answer in turn
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            bob.threads.get(thread["thread_id"])
+        assert refused.value.response.status_code == 404
+    assert bob.threads.search() == []
+    assert [t["thread_id"] for t in alice.threads.search()] == [thread["thread_id"]]
+
+
+def test_a_run_whose_replica_is_killed_finishes_on_the_survivor(cluster: Cluster) -> None:
+    balanced = client(cluster.url, cluster.token)
+    thread_id = balanced.threads.create()["thread_id"]
+    run = balanced.runs.create(thread_id, "crag", input=LONG, context=LONG_CONTEXT)
+    victim = cluster.executor(run["run_id"])
+    os.kill(cluster.replica_pid(victim), signal.SIGKILL)
+    killed = time.monotonic()
+    survivor = client(cluster.replica_url(3 - victim), cluster.token)
+    assert wait_until_ended(survivor, thread_id, run["run_id"], 240) == "success"
+    seconds = time.monotonic() - killed
+    logger.info(
+        "replica %d killed mid-run: the run succeeded on the other %.1f s later", victim, seconds
+    )
+    status, claimed = cluster.run_row(run["run_id"])
+    assert status == "success"
+    assert f"-{cluster.replica_pid(victim)}-worker" not in claimed
+    assert answer_of(balanced, thread_id), "the run ended with no answer"
