@@ -30,12 +30,14 @@ named here so that a bad ``evaluator`` fails when the settings are built, not af
 PAPER_THRESHOLDS: tuple[float, float] = (0.59, -0.99)
 """The paper's action thresholds (upper, lower), set for its fine-tuned T5 on PopQA."""
 EVALUATOR_THRESHOLDS: dict[str, tuple[float, float]] = {
-    "embedding": (0.1, -0.9),
+    "embedding": (-0.5, -0.9),
     "cross-encoder": (0.59, -0.99),
 }
 """Action thresholds calibrated on an evaluator's own score scale (the embedding evaluator's
-passage map on the open-domain dev sets; the shipped cross-encoder's scores on the ``select``
-split of the mined dev pairs); an evaluator not named here takes the paper's. The
+passage map on the open-domain dev sets: above -0.5 nine questions in ten have an answer in
+their passages, so Correct means "the store has it", and the share of Ambiguous runs falls
+under half; the shipped cross-encoder's scores on the ``select`` split of the mined dev pairs);
+an evaluator not named here takes the paper's. The
 ``cross-encoder`` entry is the shipped checkpoint's: a cross-encoder named by
 ``evaluator_model`` takes the paper's."""
 
@@ -180,13 +182,13 @@ class MethodConfig(Settings):
         },
     )
     abstention_threshold: float = field(
-        default=-0.9,
+        default=-1.0,
         metadata={
-            "description": "Abstain also when knowledge was kept but none of it scores above "
-            "this (on the embedding evaluator's strip map -0.9 is P(the strip states the "
-            "answer) = 0.05; whole web paragraphs are scored with its passage map, where it is "
-            "P(from a gold document) = 0.05); strips with no score always count. -1: only "
-            "empty knowledge abstains."
+            "description": "-1 (default): only a run with no knowledge at all abstains; the "
+            "reader decides from any knowledge kept (it may still reply that the knowledge "
+            "does not hold the answer). Above -1: abstain also when knowledge was kept but "
+            "none of it scores above this (on the embedding evaluator's strip map -0.9 is "
+            "P(the strip states the answer) = 0.05); strips with no score always count."
         },
     )
     ambiguous_knowledge: Literal["both", "pooled"] = field(

@@ -3,7 +3,10 @@
 A small generator given no knowledge answers anyway, from what it half remembers. When nothing
 from the store or the web passed the strip threshold, the ``crag`` graph says it could not find
 the answer instead (a fixed sentence) and does not ask the generator; ``notes`` say which
-sources gave nothing. The setting ``abstain_without_knowledge`` turns this off.
+sources gave nothing. The setting ``abstain_without_knowledge`` turns this off. Knowledge that
+was kept goes to the reader, however weak its scores (``abstention_threshold`` -1): "no
+knowledge" means no knowledge, and the reader judges the rest (abstaining on weak knowledge
+threw away answers a stronger reader gets right).
 
 The graph draws the choice: :func:`decide_answer` (where the branches join) records whether the
 run's knowledge supports an answer (``answerable``), and the router
@@ -46,7 +49,13 @@ def _web_reason(state: State, settings: RunSettings) -> str:
 
 
 def supports_an_answer(knowledge: list[KnowledgeStrip], threshold: float) -> bool:
-    """Whether any strip scores above ``threshold`` (an unscored strip always counts)."""
+    """Whether any strip scores above ``threshold`` (an unscored strip always counts).
+
+    At -1 (the default), the bottom of the scale, any knowledge does: only a run with none
+    abstains.
+    """
+    if threshold <= -1:
+        return bool(knowledge)
     scores = [k.get("score") for k in knowledge]
     return any(score is None or score > threshold for score in scores)
 

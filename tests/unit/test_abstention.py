@@ -123,13 +123,14 @@ def test_crag_ask_prints_the_abstention_and_why(
     assert "note: abstained, the generator was not asked" in captured.err
 
 
-def test_knowledge_too_weak_to_answer_from_abstains(
+def test_knowledge_too_weak_to_answer_from_abstains_with_a_threshold_set(
     fake_components: FakeComponents, fake_graph: CragGraph
 ) -> None:
     # every passage and strip scores -0.95: ambiguous (the paper's lower threshold, -0.99), the
     # strips pass the strip threshold (-0.99) but none scores above the abstention threshold
     fake_components.scorer = FixedScoreEvaluator({}, default=-0.95)
-    graph = build_graph(fake_components, method=MethodConfig(lower_threshold=-0.99))
+    method = MethodConfig(lower_threshold=-0.99, abstention_threshold=-0.9)
+    graph = build_graph(fake_components, method=method)
     out = graph.invoke({"question": QUESTION})
     assert out["action"] == "ambiguous"
     assert out["abstained"] is True and out["answer"] == ABSTENTION
@@ -142,11 +143,13 @@ def test_knowledge_too_weak_to_answer_from_abstains(
     assert out["notes"][-1].endswith(" strips -0.950")
 
 
-def test_an_abstention_threshold_of_minus_one_abstains_only_without_knowledge(
+def test_by_default_only_a_run_without_knowledge_abstains(
     fake_components: FakeComponents,
 ) -> None:
+    # the same weak knowledge as above goes to the reader: "no knowledge" means no knowledge
     fake_components.scorer = FixedScoreEvaluator({}, default=-0.95)
-    method = MethodConfig(abstention_threshold=-1.0, lower_threshold=-0.99)
+    assert MethodConfig().abstention_threshold == -1.0
+    method = MethodConfig(lower_threshold=-0.99)
     out = build_graph(fake_components, method=method).invoke(
         {"question": QUESTION}, context=dict_context(top_k=10)
     )
@@ -181,4 +184,6 @@ def test_unscored_knowledge_always_supports_an_answer() -> None:
     weak = {**strip, "score": -0.95}
     assert supports_an_answer([strip], 0.5)  # type: ignore[list-item]
     assert not supports_an_answer([weak], -0.9)  # type: ignore[list-item]
+    bottom = {**strip, "score": -1.0}
+    assert supports_an_answer([bottom], -1.0)  # type: ignore[list-item]
     assert not supports_an_answer([], -1.0)

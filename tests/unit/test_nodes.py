@@ -95,7 +95,7 @@ def test_grade_with_no_documents_does_not_call_the_evaluator(
 
 @pytest.mark.parametrize(
     ("scores", "action"),
-    [([0.9, -1.0], "correct"), ([0.0, -1.0], "ambiguous"), ([-1.0, -1.0], "incorrect")],
+    [([0.9, -1.0], "correct"), ([-0.7, -1.0], "ambiguous"), ([-1.0, -1.0], "incorrect")],
 )
 def test_decide_action_node(scores: list[float], action: str) -> None:
     docs = [passage("t", s) for s in scores]
