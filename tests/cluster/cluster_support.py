@@ -22,7 +22,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
+import httpx
 import psycopg
 
 logger = logging.getLogger(__name__)
@@ -55,6 +57,42 @@ class Cluster:
     def replica_pid(self, number: int) -> int:
         return int((self.state / "run" / f"replica-{number}.pid").read_text())
 
+    def replica_log(self, number: int) -> str:
+        """What replica ``number`` has logged so far (``logs/replica-N.log``)."""
+        return (self.state / "logs" / f"replica-{number}.log").read_text(errors="replace")
+
+    def restart_replica(self, number: int, timeout: float = 300.0) -> None:
+        """Start replica ``number`` again, as start.sh does, and wait until it answers.
+
+        Its environment is the state folder's ``cluster.env`` (start.sh's, resolved), its pid
+        file is rewritten, and nginx takes it back by itself (its port is unchanged).
+        """
+        subprocess.run(
+            ["bash", "-c", _RELAUNCH, "relaunch", str(self.state), str(number), str(VENV)],
+            env={**os.environ, "REPLICA_PORT": str(self.port + 10 + number)},
+            check=True,
+            timeout=30,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                answer = httpx.get(
+                    f"{self.replica_url(number)}/health",
+                    headers={"X-Api-Key": self.token},
+                    timeout=5,
+                )
+                if answer.status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        raise AssertionError(f"replica {number} did not answer {timeout} s after its restart")
+
+    @property
+    def chroma_port(self) -> int:
+        """The Chroma server holding the store."""
+        return self.port + 3
+
     @property
     def threads_db(self) -> str:
         """The accounts' database (``CRAG_THREADS_DB``), in the cluster's PostgreSQL."""
@@ -84,6 +122,15 @@ class Cluster:
                     return number
             time.sleep(0.05)
         raise AssertionError(f"run {run_id} was not running on any replica after {timeout} s")
+
+
+_RELAUNCH = """set -a; . "$1/cluster.env"; set +a
+cd "$1/replica-$2" || exit 1
+(exec "$3/bin/python" -m uvicorn aegra_api.main:app --host 127.0.0.1 --port "$REPLICA_PORT" \\
+    --lifespan on --no-access-log </dev/null >>"$1/logs/replica-$2.log" 2>&1) &
+echo $! >"$1/run/replica-$2.pid"
+"""
+"""start.sh's launch of a replica: state folder $1, number $2, virtualenv $3."""
 
 
 def _free_block() -> int:
@@ -130,3 +177,28 @@ def running_cluster() -> Iterator[Cluster]:
     finally:
         _run("stop.sh", env, timeout=120)
         shutil.rmtree(state, ignore_errors=True)
+
+
+def stored_chunk_ids(cluster: Cluster, sources: list[str]) -> dict[str, list[str]]:
+    """The ids of the chunks the Chroma server holds for each of ``sources`` (crag's collection).
+
+    Read straight from the server (no embedding function: nothing is embedded), every chunk
+    whatever crag's searches would hide.
+    """
+    import chromadb
+    from chromadb.api.types import Where
+    from chromadb.config import Settings
+
+    server = chromadb.HttpClient(
+        host="127.0.0.1",
+        port=cluster.chroma_port,
+        settings=Settings(anonymized_telemetry=False),
+    )
+    collection = server.get_collection("crag", embedding_function=None)
+    within: dict[Literal["$in", "$nin"], list[str | int | float | bool]] = {"$in": [*sources]}
+    where: Where = {"source": within}
+    found = collection.get(where=where, include=["metadatas"])
+    chunks: dict[str, list[str]] = {source: [] for source in sources}
+    for chunk, metadata in zip(found["ids"], found["metadatas"] or [], strict=True):
+        chunks[str((metadata or {})["source"])].append(chunk)
+    return chunks

@@ -3,8 +3,10 @@
 One cluster for the module (:mod:`tests.cluster.cluster_support`): PostgreSQL, Redis, a Chroma
 server holding the default corpus, two replicas, nginx. Driven with langgraph-sdk, as a team's
 program would: a thread made on one replica runs on the other, a stream is joined and a run
-cancelled from the replica that does not execute it, members stay apart through nginx, and a
-run whose replica is killed mid-run finishes on the survivor (the last test: it leaves one
+cancelled from the replica that does not execute it, members stay apart through nginx, two runs
+sent to one thread through both replicas at once run one after the other (crag's per-thread
+lock), a run whose replica is killed mid-run finishes on the survivor (the replica is then
+started again), and so does an ingest, each document stored once (the last test: it leaves one
 replica). Skipped only where the Python 3.12 environment Aegra needs was not built
 (``scripts/install_cluster.sh``, which ``make test`` runs).
 """
@@ -13,11 +15,13 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import secrets
 import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -25,7 +29,9 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from tests.cluster.cluster_support import VENV, Cluster, running_cluster
+from crag.vectorstore.ingest import split_text
+from crag.vectorstore.records import chunk_id
+from tests.cluster.cluster_support import VENV, Cluster, running_cluster, stored_chunk_ids
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +160,57 @@ def test_members_stay_apart_through_nginx(cluster: Cluster) -> None:
     assert [t["thread_id"] for t in alice.threads.search()] == [thread["thread_id"]]
 
 
+SHARED = {"web_search": False, "max_new_tokens": 256}
+"""Long enough that two runs started at once would overlap, were nothing to queue them."""
+
+
+def checkpoints_by_run(api: SyncLangGraphClient, thread_id: str) -> list[tuple[str, str, str]]:
+    """The thread's checkpoints, oldest first: (run id, checkpoint id, parent checkpoint id)."""
+    history: list[Any] = api.threads.get_history(thread_id, limit=200)
+    ordered = sorted(history, key=lambda state: str(state["created_at"]))
+    return [
+        (
+            str((state["metadata"] or {}).get("run_id", "")),
+            str(state["checkpoint"]["checkpoint_id"]),
+            str((state["parent_checkpoint"] or {}).get("checkpoint_id", "")),
+        )
+        for state in ordered
+    ]
+
+
+def test_one_thread_sent_to_both_replicas_at_once_runs_one_run_then_the_other(
+    cluster: Cluster,
+) -> None:
+    """Two runs on one thread, created at the same moment on replica 1 and on replica 2.
+
+    Without the per-thread lock both would run at once (Aegra enforces no
+    ``multitask_strategy``): both would start from the thread's empty state and their
+    checkpoints would interleave. With it, the second waits, then starts from the first's end.
+    """
+    apis = [client(cluster.replica_url(number), cluster.token) for number in (1, 2)]
+    thread_id = apis[0].threads.create()["thread_id"]
+    with ThreadPoolExecutor(2) as pool:
+        made = [
+            pool.submit(api.runs.create, thread_id, "crag", input=LONG, context=SHARED)
+            for api in apis
+        ]
+        run_ids = [str(future.result()["run_id"]) for future in made]
+    for api, run_id in zip(apis, run_ids, strict=True):
+        assert wait_until_ended(api, thread_id, run_id, 300) == "success"
+    checkpoints = checkpoints_by_run(apis[0], thread_id)
+    order = [run for run, _, _ in checkpoints]
+    assert set(order) == set(run_ids), checkpoints
+    first, second = order[0], order[-1]
+    assert order == sorted(order, key=lambda run: run != first), f"interleaved: {order}"
+    last_of_first = [cid for run, cid, _ in checkpoints if run == first][-1]
+    first_of_second = next(parent for run, _, parent in checkpoints if run == second)
+    assert first_of_second == last_of_first, "the second run did not start from the first's end"
+    waited = f"a run on thread {thread_id} waits for the thread's running run to finish"
+    assert any(waited in cluster.replica_log(number) for number in (1, 2)), waited
+    runs = {run["run_id"]: run for run in apis[1].runs.list(thread_id)}
+    assert str(runs[second]["updated_at"]) > str(runs[first]["updated_at"])
+
+
 def test_a_run_whose_replica_is_killed_finishes_on_the_survivor(cluster: Cluster) -> None:
     balanced = client(cluster.url, cluster.token)
     thread_id = balanced.threads.create()["thread_id"]
@@ -171,3 +228,81 @@ def test_a_run_whose_replica_is_killed_finishes_on_the_survivor(cluster: Cluster
     assert status == "success"
     assert f"-{cluster.replica_pid(victim)}-worker" not in claimed
     assert answer_of(balanced, thread_id), "the run ended with no answer"
+    cluster.restart_replica(victim)
+    restarted = client(cluster.replica_url(victim), cluster.token)
+    fresh = restarted.threads.create()["thread_id"]
+    again: Any = restarted.runs.wait(fresh, "crag", input=QUESTION, context=CONTEXT)
+    assert "Leonardo" in again["answer"], again
+
+
+WORDS = (
+    "harbour lantern granite orchard meridian copper falcon quarry willow ember tundra basalt "
+    "cedar lagoon saffron beacon glacier thistle marble canyon"
+).split()
+
+
+def many_documents(count: int) -> list[dict[str, str]]:
+    """``count`` inline documents of about 900 characters, each its own text and source."""
+    tag = secrets.token_hex(4)
+    chooser = random.Random(tag)
+    documents = []
+    for number in range(count):
+        sentences = [
+            " ".join(chooser.choice(WORDS) for _ in range(12)).capitalize() + "." for _ in range(10)
+        ]
+        text = f"Survey {tag}-{number}. " + " ".join(sentences)
+        documents.append({"text": text, "source": f"survey-{tag}-{number}"})
+    return documents
+
+
+INGEST_CONTEXT = {"chunk_size": 200, "chunk_overlap": 20}
+"""Small chunks: about 5 per document, so a run writes several batches of 512."""
+
+
+def test_an_ingest_whose_replica_is_killed_finishes_on_the_survivor_storing_once(
+    cluster: Cluster,
+) -> None:
+    """The last test: it leaves one replica.
+
+    The replica is killed once the run has written its first batch of chunks and before its
+    last (checked in the Chroma server): mid-ingest, some documents whole, one perhaps half
+    written. The survivor runs the node again; each document ends up stored once.
+    """
+    documents = many_documents(220)
+    sources = [doc["source"] for doc in documents]
+    expected = {doc["source"]: len(split_text(doc["text"], 200, 20)) for doc in documents}
+    total = sum(expected.values())
+    balanced = client(cluster.url, cluster.token)
+    thread_id = balanced.threads.create()["thread_id"]
+    sent: dict[str, Any] = {"documents": documents}
+    run = balanced.runs.create(thread_id, "ingest", input=sent, context=INGEST_CONTEXT)
+    victim = cluster.executor(run["run_id"], timeout=120)
+    deadline = time.monotonic() + 240
+    while not any(stored_chunk_ids(cluster, sources).values()):
+        assert time.monotonic() < deadline, "no chunk written in 240 s"
+        time.sleep(0.2)
+    os.kill(cluster.replica_pid(victim), signal.SIGKILL)
+    killed = time.monotonic()
+    at_kill = stored_chunk_ids(cluster, sources)
+    partial = sum(len(ids) for ids in at_kill.values())
+    halves = [s for s, ids in at_kill.items() if ids and chunk_id(s, 0) not in ids]
+    logger.info(
+        "replica %d killed with %d of %d chunks written, %d document(s) half written",
+        victim,
+        partial,
+        total,
+        len(halves),
+    )
+    assert 0 < partial < total
+    survivor = client(cluster.replica_url(3 - victim), cluster.token)
+    assert wait_until_ended(survivor, thread_id, run["run_id"], 420) == "success"
+    logger.info(
+        "the ingest succeeded on the survivor %.1f s after the kill", time.monotonic() - killed
+    )
+    report: Any = survivor.threads.get_state(thread_id)["values"]
+    assert report["failed"] == [], report["failed"]
+    assert sorted(report["added"] + report["skipped"]) == sorted(sources), report["summary"]
+    stored = stored_chunk_ids(cluster, sources)
+    for source in sources:
+        wanted = sorted(chunk_id(source, index) for index in range(expected[source]))
+        assert sorted(stored[source]) == wanted, source
