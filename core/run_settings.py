@@ -167,6 +167,10 @@ class RunSettings(Context, MethodConfig, QuestionDeployment):
         """The action trigger's (upper, lower): each as set, else the evaluator's own."""
         return self.thresholds_for(self.evaluator, self.evaluator_model)
 
+    def answer_threshold(self) -> float:
+        """The abstention threshold: as set, else the generator's own."""
+        return self.abstention_for(self.generator)
+
     def check_components(self) -> None:
         """A known evaluator and well-formed generator specs, before any work is done.
 

@@ -3,10 +3,12 @@
 A small generator given no knowledge answers anyway, from what it half remembers. When nothing
 from the store or the web passed the strip threshold, the ``crag`` graph says it could not find
 the answer instead (a fixed sentence) and does not ask the generator; ``notes`` say which
-sources gave nothing. The setting ``abstain_without_knowledge`` turns this off. Knowledge that
-was kept goes to the reader, however weak its scores (``abstention_threshold`` -1): "no
-knowledge" means no knowledge, and the reader judges the rest (abstaining on weak knowledge
-threw away answers a stronger reader gets right).
+sources gave nothing. The setting ``abstain_without_knowledge`` turns this off. Whether weak
+knowledge that was kept also abstains follows the reader (``abstention_threshold``, unset:
+:data:`~crag.core.method.READER_ABSTENTION`): with the shipped SmolLM2, which answers from
+anything it is given, a run none of whose knowledge scores above -0.9 abstains; with any other
+generator "no knowledge" means no knowledge, and the reader judges the rest (abstaining on weak
+knowledge threw away answers a stronger reader gets right).
 
 The graph draws the choice: :func:`decide_answer` (where the branches join) records whether the
 run's knowledge supports an answer (``answerable``), and the router
@@ -66,7 +68,7 @@ def abstention_note(state: State, settings: RunSettings, knowledge: list[Knowled
         best = max(score for k in knowledge if (score := k.get("score")) is not None)
         return (
             "abstained, the generator was not asked: no knowledge scored above the abstention "
-            f"threshold ({settings.abstention_threshold:g}): best of {len(knowledge)} strips "
+            f"threshold ({settings.answer_threshold():g}): best of {len(knowledge)} strips "
             f"{best:.3f}"
         )
     return (
@@ -84,7 +86,7 @@ def decide_answer(state: State, runtime: Runtime[RunSettings]) -> StateUpdate:
     """
     settings = runtime.context
     knowledge = gathered_knowledge(state, settings)
-    supported = supports_an_answer(knowledge, settings.abstention_threshold)
+    supported = supports_an_answer(knowledge, settings.answer_threshold())
     return {"answerable": supported or not settings.abstain_without_knowledge}
 
 

@@ -48,8 +48,8 @@ def test_default_thresholds_are_the_dev_calibrated_ones_not_the_papers() -> None
     # PopQA values for its T5 stay the calibration tool's fallback
     method = MethodConfig()
     assert (method.upper_threshold, method.lower_threshold) == (None, None)
-    assert RunSettings().action_thresholds() == (-0.5, -0.9)
-    assert method.thresholds_for("embedding") == (-0.5, -0.9)
+    assert RunSettings().action_thresholds() == (-0.4, -0.9)
+    assert method.thresholds_for("embedding") == (-0.4, -0.9)
     assert (PAPER_UPPER, PAPER_LOWER) == (0.59, -0.99)
 
 

@@ -10,6 +10,7 @@ from langchain_core.messages import BaseMessage
 
 from crag.app.cli import main
 from crag.core.context import Context, InvalidSettingError
+from crag.core.deployment import deployment_with
 from crag.core.method import MethodConfig
 from crag.core.run_settings import RunSettings
 from crag.graph.baselines import build_rag_graph
@@ -123,14 +124,14 @@ def test_crag_ask_prints_the_abstention_and_why(
     assert "note: abstained, the generator was not asked" in captured.err
 
 
-def test_knowledge_too_weak_to_answer_from_abstains_with_a_threshold_set(
+def test_knowledge_too_weak_to_answer_from_abstains_with_the_shipped_reader(
     fake_components: FakeComponents, fake_graph: CragGraph
 ) -> None:
     # every passage and strip scores -0.95: ambiguous (the paper's lower threshold, -0.99), the
-    # strips pass the strip threshold (-0.99) but none scores above the abstention threshold
+    # strips pass the strip threshold (-0.99) but none scores above SmolLM2's abstention
+    # threshold (-0.9, the default generator's own)
     fake_components.scorer = FixedScoreEvaluator({}, default=-0.95)
-    method = MethodConfig(lower_threshold=-0.99, abstention_threshold=-0.9)
-    graph = build_graph(fake_components, method=method)
+    graph = build_graph(fake_components, method=MethodConfig(lower_threshold=-0.99))
     out = graph.invoke({"question": QUESTION})
     assert out["action"] == "ambiguous"
     assert out["abstained"] is True and out["answer"] == ABSTENTION
@@ -143,14 +144,20 @@ def test_knowledge_too_weak_to_answer_from_abstains_with_a_threshold_set(
     assert out["notes"][-1].endswith(" strips -0.950")
 
 
-def test_by_default_only_a_run_without_knowledge_abstains(
-    fake_components: FakeComponents,
+@pytest.mark.parametrize(
+    ("generator", "abstention", "threshold"),
+    [("openai:gpt-4o-mini", None, -1.0), ("endpoint", None, -1.0), ("smollm2", -1.0, -1.0)],
+)
+def test_another_reader_judges_weak_knowledge_itself(
+    fake_components: FakeComponents, generator: str, abstention: float | None, threshold: float
 ) -> None:
-    # the same weak knowledge as above goes to the reader: "no knowledge" means no knowledge
+    # the same weak knowledge as above goes to any other reader (or to SmolLM2 when the
+    # threshold is set to -1): "no knowledge" means no knowledge
     fake_components.scorer = FixedScoreEvaluator({}, default=-0.95)
-    assert MethodConfig().abstention_threshold == -1.0
-    method = MethodConfig(lower_threshold=-0.99)
-    out = build_graph(fake_components, method=method).invoke(
+    method = MethodConfig(lower_threshold=-0.99, abstention_threshold=abstention)
+    deployment = deployment_with(generator=generator)
+    assert RunSettings.combine(Context(), method, deployment).answer_threshold() == threshold
+    out = build_graph(fake_components, method=method, deployment=deployment).invoke(
         {"question": QUESTION}, context=dict_context(top_k=10)
     )
     assert out["abstained"] is False and out["answer"] == "Leonardo da Vinci."

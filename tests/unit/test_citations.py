@@ -108,7 +108,7 @@ def test_crag_ask_prints_the_numbered_sources_under_the_answer(
     fake_components.store = StaticStore(
         [Document(page_content=titled, metadata={"source": "docs/mona.md", "chunk": 3})]
     )
-    # below the upper threshold (-0.5): Ambiguous
+    # below the upper threshold (-0.4): Ambiguous
     fake_components.scorer.keyword_scores = {"Leonardo": -0.6, "Louvre": -0.62, "Salai": -0.65}
     fake_components.web = StaticSearch(
         [SearchResult("Salai - Wikipedia", "https://en.wikipedia.org/wiki/Salai", "Salai sat.")]

@@ -281,13 +281,13 @@ def test_reversed_thresholds_are_refused_when_the_method_is_built() -> None:
 def test_unset_thresholds_follow_the_evaluator(monkeypatch: pytest.MonkeyPatch) -> None:
     # The embedding evaluator's pair was calibrated on its own scale; the paper's T5 (and the
     # other trained or prompted evaluators) take the paper's PopQA pair.
-    assert RunSettings().action_thresholds() == (-0.5, -0.9)
+    assert RunSettings().action_thresholds() == (-0.4, -0.9)
     for evaluator in ("t5", "cross-encoder", "llm"):
         assert MethodConfig().thresholds_for(evaluator) == (0.59, -0.99), evaluator
         assert RunSettings(evaluator=evaluator).action_thresholds() == (0.59, -0.99), evaluator
     # A threshold the method sets is kept whatever the evaluator; the other still follows it.
     assert RunSettings(evaluator="t5", upper_threshold=0.3).action_thresholds() == (0.3, -0.99)
-    assert RunSettings(lower_threshold=-0.6).action_thresholds() == (-0.5, -0.6)
+    assert RunSettings(lower_threshold=-0.6).action_thresholds() == (-0.4, -0.6)
     # A served run follows the operator's evaluator (CRAG_EVALUATOR) and method (CRAG_<NAME>).
     monkeypatch.setenv(env_name("evaluator"), "t5")
     served = GraphSettings()
@@ -300,7 +300,7 @@ def test_a_set_threshold_is_checked_against_the_evaluators_default() -> None:
     with pytest.raises(InvalidSettingError) as info:
         RunSettings(lower_threshold=0.5)
     assert str(info.value) == (
-        "setting lower_threshold (0.5) must not be above upper_threshold (-0.5) "
+        "setting lower_threshold (0.5) must not be above upper_threshold (-0.4) "
         "(upper: the embedding evaluator's default)"
     )
     assert RunSettings(evaluator="t5", lower_threshold=0.5).action_thresholds() == (0.59, 0.5)
