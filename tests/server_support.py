@@ -28,6 +28,7 @@ from crag_bench.dev_server import (
     start_dev_server,
     stop_process_group,
 )
+from tests.store_copies import store_copy
 
 MONA_LISA = "wikipedia:Mona Lisa"
 OTHER_DOCUMENTS = 40
@@ -42,7 +43,16 @@ runs one at a time (langgraph-api's dev server defaults ``--n-jobs-per-worker`` 
 
 
 def build_server_store(path: Path) -> Path:
-    """A Chroma store with the Mona Lisa summary and 40 unrelated ones, real embeddings."""
+    """A Chroma store with the Mona Lisa summary and 40 unrelated ones, real embeddings.
+
+    Built once per process and copied (:mod:`tests.store_copies`): every server gets a store of
+    its own to write into.
+    """
+    return store_copy(path, "server", _ingest_server_store)
+
+
+def _ingest_server_store(path: Path) -> None:
+    """Ingest the Mona Lisa summary and 40 unrelated ones into a new store at ``path``."""
     from crag.vectorstore.corpus import load_corpus
     from crag.vectorstore.embeddings import load_embeddings
     from crag.vectorstore.ingest import ingest_documents
@@ -61,7 +71,6 @@ def build_server_store(path: Path) -> Path:
     report = ingest_documents(mona + others, store, progress=False)
     assert report.ok, report.failed
     assert len(report.added) == OTHER_DOCUMENTS + 1
-    return path
 
 
 def served_environment(store_path: Path, search_url: str, ingest_root: Path) -> dict[str, str]:
