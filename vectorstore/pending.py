@@ -33,6 +33,7 @@ from langchain_chroma import Chroma
 from crag.vectorstore.lexical_store import refresh_lexical_index
 from crag.vectorstore.records import delete_sources, stored_hashes
 from crag.vectorstore.store import StoreError
+from crag.vectorstore.store_base import server_address
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,10 @@ def _metadata(store: Chroma) -> dict[str, Any]:
     try:
         fresh = store._client.get_collection(store._collection.name, embedding_function=None)
     except Exception as exc:
-        raise StoreError(f"cannot read the vector store's collection: {exc}") from exc
+        where = server_address(store)
+        place = f" on the Chroma server at {where}" if where else ""
+        reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+        raise StoreError(f"cannot read the vector store's collection{place}: {reason}") from exc
     return dict(fresh.metadata or {})
 
 

@@ -36,6 +36,16 @@ def persist_directory(store: Chroma) -> Path | None:
     return Path(str(settings.persist_directory))
 
 
+def server_address(store: Chroma) -> str | None:
+    """The address of the Chroma server holding the store (``None`` for a store on disk)."""
+    settings = store._client.get_settings()
+    host = str(settings.chroma_server_host or "").strip()
+    if not host:
+        return None
+    scheme = "https" if settings.chroma_server_ssl_enabled else "http"
+    return f"{scheme}://{host}:{settings.chroma_server_http_port}"
+
+
 def store_directory(store: Chroma) -> Path | None:
     """The directory of a store on disk (``None`` for a store on a Chroma server).
 

@@ -192,6 +192,21 @@ def test_unreachable_server_is_a_store_error() -> None:
     assert "Traceback" not in message
 
 
+def test_a_server_gone_after_the_store_was_opened_is_named(
+    tmp_path: Path, counting: CountingEmbeddings
+) -> None:
+    # A replica's store stays open while its Chroma server stops (an outage): the next write's
+    # error names that server, in one line.
+    with chroma_server(tmp_path / "data") as gone:
+        store = open_store("", "crag", counting, create=True, host="127.0.0.1", port=gone.port)
+        where = f"http://127.0.0.1:{gone.port}"
+    with pytest.raises(StoreError) as info:
+        ingest_documents(docs(OTTERS, prefix="gone"), store, progress=False)
+    message = str(info.value)
+    assert f"on the Chroma server at {where}" in message, message
+    assert "\n" not in message
+
+
 def test_a_server_that_is_not_chroma_is_a_store_error() -> None:
     embeddings = load_embeddings("all-MiniLM-L6-v2")
     with (
