@@ -202,3 +202,78 @@ def stored_chunk_ids(cluster: Cluster, sources: list[str]) -> dict[str, list[str
     for chunk, metadata in zip(found["ids"], found["metadatas"] or [], strict=True):
         chunks[str((metadata or {})["source"])].append(chunk)
     return chunks
+
+
+Service = Literal["postgres", "redis", "chroma"]
+"""The cluster's shared services, each of which :func:`stop_service` and :func:`start_service`
+stop and start again on its port and with its data (start.sh's own commands)."""
+
+_SERVICE_SCRIPT = """state="$1" port="$2" venv="$3" pg_bin=/usr/lib/postgresql/15/bin
+as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+stop_pid() {
+    local pid
+    pid="$(cat "$1")"
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.2; done
+    kill -KILL "$pid" 2>/dev/null
+}
+case "$4" in
+stop-postgres) as_postgres "$pg_bin/pg_ctl" -D "$state/postgres/data" stop -m fast -w ;;
+start-postgres) as_postgres "$pg_bin/pg_ctl" -D "$state/postgres/data" -l \\
+    "$state/postgres/server.log" -w start -o \\
+    "-p $((port + 1)) -h 127.0.0.1 -k $state/postgres -c max_connections=200" ;;
+stop-redis) stop_pid "$state/run/redis.pid" ;;
+start-redis) printf 'requirepass %s\\n' "$(cat "$state/secrets/redis")" | redis-server - \\
+    --bind 127.0.0.1 --port "$((port + 2))" --save "" --appendonly no --daemonize yes \\
+    --pidfile "$state/run/redis.pid" --logfile "$state/logs/redis.log" ;;
+stop-chroma) stop_pid "$state/run/chroma.pid" ;;
+start-chroma)
+    (cd "$state/chroma" && exec "$venv/bin/chroma" run --path "$state/chroma" --host 127.0.0.1 \\
+        --port "$((port + 3))" </dev/null >>"$state/logs/chroma.log" 2>&1) &
+    echo $! >"$state/run/chroma.pid" ;;
+esac
+"""
+"""start.sh's and stop.sh's commands for one service: state folder $1, base port $2,
+virtualenv $3, what to do $4 (``stop-postgres``, ``start-redis``, ...)."""
+
+
+def _service(cluster: Cluster, action: str) -> None:
+    subprocess.run(
+        [
+            "bash",
+            "-c",
+            _SERVICE_SCRIPT,
+            "service",
+            str(cluster.state),
+            str(cluster.port),
+            str(VENV),
+            action,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def stop_service(cluster: Cluster, service: Service) -> None:
+    """Stop ``service`` as stop.sh does (SIGTERM, or ``pg_ctl stop -m fast``) and wait for it."""
+    _service(cluster, f"stop-{service}")
+    logger.info("%s stopped", service)
+
+
+def start_service(cluster: Cluster, service: Service, timeout: float = 60.0) -> None:
+    """Start ``service`` again as start.sh does, on its port and data, and wait until it answers."""
+    _service(cluster, f"start-{service}")
+    port = cluster.port + {"postgres": 1, "redis": 2, "chroma": 3}[service]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if service == "chroma":
+                httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=2).raise_for_status()
+            else:
+                socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            logger.info("%s started again", service)
+            return
+        except (OSError, httpx.HTTPError):
+            time.sleep(0.5)
+    raise AssertionError(f"{service} did not answer {timeout} s after its start")
