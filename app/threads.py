@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crag.app.postgres_outage import Outage, fail_fast_pools, quiet_pool_warnings, writing
+from crag.core.shared_database import describe_database
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -72,16 +73,7 @@ def describe_threads_db(target: str | Path) -> str:
     """``target`` for messages: a SQLite path as given, a PostgreSQL URL without its password."""
     if not is_postgres(target):
         return str(target)
-    from psycopg.conninfo import conninfo_to_dict
-
-    try:
-        parts = conninfo_to_dict(str(target))
-    except Exception:  # noqa: BLE001 - a malformed URL is reported when it is used
-        return "PostgreSQL (unparsable connection string)"
-    user = f"{parts['user']}@" if parts.get("user") else ""
-    host = parts.get("host") or "localhost"
-    port = f":{parts['port']}" if parts.get("port") else ""
-    return f"PostgreSQL {user}{host}{port}/{parts.get('dbname') or ''}"
+    return describe_database(str(target))
 
 
 def _sqlite_file(path: str | Path) -> str:

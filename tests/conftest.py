@@ -80,3 +80,14 @@ def tiny_t5(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_ce(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random cross-encoder checkpoint with regression output."""
     return build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny_ce"), output="regression")
+
+
+@pytest.fixture(scope="module")
+def postgres_uri() -> Iterator[str]:
+    """A real PostgreSQL (pgserver) for the module: its URI."""
+    pytest.importorskip("pgserver", reason="the dev extra (pgserver) is missing")
+    pytest.importorskip("psycopg_pool", reason="the postgres extra is missing")
+    from tests.postgres_support import postgres_server
+
+    with postgres_server() as (_, uri):
+        yield uri

@@ -26,12 +26,23 @@ from typing import Literal
 
 import httpx
 import psycopg
+import pytest
 
 logger = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "deploy" / "cluster"
 VENV = Path(os.environ.get("CRAG_CLUSTER_VENV", ROOT / ".crag" / "py312"))
+CLUSTER_MARKS = [
+    pytest.mark.integration,
+    pytest.mark.server,
+    pytest.mark.skipif(
+        not (VENV / "bin" / "python").exists(),
+        reason=f"no Python 3.12 environment for Aegra at {VENV}: scripts/install_cluster.sh "
+        "builds it (make test runs it)",
+    ),
+]
+"""The cluster modules' marks: skipped only where the Python 3.12 environment was not built."""
 REPLICAS = 2
 _PORTS_USED = 10 + REPLICAS + 1
 """start.sh's ports: nginx at the base, PostgreSQL +1, Redis +2, Chroma +3, replica i +10+i."""

@@ -31,19 +31,17 @@ from langgraph_sdk.client import SyncLangGraphClient
 
 from crag.vectorstore.ingest import split_text
 from crag.vectorstore.records import chunk_id
-from tests.cluster.cluster_support import VENV, Cluster, running_cluster, stored_chunk_ids
+from tests.cluster.cluster_support import (
+    CLUSTER_MARKS,
+    VENV,
+    Cluster,
+    running_cluster,
+    stored_chunk_ids,
+)
 
 logger = logging.getLogger(__name__)
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.server,
-    pytest.mark.skipif(
-        not (VENV / "bin" / "python").exists(),
-        reason=f"no Python 3.12 environment for Aegra at {VENV}: scripts/install_cluster.sh "
-        "builds it (make test runs it)",
-    ),
-]
+pytestmark = CLUSTER_MARKS
 
 QUESTION = {"question": "Who painted the Mona Lisa?"}
 """The README's question, answered from the default corpus."""

@@ -26,7 +26,7 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
 from tests.cluster.cluster_support import (
-    VENV,
+    CLUSTER_MARKS,
     Cluster,
     Service,
     running_cluster,
@@ -37,15 +37,7 @@ from tests.cluster.cluster_support import (
 
 logger = logging.getLogger(__name__)
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.server,
-    pytest.mark.skipif(
-        not (VENV / "bin" / "python").exists(),
-        reason=f"no Python 3.12 environment for Aegra at {VENV}: scripts/install_cluster.sh "
-        "builds it (make test runs it)",
-    ),
-]
+pytestmark = CLUSTER_MARKS
 
 QUESTION = {"question": "Who painted the Mona Lisa?"}
 CONTEXT = {"web_search": False}

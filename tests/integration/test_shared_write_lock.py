@@ -108,16 +108,6 @@ def chroma(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaServer]:
         yield server
 
 
-@pytest.fixture(scope="module")
-def postgres_uri() -> Iterator[str]:
-    pytest.importorskip("pgserver", reason="the dev extra (pgserver) is missing")
-    pytest.importorskip("psycopg", reason="the postgres extra is missing")
-    from tests.postgres_support import postgres_server
-
-    with postgres_server() as (_, uri):
-        yield uri
-
-
 @pytest.fixture
 def collection() -> str:
     return f"shared-{uuid.uuid4().hex[:10]}"

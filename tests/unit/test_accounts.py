@@ -35,16 +35,6 @@ PASSWORD = "correct horse battery"
 BASE = "http://127.0.0.1:8123"
 
 
-@pytest.fixture(scope="module")
-def postgres_uri() -> Iterator[str]:
-    pytest.importorskip("pgserver", reason="the dev extra (pgserver) is missing")
-    pytest.importorskip("psycopg_pool", reason="the postgres extra is missing")
-    from tests.postgres_support import postgres_server
-
-    with postgres_server() as (_, uri):
-        yield uri
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def accounts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Accounts]:
     """The accounts of a SQLite file, or of a PostgreSQL database emptied afterwards."""

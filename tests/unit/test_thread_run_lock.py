@@ -20,7 +20,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -40,16 +39,6 @@ Event = tuple[str, str, float]
 
 class Steps(TypedDict):
     visits: Annotated[list[str], operator.add]
-
-
-@pytest.fixture(scope="module")
-def postgres_uri() -> Iterator[str]:
-    pytest.importorskip("pgserver", reason="the dev extra (pgserver) is missing")
-    pytest.importorskip("psycopg_pool", reason="the postgres extra is missing")
-    from tests.postgres_support import postgres_server
-
-    with postgres_server() as (_, uri):
-        yield uri
 
 
 @pytest.fixture
