@@ -6,7 +6,9 @@ program would: a thread made on one replica runs on the other, a stream is joine
 cancelled from the replica that does not execute it, members stay apart through nginx, two runs
 sent to one thread through both replicas at once run one after the other (crag's per-thread
 lock), a run whose replica is killed mid-run finishes on the survivor (the replica is then
-started again), and so does an ingest, each document stored once (the last test: it leaves one
+started again), the chat page in headless Chromium through nginx shows its answer when the
+replica it streams from, or the one executing its run, is killed, and an ingest whose replica
+is killed finishes on the survivor, each document stored once (the last test: it leaves one
 replica). Skipped only where the Python 3.12 environment Aegra needs was not built
 (``scripts/install_cluster.sh``, which ``make test`` runs).
 """
@@ -31,6 +33,7 @@ from langgraph_sdk.client import SyncLangGraphClient
 
 from crag.vectorstore.ingest import split_text
 from crag.vectorstore.records import chunk_id
+from tests.browser_support import browser, chromium_missing, open_page
 from tests.cluster.cluster_support import (
     CLUSTER_MARKS,
     VENV,
@@ -231,6 +234,69 @@ def test_a_run_whose_replica_is_killed_finishes_on_the_survivor(cluster: Cluster
     fresh = restarted.threads.create()["thread_id"]
     again: Any = restarted.runs.wait(fresh, "crag", input=QUESTION, context=CONTEXT)
     assert "Leonardo" in again["answer"], again
+
+
+def replica_behind(cluster: Cluster, upstream: str) -> int:
+    """The replica (1, 2, ...) at ``upstream``, the address nginx's X-Upstream header names."""
+    return int(upstream.rsplit(":", 1)[1]) - cluster.port - 10
+
+
+@pytest.mark.parametrize("victim", ["streaming", "executing"])
+def test_the_page_through_nginx_shows_the_answer_when_a_replica_dies_mid_stream(
+    cluster: Cluster, victim: str
+) -> None:
+    """The chat page in headless Chromium, through nginx; a replica killed once tokens show.
+
+    The page streams the run from one replica (nginx's X-Upstream header names it) while a
+    worker of one replica executes it (Aegra's runs table names it). Killed: the replica the
+    page streams from (the SDK reconnects through nginx to the other, from the last event it
+    saw), or the one executing the run (the survivor runs it again, and the page's stream
+    carries on). They are the same replica about half the time: then both happen. Either way
+    the page shows the finished answer, the one the thread's state holds, with no error.
+    """
+    missing = chromium_missing()
+    assert not missing, missing
+    with browser() as chromium:
+        page, watch = open_page(chromium, cluster.url, token=cluster.token)
+        requests: list[str] = []
+        page.on("request", lambda request: requests.append(f"{request.method} {request.url}"))
+        page.locator("#toggle-settings").click()
+        page.locator("#setting-web_search").uncheck()
+        page.locator("#setting-max_new_tokens").fill("1024")
+        with page.expect_response(lambda response: "/runs/stream" in response.url) as streamed:
+            page.locator("#question").fill(LONG["question"])
+            page.locator("#question").press("Enter")
+        headers = streamed.value.headers
+        thread_id, run_id = headers["content-location"].split("/")[2::2]
+        streaming = replica_behind(cluster, headers["x-upstream"])
+        answer = page.locator(".answer.graph-crag")
+        answer.locator(".answer-text:not(:empty)").wait_for(timeout=240_000)
+        executing = cluster.executor(run_id)
+        killed_replica = streaming if victim == "streaming" else executing
+        os.kill(cluster.replica_pid(killed_replica), signal.SIGKILL)
+        killed = time.monotonic()
+        answer.locator(".correction, .answer-error").first.wait_for(timeout=300_000)
+        shown = time.monotonic() - killed
+        assert answer.locator(".answer-error").count() == 0, answer.inner_text()
+        survivor = client(cluster.replica_url(3 - killed_replica), cluster.token)
+        stored = answer_of(survivor, thread_id)
+        shown_text = answer.locator(".answer-text").inner_text()
+        assert stored and stored.split()[:8] == shown_text.split()[:8], (stored, shown_text)
+        assert page.locator("#error").inner_text() == ""
+        assert not watch.foreign, watch.foreign
+    rejoined = f"GET {cluster.url}/threads/{thread_id}/runs/{run_id}/stream"
+    if killed_replica == streaming:
+        assert any(request.startswith(rejoined) for request in requests), requests
+    logger.info(
+        "page streaming from replica %d, run executing on %d, replica %d killed: "
+        "the answer shown %.1f s later",
+        streaming,
+        executing,
+        killed_replica,
+        shown,
+    )
+    assert str(survivor.runs.get(thread_id, run_id)["status"]) == "success"
+    cluster.restart_replica(killed_replica)
 
 
 WORDS = (
