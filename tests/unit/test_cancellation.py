@@ -13,6 +13,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -299,48 +300,67 @@ def test_sync_runs_generate_in_full(tiny_lm: Path) -> None:
 # -- Ctrl-C in `crag ask` -----------------------------------------------------------------------
 
 
+@dataclass
+class SignalledRun:
+    """An Ambiguous run of ``crag ask`` that sends ``signum`` to this process mid-refine.
+
+    Grades of 0.0 lie between the paper's thresholds: Ambiguous, so refine and rewrite_query
+    run in parallel on worker threads while the main thread waits for them. The signal is sent
+    once refine is scoring its strips (the evaluator's second slow call), not at a fixed time,
+    so it cannot land before the parallel branch runs on a loaded machine. Shared by the Ctrl-C
+    test here and the SIGTERM one (``tests/unit/test_cli_sigterm.py``).
+    """
+
+    signum: int
+    embeddings: SlowEmbeddings = field(default_factory=lambda: SlowEmbeddings(delay=0.4))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    sent_at: list[float] = field(default_factory=list)
+
+    def components(self) -> FakeComponents:
+        evaluator = LockedEvaluator(EmbeddingEvaluator(self.embeddings, chunk_size=1), self.lock)
+        self.embeddings.on_call = self._send_once
+        return FakeComponents(
+            store=StaticStore(many_passages(10)),
+            scorer=AmbiguousThenSlow(evaluator),
+            chat=scripted_chat(),
+        )
+
+    def _send_once(self) -> None:
+        if self.embeddings.calls == 2 and not self.sent_at:
+            self.sent_at.append(time.monotonic())
+            os.kill(os.getpid(), self.signum)
+
+    def ask(self) -> tuple[int, float]:
+        """``crag ask`` of :data:`QUESTION` in this process: its exit code, and when it returned."""
+        from crag.app.cli import main
+
+        with app_components(self.components()):
+            code = main(["ask", "-q", QUESTION])
+            return code, time.monotonic()
+
+    def assert_stopped_in_time(self, returned_at: float) -> None:
+        """The signal was sent, the command returned soon after, refine stopped, nothing held."""
+        assert self.sent_at, "refine never scored its strips"
+        elapsed = returned_at - self.sent_at[0]
+        assert elapsed < FREED_WITHIN, f"the command took {elapsed:.1f} s to return"
+        assert self.embeddings.calls < 10  # refine stopped scoring its 10 strips
+        assert not self.lock.locked()
+
+
 @pytest.mark.skipif(os.name != "posix", reason="sends SIGINT to this process")
 def test_ctrl_c_in_crag_ask_stops_the_parallel_branch(capsys: pytest.CaptureFixture[str]) -> None:
     """Ambiguous: refine runs on a worker thread that KeyboardInterrupt does not reach."""
-    from crag.app.cli import main
-
-    embeddings = SlowEmbeddings(delay=0.4)
-    lock = threading.Lock()
-    evaluator = LockedEvaluator(EmbeddingEvaluator(embeddings, chunk_size=1), lock)
-
-    # Grades of 0.0 lie between the paper's thresholds: Ambiguous, refine and rewrite_query run
-    # in parallel on worker threads while the main thread waits for them.
-    components = FakeComponents(
-        store=StaticStore(many_passages(10)),
-        scorer=AmbiguousThenSlow(evaluator),
-        chat=scripted_chat(),
-    )
-    # Ctrl-C once refine is scoring its strips (its second slow call), not at a fixed time, so
-    # the signal cannot land before the parallel branch runs on a loaded machine.
-    interrupted_at: list[float] = []
-
-    def interrupt_once() -> None:
-        if embeddings.calls == 2 and not interrupted_at:
-            interrupted_at.append(time.monotonic())
-            os.kill(os.getpid(), signal.SIGINT)
-
-    embeddings.on_call = interrupt_once
+    run = SignalledRun(signal.SIGINT)
     # As in a terminal: a shell starts background jobs with SIGINT ignored, which `crag ask`
     # then leaves alone (it only wraps a callable handler).
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        with app_components(components):
-            code = main(["ask", "-q", QUESTION])
-            returned_at = time.monotonic()
+        code, returned_at = run.ask()
     finally:
         signal.signal(signal.SIGINT, previous)
-    assert interrupted_at, "refine never scored its strips"
-    elapsed = returned_at - interrupted_at[0]
     assert code == 130
     assert "interrupted" in capsys.readouterr().err
-    assert elapsed < FREED_WITHIN, f"Ctrl-C took {elapsed:.1f} s to return"
-    assert embeddings.calls < 10  # refine stopped scoring its 10 strips
-    assert not lock.locked()
+    run.assert_stopped_in_time(returned_at)
 
 
 class AmbiguousThenSlow:

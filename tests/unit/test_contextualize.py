@@ -30,7 +30,6 @@ from tests.fakes import (
     StaticSearch,
     StaticStore,
     corpus_documents,
-    use_app_components,
 )
 
 MONA = "Who painted the Mona Lisa?"
@@ -61,7 +60,10 @@ def rewrites(model: ScriptedChatModel) -> list[list[BaseMessage]]:
 
 
 @pytest.fixture
-def fakes() -> FakeComponents:
+def fake_components() -> FakeComponents:
+    """This module's fakes (whose chat model rewrites every follow-up into one fixed question):
+    conftest's ``fake_graph`` and ``fake_app`` use them.
+    """
     return FakeComponents(
         store=StaticStore(corpus_documents()),
         scorer=FixedScoreEvaluator({"Leonardo": 0.9}),
@@ -70,27 +72,14 @@ def fakes() -> FakeComponents:
     )
 
 
-@pytest.fixture
-def graph(fakes: FakeComponents) -> CragGraph:
-    """The CRAG graph built with the fakes."""
-    return build_graph(components=fakes)
-
-
-@pytest.fixture
-def app(fakes: FakeComponents, monkeypatch: pytest.MonkeyPatch) -> FakeComponents:
-    """The app's graphs (what the CLI runs) built with the fakes."""
-    use_app_components(monkeypatch, fakes)
-    return fakes
-
-
 def said(*messages: Any) -> Any:
     """Chat input: ``{"messages": [...]}`` (dicts or messages, as a chat front-end sends)."""
     return {"messages": list(messages)}
 
 
 def thread(components: FakeComponents) -> tuple[Any, Any]:
-    graph = build_graph(components, checkpointer=InMemorySaver())
-    return graph, {"configurable": {"thread_id": "t"}}
+    threaded = build_graph(components, checkpointer=InMemorySaver())
+    return threaded, {"configurable": {"thread_id": "t"}}
 
 
 # -- the pure helpers ---------------------------------------------------------------------------
@@ -186,9 +175,9 @@ def test_route_start_sends_only_chat_runs_to_contextualize() -> None:
     ids=["role-dict", "type-dict", "message"],
 )
 def test_messages_input_is_answered_with_an_ai_message(
-    graph: CragGraph, fakes: FakeComponents, message: Any
+    fake_graph: CragGraph, fake_components: FakeComponents, message: Any
 ) -> None:
-    out = graph.invoke(said(message))
+    out = fake_graph.invoke(said(message))
     assert out["standalone_question"] == MONA
     assert out["answer"] == ANSWER and out["action"] == "correct"
     human, ai = out["messages"]
@@ -208,33 +197,37 @@ def test_messages_input_is_answered_with_an_ai_message(
         "question": MONA,
         "action": "correct",
     }
-    assert rewrites(fakes.chat) == []  # no earlier turns: no rewriting call
-    assert fakes.store.queries == [(MONA, 10)]
+    assert rewrites(fake_components.chat) == []  # no earlier turns: no rewriting call
+    assert fake_components.store.queries == [(MONA, 10)]
 
 
 def test_question_input_runs_as_before_and_records_the_answer(
-    graph: CragGraph, fakes: FakeComponents
+    fake_graph: CragGraph, fake_components: FakeComponents
 ) -> None:
-    nodes = [n for chunk in graph.stream({"question": MONA}, stream_mode="updates") for n in chunk]
+    nodes = [
+        n for chunk in fake_graph.stream({"question": MONA}, stream_mode="updates") for n in chunk
+    ]
     assert nodes == ["retrieve", "grade", "decide_action", "refine", "decide_answer", "generate"]
-    out = graph.invoke({"question": MONA})
+    out = fake_graph.invoke({"question": MONA})
     assert "standalone_question" not in out
     assert [m.type for m in out["messages"]] == ["ai"]
-    assert len(fakes.chat.prompts) == 2  # one generation per run, nothing else
+    assert len(fake_components.chat.prompts) == 2  # one generation per run, nothing else
 
 
 @pytest.mark.parametrize("content", ["", "   \n"])
 def test_empty_last_human_message_is_the_empty_question_error(
-    graph: CragGraph, fakes: FakeComponents, content: str
+    fake_graph: CragGraph, fake_components: FakeComponents, content: str
 ) -> None:
     with pytest.raises(InvalidQuestionError, match="the question is empty"):
-        graph.invoke(said({"role": "user", "content": MONA}, {"role": "user", "content": content}))
+        fake_graph.invoke(
+            said({"role": "user", "content": MONA}, {"role": "user", "content": content})
+        )
     with pytest.raises(InvalidQuestionError, match="no question given"):
-        graph.invoke(said({"role": "assistant", "content": ANSWER}))
+        fake_graph.invoke(said({"role": "assistant", "content": ANSWER}))
 
 
-def test_follow_up_is_made_standalone_and_used_downstream(fakes: FakeComponents) -> None:
-    threaded, config = thread(fakes)
+def test_follow_up_is_made_standalone_and_used_downstream(fake_components: FakeComponents) -> None:
+    threaded, config = thread(fake_components)
     threaded.invoke({"messages": [{"role": "user", "content": MONA}]}, config)
     out = threaded.invoke(
         {"messages": [{"role": "user", "content": "Where is it displayed?"}]}, config
@@ -242,12 +235,12 @@ def test_follow_up_is_made_standalone_and_used_downstream(fakes: FakeComponents)
     standalone = "Where is the Mona Lisa displayed?"
     assert out["standalone_question"] == standalone
     # The rewrite prompt carried the earlier turn and the follow-up.
-    [prompt] = rewrites(fakes.chat)
+    [prompt] = rewrites(fake_components.chat)
     assert f"Q: {MONA}\nA: {ANSWER}\nFollow-up question: Where is it displayed?" in prompt[-1].text
     # retrieve, grade and generate used the standalone question.
-    assert fakes.store.queries[-1][0] == standalone
-    assert fakes.scorer.calls[-1][0] == standalone
-    assert fakes.chat.prompts[-1][-1].text.endswith(f"Question: {standalone}")
+    assert fake_components.store.queries[-1][0] == standalone
+    assert fake_components.scorer.calls[-1][0] == standalone
+    assert fake_components.chat.prompts[-1][-1].text.endswith(f"Question: {standalone}")
     # The history survives the per-run reset: both turns are in the thread's chat.
     assert [m.type for m in out["messages"]] == ["human", "ai", "human", "ai"]
     assert out["messages"][-1].additional_kwargs["question"] == standalone
@@ -260,27 +253,29 @@ def test_follow_up_is_made_standalone_and_used_downstream(fakes: FakeComponents)
     ids=["model-fails", "empty", "answers-instead"],
 )
 def test_follow_up_falls_back_to_key_words(
-    fakes: FakeComponents, rewrite: Callable[[str], str] | None
+    fake_components: FakeComponents, rewrite: Callable[[str], str] | None
 ) -> None:
-    fakes.chat = chat(rewrite)
-    threaded, config = thread(fakes)
+    fake_components.chat = chat(rewrite)
+    threaded, config = thread(fake_components)
     threaded.invoke({"question": MONA}, config)
     out = threaded.invoke({"question": "When was he born?"}, config)
     assert out["standalone_question"] == "When was he born? (painted Mona Lisa; Leonardo da Vinci)"
-    assert fakes.store.queries[-1][0] == out["standalone_question"]
-    assert len(rewrites(fakes.chat)) == 1  # asked once, then the fallback
+    assert fake_components.store.queries[-1][0] == out["standalone_question"]
+    assert len(rewrites(fake_components.chat)) == 1  # asked once, then the fallback
 
 
-def test_self_contained_question_on_a_thread_is_not_rewritten(fakes: FakeComponents) -> None:
-    threaded, config = thread(fakes)
+def test_self_contained_question_on_a_thread_is_not_rewritten(
+    fake_components: FakeComponents,
+) -> None:
+    threaded, config = thread(fake_components)
     threaded.invoke({"question": "What is photosynthesis?"}, config)
     out = threaded.invoke({"messages": [{"role": "user", "content": MONA}]}, config)
     assert out["standalone_question"] == MONA
-    assert rewrites(fakes.chat) == []
+    assert rewrites(fake_components.chat) == []
 
 
-def test_question_and_messages_mix_on_one_thread(fakes: FakeComponents) -> None:
-    threaded, config = thread(fakes)
+def test_question_and_messages_mix_on_one_thread(fake_components: FakeComponents) -> None:
+    threaded, config = thread(fake_components)
     threaded.invoke({"messages": [{"role": "user", "content": MONA}]}, config)
     # A question after chat messages is this run's question, not the pending-message rule's.
     out = threaded.invoke({"question": "Where is it displayed?"}, config)
@@ -288,12 +283,12 @@ def test_question_and_messages_mix_on_one_thread(fakes: FakeComponents) -> None:
     # And a chat message after it is this run's, though the state still holds that question.
     out = threaded.invoke({"messages": [{"role": "user", "content": "Who painted it?"}]}, config)
     assert out["messages"][-2].text == "Who painted it?"
-    assert len(rewrites(fakes.chat)) == 2
+    assert len(rewrites(fake_components.chat)) == 2
 
 
-@pytest.mark.usefixtures("app")
+@pytest.mark.usefixtures("fake_app")
 def test_crag_ask_thread_follow_up(
-    tmp_path: Path, fakes: FakeComponents, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, fake_components: FakeComponents, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = str(tmp_path / "threads.sqlite")
     assert main(["ask", "-q", "--thread", "t1", "--threads-db", db, MONA]) == 0
@@ -308,24 +303,24 @@ def test_crag_ask_thread_follow_up(
 
 @pytest.mark.parametrize("failure", ["too-long", "generator-down"])
 def test_a_failed_question_run_does_not_hide_the_next_message(
-    fakes: FakeComponents, failure: str
+    fake_components: FakeComponents, failure: str
 ) -> None:
-    threaded, config = thread(fakes)
+    threaded, config = thread(fake_components)
     if failure == "too-long":
         bad: dict[str, Any] = {"question": "x" * 3000}
         with pytest.raises(InvalidQuestionError, match="characters long"):
             threaded.invoke(bad, config)
     else:
-        working = fakes.chat
-        fakes.chat = ScriptedChatModel(respond=lambda _: 1 / 0, prompts=[])
+        working = fake_components.chat
+        fake_components.chat = ScriptedChatModel(respond=lambda _: 1 / 0, prompts=[])
         with pytest.raises(ZeroDivisionError):
             threaded.invoke({"question": "What is photosynthesis?"}, config)
-        fakes.chat = working
+        fake_components.chat = working
     # The failed run's question stays in the thread's state, but this run sent a message.
     out = threaded.invoke(said({"role": "user", "content": MONA}), config)
     assert out["standalone_question"] == MONA
     assert out["messages"][-1].additional_kwargs["question"] == MONA
-    assert fakes.store.queries[-1][0] == MONA
+    assert fake_components.store.queries[-1][0] == MONA
     # Read back from the thread, the question is marked as an earlier run's; a new one is not.
     stored = threaded.get_state(config).values["question"]
     assert stored == MONA and type(stored) is CarriedQuestion

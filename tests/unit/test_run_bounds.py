@@ -46,7 +46,6 @@ from tests.fakes import (
     StaticStore,
     corpus_documents,
     dict_context,
-    use_app_components,
 )
 
 MONA = "Who painted the Mona Lisa?"
@@ -68,26 +67,16 @@ def respond(messages: list[BaseMessage]) -> str:
 
 
 @pytest.fixture
-def fakes() -> FakeComponents:
+def fake_components() -> FakeComponents:
+    """This module's fakes (whose chat model answers by :func:`respond`):
+    conftest's ``fake_graph`` and ``fake_app`` use them.
+    """
     return FakeComponents(
         store=StaticStore(corpus_documents()),
         scorer=FixedScoreEvaluator({"Leonardo": 0.9}),
         chat=ScriptedChatModel(respond=respond, prompts=[]),
         web=StaticSearch(error="search is off in this test"),
     )
-
-
-@pytest.fixture
-def graph(fakes: FakeComponents) -> CragGraph:
-    """The CRAG graph built with the fakes."""
-    return build_graph(components=fakes)
-
-
-@pytest.fixture
-def app(fakes: FakeComponents, monkeypatch: pytest.MonkeyPatch) -> FakeComponents:
-    """The app's graphs (what the CLI runs) built with the fakes."""
-    use_app_components(monkeypatch, fakes)
-    return fakes
 
 
 def contextualize_prompts(chat: ScriptedChatModel) -> list[list[BaseMessage]]:
@@ -135,12 +124,12 @@ def test_bounded_history_keeps_the_newest_turns_within_the_characters() -> None:
 
 
 def test_a_huge_earlier_answer_is_cut_before_the_contextualizer_reads_it(
-    graph: CragGraph,
-    fakes: FakeComponents,
+    fake_graph: CragGraph,
+    fake_components: FakeComponents,
 ) -> None:
     huge = "Leonardo da Vinci painted it. " * 1400  # 42,000 characters
-    out = graph.invoke(said(user(MONA), assistant(huge), user(FOLLOW_UP)))
-    [prompt] = contextualize_prompts(fakes.chat)
+    out = fake_graph.invoke(said(user(MONA), assistant(huge), user(FOLLOW_UP)))
+    [prompt] = contextualize_prompts(fake_components.chat)
     request = prompt[-1].text
     assert len(request) < deployment_settings().max_history_chars + 200, len(request)
     assert out["standalone_question"] == STANDALONE
@@ -149,24 +138,24 @@ def test_a_huge_earlier_answer_is_cut_before_the_contextualizer_reads_it(
 
 
 def test_the_history_settings_come_from_the_environment(
-    graph: CragGraph, fakes: FakeComponents, monkeypatch: pytest.MonkeyPatch
+    fake_graph: CragGraph, fake_components: FakeComponents, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(env_name("max_history_turns"), "1")
     monkeypatch.setenv(env_name("max_history_chars"), "500")
     messages = [user("What is photosynthesis?"), assistant("A process of plants.")]
     messages += [user(MONA), assistant(ANSWER), user(FOLLOW_UP)]
-    out = graph.invoke(said(*messages))
-    [prompt] = contextualize_prompts(fakes.chat)
+    out = fake_graph.invoke(said(*messages))
+    [prompt] = contextualize_prompts(fake_components.chat)
     assert "photosynthesis" not in prompt[-1].text and MONA in prompt[-1].text
     assert any("read 1 of 2 earlier turns" in n for n in out["notes"])
     with pytest.raises(InvalidSettingError, match=r"^setting max_history_turns is a deployment"):
         RunContext(max_history_turns=10)  # type: ignore[call-arg]
     with pytest.raises(InvalidSettingError, match=r"^setting max_history_turns is a deployment"):
-        graph.invoke(said(user(MONA)), context=dict_context(max_history_turns=10))
+        fake_graph.invoke(said(user(MONA)), context=dict_context(max_history_turns=10))
 
 
-def test_the_history_note_lasts_one_run_only(fakes: FakeComponents) -> None:
-    threaded = build_graph(fakes, checkpointer=InMemorySaver())
+def test_the_history_note_lasts_one_run_only(fake_components: FakeComponents) -> None:
+    threaded = build_graph(fake_components, checkpointer=InMemorySaver())
     config: Any = {"configurable": {"thread_id": "t"}}
     huge = "Leonardo da Vinci painted it. " * 1400
     out = threaded.invoke(said(user(MONA), assistant(huge), user(FOLLOW_UP)), config)
@@ -176,8 +165,10 @@ def test_the_history_note_lasts_one_run_only(fakes: FakeComponents) -> None:
     assert threaded.get_state(config).values["input_notes"] == []
 
 
-def test_an_ordinary_follow_up_gets_no_note(graph: CragGraph, fakes: FakeComponents) -> None:
-    out = graph.invoke(said(user(MONA), assistant(ANSWER), user(FOLLOW_UP)))
+def test_an_ordinary_follow_up_gets_no_note(
+    fake_graph: CragGraph, fake_components: FakeComponents
+) -> None:
+    out = fake_graph.invoke(said(user(MONA), assistant(ANSWER), user(FOLLOW_UP)))
     assert out["standalone_question"] == STANDALONE
     assert not any(n.startswith("chat history") for n in out.get("notes", []))
 
@@ -201,17 +192,17 @@ def knowledge_block(prompt: list[BaseMessage]) -> str:
 
 
 def test_rag_with_top_k_50_keeps_the_best_passages_within_the_limit(
-    fakes: FakeComponents,
+    fake_components: FakeComponents,
 ) -> None:
-    fakes.store = StaticStore(passages(50))
-    out = build_rag_graph(fakes).invoke({"question": MONA}, context=Context(top_k=50))
-    block = knowledge_block(fakes.chat.prompts[-1])
+    fake_components.store = StaticStore(passages(50))
+    out = build_rag_graph(fake_components).invoke({"question": MONA}, context=Context(top_k=50))
+    block = knowledge_block(fake_components.chat.prompts[-1])
     assert len(block) <= deployment_settings().max_knowledge_chars
     kept = [k["source"] for k in out["knowledge"]]
     assert kept == [f"doc:{i}" for i in range(len(kept))]  # the retriever's best, in order
     assert 5 < len(kept) < 50 and block.count("Passage ") == len(kept)
     assert block.rstrip().endswith("word")  # instructions and question stay around it
-    assert fakes.chat.prompts[-1][-1].text.endswith(f"Question: {MONA}")
+    assert fake_components.chat.prompts[-1][-1].text.endswith(f"Question: {MONA}")
     [note] = [n for n in out["notes"] if n.startswith("knowledge cut")]
     assert f"{len(kept)} of 50 entries kept" in note and "max_knowledge_chars 12,000" in note
 
@@ -243,11 +234,13 @@ class WindowedChat(ScriptedChatModel):
         return sum(len(m.text.split()) for m in messages)
 
 
-def test_knowledge_fits_a_local_models_context(fakes: FakeComponents) -> None:
+def test_knowledge_fits_a_local_models_context(fake_components: FakeComponents) -> None:
     chat = WindowedChat(respond=respond, prompts=[])
-    fakes.chat = chat
-    fakes.store = StaticStore(passages(10, words=40))
-    out = build_rag_graph(fakes).invoke({"question": MONA}, context=Context(max_new_tokens=64))
+    fake_components.chat = chat
+    fake_components.store = StaticStore(passages(10, words=40))
+    out = build_rag_graph(fake_components).invoke(
+        {"question": MONA}, context=Context(max_new_tokens=64)
+    )
     prompt = chat.prompts[-1]
     assert chat.get_num_tokens_from_messages(prompt) + 64 <= chat.context_length
     assert 1 < len(out["knowledge"]) < 10
@@ -276,25 +269,29 @@ def test_a_local_model_never_reads_past_its_context(tmp_path: Any) -> None:
 @pytest.mark.parametrize(
     "build", [build_graph, build_rag_graph, build_tutorial_graph], ids=["crag", "rag", "tut"]
 )
-def test_an_unknown_role_is_a_one_line_input_error(fakes: FakeComponents, build: Any) -> None:
+def test_an_unknown_role_is_a_one_line_input_error(
+    fake_components: FakeComponents, build: Any
+) -> None:
     with pytest.raises(InvalidQuestionError) as info:
-        build(fakes).invoke(said(user(MONA), {"role": "wizard", "content": "abracadabra"}))
+        build(fake_components).invoke(
+            said(user(MONA), {"role": "wizard", "content": "abracadabra"})
+        )
     message = str(info.value)
     assert message == (
         "message 1 has the role 'wizard'; allowed roles: 'user' (or 'human'), 'assistant' "
         "(or 'ai'), 'system', 'developer', 'tool'"
     )
-    assert fakes.store.queries == []
+    assert fake_components.store.queries == []
 
 
 def test_a_message_langchain_cannot_read_is_named_by_its_index(
-    graph: CragGraph, fakes: FakeComponents
+    fake_graph: CragGraph, fake_components: FakeComponents
 ) -> None:
     with pytest.raises(InvalidQuestionError, match=r"^message 0 is not a chat message: ") as info:
-        graph.invoke(said({"content": MONA}))
+        fake_graph.invoke(said({"content": MONA}))
     assert "\n" not in str(info.value)
     with pytest.raises(InvalidQuestionError, match="message 0 has the role 'wizard'"):
-        graph.invoke(said(("wizard", MONA)))
+        fake_graph.invoke(said(("wizard", MONA)))
 
 
 # -- 4. unknown names and bounds, in each kind of settings ---------------------------------------
@@ -375,10 +372,12 @@ def test_each_kind_bounds_its_own_settings(make: Any, message: str) -> None:
     assert str(info.value).startswith(message)
 
 
-def test_context_stays_a_langgraph_context_schema(graph: CragGraph, fakes: FakeComponents) -> None:
-    assert "top_k" in graph.get_context_jsonschema()["properties"]  # type: ignore[index]
-    out = graph.invoke({"question": MONA}, context=Context(top_k=1))
-    assert fakes.store.queries == [(MONA, 1)] and out["answer"] == ANSWER
+def test_context_stays_a_langgraph_context_schema(
+    fake_graph: CragGraph, fake_components: FakeComponents
+) -> None:
+    assert "top_k" in fake_graph.get_context_jsonschema()["properties"]  # type: ignore[index]
+    out = fake_graph.invoke({"question": MONA}, context=Context(top_k=1))
+    assert fake_components.store.queries == [(MONA, 1)] and out["answer"] == ANSWER
 
 
 # -- 5. evaluator and generator checked with the other settings ---------------------------------
@@ -388,7 +387,7 @@ def test_the_evaluator_names_match_the_registry() -> None:
     assert EVALUATORS == BACKENDS
 
 
-@pytest.mark.usefixtures("app")
+@pytest.mark.usefixtures("fake_app")
 @pytest.mark.parametrize(
     ("pair", "message"),
     [
@@ -401,14 +400,14 @@ def test_the_evaluator_names_match_the_registry() -> None:
     ],
 )  # fmt: skip
 def test_cli_refuses_a_bad_component_before_any_work(
-    fakes: FakeComponents, capsys: pytest.CaptureFixture[str], pair: str, message: str
+    fake_components: FakeComponents, capsys: pytest.CaptureFixture[str], pair: str, message: str
 ) -> None:
     with pytest.raises(InvalidSettingError) as info:
         parse_settings([pair]).run_settings()
     assert str(info.value) == message
     assert main(["ask", "-q", "--set", pair, MONA]) == 2
     assert capsys.readouterr().err.strip() == f"crag: error: {message}"
-    assert fakes.store.queries == [] and fakes.chat.prompts == []
+    assert fake_components.store.queries == [] and fake_components.chat.prompts == []
 
 
 @pytest.mark.parametrize(
@@ -462,39 +461,46 @@ def test_the_evaluator_is_read_in_any_case_and_the_llm_spec_is_checked() -> None
 
 @pytest.mark.parametrize("variable", ["evaluator", "generator"])
 def test_a_served_run_fails_on_a_bad_operator_component_before_retrieval(
-    graph: CragGraph, fakes: FakeComponents, monkeypatch: pytest.MonkeyPatch, variable: str
+    fake_graph: CragGraph,
+    fake_components: FakeComponents,
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
 ) -> None:
     monkeypatch.setenv(env_name(variable), "gpt9")
     with pytest.raises(InvalidSettingError, match=f"^setting {variable} must"):
-        graph.invoke({"question": MONA}, context=dict_context(top_k=3))
+        fake_graph.invoke({"question": MONA}, context=dict_context(top_k=3))
     with pytest.raises(InvalidSettingError, match=f"^setting {variable} must"):
-        graph.invoke({"question": MONA})
-    assert fakes.store.queries == []
+        fake_graph.invoke({"question": MONA})
+    assert fake_components.store.queries == []
 
 
 # -- 6. rag and crag-tutorial take chat messages -------------------------------------------------
 
 
 @pytest.mark.parametrize("build", [build_rag_graph, build_tutorial_graph], ids=["rag", "tutorial"])
-def test_baselines_answer_chat_messages(fakes: FakeComponents, build: Any) -> None:
-    out = build(fakes).invoke(said(user(MONA)))
+def test_baselines_answer_chat_messages(fake_components: FakeComponents, build: Any) -> None:
+    out = build(fake_components).invoke(said(user(MONA)))
     assert out["answer"] == ANSWER and out["standalone_question"] == MONA
     human, ai = out["messages"]
     assert human.text == MONA and ai.text == ANSWER
     assert ai.additional_kwargs["question"] == MONA
-    assert fakes.store.queries[0] == (MONA, 10)
+    assert fake_components.store.queries[0] == (MONA, 10)
 
 
 @pytest.mark.parametrize("build", [build_rag_graph, build_tutorial_graph], ids=["rag", "tutorial"])
-def test_baselines_make_a_follow_up_standalone(fakes: FakeComponents, build: Any) -> None:
-    out = build(fakes).invoke(said(user(MONA), assistant(ANSWER), user(FOLLOW_UP)))
+def test_baselines_make_a_follow_up_standalone(fake_components: FakeComponents, build: Any) -> None:
+    out = build(fake_components).invoke(said(user(MONA), assistant(ANSWER), user(FOLLOW_UP)))
     assert out["standalone_question"] == STANDALONE
-    assert fakes.store.queries[0][0] == STANDALONE
+    assert fake_components.store.queries[0][0] == STANDALONE
     assert out["messages"][-1].additional_kwargs["question"] == STANDALONE
 
 
-def test_served_tutorial_searches_with_a_run_context(fakes: FakeComponents) -> None:
-    fakes.web = StaticSearch([SearchResult(f"R{i}", f"https://e.org/{i}", "s") for i in range(5)])
-    out = build_tutorial_graph(fakes).invoke({"question": MONA}, context=dict_context(top_k=2))
-    assert fakes.web.queries == ["Mona Lisa painter"]
+def test_served_tutorial_searches_with_a_run_context(fake_components: FakeComponents) -> None:
+    fake_components.web = StaticSearch(
+        [SearchResult(f"R{i}", f"https://e.org/{i}", "s") for i in range(5)]
+    )
+    out = build_tutorial_graph(fake_components).invoke(
+        {"question": MONA}, context=dict_context(top_k=2)
+    )
+    assert fake_components.web.queries == ["Mona Lisa painter"]
     assert [k["origin"] for k in out["knowledge"]].count("external") == 3
