@@ -13,6 +13,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from crag.app import collector
 from crag.app.environment import configure_environment
 from crag.app.terminal_text import TerminalFormatter, json_text, terminal_text
 from crag.app.threads import ThreadsDatabaseError, describe_threads_db
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
     from crag.core.run_settings import RunSettings
 
 logger = logging.getLogger("crag")
+
+PAUSED_COLLECTOR_COMMANDS = frozenset({"ask", "serve"})
+"""Commands that keep the garbage collector paused by the console entry point: ``ask`` to its
+end (one run), ``serve`` until its models are loaded (:mod:`crag.app.collector`)."""
 
 
 def setup_logging(verbose: int, force: bool = False) -> None:
@@ -621,6 +626,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server = WarmServer(socket_path(), lambda argv: main(argv, reconfigure_logging=True))
     server.bind()
     _warm_up(_settings(args).run_settings())
+    collector.resume_if_paused()  # a long-lived process: collect, but never over the models
     print_error(f"crag serve: ready on {server.path} (stop with `crag serve --stop`)")
     server.serve_forever()
     return 0
@@ -683,6 +689,8 @@ def main(argv: Sequence[str] | None = None, *, reconfigure_logging: bool = False
         print_error(f"crag: error: {exc}")
         return 2
     args = build_parser().parse_args(argv)
+    if args.command not in PAUSED_COLLECTOR_COMMANDS:
+        collector.resume_if_paused()
     return run_command(args, "crag", reconfigure_logging=reconfigure_logging)
 
 

@@ -9,21 +9,29 @@ from __future__ import annotations
 
 import sys
 
+from crag.app import collector
 from crag.app.environment import configure_environment
 
 
 def main() -> int:
-    """Run ``crag`` with ``sys.argv``: on the warm server when one answers, else here."""
-    from crag.app.warm import run_on_server
+    """Run ``crag`` with ``sys.argv``: on the warm server when one answers, else here.
 
-    configure_environment()
-    argv = sys.argv[1:]
-    answered = run_on_server(argv)
-    if answered is not None:
-        return answered
-    from crag.app.cli import main as run_cli
+    The garbage collector is paused while the process starts (:mod:`crag.app.collector`).
+    """
+    collector.pause()
+    try:
+        from crag.app.warm import run_on_server
 
-    return run_cli(argv)
+        configure_environment()
+        argv = sys.argv[1:]
+        answered = run_on_server(argv)
+        if answered is not None:
+            return answered
+        from crag.app.cli import main as run_cli
+
+        return run_cli(argv)
+    finally:
+        collector.before_exit()
 
 
 if __name__ == "__main__":

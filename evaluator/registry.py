@@ -181,11 +181,13 @@ def _shared_embeddings(embeddings_name: str) -> Any:
     Raises:
         EvaluatorError: The embedder does not load.
     """
-    from crag.vectorstore.embeddings import EmbedderError, load_embeddings
+    from crag.vectorstore.embeddings import EmbedderError, shared_embeddings
     from crag.vectorstore.vector_memo import RememberingEmbeddings, vector_memo
 
     try:
         # retrieved passages come with the store's vectors: grading does not embed them again
-        return RememberingEmbeddings(load_embeddings(embeddings_name), vector_memo(embeddings_name))
+        return RememberingEmbeddings(
+            shared_embeddings(embeddings_name), vector_memo(embeddings_name)
+        )
     except EmbedderError as exc:
         raise EvaluatorError(f"the evaluator could not load its embedder: {exc}") from exc

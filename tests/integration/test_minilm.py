@@ -1,0 +1,105 @@
+"""The bundled MiniLM run by transformers alone (:mod:`crag.vectorstore.minilm`) gives
+sentence-transformers' vectors, to the last bit, and a run's embedder never imports
+sentence-transformers."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from langchain_huggingface import HuggingFaceEmbeddings
+
+from crag.vectorstore.corpus import check_embedder, corpus_chunks, load_corpus
+from crag.vectorstore.embeddings import (
+    DEFAULT_EMBEDDER,
+    locked_embeddings,
+    resolve_model_path,
+    shared_embeddings,
+)
+from crag.vectorstore.minilm import MiniLMEmbeddings, is_mean_pooled_encoder
+
+ROOT = Path(__file__).resolve().parents[2]
+
+QUESTIONS = [
+    "Who painted the Mona Lisa?",
+    "What is the capital of Australia?",
+    "who wrote the song hotel california",
+    "In which year did the Berlin Wall fall?",
+    "",
+    "  spaces\tand\nline breaks  ",
+    "Ünïcödé, emoji 🙂 and CJK 東京",
+]
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLMEmbeddings:
+    """The embedder runs get for the bundled model."""
+    embedder = shared_embeddings(DEFAULT_EMBEDDER)
+    assert isinstance(embedder, MiniLMEmbeddings)
+    return embedder
+
+
+@pytest.fixture(scope="module")
+def texts() -> list[str]:
+    """120 corpus chunks, 10 texts well past 256 tokens (truncated), and odd ones."""
+    chunks = [c.text for doc in corpus_chunks(load_corpus(limit=400)) for c in doc]
+    rng = random.Random(11)
+    long = ["\n".join(chunks[s : s + 8]) for s in rng.sample(range(len(chunks) - 8), 10)]
+    return [*rng.sample(chunks, 120), *long, *QUESTIONS]
+
+
+def test_documents_are_sentence_transformers_vectors_to_the_last_bit(
+    minilm: MiniLMEmbeddings, embeddings: HuggingFaceEmbeddings, texts: list[str]
+) -> None:
+    # 137 texts: three batches of 64, ordered longest first, as the library batches them
+    expected = np.asarray(embeddings.embed_documents(texts), dtype=np.float32)
+    got = np.asarray(minilm.embed_documents(texts), dtype=np.float32)
+    assert got.shape == (len(texts), 384)
+    assert np.array_equal(got, expected), float(np.abs(got - expected).max())
+
+
+def test_queries_are_sentence_transformers_vectors_to_the_last_bit(
+    minilm: MiniLMEmbeddings, embeddings: HuggingFaceEmbeddings
+) -> None:
+    for question in QUESTIONS:
+        assert minilm.embed_query(question) == embeddings.embed_query(question), question
+
+
+def test_the_runs_embedder_is_the_bundled_one_and_shared(minilm: MiniLMEmbeddings) -> None:
+    assert shared_embeddings() is minilm
+    assert locked_embeddings(DEFAULT_EMBEDDER).inner is minilm
+    check_embedder(locked_embeddings(DEFAULT_EMBEDDER))  # the shipped vectors are its vectors
+    assert minilm.embed_documents([]) == []
+
+
+def test_the_bundled_model_is_an_encoder_a_mean_and_a_normalisation(tmp_path: Path) -> None:
+    assert is_mean_pooled_encoder(resolve_model_path(DEFAULT_EMBEDDER))
+    assert not is_mean_pooled_encoder(tmp_path)  # no modules.json
+
+
+def test_a_run_embeds_without_importing_sentence_transformers() -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        from crag.vectorstore.embeddings import locked_embeddings
+        from crag.evaluator.registry import load_evaluator
+        vector = locked_embeddings("all-MiniLM-L6-v2").embed_query("Who painted the Mona Lisa?")
+        scores = load_evaluator("embedding").score("Who painted it?", ["Leonardo painted it."])
+        heavy = ("sentence_transformers", "sklearn", "langchain_huggingface")
+        print(len(vector), len(scores), sorted(m for m in sys.modules if m in heavy))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert done.stdout.split() == ["384", "1", "[]"], done.stderr

@@ -1,0 +1,128 @@
+"""The bundled all-MiniLM-L6-v2 on transformers alone, as sentence-transformers runs it.
+
+Why not ``HuggingFaceEmbeddings`` here: importing sentence-transformers cost a cold ``crag ask``
+about a second on two cores (scikit-learn and SciPy for its similarity utilities, its
+model-card and training code), for a model that is a BERT encoder, a mean over its tokens and
+an L2 normalisation. This module does those three steps with the transformers classes
+sentence-transformers itself calls (the same tokenizer, ``AutoModel``, the same batches in the
+same order), so the vectors are the library's: on the shipped corpus's 10,483 chunks and 500
+questions they were equal to the last bit (``bench/scripts/compare_minilm.py``,
+``tests/integration/test_minilm.py``; docs/cli.md). sentence-transformers stays the embedder
+of every other model and of the benchmark's scripts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+if TYPE_CHECKING:
+    import torch
+
+MODULES = (
+    "sentence_transformers.models.Transformer",
+    "sentence_transformers.models.Pooling",
+    "sentence_transformers.models.Normalize",
+)
+"""The sentence-transformers pipeline this module reproduces (the model's ``modules.json``)."""
+
+
+def is_mean_pooled_encoder(path: Path) -> bool:
+    """Whether the model folder is an encoder, a mean over tokens and a normalisation, only."""
+    try:
+        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
+        types = tuple(module["type"] for module in modules)
+        pooling_file = path / modules[1]["path"] / "config.json"
+        pooling = json.loads(pooling_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, LookupError, TypeError):
+        return False
+    modes = {key for key, value in pooling.items() if key.startswith("pooling_mode") and value}
+    return types == MODULES and modes == {"pooling_mode_mean_tokens"}
+
+
+def max_sequence_length(path: Path) -> int:
+    """The tokens per text the model keeps (``sentence_bert_config.json``; 256 for MiniLM)."""
+    config = json.loads((path / "sentence_bert_config.json").read_text(encoding="utf-8"))
+    return int(config["max_seq_length"])
+
+
+class MiniLMEmbeddings(Embeddings):
+    """A mean-pooled, normalised sentence encoder run by transformers (the bundled MiniLM).
+
+    Attributes:
+        model_name: The model folder (as ``HuggingFaceEmbeddings`` names it, for
+            :func:`crag.vectorstore.corpus.check_embedder`).
+        encode_kwargs: ``normalize_embeddings`` (always true) and ``batch_size``.
+    """
+
+    def __init__(self, path: Path, device: str, batch_size: int) -> None:
+        """Load the tokenizer and the encoder from ``path`` onto ``device``."""
+        from transformers import AutoModel, AutoTokenizer
+
+        self.model_name = str(path)
+        self.encode_kwargs: dict[str, Any] = {
+            "normalize_embeddings": True,
+            "batch_size": batch_size,
+        }
+        self.max_length = max_sequence_length(path)
+        self.tokenizer: Any = AutoTokenizer.from_pretrained(str(path))
+        self.tokenizer.model_max_length = self.max_length
+        self.model: Any = AutoModel.from_pretrained(str(path)).to(device)
+        self.model.eval()
+        self.device = device
+
+    def _batch(self, texts: Sequence[str]) -> torch.Tensor:
+        """Normalised mean-pooled vectors of one batch (padded to its longest text)."""
+        import torch
+
+        features = self.tokenizer(
+            list(texts),
+            padding=True,
+            truncation="longest_first",
+            max_length=self.max_length,
+            return_tensors="pt",
+        ).to(self.device)
+        tokens = self.model(**features, return_dict=True).last_hidden_state
+        mask = features["attention_mask"].unsqueeze(-1).to(tokens.dtype)
+        summed = (tokens * mask).sum(dim=1, dtype=tokens.dtype)
+        counts = torch.clamp(mask.sum(dim=1, dtype=tokens.dtype), min=1e-9)
+        # normalised twice, as sentence-transformers does: its Normalize module, then encode's
+        # normalize_embeddings (the second pass changes the last bit of some rows: 25 of 64)
+        once = torch.nn.functional.normalize(summed / counts, p=2, dim=-1)
+        return torch.nn.functional.normalize(once, p=2, dim=1).cpu()
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Float32 vectors of ``texts``, one row each, in order.
+
+        Longest first in batches of ``batch_size``, as sentence-transformers orders them (the
+        same ``argsort``): a batch's padding changes the last bits of its vectors.
+        """
+        import torch
+
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        order = np.argsort([-len(text) for text in texts])
+        ordered = [texts[index] for index in order]
+        size = int(self.encode_kwargs["batch_size"])
+        with torch.inference_mode():
+            rows = [
+                vector
+                for start in range(0, len(ordered), size)
+                for vector in self._batch(ordered[start : start + size])
+            ]
+        restored = [rows[index] for index in np.argsort(order)]
+        return torch.stack(restored).numpy()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of ``texts`` (line breaks read as spaces, as ``HuggingFaceEmbeddings`` does)."""
+        vectors: list[list[float]] = self.encode([t.replace("\n", " ") for t in texts]).tolist()
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        """The vector of one query."""
+        return self.embed_documents([text])[0]
