@@ -1,6 +1,6 @@
 """Python entry points: ask questions (sync, async, on persistent threads), ingest documents.
 
-Ingestion and removal are :mod:`crag.vectorstore.ingestion`'s, offered here with the rest.
+Ingestion and removal are :mod:`crag.vectorstore.configured_store`'s, offered here with the rest.
 The graphs run here are the app's (:mod:`crag.app.graphs`, built with its real components);
 the threaded ones take other components where given.
 """
@@ -25,7 +25,7 @@ from crag.core.deployment import DeploymentSettings, deployment_with
 from crag.core.method import MethodConfig
 from crag.core.state import ChatOutputState
 from crag.graph.builder import build_graph
-from crag.vectorstore.ingestion import (
+from crag.vectorstore.configured_store import (
     ingest_into_store,
     inline_document,
     open_configured_store,

@@ -412,7 +412,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Ingest files or directories into the store (with ``--prune``, drop vanished files)."""
-    from crag.vectorstore.ingestion import ingest_into_store
+    from crag.vectorstore.configured_store import ingest_into_store
 
     settings = _settings(args).ingest_settings()
     report = ingest_into_store(args.paths, settings, prune=args.prune, tags=args.tags or ())
@@ -430,7 +430,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def cmd_remove(args: argparse.Namespace) -> int:
     """Remove documents from the store by source (or file path)."""
-    from crag.vectorstore.ingestion import remove_from_store
+    from crag.vectorstore.configured_store import remove_from_store
 
     report = remove_from_store(args.sources, _settings(args).ingest_settings())
     for source in report.removed:

@@ -34,7 +34,7 @@ from pathlib import Path
 from crag.app.uploads import UploadRefusedError, upload_folder
 from crag.core.deployment import DeploymentSettings
 from crag.core.public_names import SHARED_SCHEME, UPLOAD_SCHEME, ServedFolders, server_path
-from crag.vectorstore.loaders import SUPPORTED_EXTENSIONS
+from crag.documents.loaders import SUPPORTED_EXTENSIONS
 
 logger = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from typing import Any
 
 from crag.core.deployment import MEMBERS_FOLDER, DeploymentSettings, uploads_folder
 from crag.core.public_names import ServedFolders, public_name
-from crag.vectorstore.loaders import SUPPORTED_EXTENSIONS
+from crag.documents.loaders import SUPPORTED_EXTENSIONS
 
 __all__ = [
     "StoredUpload",

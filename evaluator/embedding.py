@@ -5,7 +5,7 @@ with the shared sentence embedder (the one the vector store uses, so no second m
 loaded), takes the cosine similarity ``c`` of the question and each passage, ``h``, 1 when
 the question names the passage's heading (its document title) and 0 otherwise, and ``o``, the
 share of the question's content words the passage holds
-(:func:`crag.knowledge.lexical.question_overlap`), and reports
+(:func:`crag.knowledge.words.question_overlap`), and reports
 
     z = slope * c + heading_weight * h + overlap_weight * o + intercept
     score = tanh(z / 2) = 2 * sigmoid(z) - 1.
@@ -24,7 +24,7 @@ best-scored passage was from a gold document less often than the retriever's own
 Knowledge strips (single sentences, web paragraphs: :func:`crag.evaluator.base.score_strips`) get a
 calibration of their own, ``z = strip_slope * c + strip_heading_weight * h +
 strip_overlap_weight * o + strip_intercept``, where ``o`` is the share of the question's content
-words the strip holds (:func:`crag.knowledge.lexical.question_overlap`). It estimates P(the strip
+words the strip holds (:func:`crag.knowledge.words.question_overlap`). It estimates P(the strip
 states the answer), fitted on the strips of retrieved passages for the open-domain ``dev``
 questions by ``bench/scripts/fit_strip_calibration.py``. Why a second map: the passage map's heading
 weight lifts every sentence of a passage whose title the question names, answer or not, and on
@@ -45,7 +45,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from crag.evaluator.base import BatchedEvaluator, BatchScorer, EvaluatorError
-from crag.knowledge.lexical import heading_named, question_overlap
+from crag.knowledge.words import heading_named, question_overlap
 
 logger = logging.getLogger(__name__)
 

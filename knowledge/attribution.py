@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Literal, NamedTuple
 
-from crag.knowledge.lexical import content_tokens
+from crag.knowledge.words import content_tokens
 
 _MARKER = re.compile(r"\s*\[\s*(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\s*\]")
 """``[1]``, ``[1, 2]``, ``[1;2]`` (at most three digits: ``[1503]`` is a year, not a marker)."""

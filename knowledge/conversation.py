@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 
 from crag.core.question_channel import CarriedQuestion
 from crag.core.state import KnowledgeStrip
-from crag.knowledge.lexical import heading_of
+from crag.knowledge.words import heading_of
 
 MAX_TURNS = 3
 """Earlier turns given to the contextualiser by default: the most recent ones (the setting

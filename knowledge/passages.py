@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from crag.core.state import KnowledgeStrip
-from crag.knowledge.lexical import heading_of
+from crag.knowledge.words import heading_of
 
 PassageKey = tuple[str, str, int]
 """``(origin, source, chunk)``: strips with the same key come from one stored passage."""

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from crag.core.state import KnowledgeStrip, RetrievedPassage
-from crag.knowledge.lexical import heading_of
+from crag.knowledge.words import heading_of
 
 StripMode = Literal["sentences", "words", "passage"]
 

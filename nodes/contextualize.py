@@ -38,7 +38,7 @@ from crag.knowledge.conversation import (
     earlier_turns,
     question_from_messages,
 )
-from crag.knowledge.lexical import STOPWORDS, content_tokens
+from crag.knowledge.words import STOPWORDS, content_tokens
 from crag.nodes.components import Components
 from crag.nodes.retrieve import retrieve
 from crag.prompts.contextualize import contextualize_turns

@@ -22,8 +22,8 @@ from crag.generator.endpoint_config import EndpointConfig, EndpointError
 from crag.knowledge.attribution import Attribution, attribute
 from crag.knowledge.combination import UNSCORED_RANK, best_first, combine_knowledge
 from crag.knowledge.conversation import answer_message, clip_text
-from crag.knowledge.lexical import heading_of
 from crag.knowledge.passages import one_per_passage
+from crag.knowledge.words import heading_of
 from crag.nodes.components import Components
 from crag.prompts.generate import GENERATE_HUMAN, GENERATE_SYSTEM, NO_ANSWER, NO_KNOWLEDGE
 

@@ -17,7 +17,7 @@ from typing import Any
 from langchain_chroma import Chroma
 
 from crag.core.cancellation import raise_if_cancelled
-from crag.vectorstore.loaders import LoadedDocument
+from crag.documents.loaders import LoadedDocument
 from crag.vectorstore.pending import abandon_run, clear_pending, mark_pending, new_run_id, shorten
 from crag.vectorstore.records import chunk_id, delete_sources
 from crag.vectorstore.scope import NO_LABELS, ScopeLabels

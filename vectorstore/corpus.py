@@ -35,8 +35,8 @@ from langchain_chroma import Chroma
 from langchain_core.embeddings import Embeddings
 
 from crag.core.file_digest import file_sha256
+from crag.documents.loaders import LoadedDocument
 from crag.vectorstore.ingest import IngestReport, ingest_documents, split_text
-from crag.vectorstore.loaders import LoadedDocument
 from crag.vectorstore.locking import store_write_lock
 from crag.vectorstore.records import chunk_id
 from crag.vectorstore.sources import SOURCE_PREFIX, normalise_source

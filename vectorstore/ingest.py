@@ -15,7 +15,7 @@ warm server's client gone) stops at the next file, document or batch of chunks a
 after Ctrl-C.
 
 **What one run may cost.** Every ingestion reads at most the operator's pages, paragraphs and
-characters from one file (:mod:`crag.vectorstore.limits`); a served run may also embed at most
+characters from one file (:mod:`crag.documents.limits`); a served run may also embed at most
 ``ingest_max_chunks`` chunks, counted before anything is embedded (a ``budget``).
 
 **Who may change what.** Every chunk records its ``writer`` (:mod:`crag.vectorstore.records`): the
@@ -45,18 +45,18 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 from tqdm import tqdm
 
 from crag.core.cancellation import raise_if_cancelled
-from crag.vectorstore.chunk_writer import ChunkBatches, ChunkWriter, Recheck
-from crag.vectorstore.confined import read_inside
-from crag.vectorstore.documents import MetadataValue
-from crag.vectorstore.lexical_store import refresh_lexical_index
-from crag.vectorstore.limits import ChunkBudget, FileLimits
-from crag.vectorstore.loaders import (
+from crag.documents.confined import read_inside
+from crag.documents.document import MetadataValue
+from crag.documents.limits import ChunkBudget, FileLimits
+from crag.documents.loaders import (
     LoadedDocument,
     LoaderError,
     iter_paths,
     load_file,
     not_text_reason,
 )
+from crag.vectorstore.chunk_writer import ChunkBatches, ChunkWriter, Recheck
+from crag.vectorstore.lexical_store import refresh_lexical_index
 from crag.vectorstore.locking import store_write_lock
 from crag.vectorstore.pending import repair_interrupted
 from crag.vectorstore.records import (
@@ -135,7 +135,7 @@ def split_document(
     """The document's non-blank chunks, and each chunk's location metadata.
 
     Each section is split on its own (no chunk spans two pages, slides or sheets), and its
-    chunks carry its location fields (:meth:`~crag.vectorstore.documents.Section.metadata`); a
+    chunks carry its location fields (:meth:`~crag.documents.document.Section.metadata`); a
     document without sections is split whole, without location.
     """
     chunks: list[str] = []
@@ -419,7 +419,7 @@ def ingest_documents(
         tags: Recorded on every chunk, for scoped search (see :mod:`crag.vectorstore.scope`); an
             unchanged document gets them without being embedded again.
         budget: The chunks this run may embed (a served run's, see
-            :class:`~crag.vectorstore.limits.ChunkBudget`); ``None``: no limit.
+            :class:`~crag.documents.limits.ChunkBudget`); ``None``: no limit.
 
     Returns:
         What was added, skipped, replaced, relabelled or failed.

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from langchain_chroma import Chroma
 
     from crag.core.run_settings import RunSettings
-    from crag.vectorstore.documents import LoadedDocument
+    from crag.documents.document import LoadedDocument
     from crag.vectorstore.report import IngestReport
 
 logger = logging.getLogger(__name__)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from crag.knowledge.lexical import STOPWORDS as _STOPWORDS
-from crag.knowledge.lexical import content_tokens
+from crag.knowledge.words import STOPWORDS as _STOPWORDS
+from crag.knowledge.words import content_tokens
 
 _PREFIX = re.compile(r"^\s*(?:query|keywords?|search(?: query)?|answer)\s*[:\-]\s*", re.I)
 _WORD = re.compile("[\\w'\u2019-]+", re.UNICODE)

@@ -205,7 +205,7 @@ class Labeller:
 
 
 def _strip_body(strip: str) -> str:
-    from crag.knowledge.lexical import heading_of
+    from crag.knowledge.words import heading_of
 
     return strip.partition("\n")[2] if heading_of(strip) else strip
 

@@ -4,7 +4,7 @@ Usage: .venv/bin/python bench/scripts/bench_documents.py FILE.pdf [--repeats 3]
 
 Prints medians over ``--repeats`` runs of:
 
-1. loading: :func:`crag.vectorstore.loaders.load_file` on the file (reading the text of every page,
+1. loading: :func:`crag.documents.loaders.load_file` on the file (reading the text of every page,
    in this process);
 2. ingesting in this process: loading, chunking and embedding into a fresh store on disk
    (:func:`crag.vectorstore.ingest.ingest_paths`, the embedder loaded once beforehand);
@@ -45,16 +45,16 @@ def _pages(path: Path) -> int:
         from pypdf import PdfReader
 
         return len(PdfReader(path).pages)
-    from crag.vectorstore.loaders import load_file
+    from crag.documents.loaders import load_file
 
     return sum(len(doc.parts()) for doc in load_file(path))
 
 
 def bench(path: Path, repeats: int) -> list[tuple[str, float]]:
     """``(stage, median seconds)`` for loading, ingesting in process, and ``crag ingest``."""
+    from crag.documents.loaders import load_file
     from crag.vectorstore.embeddings import load_embeddings
     from crag.vectorstore.ingest import ingest_paths
-    from crag.vectorstore.loaders import load_file
     from crag.vectorstore.store import open_store
 
     embeddings = load_embeddings()

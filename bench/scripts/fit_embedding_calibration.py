@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from crag.knowledge.lexical import heading_named
+from crag.knowledge.words import heading_named
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.store import open_store
 from crag_bench.fanoutqa import load_split

@@ -33,8 +33,8 @@ from crag.evaluator.embedding import (
     _unit_rows,
     pair_features,
 )
-from crag.knowledge.lexical import heading_of
 from crag.knowledge.strips import decompose
+from crag.knowledge.words import heading_of
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.store import open_store, retrieve
 from crag_bench.answers import answer_in_text

@@ -23,9 +23,9 @@ from langchain_core.embeddings import Embeddings
 from crag.core.context import Context
 from crag.core.deployment import deployment_with
 from crag.core.run_settings import IngestSettings, RunSettings
+from crag.documents.loaders import LoadedDocument
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.ingest import chunk_id, ingest_documents, ingest_paths
-from crag.vectorstore.loaders import LoadedDocument
 from crag.vectorstore.pending import PENDING_PREFIX
 from crag.vectorstore.store import StoreError, count, open_store, retrieve
 from crag_bench.dev_server import free_port

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from langchain_chroma import Chroma
 
+from crag.vectorstore.configured_store import inline_document
 from crag.vectorstore.ingest import ingest_documents
-from crag.vectorstore.ingestion import inline_document
 from crag.vectorstore.sources import OPERATOR_WRITER, served_writer
 from crag.vectorstore.store import open_store
 from tests.hash_embeddings import HashEmbeddings

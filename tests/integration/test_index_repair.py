@@ -31,6 +31,7 @@ from langchain_core.embeddings import Embeddings
 
 from crag.core.context import Context
 from crag.core.deployment import deployment_with
+from crag.documents.loaders import LoadedDocument
 from crag.graph.builder import build_graph
 from crag.vectorstore.hybrid import search
 from crag.vectorstore.index_health import (
@@ -40,7 +41,6 @@ from crag.vectorstore.index_health import (
     watch_index,
 )
 from crag.vectorstore.ingest import ingest_documents
-from crag.vectorstore.loaders import LoadedDocument
 from crag.vectorstore.locking import LOCK_FILE
 from crag.vectorstore.removal import remove_sources
 from crag.vectorstore.store import close_stores, count, open_store

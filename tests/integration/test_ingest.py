@@ -20,7 +20,9 @@ from langchain_huggingface import HuggingFaceEmbeddings
 
 from crag.core.context import IngestContext
 from crag.core.deployment import deployment_with
-from crag.graph.ingest_graph import InvalidIngestInputError, build_ingest_graph
+from crag.documents.loaders import LoadedDocument
+from crag.graph.ingest_graph import build_ingest_graph
+from crag.nodes.ingest import InvalidIngestInputError
 from crag.vectorstore.ingest import (
     IngestReport,
     chunk_id,
@@ -29,7 +31,6 @@ from crag.vectorstore.ingest import (
     prune_missing,
     remove_sources,
 )
-from crag.vectorstore.loaders import LoadedDocument
 from crag.vectorstore.store import count, open_store, retrieve
 from tests.fakes import CountingEmbeddings, InterruptingEmbeddings
 from tests.hash_embeddings import HashEmbeddings

@@ -17,9 +17,10 @@ from langchain_chroma import Chroma
 from crag.core.context import IngestContext
 from crag.core.deployment import deployment_with
 from crag.core.run_settings import IngestSettings
-from crag.graph.ingest_graph import InvalidIngestInputError, build_ingest_graph
+from crag.graph.ingest_graph import build_ingest_graph
+from crag.nodes.ingest import InvalidIngestInputError
+from crag.vectorstore.configured_store import ingest_into_store, inline_document
 from crag.vectorstore.ingest import chunk_id, ingest_paths
-from crag.vectorstore.ingestion import ingest_into_store, inline_document
 from crag.vectorstore.store import open_store
 from tests.hash_embeddings import HashEmbeddings
 

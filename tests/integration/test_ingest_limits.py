@@ -26,16 +26,12 @@ from crag.app.cli import main
 from crag.core.cancellation import RunCancelledError, cancellation_scope
 from crag.core.context import IngestContext
 from crag.core.deployment import deployment_with
+from crag.core.ingest_state import IngestInput, IngestOutput, IngestState
 from crag.core.run_settings import IngestSettings
-from crag.graph.ingest_graph import (
-    IngestInput,
-    IngestOutput,
-    IngestState,
-    InvalidIngestInputError,
-    build_ingest_graph,
-)
+from crag.graph.ingest_graph import build_ingest_graph
+from crag.nodes.ingest import InvalidIngestInputError
+from crag.vectorstore.configured_store import ingest_into_store, inline_document
 from crag.vectorstore.hybrid import search
-from crag.vectorstore.ingestion import ingest_into_store, inline_document
 from crag.vectorstore.locking import store_write_lock
 from crag.vectorstore.pending import PENDING_PREFIX, mark_pending
 from crag.vectorstore.records import chunk_id

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-import crag.vectorstore.confined
+import crag.documents.confined
+import crag.documents.loaders
 import crag.vectorstore.ingest
-import crag.vectorstore.loaders
-from crag.vectorstore.confined import read_inside
-from crag.vectorstore.documents import LoaderError
+from crag.documents.confined import read_inside
+from crag.documents.document import LoaderError
 from crag.vectorstore.ingest import ingest_paths
 from crag.vectorstore.store import open_store
 from tests.hash_embeddings import HashEmbeddings
@@ -44,7 +44,7 @@ def swap_after_resolving(
     monkeypatch: pytest.MonkeyPatch, link: Path, target: Path
 ) -> Callable[[], int]:
     """Make the link point at ``target`` just after the first time it is resolved."""
-    resolve = crag.vectorstore.loaders.real_path
+    resolve = crag.documents.loaders.real_path
     swaps = 0
 
     def resolve_then_swap(path: Path) -> Path:
@@ -56,7 +56,7 @@ def swap_after_resolving(
             link.symlink_to(target)
         return resolved
 
-    for module in (crag.vectorstore.ingest, crag.vectorstore.confined):
+    for module in (crag.vectorstore.ingest, crag.documents.confined):
         monkeypatch.setattr(module, "real_path", resolve_then_swap, raising=False)
     return lambda: swaps
 
@@ -82,7 +82,7 @@ def test_a_link_swapped_back_after_the_open_is_refused(
     is checked: the path names the inside file again, but that is not the file opened."""
     root, link, secret = tree
     swaps = swap_after_resolving(monkeypatch, link, secret)
-    open_file = crag.vectorstore.confined._open
+    open_file = crag.documents.confined._open
 
     def open_then_swap_back(path: Path) -> int:
         fd = open_file(path)
@@ -90,7 +90,7 @@ def test_a_link_swapped_back_after_the_open_is_refused(
         link.symlink_to(root / "notes.txt")
         return fd
 
-    monkeypatch.setattr(crag.vectorstore.confined, "_open", open_then_swap_back)
+    monkeypatch.setattr(crag.documents.confined, "_open", open_then_swap_back)
     with pytest.raises(LoaderError, match="leads outside"):
         read_inside(link, root.resolve())
     assert swaps() == 1

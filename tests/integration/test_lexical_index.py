@@ -16,6 +16,7 @@ from langchain_chroma import Chroma
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
+from crag.documents.loaders import LoadedDocument
 from crag.vectorstore import lexical, lexical_store
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.hybrid import search
@@ -26,7 +27,6 @@ from crag.vectorstore.lexical_store import (
     index_directory,
     lexical_search,
 )
-from crag.vectorstore.loaders import LoadedDocument
 from crag.vectorstore.store import close_stores, open_store
 from crag.vectorstore.vector_memo import VectorMemo
 

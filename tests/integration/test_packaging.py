@@ -51,7 +51,7 @@ def test_the_wheel_installs_crag_and_nothing_beside_it(wheel: zipfile.ZipFile) -
         "crag/graph/builder.py",
         "crag/core/state.py",
         "crag/nodes/retrieve.py",
-        "crag/vectorstore/formats/pdf.py",
+        "crag/documents/formats/pdf.py",
         "crag/evaluator/weights/README.md",
     ):
         assert expected in names

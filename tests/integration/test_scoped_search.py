@@ -23,11 +23,12 @@ from crag.core.deployment import deployment_with
 from crag.core.run_context import RunContext
 from crag.core.run_settings import RunSettings
 from crag.core.scope_settings import MAX_TAG_CHARS, check_tags, normal_file_types, normal_folder
-from crag.graph.ingest_graph import InvalidIngestInputError, build_ingest_graph
+from crag.documents.loaders import LoadedDocument
+from crag.graph.ingest_graph import build_ingest_graph
+from crag.nodes.ingest import InvalidIngestInputError
+from crag.vectorstore.configured_store import inline_document
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.ingest import chunk_id, ingest_documents, ingest_paths
-from crag.vectorstore.ingestion import inline_document
-from crag.vectorstore.loaders import LoadedDocument
 from crag.vectorstore.scope import describe_scope, scope_filter, scope_metadata
 from crag.vectorstore.sources import served_writer
 from crag.vectorstore.store import StoreError, open_store

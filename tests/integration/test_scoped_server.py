@@ -47,9 +47,9 @@ def _write(root: Path, files: dict[str, str]) -> set[str]:
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The store: files tagged ``a`` and ``b`` in ``crag``, one document in ``archive``."""
+    from crag.vectorstore.configured_store import inline_document
     from crag.vectorstore.embeddings import load_embeddings
     from crag.vectorstore.ingest import ingest_documents, ingest_paths
-    from crag.vectorstore.ingestion import inline_document
     from crag.vectorstore.store import open_store
 
     root = tmp_path_factory.mktemp("scoped")

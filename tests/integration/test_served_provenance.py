@@ -16,9 +16,10 @@ import pytest
 from crag.app.cli import main
 from crag.core.context import IngestContext
 from crag.core.deployment import deployment_with
-from crag.graph.ingest_graph import IngestInput, build_ingest_graph
+from crag.core.ingest_state import IngestInput
+from crag.graph.ingest_graph import build_ingest_graph
+from crag.vectorstore.configured_store import inline_document
 from crag.vectorstore.ingest import ingest_documents
-from crag.vectorstore.ingestion import inline_document
 from crag.vectorstore.store import open_store
 from tests.fakes import FakeComponents, scripted_chat
 from tests.hash_embeddings import HashEmbeddings

@@ -31,7 +31,7 @@ from langchain_chroma import Chroma
 from langchain_core.embeddings import Embeddings
 
 from crag.core.shared_database import SHARED_DATABASE_ENV
-from crag.vectorstore.loaders import LoadedDocument
+from crag.documents.loaders import LoadedDocument
 from crag.vectorstore.locking import store_write_lock
 from crag.vectorstore.store import StoreError, open_store
 from tests.server_support import ChromaServer, chroma_server

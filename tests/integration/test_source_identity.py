@@ -21,7 +21,7 @@ from crag.core.context import IngestContext
 from crag.core.deployment import deployment_with
 from crag.core.run_settings import IngestSettings
 from crag.graph.ingest_graph import build_ingest_graph
-from crag.vectorstore.ingestion import ingest_into_store, inline_document
+from crag.vectorstore.configured_store import ingest_into_store, inline_document
 from crag.vectorstore.sources import normalise_path, normalise_source
 from crag.vectorstore.store import open_store
 from tests.hash_embeddings import HashEmbeddings

@@ -14,6 +14,13 @@ from pathlib import Path
 import pytest
 from langchain_huggingface import HuggingFaceEmbeddings
 
+from crag.documents.loaders import (
+    SUPPORTED_EXTENSIONS,
+    LoadedDocument,
+    LoaderError,
+    iter_paths,
+    load_file,
+)
 from crag.vectorstore.corpus import (
     CORPUS_ATTRIBUTION,
     CorpusError,
@@ -22,13 +29,6 @@ from crag.vectorstore.corpus import (
 )
 from crag.vectorstore.embeddings import EmbedderError, load_embeddings
 from crag.vectorstore.ingest import ingest_documents
-from crag.vectorstore.loaders import (
-    SUPPORTED_EXTENSIONS,
-    LoadedDocument,
-    LoaderError,
-    iter_paths,
-    load_file,
-)
 from crag.vectorstore.store import StoreError, close_stores, count, open_store, retrieve
 from tests.hash_embeddings import HashEmbeddings
 
@@ -128,7 +128,7 @@ def test_empty_store(tmp_path: Path, embeddings: HuggingFaceEmbeddings) -> None:
 
 
 def test_store_persists_on_disk(tmp_path: Path, embeddings: HuggingFaceEmbeddings) -> None:
-    from crag.vectorstore.loaders import LoadedDocument
+    from crag.documents.loaders import LoadedDocument
 
     store = open_store(tmp_path, "persisted", embeddings, create=True)
     ingest_documents(
@@ -340,7 +340,7 @@ READ_ONLY_USER = """
 import json, os, sys
 from tests.hash_embeddings import HashEmbeddings
 from crag.vectorstore.ingest import ingest_documents
-from crag.vectorstore.loaders import LoadedDocument
+from crag.documents.loaders import LoadedDocument
 from crag.vectorstore.store import StoreError, count, open_store, retrieve
 
 path = sys.argv[1]

@@ -19,18 +19,18 @@ from pathlib import Path
 import pytest
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from crag.vectorstore.documents import LoadedDocument, Section
-from crag.vectorstore.formats.common import clean_text
-from crag.vectorstore.formats.docx import (
+from crag.documents.document import LoadedDocument, Section
+from crag.documents.formats.common import clean_text
+from crag.documents.formats.docx import (
     MIN_XML_BYTES,
     check_main_part,
     read_bounded,
     read_docx,
     xml_budget,
 )
+from crag.documents.limits import FileLimits
+from crag.documents.loaders import SUPPORTED_EXTENSIONS, LoaderError, iter_paths, load_file
 from crag.vectorstore.ingest import split_document, split_text
-from crag.vectorstore.limits import FileLimits
-from crag.vectorstore.loaders import SUPPORTED_EXTENSIONS, LoaderError, iter_paths, load_file
 from tests.document_factory import (
     SAMPLES,
     write_csv,
@@ -100,7 +100,7 @@ def test_pdf_page_labels_hyphenation_and_pages_without_text(
 
 def test_long_pdf_logs_progress(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = write_pdf(tmp_path / "long.pdf", [[f"Page {n} text."] for n in range(1, 121)])
-    with caplog.at_level(logging.INFO, logger="crag.vectorstore.formats.pdf"):
+    with caplog.at_level(logging.INFO, logger="crag.documents.formats.pdf"):
         doc = load_one(path)
     assert len(doc.sections) == 120 and doc.sections[-1].text == "Page 120 text."
     progress = [r.getMessage() for r in caplog.records if "pages" in r.getMessage()]
@@ -372,8 +372,8 @@ _MEASURE = textwrap.dedent(
     """
     import json, resource, sys, time
     from pathlib import Path
-    from crag.vectorstore.limits import FileLimits
-    from crag.vectorstore.loaders import LoaderError, load_file
+    from crag.documents.limits import FileLimits
+    from crag.documents.loaders import LoaderError, load_file
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.monotonic()

@@ -25,7 +25,7 @@ from crag.evaluator.embedding import (
 )
 from crag.evaluator.registry import BACKENDS, load_evaluator
 from crag.evaluator.t5 import T5Evaluator
-from crag.knowledge.lexical import question_overlap
+from crag.knowledge.words import question_overlap
 
 QUESTION = "Who painted the Mona Lisa?"
 MONA_LISA = (

@@ -11,11 +11,11 @@ from langgraph.runtime import Runtime
 
 from crag.core.context import Context, InvalidSettingError
 from crag.core.run_settings import RunSettings
+from crag.documents.loaders import LoadedDocument
 from crag.nodes.retrieve import retrieve
 from crag.vectorstore.hybrid import candidates, fuse, search
 from crag.vectorstore.ingest import ingest_documents
 from crag.vectorstore.lexical_store import forget_lexical_indexes
-from crag.vectorstore.loaders import LoadedDocument
 from crag.vectorstore.store import close_stores, open_store
 from crag.vectorstore.vector_memo import VectorMemo
 from crag_bench.eval_components import SourceFilter, SourceFilteringStore

@@ -1,9 +1,9 @@
 import pytest
 
 from crag.core.state import KnowledgeStrip, RetrievedPassage
-from crag.knowledge.lexical import content_tokens, heading_named, heading_of
 from crag.knowledge.selection import best_passage_whole, select_top
 from crag.knowledge.strips import decompose, split_sentences
+from crag.knowledge.words import content_tokens, heading_named, heading_of
 from crag.nodes.generate import render_strip
 from crag.prompts.rewrite import rewrite_prompt, rewrite_turns
 from crag.websearch.keywords import clean_query, fallback_keywords

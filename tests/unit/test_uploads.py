@@ -26,7 +26,7 @@ from crag.app.uploads import (
     upload_folder,
 )
 from crag.core.deployment import DeploymentSettings, deployment_with
-from crag.vectorstore.loaders import SUPPORTED_EXTENSIONS
+from crag.documents.loaders import SUPPORTED_EXTENSIONS
 
 PDF = b"%PDF-1.4\n1 0 obj << >> endobj\n%%EOF\n"
 

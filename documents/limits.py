@@ -4,7 +4,7 @@ A small file can stand for a huge document: a 600 KB PDF whose page tree names o
 times is 100,000 pages, a 220 KB Word file holds 1.5 million empty paragraphs. The readers count
 as they go and stop at the operator's limits (deployment settings ``max_file_pages``,
 ``max_file_paragraphs``, ``max_file_chars``: :class:`FileLimits`) with a
-:class:`~crag.vectorstore.documents.LoaderError` naming the file and the setting, so that the
+:class:`~crag.documents.document.LoaderError` naming the file and the setting, so that the
 ingestion lists that file in ``failed`` and goes on with the others. These limits bind every
 ingestion, the operator's too.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from crag.core.deployment import operator_default
 from crag.core.setting_checks import env_name
-from crag.vectorstore.documents import LoaderError
+from crag.documents.document import LoaderError
 
 PAGES_SETTING = "max_file_pages"
 PARAGRAPHS_SETTING = "max_file_paragraphs"

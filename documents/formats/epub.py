@@ -13,10 +13,10 @@ from typing import NamedTuple
 from urllib.parse import unquote
 from xml.etree import ElementTree
 
-from crag.vectorstore.documents import LoaderError, Section
-from crag.vectorstore.formats.common import office_archive
-from crag.vectorstore.formats.markup import html_text
-from crag.vectorstore.limits import FileLimits
+from crag.documents.document import LoaderError, Section
+from crag.documents.formats.common import office_archive
+from crag.documents.formats.markup import html_text
+from crag.documents.limits import FileLimits
 
 _CONTAINER = "META-INF/container.xml"
 _NS = {

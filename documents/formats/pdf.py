@@ -10,9 +10,9 @@ from pypdf import PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
 from crag.core.cancellation import raise_if_cancelled
-from crag.vectorstore.documents import LoaderError, Section
-from crag.vectorstore.formats.common import clean_text, wrong_extension
-from crag.vectorstore.limits import FileLimits
+from crag.documents.document import LoaderError, Section
+from crag.documents.formats.common import clean_text, wrong_extension
+from crag.documents.limits import FileLimits
 
 logger = logging.getLogger(__name__)
 

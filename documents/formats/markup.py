@@ -6,8 +6,8 @@ import re
 
 from bs4 import BeautifulSoup
 
-from crag.vectorstore.documents import Section
-from crag.vectorstore.formats.outline import Outline
+from crag.documents.document import Section
+from crag.documents.formats.outline import Outline
 
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _DROPPED_TAGS = ("script", "style", "nav", "header", "footer", "noscript", "template")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crag.vectorstore.documents import Section
+from crag.documents.document import Section
 
 HEADING_SEPARATOR = " > "
 """Between the headings of a path: ``"Method > Evaluator"``."""

@@ -16,9 +16,9 @@ from typing import Any
 
 import openpyxl
 
-from crag.vectorstore.documents import LoaderError, Section
-from crag.vectorstore.formats.common import office_archive, table_row
-from crag.vectorstore.limits import FileLimits
+from crag.documents.document import LoaderError, Section
+from crag.documents.formats.common import office_archive, table_row
+from crag.documents.limits import FileLimits
 
 GROUP_CHARS = 800
 """Characters of rows gathered in one section: below the default chunk size, so that a

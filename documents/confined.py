@@ -16,8 +16,8 @@ import os
 import stat
 from pathlib import Path
 
-from crag.vectorstore.documents import LoaderError
-from crag.vectorstore.loaders import real_path, unreadable
+from crag.documents.document import LoaderError
+from crag.documents.loaders import real_path, unreadable
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 """A FIFO opened without ``O_NONBLOCK`` waits for a writer, forever; a terminal is not ours."""

@@ -1,4 +1,4 @@
 """Readers for document formats beyond plain text: each turns a file's bytes into sections.
 
-:mod:`crag.vectorstore.loaders` picks the reader by the file's extension.
+:mod:`crag.documents.loaders` picks the reader by the file's extension.
 """

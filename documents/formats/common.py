@@ -8,7 +8,7 @@ import unicodedata
 import zipfile
 from pathlib import Path
 
-from crag.vectorstore.documents import LoaderError
+from crag.documents.document import LoaderError
 
 CFB_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 """A Compound File Binary container: a password-protected (encrypted) Office Open XML file,

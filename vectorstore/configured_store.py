@@ -26,8 +26,8 @@ from crag.vectorstore.sources import OPERATOR_WRITER, Writer
 if TYPE_CHECKING:
     from langchain_chroma import Chroma
 
+    from crag.documents.loaders import LoadedDocument
     from crag.vectorstore.ingest import ChunkProgress, IngestReport
-    from crag.vectorstore.loaders import LoadedDocument
 
 INLINE_SOURCE_PREFIX = "inline:"
 """Source of an inline document given without one: ``inline:`` and a hash of its text."""
@@ -45,7 +45,7 @@ def inline_document(
         title: Its title, put on the first line (as for the bundled corpus) unless the text
             already starts with it.
     """
-    from crag.vectorstore.loaders import LoadedDocument
+    from crag.documents.loaders import LoadedDocument
 
     body = text.strip()
     clean_title = title.strip() if title and title.strip() else None
@@ -96,7 +96,7 @@ def _shared(
     settings: RunSettings | IngestSettings, max_chunks: int | None, given: dict[str, Any]
 ) -> dict[str, Any]:
     """What files and inline documents share: chunking, progress, who writes, tags, budget."""
-    from crag.vectorstore.limits import ChunkBudget
+    from crag.documents.limits import ChunkBudget
 
     budget = ChunkBudget(max_chunks) if max_chunks is not None else None
     return {**given, "tags": check_tags(given["tags"]), "budget": budget, **_chunking(settings)}
@@ -148,8 +148,8 @@ def ingest_into_store(
         ValueError: Invalid chunking parameters or tags.
         ChunkLimitError, RunCancelledError: See :func:`~crag.vectorstore.ingest.ingest_paths`.
     """
+    from crag.documents.limits import FileLimits
     from crag.vectorstore.ingest import IngestReport, ingest_documents, ingest_paths
-    from crag.vectorstore.limits import FileLimits
 
     settings = settings or RunSettings()
     given = {"progress": progress, "on_progress": on_progress, "writer": writer, "tags": tags}

@@ -26,10 +26,10 @@ from docx.text.paragraph import Paragraph
 from lxml import etree
 
 from crag.core.setting_checks import env_name
-from crag.vectorstore.documents import LoaderError, Section
-from crag.vectorstore.formats.common import clean_text, office_archive, table_row
-from crag.vectorstore.formats.outline import Outline
-from crag.vectorstore.limits import CHARS_SETTING, FileLimits
+from crag.documents.document import LoaderError, Section
+from crag.documents.formats.common import clean_text, office_archive, table_row
+from crag.documents.formats.outline import Outline
+from crag.documents.limits import CHARS_SETTING, FileLimits
 
 logger = logging.getLogger(__name__)
 

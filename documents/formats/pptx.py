@@ -9,9 +9,9 @@ from typing import Any
 import pptx
 from pptx.enum.shapes import MSO_SHAPE_TYPE
 
-from crag.vectorstore.documents import LoaderError, Section
-from crag.vectorstore.formats.common import clean_text, office_archive, table_row
-from crag.vectorstore.limits import FileLimits
+from crag.documents.document import LoaderError, Section
+from crag.documents.formats.common import clean_text, office_archive, table_row
+from crag.documents.limits import FileLimits
 
 
 def read_pptx(data: bytes, path: Path, limits: FileLimits) -> list[Section]:

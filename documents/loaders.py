@@ -1,9 +1,9 @@
 """Read documents from disk: text, Markdown, HTML, JSON Lines, CSV, PDF, Office, EPUB.
 
 This module picks the reader by the file's extension (the readers of binary formats are in
-:mod:`crag.vectorstore.formats`). A file is one document, except a JSON Lines file (one per line);
+:mod:`crag.documents.formats`). A file is one document, except a JSON Lines file (one per line);
 a document may carry sections with their locations (pages, slides, sheet rows, heading paths:
-see :class:`~crag.vectorstore.documents.Section`) that chunks and citations keep.
+see :class:`~crag.documents.document.Section`) that chunks and citations keep.
 
 Every failure (unreadable file, not a regular file, a symbolic link loop, a path with a NUL
 character, bytes that are not UTF-8 or not text at all, unsupported extension, malformed JSON
@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from crag.vectorstore.documents import LoadedDocument, LoaderError, Section, join_sections
-from crag.vectorstore.limits import FileLimits, operator_limits
+from crag.documents.document import LoadedDocument, LoaderError, Section, join_sections
+from crag.documents.limits import FileLimits, operator_limits
 
 __all__ = [
     "SUPPORTED_EXTENSIONS",
@@ -48,7 +48,7 @@ HTML_EXTENSIONS = frozenset({".html", ".htm"})
 JSONL_EXTENSIONS = frozenset({".jsonl"})
 CSV_EXTENSIONS = frozenset({".csv"})
 BINARY_EXTENSIONS = frozenset({".pdf", ".docx", ".pptx", ".xlsx", ".epub"})
-"""Formats read from bytes by a reader of :mod:`crag.vectorstore.formats`."""
+"""Formats read from bytes by a reader of :mod:`crag.documents.formats`."""
 SUPPORTED_EXTENSIONS: tuple[str, ...] = tuple(
     sorted(
         TEXT_EXTENSIONS
@@ -70,10 +70,10 @@ is binary data, not text. Real text has almost none; ANSI colour codes stay far 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
 _READERS: dict[str, tuple[str, str]] = {
-    ".pdf": ("crag.vectorstore.formats.pdf", "read_pdf"),
-    ".docx": ("crag.vectorstore.formats.docx", "read_docx"),
-    ".pptx": ("crag.vectorstore.formats.pptx", "read_pptx"),
-    ".xlsx": ("crag.vectorstore.formats.spreadsheet", "read_xlsx"),
+    ".pdf": ("crag.documents.formats.pdf", "read_pdf"),
+    ".docx": ("crag.documents.formats.docx", "read_docx"),
+    ".pptx": ("crag.documents.formats.pptx", "read_pptx"),
+    ".xlsx": ("crag.documents.formats.spreadsheet", "read_xlsx"),
 }
 """Module and function reading each binary format but EPUB (which also gives a title)."""
 
@@ -226,7 +226,7 @@ def _read_binary(
     The readers are imported on first use: their libraries take a while to import.
     """
     if suffix == ".epub":
-        from crag.vectorstore.formats.epub import read_epub
+        from crag.documents.formats.epub import read_epub
 
         book = read_epub(data, path, limits)
         return book.sections, book.title
@@ -239,8 +239,8 @@ def _text_sections(
     suffix: str, text: str, path: Path, limits: FileLimits
 ) -> tuple[str, str | None, list[Section]]:
     """The text, title and sections of a text file (no sections: plain text)."""
-    from crag.vectorstore.formats.markup import html_text, markdown_sections
-    from crag.vectorstore.formats.spreadsheet import read_csv
+    from crag.documents.formats.markup import html_text, markdown_sections
+    from crag.documents.formats.spreadsheet import read_csv
 
     if suffix in HTML_EXTENSIONS:
         page = html_text(text)
@@ -261,9 +261,9 @@ def load_file(
     Args:
         path: A file with one of :data:`SUPPORTED_EXTENSIONS`.
         limits: The most pages, paragraphs and characters read from the file (see
-            :mod:`crag.vectorstore.limits`); default: the operator's settings.
+            :mod:`crag.documents.limits`); default: the operator's settings.
         data: Its bytes, already read from a descriptor checked to lie in the ingest root
-            (:mod:`crag.vectorstore.confined`); ``None`` reads ``path``.
+            (:mod:`crag.documents.confined`); ``None`` reads ``path``.
 
     Returns:
         The documents; ``source`` is the absolute path (``path#lineN`` for JSON lines). A

@@ -1,0 +1,315 @@
+"""The ingestion graph's one node: documents in, store updated, the ingestion report out.
+
+The graph (:mod:`crag.graph.ingest_graph`) is served next to the CRAG graph, so that a
+LangGraph server, and Studio, can fill the store the questions are answered from. Input: file
+paths on the server's machine and/or inline documents ``{"text", "source", "title"}``, and
+optional ``tags`` for every document (for scoped search); output: what was added, skipped
+(unchanged), replaced (changed), relabelled (unchanged, tags updated), removed and failed, and
+how many chunks were embedded.
+Ingestion is idempotent, as with ``crag ingest``. The node reports progress on the ``custom``
+stream (``{"node": "ingest", "event": "embedding", "done": 512, "total": 1800}``).
+
+The deployment setting ``ingest_root`` (``CRAG_INGEST_ROOT`` in the server's environment)
+confines the paths a caller may ingest to that directory; unset, to the chat page's upload
+folder (``upload_dir``, ``.crag/uploads`` by default; for a member, their own part of it,
+``members/NAME``), so that no served run reads any other file of the server's machine. A named
+path outside it is an input error, and a file found in a named directory whose real path
+leaves it (a symbolic link pointing outside) is refused and listed in ``failed``. The check
+here is on the names sent; each file is then opened first and what was opened checked before
+it is read (:mod:`crag.documents.confined`), so a link swapped in between is refused too.
+The root binds served runs only: ``crag ingest`` and the Python API are the operator's, and
+read any path they are given.
+
+**Members.** What a member's run stores is that member's (chunk metadata ``owner`` and
+``private``): only their own runs search it (:func:`crag.vectorstore.scope.visible_to`), so no
+other caller's answers can be poisoned by it. Their inline documents are stored under their own
+names (:func:`~crag.core.public_names.member_source`), so no member's source name meets
+another's or the operator's. An admin's run, the operator's, stores shared
+documents, as ``crag ingest`` does.
+
+**Trust model.** Whoever holds a credential may run this graph, so by default a run may only
+*add* documents: no caller may change or poison
+what other callers, or the operator (``crag ingest``, the Python API, the bundled corpus;
+chunks stored before writers were recorded count as the operator's), stored. Every chunk
+records its ``writer`` (``"operator"`` or ``"served"``), and a run that names a stored
+document's source with changed content (an inline document's ``source``, or a file ingested
+before whose content changed) gets it in ``failed`` ("already stored by the operator; this
+server does not let runs replace it (setting ingest_run_replace ...)", or "by a run of the
+ingest graph") with the store unchanged; lines gone from a re-ingested JSON Lines file are kept
+and listed in ``failed`` too. Unchanged documents are ``skipped`` as usual. The operator may
+allow more with the deployment setting ``ingest_run_replace`` (``CRAG_INGEST_RUN_REPLACE``):
+``"none"`` (the default), ``"served"`` (runs may replace and remove what runs stored, never
+the operator's documents) or ``"all"`` (anything). Runs never prune.
+Inline documents sent without a source get an ``inline:`` source from a hash of their text.
+Sources have one spelling (:mod:`crag.vectorstore.sources`): a name with no file behind it in
+Unicode NFC with its whitespace collapsed, so a look-alike of a stored name is that name; a
+path with its ``.``, ``..`` and repeated slashes dropped and its characters kept, since the file
+system tells ``café.md`` composed and decomposed apart. On a Chroma server, where no lock
+spans the check and the write, runs replace nothing whatever ``ingest_run_replace`` says
+(:func:`~crag.vectorstore.sources.unlocked_writer`).
+
+**What a run may cost.** A ``chunk_size`` below the operator's ``ingest_min_chunk_size`` is an
+input error, and a run whose documents split into more than ``ingest_max_chunks`` chunks is
+refused before those are embedded (:class:`~crag.documents.limits.ChunkBudget`); the per-file
+limits (``max_file_pages`` ...) bind every ingestion. The node is cancellable
+(:func:`~crag.core.cancellation.cancellable_node`): a cancelled run stops before its next batch
+of chunks and removes the documents it left unfinished.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from crag.core.caller import run_caller
+from crag.core.context import IngestContext, resolve_ingest_context
+from crag.core.deployment import DeploymentSettings, uploads_folder
+from crag.core.ingest_state import IngestState
+from crag.core.progress import emit
+from crag.core.public_names import (
+    ServedFolders,
+    member_source,
+    public_name,
+    public_text,
+    server_path,
+)
+from crag.core.run_settings import IngestSettings
+from crag.core.scope_settings import check_tags
+from crag.documents.document import LoadedDocument
+from crag.documents.limits import ChunkLimitError
+from crag.documents.loaders import LoaderError, real_path
+from crag.vectorstore.configured_store import ingest_into_store, inline_document
+from crag.vectorstore.report import IngestReport
+from crag.vectorstore.sources import served_writer
+
+logger = logging.getLogger(__name__)
+
+DOCUMENT_FIELDS = ("text", "source", "title")
+"""The fields an inline document may have (``text`` is required)."""
+
+
+class InvalidIngestInputError(ValueError):
+    """The ingestion input is malformed (the message names the field and the problem)."""
+
+
+def _path_strings(value: Any) -> list[str]:
+    """The paths sent, each a string (the error names the first element that is not)."""
+    if not isinstance(value, list):
+        raise InvalidIngestInputError(
+            f"paths must be a list of strings, not {type(value).__name__}: {str(value)[:80]!r}"
+        )
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise InvalidIngestInputError(
+                f"paths[{index}] must be a string, not {type(item).__name__} ({str(item)[:60]})"
+            )
+    return [p for p in value if p.strip()]
+
+
+def _check_inside(path: str, base: Path, named: str) -> None:
+    """Refuse a path whose real path leaves ``base`` (the ``ingest_root``), by the name sent.
+
+    A path that cannot be resolved (a symbolic link loop, a NUL character) is let through:
+    ingestion lists it in ``failed`` with the reason, and the other paths are still ingested.
+    """
+    try:
+        resolved = real_path(Path(path).expanduser())
+    except LoaderError:
+        return
+    if resolved != base and base not in resolved.parents:
+        raise InvalidIngestInputError(
+            f"path {named!r} is outside the only directory this server ingests from "
+            "(setting ingest_root; when it is unset, the chat page's upload folder: upload "
+            "the file instead, and send the name the upload answered, upload:...)"
+        )
+
+
+def _paths(value: Any, root: str, folders: ServedFolders | None = None) -> list[str]:
+    """The paths to read: names a served caller was given (``upload:...``) read back first."""
+    if value is None:
+        return []
+    named = _path_strings(value)
+    paths = [
+        (server_path(path, folders) if folders is not None else None) or path for path in named
+    ]
+    if root:
+        base = Path(root).expanduser().resolve()
+        for path, name in zip(paths, named, strict=True):
+            _check_inside(path, base, name)
+    return paths
+
+
+def _documents(value: Any, max_chars: int) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidIngestInputError(
+            f"documents must be a list of objects {{text, source, title}}, not "
+            f"{type(value).__name__}"
+        )
+    checked: list[dict[str, Any]] = []
+    for index, doc in enumerate(value):
+        where = f"documents[{index}]"
+        if not isinstance(doc, dict):
+            raise InvalidIngestInputError(
+                f"{where} must be an object {{text, source, title}}, not {type(doc).__name__}"
+            )
+        unknown = sorted(set(doc) - set(DOCUMENT_FIELDS))
+        if unknown:
+            raise InvalidIngestInputError(
+                f"{where} has unknown field(s) {', '.join(unknown)}; allowed: "
+                f"{', '.join(DOCUMENT_FIELDS)}"
+            )
+        text = doc.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidIngestInputError(f"{where}.text must be a non-empty string")
+        if len(text) > max_chars:
+            raise InvalidIngestInputError(
+                f"{where}.text is {len(text):,} characters long; the limit is {max_chars:,} "
+                "(setting max_document_chars)"
+            )
+        for name in ("source", "title"):
+            if doc.get(name) is not None and not isinstance(doc[name], str):
+                raise InvalidIngestInputError(f"{where}.{name} must be a string")
+        checked.append(doc)
+    return checked
+
+
+def _tags(value: Any) -> list[str]:
+    """The tags sent, checked (:func:`crag.core.scope_settings.check_tags`)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidIngestInputError(
+            f"tags must be a list of strings, not {type(value).__name__}: {str(value)[:80]!r}"
+        )
+    try:
+        return check_tags(value)
+    except ValueError as exc:
+        raise InvalidIngestInputError(str(exc)) from None
+
+
+def _check_run_cost(settings: IngestSettings) -> None:
+    """Refuse a chunk size below the operator's minimum for served runs (``ingest_min_chunk_size``).
+
+    The other bound on a run's cost, ``ingest_max_chunks``, is applied as documents are split
+    (:class:`~crag.documents.limits.ChunkBudget`).
+    """
+    if settings.chunk_size < settings.ingest_min_chunk_size:
+        raise InvalidIngestInputError(
+            f"chunk_size {settings.chunk_size} is below {settings.ingest_min_chunk_size}, the "
+            "smallest this server ingests with (setting ingest_min_chunk_size)"
+        )
+
+
+def _counts(report: IngestReport) -> dict[str, int]:
+    """The numbers of the ``done`` progress event."""
+    return {
+        "added": len(report.added),
+        "skipped": len(report.skipped),
+        "replaced": len(report.replaced),
+        "failed": len(report.failed),
+        "chunks": report.chunks_added,
+    }
+
+
+def ingest_node(
+    state: IngestState,
+    runtime: Runtime[IngestContext],
+    deployment: DeploymentSettings | None = None,
+) -> dict[str, Any]:
+    """The ``ingest`` node: validate the input, load files and inline documents, store chunks.
+
+    Every file read (named or found in a named directory) must have its real path, symbolic
+    links followed, inside ``CRAG_INGEST_ROOT``, or inside the upload folder when that is
+    unset. Chunks are written as
+    a served run's, which may not replace the operator's documents (see the module).
+    """
+    settings = IngestSettings.combine(resolve_ingest_context(runtime.context), deployment)
+    _check_run_cost(settings)
+    caller = run_caller()
+    member = caller.member if caller is not None else None
+    root = settings.ingest_root.strip() or str(
+        uploads_folder(settings.upload_dir, "", settings.store_path, member=member)
+    )
+    folders = (
+        ServedFolders.of(settings.upload_dir, settings.ingest_root, settings.store_path)
+        if caller is not None
+        else None
+    )
+    paths = _paths(state.get("paths"), root, folders)
+    docs = _documents(state.get("documents"), settings.max_document_chars)
+    tags = _tags(state.get("tags"))
+    if not paths and not docs:
+        raise InvalidIngestInputError(
+            "nothing to ingest: send {'paths': ['file or directory', ...]} and/or "
+            "{'documents': [{'text': '...', 'source': '...', 'title': '...'}]}"
+        )
+    emit(runtime, "ingest", "started", paths=len(paths), documents=len(docs))
+
+    def on_progress(done: int, total: int) -> None:
+        emit(runtime, "ingest", "embedding", done=done, total=total)
+
+    try:
+        report = ingest_into_store(
+            paths,
+            settings,
+            documents=_inline_documents(docs, member),
+            root=root or None,
+            progress=False,
+            on_progress=on_progress,
+            writer=served_writer(settings.ingest_run_replace, owner=member or ""),
+            tags=tags,
+            max_chunks=settings.ingest_max_chunks,
+        )
+    except ChunkLimitError as exc:
+        raise InvalidIngestInputError(str(exc)) from None
+    emit(runtime, "ingest", "done", **_counts(report))
+    return _output(report, folders, member)
+
+
+def _inline_documents(docs: list[dict[str, Any]], member: str | None) -> list[LoadedDocument]:
+    """The documents sent as text; a member's stored under their own names (``member:NAME/``)."""
+    loaded = [inline_document(d["text"], d.get("source"), d.get("title")) for d in docs]
+    if member is None:
+        return loaded
+    return [dataclasses.replace(doc, source=member_source(doc.source, member)) for doc in loaded]
+
+
+def _output(
+    report: IngestReport, folders: ServedFolders | None, member: str | None
+) -> dict[str, Any]:
+    """The report as the run's output: a served run's with names, never the server's folders."""
+
+    def name(source: str) -> str:
+        return source if folders is None else public_name(source, folders, member)
+
+    def sentence(text: str) -> str:
+        return text if folders is None else public_text(text, folders)
+
+    return {
+        "added": [name(s) for s in report.added],
+        "skipped": [name(s) for s in report.skipped],
+        "replaced": [name(s) for s in report.replaced],
+        "removed": [name(s) for s in report.removed],
+        "relabelled": [name(s) for s in report.relabelled],
+        "failed": [
+            {"source": name(source), "error": sentence(error)} for source, error in report.failed
+        ],
+        "chunks": report.chunks_added,
+        "summary": report.summary(),
+    }
+
+
+def ingest_under(deployment: DeploymentSettings | None) -> Any:
+    """The ``ingest`` node bound to the graph's ``deployment`` (LangGraph's two-argument form)."""
+
+    def ingest(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
+        return ingest_node(state, runtime, deployment)
+
+    ingest.__doc__ = ingest_node.__doc__
+    return ingest
