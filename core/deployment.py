@@ -131,9 +131,9 @@ class DeploymentSettings(BaseSettings):
         le=MAX_GENERATOR_BATCH_SIZE,
         description="Most generation requests of overlapping runs a local generator decodes "
         "together (continuous batching: more runs answered per second under load). 1: off, "
-        "every request is decoded alone, so an answer never depends on what else runs (in "
-        "bfloat16 a batched answer can differ in wording from the same prompt decoded alone). "
-        "Ignored by API models.",
+        "every request is decoded alone. Above 1 the local generator computes in float32 "
+        "(not bfloat16), where an answer decoded in a batch equals the same prompt decoded "
+        "alone: an answer never depends on what else runs. Ignored by API models.",
     )
     rewriter: str = Field(
         "",

@@ -112,13 +112,16 @@ def cpu_has_native_bfloat16() -> bool:
         return False
 
 
-def _torch_dtype(name: str, device: str) -> Any:
+def _torch_dtype(name: str, device: str, batching: bool = False) -> Any:
+    """The torch dtype ``name`` resolves to (``auto``: see :attr:`LocalChatModel.dtype`)."""
     import torch
 
     if name == "float32":
         return torch.float32
     if name == "bfloat16":
         return torch.bfloat16
+    if batching:
+        return torch.float32
     if device.startswith("cuda") or (device == "cpu" and cpu_has_native_bfloat16()):
         return torch.bfloat16
     return torch.float32
@@ -138,9 +141,15 @@ class LocalChatModel(BaseChatModel):
     device: str | None = None
     """Torch device; CUDA when available, else CPU."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    """Weights' precision. ``auto``: bfloat16 on CUDA and on CPUs with native bfloat16
-    arithmetic (AVX512-BF16 or AMX: about 1.4x faster prefill and decoding on 2 cores, answers
-    nearly always identical), else float32."""
+    """Weights' precision. ``auto``: float32 once requests are decoded in batches
+    (``max_batch_size`` above 1, :meth:`enable_batching`), else bfloat16 on CUDA and on CPUs
+    with native bfloat16 arithmetic (AVX512-BF16 or AMX: about 1.4x faster prefill and
+    decoding on 2 cores, answers nearly always identical) and float32 elsewhere. Why float32
+    under batching: in float32 a row decoded in a batch gets the tokens it gets alone, so an
+    answer does not depend on what else runs; in bfloat16 the batched matrix products round
+    differently and some answers change wording. A model loaded in bfloat16 is loaded again in
+    float32 when batching is turned on, and stays so. ``bfloat16`` or ``float32`` given
+    explicitly are kept, batching or not."""
 
     context_length: int | None = None
     """Most tokens of prompt and reply together; ``None``: the model's own position limit
@@ -154,11 +163,10 @@ class LocalChatModel(BaseChatModel):
     max_batch_size: int = 1
     """Most requests decoded together when runs overlap (:mod:`crag.generator.batching`: rows join
     and leave the batch between decoding steps); 1 (the default) turns batching off, and each
-    request is decoded alone by ``generate``. Off by default because in bfloat16 an answer
-    decoded in a batch (even alone in it) can differ from the same prompt decoded by
-    ``generate``, and an answer should not depend on what else is running unless the operator
-    chose so: ``crag-bench eval --workers`` turns it on, and so does the deployment setting
-    ``generator_batch_size`` (:class:`crag.app.wiring.DefaultComponents`) for served runs."""
+    request is decoded alone by ``generate``. ``crag-bench eval --workers`` turns it on, and
+    so does the deployment setting ``generator_batch_size``
+    (:class:`crag.app.wiring.DefaultComponents`) for served runs; with ``dtype`` ``auto`` the
+    model then computes in float32, where a batched answer equals the answer decoded alone."""
 
     _model: Any = PrivateAttr(default=None)
     _tokenizer: Any = PrivateAttr(default=None)
@@ -175,7 +183,7 @@ class LocalChatModel(BaseChatModel):
             raise ValueError(f"no transformers model at {path} (config.json missing)")
         device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
         self._tokenizer = AutoTokenizer.from_pretrained(path)
-        dtype = _torch_dtype(self.dtype, device)
+        dtype = _torch_dtype(self.dtype, device, batching=self.max_batch_size > 1)
         model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         self._model = model.to(device).eval()
         self.device = device
@@ -324,6 +332,9 @@ class LocalChatModel(BaseChatModel):
     def enable_batching(self, max_batch_size: int) -> None:
         """Decode up to ``max_batch_size`` overlapping requests together (1: off).
 
+        Above 1, a model whose ``dtype`` is ``auto`` and was loaded in bfloat16 is loaded again
+        in float32 first (see :attr:`dtype`; for SmolLM2 about 0.2 s), and stays in float32.
+
         Raises:
             ValueError: ``max_batch_size`` is below 1.
         """
@@ -331,8 +342,32 @@ class LocalChatModel(BaseChatModel):
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
         if self._batcher is None:
             raise RuntimeError("the generator was not loaded")
+        if max_batch_size > 1:
+            self._batch_in_float32()
+        assert self._batcher is not None
         self._batcher.max_batch_size = max_batch_size
         self.max_batch_size = max_batch_size
+
+    def _batch_in_float32(self) -> None:
+        """With ``dtype`` ``auto``, load the weights again in float32 before any batch.
+
+        Only while batching is off does the model compute in bfloat16, so no batch is running:
+        the lock keeps lone decoding and scoring off the model while it is swapped.
+        """
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        if self.dtype != "auto" or self._model.dtype == torch.float32 or self._batcher is None:
+            return
+        with holding(self._lock):
+            model: Any = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32)
+            self._model = model.to(self._model.device).eval()
+            decoder = StepDecoder(
+                self._model, self._tokenizer, no_repeat_ngram_size=self.no_repeat_ngram_size
+            )
+            size = self._batcher.max_batch_size
+            self._batcher = GenerationBatcher(decoder, size, self._lock)
+        logger.info("generator %s loaded again in float32 to decode in batches", self.model_path)
 
     def _generate_alone(self, request: GenerationRequest) -> list[int]:
         """Greedy-decode one prompt with ``generate`` (batching off: nothing else shares it).

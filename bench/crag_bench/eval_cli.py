@@ -16,7 +16,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_OUT = ".crag/eval"
 DEFAULT_WORKERS = 1
 """Questions ``crag-bench eval`` runs at once by default: one, so that a run is reproducible
-(``--workers 8`` is faster; batched answers can differ slightly from run to run)."""
+(``--workers 8`` is faster; the generator then decodes in batches, in float32 unless its dtype
+is set, so its answers do not depend on which prompts meet)."""
 
 
 def add_eval_command(sub: Any) -> None:
@@ -119,9 +120,9 @@ def add_eval_command(sub: Any) -> None:
         type=int,
         default=DEFAULT_WORKERS,
         metavar="N",
-        help="questions run at once, their generator prompts decoded in batches: faster, but "
-        "answers can differ slightly between runs (default 1: one at a time, reproducible; "
-        "16 was the fastest measured on 2 cores)",
+        help="questions run at once, their generator prompts decoded in batches (in float32: "
+        "the answers decoded alone in float32, whatever meets in a batch): faster (default 1: "
+        "one at a time; 16 was the fastest measured on 2 cores)",
     )
     run.add_argument(
         "--latency-questions",
