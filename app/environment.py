@@ -1,8 +1,8 @@
 """The process environment every ``crag`` entry point starts from: offline, quiet, no spinning.
 
-Standard library only: the console entry point (:mod:`crag.app.console`) applies it before it
+Standard library only: the console entry point (:mod:`crag.app.cli.console`) applies it before it
 knows whether the warm server or the CLI runs the command, and the CLIs apply it again when
-called directly (``python -m crag.app.cli``, ``crag-bench``, tests).
+called directly (``python -m crag.app.cli.commands``, ``crag-bench``, tests).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Who started a served run: the identity LangGraph's authentication gave the request.
 
 The LangGraph server puts the caller of a run in its config (``langgraph_auth_user_id`` and
-``langgraph_auth_permissions``: :mod:`crag.app.server_auth` sets them, after the same values
+``langgraph_auth_permissions``: :mod:`crag.app.web.server_auth` sets them, after the same values
 sent by the caller are overwritten, and the server's middleware refuses a run that names
 them). :func:`run_caller` reads them inside a node. A run started in plain Python, by the CLI
 or by the operator's token has no member caller: it sees and writes the shared store as the

@@ -5,7 +5,7 @@ What Yan et al. (2024) tune and ablate, with the defaults calibrated for the shi
 (``build_graph(components, method=MethodConfig(...))``, the CLI's ``--set``, the benchmark's
 experiments; for a served deployment the operator's ``CRAG_<NAME>`` environment variables,
 :func:`operator_method`) and are the same for every run of that graph: a served caller cannot
-change them (:mod:`crag.app.http` refuses them by name).
+change them (:mod:`crag.app.web.http` refuses them by name).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 How langgraph-api turns a run's ``context`` into the object the nodes see: it keeps only the
 keys that are properties of the graph's context JSON schema (the others are dropped silently;
-so :mod:`crag.app.http` refuses a method parameter or a deployment setting by name before it
+so :mod:`crag.app.web.http` refuses a method parameter or a deployment setting by name before it
 gets there), a ``config.configurable`` sent instead of ``context`` is copied into it first, and
 LangGraph then calls the schema's constructor with what is left (``schema(**context)``).
 

@@ -9,7 +9,7 @@
 
 A run's context that names a method parameter or a deployment setting is refused with an error
 naming it (by the per-run classes' constructors, and by the server's middleware,
-:mod:`crag.app.http`, before langgraph-api would drop it without a word).
+:mod:`crag.app.web.http`, before langgraph-api would drop it without a word).
 """
 
 from __future__ import annotations

@@ -21,7 +21,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-CLIENT = [sys.executable, "-c", "import sys; from crag.app.console import main; sys.exit(main())"]
+CLIENT = [
+    sys.executable,
+    "-c",
+    "import sys; from crag.app.cli.console import main; sys.exit(main())",
+]
 """``crag`` through its real entry point: the warm client first, the CLI in-process after."""
 
 
@@ -41,7 +45,7 @@ def raw_request(
 
     The first answer (accepted or refused) must come within ``answer_within`` seconds.
     """
-    from crag.app.warm import deployment_environment
+    from crag.app.warm.server import deployment_environment
 
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.settimeout(answer_within)
@@ -108,7 +112,7 @@ HASH_SERVER = """
 import signal, sys
 from pathlib import Path
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `nohup crag serve &` leaves it
-import crag.app.cli as cli
+import crag.app.cli.commands as cli
 import crag.vectorstore.embeddings as embeddings
 from tests.hash_embeddings import HashEmbeddings
 delay, started, gate = float(sys.argv[1]), sys.argv[2], sys.argv[3]

@@ -10,7 +10,7 @@ and spaces are one name. A path is a file's name, and the file system decides wh
 on Linux ``café.md`` composed (NFC) and decomposed (NFD) are two files, and so are ``a b.md``
 and ``a  b.md``. A path keeps its characters; only ``.``, ``..`` and repeated slashes go. Two
 paths that differ only in such characters are look-alikes (:func:`lookalike_key`): different
-documents, shown distinguishably (:func:`crag.app.terminal_text.terminal_text`).
+documents, shown distinguishably (:func:`crag.app.cli.terminal_text.terminal_text`).
 """
 
 from __future__ import annotations

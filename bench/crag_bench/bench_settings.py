@@ -1,7 +1,7 @@
 """The benchmark's settings of the three kinds: ``--set`` values, sorted by kind.
 
 ``crag-bench`` is run by the operator, so its ``--set`` takes every kind of setting, as
-``crag --set`` does (:func:`crag.app.settings.parse_settings`): a per-run setting goes to each
+``crag --set`` does (:func:`crag.app.cli.settings.parse_settings`): a per-run setting goes to each
 run's :class:`~crag.core.context.Context`, a parameter of the method to the
 :class:`~crag.core.method.MethodConfig` each graph is built with, a deployment setting over the
 operator's environment (:class:`~crag.core.deployment.DeploymentSettings`).
@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from crag.app.settings import CommandSettings, parse_settings
+from crag.app.cli.settings import CommandSettings, parse_settings
 from crag.core.context import Context
 from crag.core.method import MethodConfig
 from crag.core.setting_checks import check_known

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from crag.app.cli import print_error, print_output, run_command
+from crag.app.cli.commands import print_error, print_output, run_command
 from crag.app.environment import configure_environment
 from crag_bench.bench_settings import given_settings
 from crag_bench.eval_cli import add_eval_command

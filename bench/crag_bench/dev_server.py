@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 HOST = "127.0.0.1"
 TOKEN_ENV = "CRAG_SERVER_TOKEN"
-"""The server's token in its environment (:mod:`crag.app.credentials`); one is made per start."""
+"""The server's token in its environment (:mod:`crag.app.web.credentials`); one per start."""
 DEFAULT_JOBS_PER_WORKER = 10
 """Runs a started server executes at once (as ``make serve`` starts it)."""
 
@@ -151,8 +151,8 @@ OPEN_APP = "crag_bench.open_app:app"
 def _dev_config(env: Mapping[str, str], *, access: bool = True) -> dict[str, Any]:
     """The served config: the repository's graphs and its app's middleware (``http``), ``env``.
 
-    The middleware (app/http.py: the gate, and the refusal of what a run may not set) and the
-    authentication (app/server_auth.py) are served as deployed.
+    The middleware (app/web/http.py: the gate, and the refusal of what a run may not set) and the
+    authentication (app/web/server_auth.py) are served as deployed.
     """
     config: dict[str, Any] = {
         "dependencies": [str(REPO)],

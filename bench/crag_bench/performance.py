@@ -57,7 +57,7 @@ def _cold_start_once(settings: RunSettings, question: str) -> dict[str, Any]:
         "generator": settings.generator,
         "default_corpus": settings.default_corpus,
     }
-    command = [sys.executable, "-m", "crag.app.cli", "ask", question, "--json", "-q"]
+    command = [sys.executable, "-m", "crag.app.cli.commands", "ask", question, "--json", "-q"]
     command += ["--store", settings.store_path, "--collection", settings.collection]
     for key, value in given.items():
         text = str(value).lower() if isinstance(value, bool) else str(value)

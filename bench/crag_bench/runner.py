@@ -34,7 +34,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from crag.app.settings import CommandSettings
+from crag.app.cli.settings import CommandSettings
 from crag.core.context import Context
 from crag.core.run_settings import RunSettings
 from crag.nodes.components import Components

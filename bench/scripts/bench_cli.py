@@ -6,11 +6,11 @@ Runs in the repository's default store (``.crag/chroma``, filled on first use). 
 over ``--repeats`` runs, each a fresh process, of:
 
 1. the cold path, stage by stage, in one process per repeat, set up as ``crag`` sets itself up
-   (:mod:`crag.app.environment`, the garbage collector paused: :mod:`crag.app.collector`):
-   importing ``crag.app.cli``, ``torch``, the graph's modules, transformers' model classes (the
-   embedder's and the generator's) and ``chromadb``; loading the embedder and opening the
-   store, the evaluator, the generator; the run itself once all is loaded; and the process's
-   own start and exit (its wall time less the stages);
+   (:mod:`crag.app.environment`, the garbage collector paused: :mod:`crag.app.cli.collector`):
+   importing ``crag.app.cli.commands``, ``torch``, the graph's modules, transformers' model
+   classes (the embedder's and the generator's) and ``chromadb``; loading the embedder and
+   opening the store, the evaluator, the generator; the run itself once all is loaded; and the
+   process's own start and exit (its wall time less the stages);
 2. ``crag ask`` wall time in-process (``--no-server``) and through a running ``crag serve``
    (started by this script on a socket of its own and stopped at the end).
 """
@@ -34,9 +34,9 @@ import json, sys, time
 t0 = time.perf_counter(); marks = {}
 def mark(name):
     marks[name] = time.perf_counter() - t0 - sum(marks.values())
-from crag.app import collector; collector.pause()  # as crag's entry point does
+from crag.app.cli import collector; collector.pause()  # as crag's entry point does
 from crag.app.environment import configure_environment; configure_environment()
-import crag.app.cli; mark("import crag.app.cli")
+import crag.app.cli.commands; mark("import crag.app.cli")
 import torch; mark("import torch")
 from crag.app.graphs import components, graph; from crag.core.context import Context
 from crag.core.run_settings import RunSettings

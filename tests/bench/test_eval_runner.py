@@ -9,7 +9,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from crag.app.settings import CommandSettings
+from crag.app.cli.settings import CommandSettings
 from crag.core.context import Context
 from crag.core.deployment import deployment_settings
 from crag.core.method import MethodConfig

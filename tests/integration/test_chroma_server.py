@@ -254,7 +254,7 @@ def test_graph_retrieves_from_the_chroma_server(chroma: ChromaServer, collection
 def test_cli_ingests_into_the_chroma_server(
     chroma: ChromaServer, collection: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from crag.app.cli import main
+    from crag.app.cli.commands import main
 
     (tmp_path / "bread.txt").write_text(BREAD)
     args = [
@@ -269,7 +269,7 @@ def test_cli_ingests_into_the_chroma_server(
 
 
 def test_cli_reports_an_unreachable_server(capsys: pytest.CaptureFixture[str]) -> None:
-    from crag.app.cli import main
+    from crag.app.cli.commands import main
 
     port = free_port()
     args = ["ask", "--set", "chroma_host=127.0.0.1", "--set", f"chroma_port={port}", "Who?"]

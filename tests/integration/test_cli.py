@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from crag.app.cli import main
+from crag.app.cli.commands import main
 from tests.integration_support import build_small_store
 from tests.websearch_server import WebsearchServer
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from crag.app.cli import _run_question, main
-from crag.app.terminal_text import TerminalFormatter, json_text, terminal_text
+from crag.app.cli.commands import _run_question, main
+from crag.app.cli.terminal_text import TerminalFormatter, json_text, terminal_text
 from tests.websearch_server import WebsearchServer
 
 HOSTILE = "red\x1b[31m bell\x07 nul\x00 csi\x9b del\x7f cr\r"
@@ -177,7 +177,7 @@ def test_a_one_line_error_stays_one_line(
     def fail(args: argparse.Namespace) -> int:
         raise ValueError(f"bad input {HOSTILE}\nsecond line")
 
-    monkeypatch.setattr("crag.app.cli.cmd_graph", fail)
+    monkeypatch.setattr("crag.app.cli.commands.cmd_graph", fail)
     assert main(["graph"]) == 2
     err = capsys.readouterr().err
     _assert_no_controls(err)
@@ -278,7 +278,7 @@ import crag.vectorstore.embeddings as embeddings
 from tests.hash_embeddings import HashEmbeddings
 
 embeddings.load_embeddings = lambda *args, **kwargs: HashEmbeddings()  # no model to load
-from crag.app.console import main
+from crag.app.cli.console import main
 
 sys.argv = ["crag", *sys.argv[1:]]
 sys.exit(main())

@@ -26,7 +26,7 @@ import crag.vectorstore.embeddings as embeddings
 from tests.hash_embeddings import HashEmbeddings
 slow = HashEmbeddings(delay=1.5)
 embeddings.load_embeddings = lambda name="": slow  # no model: each batch takes 1.5 s
-from crag.app.console import main
+from crag.app.cli.console import main
 sys.exit(main())
 """
 

@@ -14,7 +14,7 @@ import pytest
 from langchain_chroma import Chroma
 from langchain_huggingface import HuggingFaceEmbeddings
 
-from crag.app.cli import main
+from crag.app.cli.commands import main
 from crag.core.context import Context
 from crag.core.method import MethodConfig
 from crag.graph.builder import build_graph

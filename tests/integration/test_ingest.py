@@ -483,7 +483,7 @@ def test_prune_and_remove(tmp_path: Path, store: Chroma) -> None:
 
 
 def test_cli_ingest_prune_and_remove(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from crag.app.cli import main
+    from crag.app.cli.commands import main
 
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -312,7 +312,7 @@ def test_pruning_is_the_operators(tmp_path: Path) -> None:
 def test_crag_ingest_is_not_confined_by_the_ingest_root(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from crag.app.cli import main
+    from crag.app.cli.commands import main
 
     root, outside = tmp_path / "root", tmp_path / "outside"
     root.mkdir()
@@ -390,7 +390,7 @@ def test_a_symlink_loop_inside_the_root_is_reported_as_a_loop(
 def test_crag_ingest_reports_a_symlink_loop_and_goes_on(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from crag.app.cli import main
+    from crag.app.cli.commands import main
 
     loop = make_loop(tmp_path)
     (tmp_path / "ok.md").write_text("Otters hold hands.")

@@ -22,7 +22,7 @@ import pytest
 from langchain_chroma import Chroma
 from langgraph.graph.state import CompiledStateGraph
 
-from crag.app.cli import main
+from crag.app.cli.commands import main
 from crag.core.cancellation import RunCancelledError, cancellation_scope
 from crag.core.context import IngestContext
 from crag.core.deployment import deployment_with
@@ -366,7 +366,7 @@ class Stalling(HashEmbeddings):
 
 shared = Stalling()
 crag.vectorstore.embeddings.locked_embeddings = lambda name: shared
-from crag.app.cli import main
+from crag.app.cli.commands import main
 sys.exit(main(["ingest", "--store", sys.argv[1], "--collection", "limits", sys.argv[2]]))
 """
 

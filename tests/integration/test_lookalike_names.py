@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from crag.app.cli import main
-from crag.app.terminal_text import terminal_text
+from crag.app.cli.commands import main
+from crag.app.cli.terminal_text import terminal_text
 from crag.core.context import IngestContext
 from crag.core.deployment import deployment_with
 from crag.graph.ingest_graph import build_ingest_graph

@@ -21,7 +21,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
-from crag.app.cli import main
+from crag.app.cli.commands import main
 from crag.app.wiring import DefaultComponents
 from crag.core.context import Context
 from crag.core.deployment import DeploymentSettings, deployment_with

@@ -34,7 +34,7 @@ from crag.generator.factory import load_chat_model
 from tests.fakes import MONA_LISA, FakeComponents, FixedScoreEvaluator, StaticStore, app_components
 store = StaticStore([Document(page_content=MONA_LISA, metadata={"source": "d", "chunk": 0})])
 components = FakeComponents(store, FixedScoreEvaluator({"Mona": 0.9}), load_chat_model("endpoint"))
-from crag.app.console import main
+from crag.app.cli.console import main
 with app_components(components):
     sys.exit(main())
 """

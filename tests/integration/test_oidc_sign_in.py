@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from crag.app.accounts import Accounts
+from crag.app.web.accounts import Accounts
 from crag_bench.dev_server import DevServer
 from tests.browser_support import browser, chromium_missing
 from tests.server_support import langgraph_server

@@ -65,7 +65,7 @@ def test_the_wheel_holds_no_research_code_or_data(wheel: zipfile.ZipFile) -> Non
     imports = re.compile(r"^\s*(from|import)\s+crag_bench\b", re.MULTILINE)
     assert not [text for text in sources if imports.search(text)]
     entry_points = wheel.read("crag-0.1.0.dist-info/entry_points.txt").decode("utf-8")
-    assert "crag = crag.app.console:main" in entry_points
+    assert "crag = crag.app.cli.console:main" in entry_points
     assert "crag-bench" not in entry_points
 
 

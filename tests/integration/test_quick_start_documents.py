@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from crag.app.cli import main
+from crag.app.cli.commands import main
 from tests.document_factory import PAGES, QUESTION, SAMPLES, write_docx, write_pdf, write_pptx
 from tests.websearch_server import WebsearchServer
 

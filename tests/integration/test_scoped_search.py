@@ -16,7 +16,7 @@ import pytest
 from langchain_chroma import Chroma
 from langchain_huggingface import HuggingFaceEmbeddings
 
-from crag.app.settings import parse_settings
+from crag.app.cli.settings import parse_settings
 from crag.app.wiring import DefaultComponents
 from crag.core.context import Context, IngestContext, InvalidSettingError
 from crag.core.deployment import deployment_with
@@ -300,7 +300,7 @@ def test_the_ingest_graph_tags_what_it_adds(tmp_path: Path) -> None:
 
 
 def test_cli_ingest_takes_tags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from crag.app.cli import main
+    from crag.app.cli.commands import main
 
     docs = tmp_path / "docs"
     write_files(docs, HANDBOOK)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from crag.app.cli import main
+from crag.app.cli.commands import main
 from crag.core.context import IngestContext
 from crag.core.deployment import deployment_with
 from crag.core.ingest_state import IngestInput

@@ -8,7 +8,7 @@ on a free port with a temporary config that serves the graphs declared in the re
 the drawn graph, the context schemas (the per-run settings, nothing else), runs (answerable,
 unanswerable with web search down, invalid input of every kind, chat ``messages`` input and a
 follow-up made standalone), the trust boundary (every method parameter and deployment setting
-refused by the server's middleware, :mod:`crag.app.http`, with a 422 naming it, before a run is
+refused by the server's middleware, :mod:`crag.app.web.http`, with a 422 naming it, before a run is
 created; per-run settings honoured), node-by-node streaming (updates, generator tokens, progress
 events), a follow-up question on the same thread, the ingestion graph, and a small load test.
 The real SmolLM2 generator answers; web search goes to a local SearxNG stand-in that answers
@@ -558,7 +558,7 @@ def test_server_keeps_serving_after_bad_input(client: Any, search_server: Websea
 # What a caller might try: read internal pages, query an internal URL, write a store elsewhere,
 # load other models, lift the limits, take the model server's key. Every deployment setting is
 # refused, whatever its value and whichever graph the run is for: the server's middleware
-# (crag.app.http) answers 422 before langgraph-api would drop the setting without a word.
+# (crag.app.web.http) answers 422 before langgraph-api would drop the setting without a word.
 INGEST_ATTEMPTS: dict[str, Any] = {
     "store_path": "/tmp/crag-run-store",
     "collection": "elsewhere",
@@ -678,7 +678,7 @@ def _refused(*names: str) -> Iterator[None]:
 
 def test_the_server_was_started_with_the_repositorys_middleware(server: DevServer) -> None:
     served = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8"))
-    assert served["http"]["app"] == "crag.app.http:app"
+    assert served["http"]["app"] == "crag.app.web.http:app"
     started = json.loads((server.log.parent / "langgraph.json").read_text(encoding="utf-8"))
     for key in ("http", "auth"):
         assert started.get(key) == served[key], (

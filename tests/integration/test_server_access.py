@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from crag.app.accounts import Accounts
+from crag.app.web.accounts import Accounts
 from crag_bench.dev_server import HOST, DevServer, free_port
 from tests.browser_support import browser, chromium_missing
 from tests.server_support import build_server_store, langgraph_server

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from crag.app.cli import main
+from crag.app.cli.commands import main
 from crag.core.context import IngestContext
 from crag.core.deployment import deployment_with
 from crag.core.run_settings import IngestSettings

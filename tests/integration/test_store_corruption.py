@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from crag.app.cli import main
+from crag.app.cli.commands import main
 from crag.vectorstore.store import StoreError, close_stores, count, open_store, retrieve
 from tests.hash_embeddings import HashEmbeddings
 

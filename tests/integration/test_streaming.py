@@ -424,7 +424,7 @@ class Recorder:
 def test_crag_ask_prints_tokens_as_they_come_and_progress_on_stderr(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from crag.app.cli import main
+    from crag.app.cli.commands import main
 
     writes: list[tuple[str, str]] = []
     monkeypatch.setattr(sys, "stdout", Recorder(writes, "out"))
@@ -457,7 +457,7 @@ def test_crag_ask_prints_tokens_as_they_come_and_progress_on_stderr(
 def test_crag_ask_json_and_quiet(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
     import json
 
-    from crag.app.cli import main
+    from crag.app.cli.commands import main
 
     with app_components(fakes()):
         assert main(["ask", "--json", QUESTION]) == 0
@@ -470,7 +470,7 @@ def test_crag_ask_json_and_quiet(monkeypatch: pytest.MonkeyPatch, capsys: Any) -
 
 
 def test_non_streaming_model_still_prints_the_answer(capsys: Any) -> None:
-    from crag.app.cli import main
+    from crag.app.cli.commands import main
 
     with app_components(fakes(chat=scripted_chat(answer="Leonardo."))):
         assert main(["ask", "-q", QUESTION]) == 0

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from crag.app.cli import main
+from crag.app.cli.commands import main
 from crag.core.method import operator_method
 from crag.knowledge.threshold_fit import Observation, fit_thresholds, pair_outcome
 from tests.integration_support import build_small_store

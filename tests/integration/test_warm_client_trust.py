@@ -22,7 +22,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CLIENT = [sys.executable, "-c", "import sys; from crag.app.console import main; sys.exit(main())"]
+CLIENT = [
+    sys.executable,
+    "-c",
+    "import sys; from crag.app.cli.console import main; sys.exit(main())",
+]
 NOBODY = 65534
 ESCAPES = "\x1b]0;owned\x07\x1b[31mred\u202etxt.exe"
 """What a hostile listener sends: a title change (OSC), a colour, a right-to-left override."""
@@ -138,7 +142,7 @@ def test_serve_never_replaces_what_is_not_its_socket(tmp_path: Path, kind: str) 
         target.mkdir()
     env = _environment(Path("notes.txt"))
     done = subprocess.run(
-        [sys.executable, "-m", "crag.app.cli", "serve"],
+        [sys.executable, "-m", "crag.app.cli.commands", "serve"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -156,13 +160,13 @@ def test_serve_never_replaces_what_is_not_its_socket(tmp_path: Path, kind: str) 
 
 
 def test_serve_refuses_a_directory_others_may_write(tmp_path: Path) -> None:
-    from crag.app.warm_socket import SocketTrustError, connect_trusted
+    from crag.app.warm.sockets import SocketTrustError, connect_trusted
 
     open_to_all = tmp_path / "open-to-all"
     open_to_all.mkdir()
     open_to_all.chmod(0o777)
     done = subprocess.run(
-        [sys.executable, "-m", "crag.app.cli", "serve"],
+        [sys.executable, "-m", "crag.app.cli.commands", "serve"],
         cwd=tmp_path,
         env=_environment(open_to_all / "s.sock"),
         capture_output=True,
@@ -182,8 +186,8 @@ def test_serve_refuses_a_directory_others_may_write(tmp_path: Path) -> None:
 
 
 def test_a_stale_socket_is_replaced(private_dir: Path) -> None:
-    from crag.app.warm import WarmServer, WarmServerError
-    from crag.app.warm_socket import connect_trusted
+    from crag.app.warm.server import WarmServer, WarmServerError
+    from crag.app.warm.sockets import connect_trusted
 
     path = private_dir / "s.sock"
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -225,7 +229,7 @@ print("received", received, flush=True)
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to run a listener as another user")
 def test_a_listener_running_as_another_user_is_not_trusted(private_dir: Path) -> None:
     """The socket file is ours and in our private directory; its process is not ours."""
-    from crag.app.warm_socket import SocketTrustError, connect_trusted
+    from crag.app.warm.sockets import SocketTrustError, connect_trusted
 
     theirs = Path(tempfile.mkdtemp(prefix="crag-n-"))
     os.chown(theirs, NOBODY, NOBODY)
@@ -301,7 +305,7 @@ print(json.dumps(reply.decode()))
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to run a client as another user")
 def test_the_server_drops_a_client_of_another_user(tmp_path: Path) -> None:
     """Even where a careless mode lets another user reach the socket, nothing runs for it."""
-    from crag.app.warm import WarmServer, deployment_environment
+    from crag.app.warm.server import WarmServer, deployment_environment
 
     shared = Path(tempfile.mkdtemp(prefix="crag-t-"))
     shared.chmod(0o711)  # others may pass through, not write: still a private directory

@@ -61,7 +61,7 @@ def _ignore_sigint() -> None:
 def server(workspace: Workspace) -> Iterator[subprocess.Popen[str]]:
     cwd, env = workspace
     proc = subprocess.Popen(
-        [sys.executable, "-m", "crag.app.cli", "serve", "--store", "store"],
+        [sys.executable, "-m", "crag.app.cli.commands", "serve", "--store", "store"],
         cwd=cwd,
         env=env,
         stderr=subprocess.PIPE,
@@ -186,7 +186,7 @@ def test_stop_reports_what_it_answered(workspace: Workspace, server: subprocess.
 HASH_SERVER = """
 import signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `nohup crag serve &` leaves it
-import crag.app.cli as cli
+import crag.app.cli.commands as cli
 import crag.vectorstore.embeddings as embeddings
 from tests.hash_embeddings import HashEmbeddings
 slow = HashEmbeddings(delay=float(sys.argv[1]))

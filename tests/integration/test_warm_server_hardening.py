@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from crag.app.warm import SEND_TIMEOUT_S
+from crag.app.warm.server import SEND_TIMEOUT_S
 from tests.warm_support import (
     CLIENT,
     ROOT,
@@ -38,9 +38,9 @@ EMBED_BATCH = 512
 IN_PROCESS_CLI = [
     sys.executable,
     "-c",
-    "import sys; from crag.app.cli import main; sys.exit(main())",
+    "import sys; from crag.app.cli.commands import main; sys.exit(main())",
 ]
-"""The CLI itself, without the warm client in front (as ``python -m crag.app.cli``)."""
+"""The CLI itself, without the warm client in front (as ``python -m crag.app.cli.commands``)."""
 
 STOPPING = "crag serve: stopping (asked by `crag serve --stop`)"
 """What the server writes to its own stderr when ``crag serve --stop`` reaches it."""

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage
 
-from crag.app.cli import main
+from crag.app.cli.commands import main
 from crag.core.context import Context, InvalidSettingError
 from crag.core.deployment import deployment_with
 from crag.core.method import MethodConfig

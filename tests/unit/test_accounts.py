@@ -1,9 +1,9 @@
-"""A team's accounts (:mod:`crag.app.accounts`), ``crag users`` and the gate's password sign-in.
+"""A team's accounts (:mod:`crag.app.web.accounts`), ``crag users`` and the gate's password sign-in.
 
 Accounts live in a SQLite file of the test's folder, and in a real PostgreSQL (``pgserver``,
 PostgreSQL in a wheel, on its Unix socket) for every test that takes the ``accounts`` fixture;
 passwords are hashed with argon2id and API keys kept as their SHA-256. The gate
-(:mod:`crag.app.gate`) lets an account in by its API key or by a session from the sign-in
+(:mod:`crag.app.web.gate`) lets an account in by its API key or by a session from the sign-in
 form, slows and locks failed sign-ins, and refuses a removed account's key and session.
 """
 
@@ -25,10 +25,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from crag.app.accounts import KEY_PREFIX, AccountError, Accounts, SignInThrottle
-from crag.app.cli import main
-from crag.app.credentials import SESSION_COOKIE
-from crag.app.gate import IDENTITY_KEY, Gate, GateConfig
+from crag.app.cli.commands import main
+from crag.app.web.accounts import KEY_PREFIX, AccountError, Accounts, SignInThrottle
+from crag.app.web.credentials import SESSION_COOKIE
+from crag.app.web.gate import IDENTITY_KEY, Gate, GateConfig
 
 TOKEN = "k" * 40
 PASSWORD = "correct horse battery"
@@ -101,7 +101,7 @@ def test_failed_sign_ins_lock_the_account_for_a_while() -> None:
 
 def test_failed_sign_ins_are_counted_in_the_shared_database(accounts: Accounts) -> None:
     """Two servers on one database (two throttles): each sees the other's failures."""
-    from crag.app.account_store import AccountDatabase
+    from crag.app.web.account_store import AccountDatabase
 
     one = SignInThrottle(failures=3, seconds=60, database=accounts.database)
     other_database = AccountDatabase(accounts.database.target)

@@ -332,7 +332,7 @@ class SignalledRun:
 
     def ask(self) -> tuple[int, float]:
         """``crag ask`` of :data:`QUESTION` in this process: its exit code, and when it returned."""
-        from crag.app.cli import main
+        from crag.app.cli.commands import main
 
         with app_components(self.components()):
             code = main(["ask", "-q", QUESTION])

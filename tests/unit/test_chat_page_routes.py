@@ -1,8 +1,8 @@
-"""The chat page's routes (:mod:`crag.app.chat_page`), served in-process by Starlette's client.
+"""The chat page's routes (:mod:`crag.app.web.chat_page`), served in-process by Starlette's client.
 
 The page and its assets carry a strict Content-Security-Policy and are gzipped when asked; an
 asset is a plain file name of the built folder, nothing else. Uploads store the raw body
-(:mod:`crag.app.uploads`); the documents route serves only the files of the upload folder or
+(:mod:`crag.app.web.uploads`); the documents route serves only the files of the upload folder or
 the ingest root, a PDF inline and anything else as a sandboxed attachment. Every error is
 ``{"detail": "<one sentence>"}``. Nothing here leaves the process.
 """
@@ -21,9 +21,9 @@ pytest.importorskip("starlette", reason="the server extra (langgraph-api) is mis
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from crag.app.chat_page import DIST, PAGE_HEADERS, PAGE_POLICY, chat_page_routes
-from crag.app.gate import Gate, gate_config
-from crag.app.http import RefuseOtherKinds, served_app
+from crag.app.web.chat_page import DIST, PAGE_HEADERS, PAGE_POLICY, chat_page_routes
+from crag.app.web.gate import Gate, gate_config
+from crag.app.web.http import RefuseOtherKinds, served_app
 from crag.core.deployment import DeploymentSettings, deployment_with
 
 PDF = b"%PDF-1.4\n1 0 obj << >> endobj\n%%EOF\n"

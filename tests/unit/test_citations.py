@@ -6,7 +6,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
 
-from crag.app.cli import main
+from crag.app.cli.commands import main
 from crag.core.method import MethodConfig
 from crag.graph.builder import CragGraph, build_graph
 from crag.prompts.generate import NO_ANSWER

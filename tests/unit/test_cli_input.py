@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from crag.app.cli import main
+from crag.app.cli.commands import main
 from tests.fakes import FakeComponents
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def test_ask_with_invalid_utf8_argv_prints_one_line_and_exits_2(tmp_path: Path) 
         [
             sys.executable,
             "-m",
-            "crag.app.cli",
+            "crag.app.cli.commands",
             "ask",
             # A missing store: should the question get through, the run fails fast, not ingests.
             "--store",

@@ -1,4 +1,4 @@
-"""When the garbage collector runs in a ``crag`` process (:mod:`crag.app.collector`)."""
+"""When the garbage collector runs in a ``crag`` process (:mod:`crag.app.cli.collector`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from crag.app import cli, collector
+from crag.app.cli import collector, commands
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,7 @@ def test_a_process_that_never_paused_is_left_as_it_is() -> None:
 def test_commands_other_than_ask_and_serve_run_with_the_collector(
     paused: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli.main(["graph"]) == 0
+    assert commands.main(["graph"]) == 0
     assert "retrieve" in capsys.readouterr().out
     assert gc.isenabled()
 
@@ -57,7 +57,7 @@ def test_serve_stop_keeps_it_paused(
     paused: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CRAG_SERVE_SOCKET", str(tmp_path / "none.sock"))
-    assert cli.main(["serve", "--stop"]) == 1  # no server answers: a short process
+    assert commands.main(["serve", "--stop"]) == 1  # no server answers: a short process
     assert not gc.isenabled()
 
 
@@ -66,14 +66,14 @@ def test_the_console_entry_point_runs_a_command_paused_and_exits_frozen(tmp_path
     script = textwrap.dedent(
         """
         import atexit, gc, sys
-        from crag.app import console
+        from crag.app.cli import console
         seen = []
-        import crag.app.cli
-        real = crag.app.cli.run_command
+        import crag.app.cli.commands
+        real = crag.app.cli.commands.run_command
         def spy(*args, **kwargs):
             seen.append(gc.isenabled())
             return real(*args, **kwargs)
-        crag.app.cli.run_command = spy
+        crag.app.cli.commands.run_command = spy
         atexit.register(lambda: print(seen, gc.isenabled(), gc.get_freeze_count() > 0))
         sys.argv = ["crag", "serve", "--stop"]
         sys.exit(console.main())

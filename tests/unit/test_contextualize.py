@@ -15,7 +15,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from crag.app.cli import main
+from crag.app.cli.commands import main
 from crag.core.question_channel import CarriedQuestion
 from crag.core.validation import InvalidQuestionError
 from crag.graph.builder import CragGraph, build_graph

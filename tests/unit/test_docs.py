@@ -28,8 +28,8 @@ from types import ModuleType
 
 import pytest
 
-from crag.app.cli import build_parser as crag_parser
-from crag.app.settings import parse_settings
+from crag.app.cli.commands import build_parser as crag_parser
+from crag.app.cli.settings import parse_settings
 from crag.core.context import Context, IngestContext
 from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES
 from crag_bench.cli import build_parser as bench_parser

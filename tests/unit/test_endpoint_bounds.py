@@ -257,7 +257,7 @@ def test_the_generator_never_raises_index_error_on_no_choices() -> None:
 
 def crag_ask(server: FakeModelServer, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     """``crag ask`` (in this process) with its generator on ``server``; code, stdout, stderr."""
-    from crag.app.cli import main
+    from crag.app.cli.commands import main
 
     store = StaticStore([Document(page_content=MONA_LISA, metadata={"source": "d", "chunk": 0})])
     components = FakeComponents(store, FixedScoreEvaluator({"Mona": 0.9}), model_on(server))

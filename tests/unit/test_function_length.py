@@ -23,7 +23,7 @@ MAX_LINES = 60
 
 ARGPARSE_BUILDERS = frozenset(
     {
-        "app/cli.py:build_parser",
+        "app/cli/commands.py:build_parser",
         "bench/crag_bench/eval_cli.py:add_eval_command",
     }
 )
@@ -74,7 +74,7 @@ def _lengths() -> dict[str, int]:
 
 def test_the_source_packages_are_found() -> None:
     files = {path.relative_to(ROOT).as_posix() for path in _source_files()}
-    assert "app/cli.py" in files
+    assert "app/cli/commands.py" in files
     assert "bench/crag_bench/evaluator_training/trainer.py" in files
     assert "core/state.py" in files
     assert "scripts/import_edges.py" in files

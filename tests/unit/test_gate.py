@@ -1,4 +1,4 @@
-"""The server's front door (:mod:`crag.app.gate`, :mod:`crag.app.credentials`), in-process.
+"""The server's front door (:mod:`crag.app.web.gate`, :mod:`crag.app.web.credentials`), in-process.
 
 The gate sits in front of a small app that records what reaches it, under Starlette's test
 client: every refusal of issue "Closed to strangers" that does not need a real server is here
@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from crag.app.credentials import (
+from crag.app.web.credentials import (
     ADMIN,
     CSRF_HEADER,
     SESSION_COOKIE,
@@ -41,7 +41,7 @@ from crag.app.credentials import (
     server_token,
     token_path,
 )
-from crag.app.gate import IDENTITY_KEY, Gate, GateConfig
+from crag.app.web.gate import IDENTITY_KEY, Gate, GateConfig
 from crag.core.deployment import deployment_with
 
 TOKEN = "k" * 40

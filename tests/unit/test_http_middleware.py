@@ -1,6 +1,6 @@
 """The server's middleware refuses a run that sets a method parameter or a deployment setting.
 
-:class:`crag.app.http.RefuseOtherKinds` is wrapped here around a tiny Starlette app that echoes
+:class:`crag.app.web.http.RefuseOtherKinds` is wrapped here around a tiny Starlette app that echoes
 each request (its method, path and body bytes), the way langgraph-api wraps its API routes:
 a refused request never reaches the app, and every other one reaches it unchanged.
 ``tests/integration/test_server.py`` sends the same refusals to a real ``langgraph dev``.
@@ -24,8 +24,8 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from crag.app.gate import Gate
-from crag.app.http import RefuseOtherKinds, refusal, served_app
+from crag.app.web.gate import Gate
+from crag.app.web.http import RefuseOtherKinds, refusal, served_app
 from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES, other_kind_error
 
 REPO = Path(__file__).resolve().parents[2]
@@ -327,9 +327,9 @@ def test_lifespan_and_websockets_pass_through() -> None:
 def test_langgraph_json_serves_the_middleware_app() -> None:
     served = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8"))
     # langgraph-api's own CORS answers no origin: the gate answers the operator's.
-    assert served["http"] == {"app": "crag.app.http:app", "cors": {"allow_origins": []}}
-    assert served["auth"] == {"path": "crag.app.server_auth:auth", "disable_studio_auth": True}
-    import crag.app.http as http
+    assert served["http"] == {"app": "crag.app.web.http:app", "cors": {"allow_origins": []}}
+    assert served["auth"] == {"path": "crag.app.web.server_auth:auth", "disable_studio_auth": True}
+    import crag.app.web.http as http
 
     app = http.app
     assert isinstance(app, Starlette)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from crag.app.settings import parse_settings, with_absolute_model_paths
+from crag.app.cli.settings import parse_settings, with_absolute_model_paths
 
 
 def _settings_in(folder: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:

@@ -68,7 +68,7 @@ def test_import_crag_and_every_product_module_without_the_research_package() -> 
         "import crag\n"
         f"for name in {modules!r}:\n"
         "    importlib.import_module(name)\n"
-        "from crag.app.cli import build_parser\n"
+        "from crag.app.cli.commands import build_parser\n"
         "build_parser().parse_args(['ask', 'Who painted the Mona Lisa?'])\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('crag_bench', 'evaluation'))))\n"

@@ -20,8 +20,8 @@ from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from crag.app.cli import main
-from crag.app.settings import parse_settings
+from crag.app.cli.commands import main
+from crag.app.cli.settings import parse_settings
 from crag.core.context import Context, IngestContext, InvalidSettingError
 from crag.core.deployment import DeploymentSettings, deployment_settings, deployment_with
 from crag.core.method import EVALUATORS, MethodConfig

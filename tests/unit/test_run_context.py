@@ -7,7 +7,7 @@ schema's constructor with a run's context dict, so these tests build the schemas
 does (``RunContext(**context)``) and invoke the graphs from Python with the same values. The
 method's parameters are the graph's (``build_graph(..., method=...)``, ``CRAG_<NAME>`` for the
 served graphs) and the deployment settings the operator's; a run naming either is refused by
-name and kind (here by the schemas; before that, on the server, by :mod:`crag.app.http`).
+name and kind (here by the schemas; before that, on the server, by :mod:`crag.app.web.http`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from crag.app.cli.settings import parse_settings
 from crag.app.graphs import graph, ingest_graph, rag_graph, tutorial_graph
-from crag.app.settings import parse_settings
 from crag.core.context import Context, IngestContext, InvalidSettingError, resolve_context
 from crag.core.deployment import deployment_settings, deployment_with
 from crag.core.method import MethodConfig, operator_method

@@ -1,4 +1,4 @@
-"""LangGraph's authenticate handler (crag.app.server_auth), called as each server calls it."""
+"""LangGraph's authenticate handler (crag.app.web.server_auth), called as each server calls it."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ pytest.importorskip("langgraph_sdk", reason="the server extra is missing")
 
 from langgraph_sdk import Auth
 
-from crag.app.gate import gate_config
-from crag.app.server_auth import authenticate
+from crag.app.web.gate import gate_config
+from crag.app.web.server_auth import authenticate
 
 TOKEN = "t" * 40
 

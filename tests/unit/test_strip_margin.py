@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from crag.app.cli import main
+from crag.app.cli.commands import main
 from crag.core.method import MethodConfig
 from crag.graph.builder import CragGraph, build_graph
 from crag.knowledge.selection import score_logit

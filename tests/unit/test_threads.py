@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from crag.app.api import apersistent_graph, persistent_graph, thread_config, thread_turns
-from crag.app.cli import main
+from crag.app.cli.commands import main
 from tests.fakes import (
     FakeComponents,
     FixedScoreEvaluator,

@@ -1,4 +1,4 @@
-"""The chat page's uploads (:mod:`crag.app.uploads`): where a file goes, and what is refused.
+"""The chat page's uploads (:mod:`crag.app.web.uploads`): where a file goes, and what is refused.
 
 A file lands at ``<upload folder>/<16 hex digits of its SHA-256>/<safe name>``: the same bytes
 at the same path, different bytes in another folder. Refusals carry one sentence and an HTTP
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from crag.app.uploads import (
+from crag.app.web.uploads import (
     MAX_NAME_BYTES,
     MAX_NAME_CHARS,
     StoredUpload,

@@ -1,6 +1,6 @@
 """The chat page's uploads: a file sent to the server, stored where the ingest graph reads it.
 
-The chat page (:mod:`crag.app.chat_page`) posts a file's bytes; :func:`store_upload` (or
+The chat page (:mod:`crag.app.web.chat_page`) posts a file's bytes; :func:`store_upload` (or
 :func:`receive_upload`, reading a request's stream) checks them and writes them to
 ``<upload folder>/<first 16 hex digits of their SHA-256>/<safe name>``. The same bytes under
 the same name land at the same path, so ingesting them again is skipped; different bytes land

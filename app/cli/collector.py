@@ -7,7 +7,7 @@ still walked all of it: its full passes during the imports cost about 1 s of the
 "Cold path"). Reference counting frees everything that is not in a cycle either way; only
 cycles wait for the collector.
 
-So the console entry point (:mod:`crag.app.console`) pauses it first thing. ``crag ask`` (one
+So the console entry point (:mod:`crag.app.cli.console`) pauses it first thing. ``crag ask`` (one
 question, then exit) runs with it paused; ``crag serve`` resumes it once its models are loaded;
 every other command resumes it before it runs. Resuming freezes what is alive then (the
 modules, the models: :func:`gc.freeze`), so later collections never walk it again; and before

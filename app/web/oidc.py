@@ -10,7 +10,7 @@ the chat page's sign-in offers the provider:
 * ``GET /chat/oidc/callback`` takes the code back, exchanges it for tokens and checks the ID
   token (signature against the provider's keys, issuer, audience, expiry, nonce: authlib does).
   The claim ``oidc_name_claim`` names the person: their account is made on first sign-in
-  (:meth:`crag.app.accounts.Accounts.ensure`), an admin if ``team_admins`` lists them, else a
+  (:meth:`crag.app.web.accounts.Accounts.ensure`), an admin if ``team_admins`` lists them, else a
   member. The answer sets the session cookie and a page that moves on to ``/chat/`` by itself:
   a redirect would still count as a navigation from the provider's site, for which a browser
   withholds the SameSite=Strict cookie.
@@ -32,8 +32,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
-from crag.app.accounts import AccountError, check_name
-from crag.app.gate import (
+from crag.app.web.accounts import AccountError, check_name
+from crag.app.web.gate import (
     OIDC_PREFIX,
     SIGN_IN_HEADERS,
     GateConfig,

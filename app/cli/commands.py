@@ -13,9 +13,9 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from crag.app import collector
+from crag.app.cli import collector
+from crag.app.cli.terminal_text import TerminalFormatter, json_text, terminal_text
 from crag.app.environment import configure_environment
-from crag.app.terminal_text import TerminalFormatter, json_text, terminal_text
 from crag.app.threads import ThreadsDatabaseError, describe_threads_db
 from crag.core.deployment import DEFAULT_COLLECTION
 from crag.knowledge.conversation import source_location, source_title, source_writer
@@ -24,14 +24,14 @@ from crag.nodes.generate import render_strip
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
 
-    from crag.app.settings import CommandSettings
+    from crag.app.cli.settings import CommandSettings
     from crag.core.run_settings import RunSettings
 
 logger = logging.getLogger("crag")
 
 PAUSED_COLLECTOR_COMMANDS = frozenset({"ask", "serve"})
 """Commands that keep the garbage collector paused by the console entry point: ``ask`` to its
-end (one run), ``serve`` until its models are loaded (:mod:`crag.app.collector`)."""
+end (one run), ``serve`` until its models are loaded (:mod:`crag.app.cli.collector`)."""
 
 
 def setup_logging(verbose: int, force: bool = False) -> None:
@@ -51,7 +51,7 @@ def setup_logging(verbose: int, force: bool = False) -> None:
 
 def _settings(args: argparse.Namespace) -> CommandSettings:
     """The command's settings of the three kinds: ``--store``, ``--collection``, ``--set``."""
-    from crag.app.settings import CommandSettings, parse_settings, with_absolute_model_paths
+    from crag.app.cli.settings import CommandSettings, parse_settings, with_absolute_model_paths
 
     base: dict[str, Any] = {}
     if getattr(args, "store", None):
@@ -451,7 +451,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 def cmd_server_token(args: argparse.Namespace) -> int:
     """Print the LangGraph server's token, making it on first use."""
-    from crag.app.credentials import server_token
+    from crag.app.web.credentials import server_token
 
     print(server_token(_settings(args).deployment, renew=args.new))
     return 0
@@ -541,10 +541,10 @@ def build_parser() -> argparse.ArgumentParser:
     token_cmd.set_defaults(func=cmd_server_token)
 
     _add_serve_command(sub, store_options, warm_commands=(ask, ingest))
-    from crag.app.users_command import add_users_command
+    from crag.app.cli.users_command import add_users_command
 
     add_users_command(sub)
-    from crag.app.thresholds_command import add_thresholds_command
+    from crag.app.cli.thresholds_command import add_thresholds_command
 
     add_thresholds_command(sub, store_options, _settings)
     return parser
@@ -590,7 +590,7 @@ def _add_serve_command(
     warm_commands: Sequence[argparse.ArgumentParser],
 ) -> None:
     """``crag serve`` and the ``--no-server`` option of the commands it answers."""
-    from crag.app.warm import DEFAULT_SOCKET, NO_SERVER_OPTION, SOCKET_ENV
+    from crag.app.warm.server import DEFAULT_SOCKET, NO_SERVER_OPTION, SOCKET_ENV
 
     serve = sub.add_parser(
         "serve",
@@ -614,7 +614,7 @@ def _add_serve_command(
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve ``crag ask`` / ``crag ingest`` with the models loaded, or stop the server."""
-    from crag.app.warm import WarmServer, socket_path, stop_server
+    from crag.app.warm.server import WarmServer, socket_path, stop_server
 
     if args.stop:
         answered = stop_server()
@@ -650,7 +650,7 @@ def run_command(args: argparse.Namespace, prog: str, *, reconfigure_logging: boo
     Errors the user can fix are printed as one line (``PROG: error: ...``) with exit code 2.
     """
     setup_logging(args.verbose, force=reconfigure_logging)
-    from crag.app.accounts import AccountError
+    from crag.app.web.accounts import AccountError
     from crag.core.validation import InvalidQuestionError
     from crag.evaluator.base import EvaluatorError
     from crag.generator.endpoint_config import EndpointError
@@ -680,7 +680,7 @@ def run_command(args: argparse.Namespace, prog: str, *, reconfigure_logging: boo
 
 def main(argv: Sequence[str] | None = None, *, reconfigure_logging: bool = False) -> int:
     """Run the CLI; errors the user can fix are printed as one line with exit code 2."""
-    from crag.app.warm_socket import WorkingDirectoryError, current_directory
+    from crag.app.warm.sockets import WorkingDirectoryError, current_directory
 
     configure_environment()
     try:

@@ -36,7 +36,7 @@ from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Literal
 
-from crag.app.accounts import AccountError, Accounts, check_name
+from crag.app.web.accounts import AccountError, Accounts, check_name
 from crag.core.deployment import DeploymentSettings
 
 __all__ = [

@@ -13,7 +13,7 @@ import getpass
 import sys
 from typing import Any
 
-from crag.app.accounts import AccountError, Accounts, Role
+from crag.app.web.accounts import AccountError, Accounts, Role
 
 __all__ = ["add_users_command"]
 

@@ -6,7 +6,7 @@ and API keys: random secrets shown once and kept as their SHA-256 (a key has 256
 entropy, so a fast hash is enough; a password does not, so it gets argon2). The accounts live
 in two tables of the threads database (``CRAG_THREADS_DB``: ``.crag/threads.sqlite`` by
 default, which ``make serve`` and ``crag`` share when run from the same folder, or a
-PostgreSQL database that several servers share: :mod:`crag.app.account_store`).
+PostgreSQL database that several servers share: :mod:`crag.app.web.account_store`).
 
 Failed sign-ins are slowed per account (:class:`SignInThrottle`): after
 :data:`FAILURES_BEFORE_LOCK` failures within :data:`LOCK_SECONDS`, the account's sign-in is
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from crag.app.account_store import AccountDatabase, AccountStoreError, Cursor
+from crag.app.web.account_store import AccountDatabase, AccountStoreError, Cursor
 
 if TYPE_CHECKING:
     from pwdlib import PasswordHash

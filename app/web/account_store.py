@@ -1,6 +1,6 @@
 """Where a team's accounts are kept: the threads database, a SQLite file or PostgreSQL.
 
-The accounts (:mod:`crag.app.accounts`) write plain SQL with ``?`` placeholders;
+The accounts (:mod:`crag.app.web.accounts`) write plain SQL with ``?`` placeholders;
 :class:`AccountDatabase` runs it on the database ``CRAG_THREADS_DB`` names, the same one the
 threads are kept in (:mod:`crag.app.threads`): a SQLite file (``.crag/threads.sqlite`` by
 default), or a ``postgresql://`` connection string, where several servers share one set of

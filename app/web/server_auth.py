@@ -1,13 +1,13 @@
 """LangGraph's own authentication for the served API: who the caller is, and what is theirs.
 
-``langgraph.json`` names :data:`auth` (``"auth": {"path": "crag.app.server_auth:auth",
+``langgraph.json`` names :data:`auth` (``"auth": {"path": "crag.app.web.server_auth:auth",
 "disable_studio_auth": true}``: a request saying ``x-auth-scheme: langsmith`` is not let in as
 the Studio user). langgraph-api runs :func:`authenticate` on every request to its API (threads,
 runs, crons, assistants, the store, MCP, A2A, event streams, WebSockets included), after the
-outermost :class:`crag.app.gate.Gate` has already refused strangers and identified the caller:
+outermost :class:`crag.app.web.gate.Gate` has already refused strangers and identified the caller:
 the identity the gate left in the request's scope is taken as it is (no second look-up); a
 request that reached the API some other way is identified from the same credential
-(:func:`crag.app.credentials.identify`).
+(:func:`crag.app.web.credentials.identify`).
 
 Ownership is deny by default: every handler below answers, none is missing, so no request goes
 unfiltered. What a caller creates (a thread, a run, a cron, an assistant) is stamped
@@ -27,8 +27,8 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-from crag.app.credentials import AccessDeniedError, Identity, identify
-from crag.app.gate import IDENTITY_KEY, gate_config
+from crag.app.web.credentials import AccessDeniedError, Identity, identify
+from crag.app.web.gate import IDENTITY_KEY, gate_config
 from crag.core.caller import ADMIN_PERMISSION
 
 __all__ = ["ADMIN_PERMISSION", "auth"]

@@ -1,9 +1,9 @@
 """The chat page, served at ``/chat/`` by the LangGraph server beside its API.
 
-:func:`chat_page_routes` gives :func:`crag.app.http.served_app` its routes (langgraph-api puts
+:func:`chat_page_routes` gives :func:`crag.app.web.http.served_app` its routes (langgraph-api puts
 them before its own):
 
-Every route is behind :class:`crag.app.gate.Gate`, which signs people in (the page itself
+Every route is behind :class:`crag.app.web.gate.Gate`, which signs people in (the page itself
 without a credential is its sign-in page) and refuses strangers.
 
 * ``GET /chat``: 307 to ``/chat/``.
@@ -13,11 +13,11 @@ without a credential is its sign-in page) and refuses strangers.
   ``Cache-Control: no-cache``, and gzipped when the client accepts it: ``GZipMiddleware`` sits
   on their ``Mount`` only, never on langgraph-api's streaming routes.
 * ``POST /chat/api/uploads?name=FILE``: the raw body is the file (no multipart: the server has
-  no python-multipart). Stored by :mod:`crag.app.uploads`; answered 201 with ``{"path", "name",
+  no python-multipart). Stored by :mod:`crag.app.web.uploads`; answered 201 with ``{"path", "name",
   "bytes", "sha256"}``, the path being the file's name (``upload:...``, never the server's
   folder: :mod:`crag.core.public_names`), what to send to the ingest graph.
 * ``GET /chat/api/documents?source=SOURCE``: the file behind a citation, where the server
-  shares it (:mod:`crag.app.document_files`).
+  shares it (:mod:`crag.app.web.document_files`).
 * ``GET /chat/api/session``: who is signed in and the session's CSRF token, ``{"user",
   "role", "csrf"}``, which the page sends with every change; ``DELETE``: sign out (the cookie
   is forgotten).
@@ -47,10 +47,10 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
-from crag.app.credentials import SESSION_COOKIE, csrf_token, proxy_session
-from crag.app.document_files import served_as, served_file, still_stored, unserved_reason
-from crag.app.gate import IDENTITY_KEY, gate_config
-from crag.app.uploads import UploadRefusedError, receive_upload
+from crag.app.web.credentials import SESSION_COOKIE, csrf_token, proxy_session
+from crag.app.web.document_files import served_as, served_file, still_stored, unserved_reason
+from crag.app.web.gate import IDENTITY_KEY, gate_config
+from crag.app.web.uploads import UploadRefusedError, receive_upload
 from crag.core.deployment import DeploymentSettings, deployment_settings
 from crag.core.method import operator_method
 from crag.core.setting_checks import InvalidSettingError
@@ -59,7 +59,7 @@ __all__ = ["DIST", "PAGE_HEADERS", "PAGE_POLICY", "chat_page_routes"]
 
 logger = logging.getLogger(__name__)
 
-DIST = Path(__file__).resolve().parent / "web" / "dist"
+DIST = Path(__file__).resolve().parent / "dist"
 """The built page: ``index.html``, ``app.js``, ``app.css`` (package data of ``crag.app``)."""
 PAGE_POLICY = (
     "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
@@ -299,7 +299,7 @@ def chat_page_routes(
             read at each request.
         dist: The built page's folder.
         token: The server's token (its sessions' CSRF tokens derive from it); ``None``: the
-            served gate's (:func:`crag.app.gate.gate_config`).
+            served gate's (:func:`crag.app.web.gate.gate_config`).
         is_stored: Whether a cited source's document is still stored (default: the store is
             asked); a removed document's file is not served.
     """

@@ -1,6 +1,6 @@
 """The LangGraph server's front door: who may call it, from where, and with what.
 
-:class:`Gate` is the outermost middleware of the served app (:mod:`crag.app.http`), in front of
+:class:`Gate` is the outermost middleware of the served app (:mod:`crag.app.web.http`), in front of
 langgraph-api's own (CORS, logging, authentication) and of every route, the chat page's and
 the API's, HTTP and WebSocket alike. In this order, each refusal one sentence with its status:
 
@@ -15,13 +15,13 @@ the API's, HTTP and WebSocket alike. In this order, each refusal one sentence wi
 4. **Sign-in**: ``GET /chat/?token=TOKEN`` with the right token sets the operator's session
    cookie and sends the browser to ``/chat/`` (the token never reaches a log: the request stops
    here); ``POST /chat/signin`` (the sign-in form's name and password, checked against the
-   accounts of :mod:`crag.app.accounts`, failures slowed per account) sets that account's;
+   accounts of :mod:`crag.app.web.accounts`, failures slowed per account) sets that account's;
    ``/chat/`` without a credential is the sign-in page (401), ``/chat/assets/*`` is public.
 5. **Credential**: every other request must prove it holds the server's token or an
    account's API key, carry a session, or come from the trusted reverse proxy naming the
    person (``proxy_user_header`` from ``proxy_addresses``, off by default)
-   (:func:`crag.app.credentials.identify`): 401 or 403 otherwise. The caller's
-   :class:`~crag.app.credentials.Identity` is put in the scope (:data:`IDENTITY_KEY`) for the
+   (:func:`crag.app.web.credentials.identify`): 401 or 403 otherwise. The caller's
+   :class:`~crag.app.web.credentials.Identity` is put in the scope (:data:`IDENTITY_KEY`) for the
    page's routes.
 6. **Body**: a request that changes something and has a body must say it is JSON
    (``application/json``; the upload route also takes ``application/octet-stream``): a form's
@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from crag.app.accounts import Accounts, SignInThrottle
-from crag.app.credentials import (
+from crag.app.web.accounts import Accounts, SignInThrottle
+from crag.app.web.credentials import (
     SESSION_COOKIE,
     AccessDeniedError,
     Identity,
@@ -99,7 +99,7 @@ class GateConfig:
     accounts: Accounts | None = None
     throttle: SignInThrottle = field(default_factory=SignInThrottle)
     oidc: bool = False
-    """Whether the team's OpenID Connect provider signs people in (:mod:`crag.app.oidc`)."""
+    """Whether the team's OpenID Connect provider signs people in (:mod:`crag.app.web.oidc`)."""
     proxy_header: str = ""
     """The header a trusted reverse proxy names the signed-in person in; empty: off."""
     proxy_addresses: frozenset[str] = frozenset({"127.0.0.1", "::1"})

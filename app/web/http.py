@@ -1,8 +1,8 @@
 """The server's own app: the chat page; and no run may set the method's or the operator's settings.
 
-``langgraph.json`` serves :data:`app` (``"http": {"app": "crag.app.http:app"}``); langgraph-api
+``langgraph.json`` serves :data:`app` (``"http": {"app": "crag.app.web.http:app"}``); langgraph-api
 puts the app's routes before its built-in API routes, and its middleware in front of all of
-them. The routes are the chat page's (:func:`crag.app.chat_page.chat_page_routes`: the page at
+them. The routes are the chat page's (:func:`crag.app.web.chat_page.chat_page_routes`: the page at
 ``/chat/``, its uploads and the files behind its citations, under ``/chat/api/``).
 
 langgraph-api keeps only the context keys that are properties of the graph's context schema
@@ -22,7 +22,7 @@ event-streaming commands that start runs (POST ``/threads/{id}/commands``: ``run
 WebSocket are checked message by message, and a refused one closes it with code 1008 and the
 reason); MCP's ``tools/call`` (POST ``/mcp``: its ``params.context``; answered as a JSON-RPC
 error, ``-32602``, naming the setting); PATCH to ``/assistants/{id}`` and
-``/runs/crons/{id}``. It buffers only those requests' bodies (the gate, :mod:`crag.app.gate`,
+``/runs/crons/{id}``. It buffers only those requests' bodies (the gate, :mod:`crag.app.web.gate`,
 has bounded them), parses them as JSON whatever the content type (as langgraph-api does), looks
 into the object (each object of a list, for a batch) and replays the same bytes to the server.
 A body that is not JSON, or holds no object, passes on for langgraph-api to answer. Every
@@ -230,15 +230,15 @@ async def _answer_422(send: Send, detail: str) -> None:
 def served_app() -> Starlette:
     """The app ``langgraph.json`` names: the chat page's routes, the gate, the refusals.
 
-    :class:`crag.app.gate.Gate` (who may call, from where) is outermost, then
+    :class:`crag.app.web.gate.Gate` (who may call, from where) is outermost, then
     :class:`RefuseOtherKinds`.
     """
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
 
-    from crag.app.chat_page import chat_page_routes
-    from crag.app.gate import Gate, gate_config
-    from crag.app.oidc import oidc_routes
+    from crag.app.web.chat_page import chat_page_routes
+    from crag.app.web.gate import Gate, gate_config
+    from crag.app.web.oidc import oidc_routes
     from crag.core.deployment import deployment_settings
 
     return Starlette(
@@ -251,7 +251,7 @@ def served_app() -> Starlette:
 def served_fastapi_app() -> FastAPI:
     """:func:`served_app`'s routes and middleware on a FastAPI app: what Aegra serves.
 
-    Aegra (``deploy/cluster/aegra.json``: ``crag.app.http:fastapi_app``) refuses any app but a
+    Aegra (``deploy/cluster/aegra.json``: ``crag.app.web.http:fastapi_app``) refuses any app but a
     FastAPI one, adds its API's routes to it and puts its own middleware (content-type
     rewriting, CORS, logging) outside the app's: the gate is no longer outermost there
     (docs/deployment.md). ``/docs`` and ``/openapi.json`` describe the whole API, behind the

@@ -3,7 +3,7 @@
 Most of a cold ``crag ask`` is spent importing torch and loading the embedder, the evaluator
 and the generator again. ``crag serve`` loads them once and listens on a Unix socket (one per
 directory in this user's private runtime directory, or ``CRAG_SERVE_SOCKET``: see
-:mod:`crag.app.warm_socket` for where, and for the checks both ends make on each other). While
+:mod:`crag.app.warm.sockets` for where, and for the checks both ends make on each other). While
 it runs, ``crag ask`` and ``crag ingest`` send their command line to it and print what it
 streams back: the same output, the same exit code, as when they run in-process. When no server
 answers, it is busy with another command, it does not answer in time, or it was started with
@@ -46,7 +46,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from crag.app.warm_socket import (
+from crag.app.warm.sockets import (
     SOCKET_ENV,
     SocketTrustError,
     WorkingDirectoryError,
@@ -159,7 +159,7 @@ def _shown(text: object) -> str:
     escaped again here. Idempotent on crag's own output: its escapes (``\x1b``) are printable.
     Newlines are kept, and carriage returns too (the ingest's progress bar redraws its line).
     """
-    from crag.app.terminal_text import terminal_text
+    from crag.app.cli.terminal_text import terminal_text
 
     return "\r".join(terminal_text(part, multiline=True) for part in str(text).split("\r"))
 
@@ -175,7 +175,7 @@ def _open_connection() -> socket.socket | None:
     try:
         return connect_trusted(path, timeout=CONNECT_TIMEOUT_S)
     except SocketTrustError as exc:
-        from crag.app.terminal_text import terminal_text
+        from crag.app.cli.terminal_text import terminal_text
 
         sys.stderr.write(f"crag: warning: not using the warm server: {terminal_text(exc)}\n")
         return None
@@ -192,7 +192,7 @@ def run_on_server(argv: Sequence[str]) -> int | None:
     try:
         cwd = current_directory()
     except WorkingDirectoryError as exc:
-        from crag.app.terminal_text import terminal_text
+        from crag.app.cli.terminal_text import terminal_text
 
         sys.stderr.write(f"crag: error: {terminal_text(exc)}\n")
         return 2

@@ -5,7 +5,7 @@ A cited passage's ``source`` is, in a served run, the name of the file it was re
 JSON Lines file; an absolute path is read as well), ``wikipedia:Title`` for the bundled corpus,
 or what an inline document was given (``inline:...``). :func:`served_file` gives the file only
 if its real path, every symbolic link followed, is a regular file inside the upload folder
-(:func:`crag.app.uploads.upload_folder`) or inside ``ingest_root`` when that is set: the files
+(:func:`crag.app.web.uploads.upload_folder`) or inside ``ingest_root`` when that is set: the files
 the server's callers may upload or ingest anyway; and only a document file (a type crag
 ingests, no dot name on its way down from that folder: never ``.env``, a database, a
 checkpoint, an upload still arriving) whose document is still stored in a collection runs may
@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crag.app.uploads import UploadRefusedError, upload_folder
+from crag.app.web.uploads import UploadRefusedError, upload_folder
 from crag.core.deployment import DeploymentSettings
 from crag.core.public_names import SHARED_SCHEME, UPLOAD_SCHEME, ServedFolders, server_path
 from crag.documents.loaders import SUPPORTED_EXTENSIONS

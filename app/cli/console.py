@@ -9,25 +9,25 @@ from __future__ import annotations
 
 import sys
 
-from crag.app import collector
+from crag.app.cli import collector
 from crag.app.environment import configure_environment
 
 
 def main() -> int:
     """Run ``crag`` with ``sys.argv``: on the warm server when one answers, else here.
 
-    The garbage collector is paused while the process starts (:mod:`crag.app.collector`).
+    The garbage collector is paused while the process starts (:mod:`crag.app.cli.collector`).
     """
     collector.pause()
     try:
-        from crag.app.warm import run_on_server
+        from crag.app.warm.server import run_on_server
 
         configure_environment()
         argv = sys.argv[1:]
         answered = run_on_server(argv)
         if answered is not None:
             return answered
-        from crag.app.cli import main as run_cli
+        from crag.app.cli.commands import main as run_cli
 
         return run_cli(argv)
     finally:

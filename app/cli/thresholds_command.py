@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crag.app.terminal_text import json_text, terminal_text
+from crag.app.cli.terminal_text import json_text, terminal_text
 from crag.core.setting_checks import env_name
 from crag.knowledge.answer_match import holds_answer
 
 if TYPE_CHECKING:  # the rest is imported where used: every crag command builds this parser
-    from crag.app.settings import CommandSettings
+    from crag.app.cli.settings import CommandSettings
     from crag.core.run_settings import RunSettings
     from crag.core.state import Action
     from crag.knowledge.threshold_fit import Observation, PairOutcome, ThresholdFit
