@@ -121,7 +121,8 @@ embedder = HashEmbeddings(
     started=Path(started) if started else None,
     wait_for=Path(gate) if gate else None,
 )
-embeddings.load_embeddings = lambda name="": embedder  # no model
+embeddings.shared_embeddings = lambda name="": embedder  # no model: what runs embed with
+embeddings.load_embeddings = lambda name="": embedder
 cli._warm_up = lambda context: None  # nothing to load before it listens
 sys.exit(cli.main(["serve"]))
 """

@@ -277,7 +277,8 @@ import sys
 import crag.vectorstore.embeddings as embeddings
 from tests.hash_embeddings import HashEmbeddings
 
-embeddings.load_embeddings = lambda *args, **kwargs: HashEmbeddings()  # no model to load
+embeddings.shared_embeddings = lambda *args, **kwargs: HashEmbeddings()  # no model to load
+embeddings.load_embeddings = lambda *args, **kwargs: HashEmbeddings()
 from crag.app.cli.console import main
 
 sys.argv = ["crag", *sys.argv[1:]]

@@ -25,7 +25,8 @@ import sys
 import crag.vectorstore.embeddings as embeddings
 from tests.hash_embeddings import HashEmbeddings
 slow = HashEmbeddings(delay=1.5)
-embeddings.load_embeddings = lambda name="": slow  # no model: each batch takes 1.5 s
+embeddings.shared_embeddings = lambda name="": slow  # no model: each batch takes 1.5 s
+embeddings.load_embeddings = lambda name="": slow
 from crag.app.cli.console import main
 sys.exit(main())
 """

@@ -190,7 +190,8 @@ import crag.app.cli.commands as cli
 import crag.vectorstore.embeddings as embeddings
 from tests.hash_embeddings import HashEmbeddings
 slow = HashEmbeddings(delay=float(sys.argv[1]))
-embeddings.load_embeddings = lambda name="": slow  # no model: each batch takes `delay` s
+embeddings.shared_embeddings = lambda name="": slow  # no model: each batch takes `delay` s
+embeddings.load_embeddings = lambda name="": slow
 cli._warm_up = lambda context: None  # nothing to load before it listens
 sys.exit(cli.main(["serve"]))
 """
