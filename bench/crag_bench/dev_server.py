@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ class DevServer:
     """The CLI process (leader of its own process group)."""
     log: Path
     """Where its stdout and stderr go."""
-    token: str = ""
+    token: str = field(default="", repr=False)
     """The server's token (``CRAG_SERVER_TOKEN``), which every call but ``/ok`` must send."""
 
     @property

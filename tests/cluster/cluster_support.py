@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -53,7 +53,7 @@ class Cluster:
     """A running cluster: its addresses, its token, its state folder."""
 
     port: int
-    token: str
+    token: str = field(repr=False)
     state: Path
 
     @property
