@@ -60,7 +60,7 @@ class LockedEvaluator:
 
 def name_is_llm(settings: RunSettings) -> bool:
     """Whether the run's evaluator is the ``llm`` one (whose model may be a server's)."""
-    return settings.evaluator.strip().lower() == "llm"
+    return settings.deployment.evaluator.strip().lower() == "llm"
 
 
 def on_endpoint(evaluator: RetrievalEvaluator) -> bool:
@@ -77,18 +77,18 @@ def store_key(settings: RunSettings) -> StoreKey:
     server (``crag serve``) runs each client's command in the client's directory, so the same
     ``--store st`` names another store for each directory.
     """
-    path = settings.store_path
-    if not settings.chroma_host.strip():
+    path = settings.deployment.store_path
+    if not settings.deployment.chroma_host.strip():
         path = os.path.realpath(os.path.expanduser(path))
     return (
         path,
         settings.searched_collection(),
-        settings.embedder,
-        settings.default_corpus,
-        settings.default_corpus_limit,
-        settings.chroma_host,
-        settings.chroma_port,
-        settings.chroma_ssl,
+        settings.deployment.embedder,
+        settings.deployment.default_corpus,
+        settings.deployment.default_corpus_limit,
+        settings.deployment.chroma_host,
+        settings.deployment.chroma_port,
+        settings.deployment.chroma_ssl,
     )
 
 
@@ -127,78 +127,84 @@ class DefaultComponents:
 
         key = store_key(settings)
         name = settings.searched_collection()
-        fill = settings.default_corpus and name == settings.collection
+        fill = settings.deployment.default_corpus and name == settings.deployment.collection
         with self._lock:
             if key in self._stores:
                 return self._stores[key]
             store = open_store(
-                settings.store_path,
+                settings.deployment.store_path,
                 name,
-                locked_embeddings(settings.embedder),
+                locked_embeddings(settings.deployment.embedder),
                 create=fill,
-                host=settings.chroma_host,
-                port=settings.chroma_port,
-                ssl=settings.chroma_ssl,
+                host=settings.deployment.chroma_host,
+                port=settings.deployment.chroma_port,
+                ssl=settings.deployment.chroma_ssl,
             )
             if count(store) == 0:
                 if not fill:
                     where = (
-                        server_url(settings.chroma_host, settings.chroma_port, settings.chroma_ssl)
-                        if settings.chroma_host.strip()
-                        else settings.store_path
+                        server_url(
+                            settings.deployment.chroma_host,
+                            settings.deployment.chroma_port,
+                            settings.deployment.chroma_ssl,
+                        )
+                        if settings.deployment.chroma_host.strip()
+                        else settings.deployment.store_path
                     )
                     raise StoreError(
                         f"the collection {name!r} at {where} is empty: add documents with "
                         "`crag ingest PATH...`"
                     )
                 logger.info("store is empty: ingesting the bundled Wikipedia summaries")
-                ensure_default_corpus(store, limit=settings.default_corpus_limit)
+                ensure_default_corpus(store, limit=settings.deployment.default_corpus_limit)
             self._stores[key] = store
             return store
 
     def evaluator(self, settings: RunSettings) -> RetrievalEvaluator:
-        """The evaluator named by ``settings.evaluator`` (cached by the registry), serialised."""
+        """The evaluator ``settings.deployment.evaluator`` names (registry-cached), serialised."""
         from crag.evaluator.registry import load_evaluator
         from crag.vectorstore.embeddings import embedder_lock
 
         with self._lock:
             inner = load_evaluator(
-                settings.evaluator,
-                model=settings.evaluator_model,
-                batch_size=settings.evaluator_batch_size,
-                embeddings_name=settings.embedder,
-                int8=settings.evaluator_int8,
+                settings.deployment.evaluator,
+                model=settings.deployment.evaluator_model,
+                batch_size=settings.deployment.evaluator_batch_size,
+                embeddings_name=settings.deployment.embedder,
+                int8=settings.deployment.evaluator_int8,
                 endpoint=self.endpoint,
             )
             if name_is_llm(settings) and on_endpoint(inner):
                 return inner  # a model server's requests are bounded by its in-flight limit
             wrapped = self._evaluators.get(id(inner))
             if wrapped is None or wrapped.inner is not inner:
-                name = settings.evaluator.strip().lower()
+                name = settings.deployment.evaluator.strip().lower()
                 if name == "embedding":
-                    lock = embedder_lock(settings.embedder)
+                    lock = embedder_lock(settings.deployment.embedder)
                 else:
-                    int8 = ":int8" if settings.evaluator_int8 else ""
-                    lock = model_lock(f"evaluator:{name}:{settings.evaluator_model}{int8}")
+                    int8 = ":int8" if settings.deployment.evaluator_int8 else ""
+                    lock = model_lock(
+                        f"evaluator:{name}:{settings.deployment.evaluator_model}{int8}"
+                    )
                 wrapped = LockedEvaluator(inner, lock)
                 self._evaluators[id(inner)] = wrapped
             return wrapped
 
     def chat_model(self, settings: RunSettings) -> BaseChatModel:
-        """The generator named by ``settings.generator`` (cached by the factory).
+        """The generator named by ``settings.deployment.generator`` (cached by the factory).
 
-        A local model gets ``settings.generator_batch_size`` (:meth:`apply_batch_size`).
+        A local model gets ``settings.deployment.generator_batch_size`` (:meth:`apply_batch_size`).
         """
         from crag.generator.factory import load_chat_model
 
         with self._lock:
             model = load_chat_model(
-                settings.generator,
+                settings.deployment.generator,
                 settings.max_new_tokens,
-                settings.no_repeat_ngram_size,
+                settings.deployment.no_repeat_ngram_size,
                 endpoint=self.endpoint,
             )
-            self.apply_batch_size(model, settings.generator_batch_size)
+            self.apply_batch_size(model, settings.deployment.generator_batch_size)
             return model
 
     def apply_batch_size(self, model: BaseChatModel, size: int) -> None:
@@ -223,7 +229,7 @@ class DefaultComponents:
             self._batch_sizes[id(model)] = (model, size)
 
     def search(self, settings: RunSettings) -> SearchProvider:
-        """The web search provider named by ``settings.search_provider``."""
+        """The web search provider named by ``settings.deployment.search_provider``."""
         from crag.websearch.registry import SearchSettings, get_search_provider
 
         return get_search_provider(SearchSettings.from_context(settings))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import Literal
 
 from crag.core.scope_settings import check_tags, normal_file_types, normal_folder
 from crag.core.setting_checks import InvalidSettingError, Settings, refusing_unknown_names
@@ -35,23 +35,14 @@ __all__ = [
 class Context(Settings):
     """The settings a run of the question graphs may choose."""
 
-    MINIMUMS: ClassVar[dict[str, float]] = {
-        "top_k": 1,
-        "web_results": 1,
-        "pages_to_read": 0,
-        "max_new_tokens": 1,
-    }
-    MAXIMUMS: ClassVar[dict[str, float]] = {
-        "top_k": 100,
-        "web_results": 50,
-        "pages_to_read": 20,
-        "max_new_tokens": 1024,
-    }
-
     # What the store is asked
     top_k: int = field(
         default=10,
-        metadata={"description": "How many passages to retrieve from your documents (paper: 10)."},
+        metadata={
+            "ge": 1,
+            "le": 100,
+            "description": "How many passages to retrieve from your documents (paper: 10).",
+        },
     )
     retrieval: Literal["dense", "lexical", "hybrid"] = field(
         default="dense",
@@ -103,13 +94,19 @@ class Context(Settings):
     )
     web_results: int = field(
         default=5,
-        metadata={"description": "How many web results to use per search (paper: top 5)."},
+        metadata={
+            "ge": 1,
+            "le": 50,
+            "description": "How many web results to use per search (paper: top 5).",
+        },
     )
     pages_to_read: int = field(
         default=5,
         metadata={
+            "ge": 0,
+            "le": 20,
             "description": "How many of those result pages to read, best first (paper: 5); the "
-            "others give their search snippets. 0: snippets only."
+            "others give their search snippets. 0: snippets only.",
         },
     )
     only_wikipedia: bool = field(
@@ -130,7 +127,11 @@ class Context(Settings):
     # The answer
     max_new_tokens: int = field(
         default=128,
-        metadata={"description": "Longest answer, in tokens (about three quarters of a word)."},
+        metadata={
+            "ge": 1,
+            "le": 1024,
+            "description": "Longest answer, in tokens (about three quarters of a word).",
+        },
     )
 
     def check_together(self) -> None:
@@ -151,16 +152,16 @@ class Context(Settings):
 class IngestContext(Settings):
     """The settings a run of the ingestion graph may choose: how documents are chunked."""
 
-    MINIMUMS: ClassVar[dict[str, float]] = {"chunk_size": 1, "chunk_overlap": 0}
-    MAXIMUMS: ClassVar[dict[str, float]] = {"chunk_size": 100_000}
-
     chunk_size: int = field(
         default=1000,
-        metadata={"description": "Largest chunk, in characters."},
+        metadata={"ge": 1, "le": 100_000, "description": "Largest chunk, in characters."},
     )
     chunk_overlap: int = field(
         default=100,
-        metadata={"description": "Characters shared by consecutive chunks (below chunk_size)."},
+        metadata={
+            "ge": 0,
+            "description": "Characters shared by consecutive chunks (below chunk_size).",
+        },
     )
 
     def check_together(self) -> None:

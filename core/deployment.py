@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import BaseModel, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from crag.core.setting_checks import ENV_PREFIX, InvalidSettingError, env_name
@@ -38,14 +38,49 @@ CHROMA_HOST_DESCRIPTION = (
 )
 
 
-class DeploymentSettings(BaseSettings):
-    """Every deployment setting, read from ``CRAG_<NAME>`` (an empty variable means unset)."""
+class StoreDeployment(BaseModel):
+    """Which store a run reads or writes, and where the server's files lie: read by every graph."""
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="ignore", frozen=True
+    embedder: str = Field(
+        DEFAULT_EMBEDDER,
+        description="Sentence-transformers embedder: 'all-MiniLM-L6-v2' (shipped) or a local "
+        "model path.",
+    )
+    store_path: str = Field(
+        DEFAULT_STORE_PATH,
+        description="Directory of the Chroma store on disk (unused when chroma_host is set).",
+    )
+    collection: str = Field(DEFAULT_COLLECTION, description="Chroma collection name.")
+    chroma_host: str = Field("", description=CHROMA_HOST_DESCRIPTION)
+    chroma_port: int = Field(
+        DEFAULT_CHROMA_PORT,
+        ge=1,
+        le=65535,
+        description="Port of the Chroma server (with chroma_host).",
+    )
+    chroma_ssl: bool = Field(
+        False, description="Talk to the Chroma server over HTTPS (with chroma_host)."
+    )
+    ingest_root: str = Field(
+        "",
+        description="The only directory whose files the ingest graph reads by path (empty: "
+        "only the chat page's upload folder, upload_dir: a served run reads no other file "
+        "of the server's). Binds served runs only: crag ingest and the Python API are the "
+        "operator's.",
+    )
+    upload_dir: str = Field(
+        "",
+        description="Directory where the chat page stores uploaded files, each in a folder "
+        "named by its bytes' hash (the same file twice: one copy; no upload overwrites "
+        "another). Empty: 'uploads' in ingest_root when ingest_root is set, else 'uploads' "
+        "beside the store (.crag/uploads by default). With ingest_root set it must lie inside "
+        "ingest_root, where the ingest graph reads; otherwise every upload is refused.",
     )
 
-    # Web search and reading
+
+class QuestionDeployment(BaseModel):
+    """The models, the web search and the limits of a question run."""
+
     search_provider: Literal["duckduckgo", "searxng", "tavily"] = Field(
         "duckduckgo",
         description="Web search provider: 'duckduckgo' (ddgs), 'searxng' (a self-hosted "
@@ -90,7 +125,6 @@ class DeploymentSettings(BaseSettings):
         description="Seconds a web search or page stays cached in this process, so it is not "
         "fetched twice (0: no cache).",
     )
-    # Models
     evaluator: str = Field(
         "embedding",
         description="Retrieval evaluator backend: 'embedding' (shipped MiniLM, offline "
@@ -145,78 +179,10 @@ class DeploymentSettings(BaseSettings):
         description="The model that makes a chat follow-up standalone: a generator spec; "
         "empty: the generator.",
     )
-    # Your own model server (an OpenAI-compatible endpoint: the 'endpoint' generator spec)
-    llm_base_url: str = Field(
-        "",
-        description="Base URL of an OpenAI-compatible model server, up to its /v1 (Ollama: "
-        "http://localhost:11434/v1, vLLM: http://localhost:8000/v1, llama.cpp: "
-        "http://localhost:8080/v1). The generator spec 'endpoint' (or 'endpoint:MODEL') uses "
-        "it, for any LLM role: generator, rewriter, contextualizer, evaluator_model.",
-    )
-    llm_model: str = Field(
-        "",
-        description="Model name the server knows (what its /v1/models lists; Ollama: "
-        "'llama3.2'), for the spec 'endpoint'; 'endpoint:OTHER' names another one.",
-    )
-    llm_api_key: SecretStr = Field(
-        SecretStr(""),
-        description="API key sent as a bearer token (empty: none; most local servers need "
-        "none). A secret: never in a run's state, notes, errors, logs or the warm server's "
-        "traffic.",
-    )
-    llm_timeout: float = Field(
-        120.0,
-        ge=0.001,
-        description="Seconds one request to the model server may take, from sending it to its "
-        "last token, retries and their waits included.",
-    )
-    llm_max_retries: int = Field(
-        2,
-        ge=0,
-        le=20,
-        description="Retries of a request the server refused for now (429, 503 and other "
-        "5xx: after its Retry-After) or could not be reached, within llm_timeout.",
-    )
-    llm_max_concurrency: int = Field(
-        4,
-        ge=1,
-        le=1024,
-        description="Most requests in flight to the model server at once, from this process "
-        "(the others wait their turn): match the server's parallel slots.",
-    )
-    llm_context_length: int = Field(
-        0,
-        ge=0,
-        description="The served model's context in tokens (prompt and answer), which the "
-        "generator's prompt is fitted to. 0: ask the server (vLLM and llama.cpp say it; "
-        "Ollama does not: set it to Ollama's num_ctx), else only max_knowledge_chars bounds "
-        "the prompt.",
-    )
-    embedder: str = Field(
-        DEFAULT_EMBEDDER,
-        description="Sentence-transformers embedder: 'all-MiniLM-L6-v2' (shipped) or a local "
-        "model path.",
-    )
-    # The store
-    store_path: str = Field(
-        DEFAULT_STORE_PATH,
-        description="Directory of the Chroma store on disk (unused when chroma_host is set).",
-    )
-    collection: str = Field(DEFAULT_COLLECTION, description="Chroma collection name.")
     readable_collections: str = Field(
         "",
         description="Comma-separated names of further collections a run may search (setting "
         "search_collection), read-only. Empty: collection only.",
-    )
-    chroma_host: str = Field("", description=CHROMA_HOST_DESCRIPTION)
-    chroma_port: int = Field(
-        DEFAULT_CHROMA_PORT,
-        ge=1,
-        le=65535,
-        description="Port of the Chroma server (with chroma_host).",
-    )
-    chroma_ssl: bool = Field(
-        False, description="Talk to the Chroma server over HTTPS (with chroma_host)."
     )
     default_corpus: bool = Field(
         True,
@@ -226,7 +192,6 @@ class DeploymentSettings(BaseSettings):
     default_corpus_limit: int = Field(
         0, ge=0, description="Ingest only the first N bundled summaries (0: all 10,033)."
     )
-    # What one run may read and write
     max_question_chars: int = Field(
         2000, ge=1, description="Longer questions are rejected with a clear error."
     )
@@ -251,7 +216,11 @@ class DeploymentSettings(BaseSettings):
         "length, the lowest-ranked entries are dropped (the question and instructions are "
         "kept; the run's notes say so).",
     )
-    # The served ingestion graph
+
+
+class IngestDeployment(BaseModel):
+    """What ingestion reads, and what a served ingestion run may do."""
+
     max_document_chars: int = Field(
         5_000_000, ge=1, description="Longest inline document accepted, in characters."
     )
@@ -292,13 +261,6 @@ class DeploymentSettings(BaseSettings):
         "the default size); a file with more is refused, the others are still ingested. Binds "
         "every ingestion.",
     )
-    ingest_root: str = Field(
-        "",
-        description="The only directory whose files the ingest graph reads by path (empty: "
-        "only the chat page's upload folder, upload_dir: a served run reads no other file "
-        "of the server's). Binds served runs only: crag ingest and the Python API are the "
-        "operator's.",
-    )
     ingest_run_replace: Literal["none", "served", "all"] = Field(
         "none",
         description="What ingest-graph runs may replace (and, for lines gone from a "
@@ -308,15 +270,11 @@ class DeploymentSettings(BaseSettings):
         "crag ingest, the Python API, the bundled corpus) or 'all'. A document out of reach "
         "is listed in failed and kept as it is.",
     )
-    # The chat page's uploads (served at /chat/ by the LangGraph server)
-    upload_dir: str = Field(
-        "",
-        description="Directory where the chat page stores uploaded files, each in a folder "
-        "named by its bytes' hash (the same file twice: one copy; no upload overwrites "
-        "another). Empty: 'uploads' in ingest_root when ingest_root is set, else 'uploads' "
-        "beside the store (.crag/uploads by default). With ingest_root set it must lie inside "
-        "ingest_root, where the ingest graph reads; otherwise every upload is refused.",
-    )
+
+
+class ServerDeployment(BaseModel):
+    """The LangGraph server's doors: who may call it, sign-in, the chat page's uploads."""
+
     upload_max_bytes: int = Field(
         50_000_000,
         ge=1,
@@ -335,7 +293,6 @@ class DeploymentSettings(BaseSettings):
         description="Seconds an upload's body may take to arrive; a slower one is abandoned "
         "(408) and nothing of it is kept.",
     )
-    # Who may call the LangGraph server (docs/security.md)
     server_hosts: str = Field(
         "",
         description="Host names (comma-separated) the LangGraph server answers besides "
@@ -398,6 +355,72 @@ class DeploymentSettings(BaseSettings):
     )
 
 
+class ModelServerDeployment(BaseModel):
+    """The operator's own model server: the 'endpoint' generator spec."""
+
+    llm_base_url: str = Field(
+        "",
+        description="Base URL of an OpenAI-compatible model server, up to its /v1 (Ollama: "
+        "http://localhost:11434/v1, vLLM: http://localhost:8000/v1, llama.cpp: "
+        "http://localhost:8080/v1). The generator spec 'endpoint' (or 'endpoint:MODEL') uses "
+        "it, for any LLM role: generator, rewriter, contextualizer, evaluator_model.",
+    )
+    llm_model: str = Field(
+        "",
+        description="Model name the server knows (what its /v1/models lists; Ollama: "
+        "'llama3.2'), for the spec 'endpoint'; 'endpoint:OTHER' names another one.",
+    )
+    llm_api_key: SecretStr = Field(
+        SecretStr(""),
+        description="API key sent as a bearer token (empty: none; most local servers need "
+        "none). A secret: never in a run's state, notes, errors, logs or the warm server's "
+        "traffic.",
+    )
+    llm_timeout: float = Field(
+        120.0,
+        ge=0.001,
+        description="Seconds one request to the model server may take, from sending it to its "
+        "last token, retries and their waits included.",
+    )
+    llm_max_retries: int = Field(
+        2,
+        ge=0,
+        le=20,
+        description="Retries of a request the server refused for now (429, 503 and other "
+        "5xx: after its Retry-After) or could not be reached, within llm_timeout.",
+    )
+    llm_max_concurrency: int = Field(
+        4,
+        ge=1,
+        le=1024,
+        description="Most requests in flight to the model server at once, from this process "
+        "(the others wait their turn): match the server's parallel slots.",
+    )
+    llm_context_length: int = Field(
+        0,
+        ge=0,
+        description="The served model's context in tokens (prompt and answer), which the "
+        "generator's prompt is fitted to. 0: ask the server (vLLM and llama.cpp say it; "
+        "Ollama does not: set it to Ollama's num_ctx), else only max_knowledge_chars bounds "
+        "the prompt.",
+    )
+
+
+class DeploymentSettings(
+    BaseSettings,
+    StoreDeployment,
+    QuestionDeployment,
+    IngestDeployment,
+    ServerDeployment,
+    ModelServerDeployment,
+):
+    """Every deployment setting, read from ``CRAG_<NAME>`` (an empty variable means unset)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="ignore", frozen=True
+    )
+
+
 MEMBERS_FOLDER = "members"
 """The part of the upload folder that holds each member's own uploads (``members/NAME``)."""
 
@@ -422,22 +445,6 @@ def uploads_folder(
 
 
 _BOUND_WORDS = {"ge": "at least", "le": "at most"}
-
-
-def bounds(kind: Literal["ge", "le"]) -> dict[str, float]:
-    """Each deployment setting's lower (``ge``) or upper (``le``) bound, where it has one."""
-    found: dict[str, float] = {}
-    for name, info in DeploymentSettings.model_fields.items():
-        for constraint in info.metadata:
-            value = getattr(constraint, kind, None)
-            if value is not None:
-                found[name] = value
-    return found
-
-
-def description(name: str) -> str:
-    """The description declared for the deployment setting ``name``."""
-    return DeploymentSettings.model_fields[name].description or ""
 
 
 def _environment_error(error: ValidationError, *, given: bool = False) -> InvalidSettingError:
@@ -487,11 +494,6 @@ def deployment_settings() -> DeploymentSettings:
         InvalidSettingError: a variable is set to a value of the wrong type or out of bounds.
     """
     return _read(tuple(os.environ.get(name) for name in _variable_names()))
-
-
-def operator_default(name: str) -> Any:
-    """The operator's value of the deployment setting ``name`` (environment, else default)."""
-    return getattr(deployment_settings(), name)
 
 
 def deployment_with(base: DeploymentSettings | None = None, **changes: Any) -> DeploymentSettings:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field, fields
-from typing import ClassVar, Literal
+from typing import Literal
 
 from crag.core.setting_checks import (
     InvalidSettingError,
@@ -55,41 +55,26 @@ Action = Literal["", "correct", "incorrect", "ambiguous"]
 class MethodConfig(Settings):
     """The method's parameters (the paper's, and the ablations of its Tables 2 and 3)."""
 
-    MINIMUMS: ClassVar[dict[str, float]] = {
-        "upper_threshold": -1,
-        "lower_threshold": -1,
-        "strip_threshold": -1,
-        "strip_margin": 0,
-        "abstention_threshold": -1,
-        "strip_size": 1,
-        "strips_kept": 1,
-    }
-    MAXIMUMS: ClassVar[dict[str, float]] = {
-        "upper_threshold": 1,
-        "lower_threshold": 1,
-        "strip_threshold": 1,
-        "abstention_threshold": 1,
-        "strip_size": 1000,
-        "strips_kept": 100,
-        "strip_margin": 100,
-    }
-
     # Action trigger
     upper_threshold: float | None = field(
         default=None,
         metadata={
+            "ge": -1,
+            "le": 1,
             "description": "Correct if any passage scores above this. Unset (null): the "
             "evaluator's own: -0.4 for the default embedding evaluator (calibrated on the "
-            "open-domain dev sets), the paper's 0.59 for 't5', 'cross-encoder' and 'llm'."
+            "open-domain dev sets), the paper's 0.59 for 't5', 'cross-encoder' and 'llm'.",
         },
     )
     lower_threshold: float | None = field(
         default=None,
         metadata={
+            "ge": -1,
+            "le": 1,
             "description": "Incorrect if every passage scores below this. Unset (null): the "
             "evaluator's own: -0.9 for the default embedding evaluator (P(relevant) = 0.05 on "
             "its scale, calibrated on the open-domain dev sets), the paper's -0.99 for 't5', "
-            "'cross-encoder' and 'llm'."
+            "'cross-encoder' and 'llm'.",
         },
     )
     # Knowledge refinement
@@ -112,28 +97,38 @@ class MethodConfig(Settings):
     strip_size: int = field(
         default=1,
         metadata={
+            "ge": 1,
+            "le": 1000,
             "description": "Sentences per strip ('sentences' mode) or words per strip "
-            "('words' mode). A passage of at most two sentences stays one strip."
+            "('words' mode). A passage of at most two sentences stays one strip.",
         },
     )
     strips_kept: int = field(
         default=5,
-        metadata={"description": "Strips kept after filtering, best first (paper: top 5)."},
+        metadata={
+            "ge": 1,
+            "le": 100,
+            "description": "Strips kept after filtering, best first (paper: top 5).",
+        },
     )
     strip_threshold: float = field(
         default=-0.99,
         metadata={
+            "ge": -1,
+            "le": 1,
             "description": "Strips scoring at or below this are dropped (paper: -0.5 on its "
             "T5's scale; -0.99 here, the lower threshold: the embedding evaluator scores single "
-            "sentences lower than passages, and at -0.5 it dropped most answer-bearing strips)."
+            "sentences lower than passages, and at -0.5 it dropped most answer-bearing strips).",
         },
     )
     strip_margin: float = field(
         default=1.0,
         metadata={
+            "ge": 0,
+            "le": 100,
             "description": "Strips whose logit (2 atanh(score)) is more than this below the "
             "best kept strip's are dropped too, store and web alike: distractors the reader "
-            "would copy (1.0: more right answers on the dev sets, see Benchmark). 0: off."
+            "would copy (1.0: more right answers on the dev sets, see Benchmark). 0: off.",
         },
     )
     # External knowledge
@@ -190,13 +185,15 @@ class MethodConfig(Settings):
     abstention_threshold: float | None = field(
         default=None,
         metadata={
+            "ge": -1,
+            "le": 1,
             "description": "Abstain also when knowledge was kept but none of it scores above "
             "this (strips with no score always count); -1: only a run with no knowledge at "
             "all abstains, and the reader judges the rest. Unset (null): the reader's own: "
             "-0.9 for the shipped SmolLM2 (P(the strip states the answer) = 0.05 on the "
             "embedding evaluator's strip map; SmolLM2 answers from weak knowledge rather than "
             "say it lacks the answer), -1 for any other generator (abstaining on weak "
-            "knowledge threw away answers a stronger reader got right)."
+            "knowledge threw away answers a stronger reader got right).",
         },
     )
     ambiguous_knowledge: Literal["both", "pooled"] = field(

@@ -7,8 +7,8 @@ gets there), a ``config.configurable`` sent instead of ``context`` is copied int
 LangGraph then calls the schema's constructor with what is left (``schema(**context)``).
 
 The schemas here are :class:`~crag.core.context.Context` and
-:class:`~crag.core.context.IngestContext` with each setting's bounds in its metadata (Studio
-shows them as the JSON schema's minimum and maximum) and, for the question graphs, a served
+:class:`~crag.core.context.IngestContext` (each setting's bounds are in its metadata, which Studio
+shows as the JSON schema's minimum and maximum) and, for the question graphs, a served
 run's ``scope_folder`` checked to be absolute (a relative one would be resolved in the server's
 working directory).
 """
@@ -16,7 +16,7 @@ working directory).
 from __future__ import annotations
 
 import functools
-from dataclasses import MISSING, Field, field, fields, make_dataclass
+from dataclasses import fields, make_dataclass
 from typing import Any, TypeVar, cast, get_type_hints
 
 from crag.core.context import Context, IngestContext
@@ -27,22 +27,9 @@ from crag.core.setting_kinds import other_kind_error
 S = TypeVar("S", bound=Settings)
 
 
-def _bounded_field(base: type[Settings], spec: Field[Any]) -> Any:
-    """The same field, its bounds added to the metadata (JSON schema minimum/maximum)."""
-    metadata = dict(spec.metadata)
-    if spec.name in base.MINIMUMS:
-        metadata["ge"] = base.MINIMUMS[spec.name]
-    if spec.name in base.MAXIMUMS:
-        metadata["le"] = base.MAXIMUMS[spec.name]
-    if spec.default_factory is not MISSING:
-        return field(default_factory=spec.default_factory, metadata=metadata)
-    return field(default=spec.default, metadata=metadata)
-
-
 def served_schema(base: type[S], name: str) -> type[S]:
-    """A subclass of ``base`` that shows its bounds and checks a served run's scope folder."""
+    """A subclass of ``base`` that checks a served run's scope folder."""
     hints = get_type_hints(base)
-    specs = [(spec.name, hints[spec.name], _bounded_field(base, spec)) for spec in fields(base)]  # type: ignore[arg-type]
 
     def __post_init__(self: S) -> None:
         folder = getattr(self, "scope_folder", None)  # the question graphs' scope
@@ -58,7 +45,7 @@ def served_schema(base: type[S], name: str) -> type[S]:
 
     schema = make_dataclass(
         name,
-        specs,
+        [],  # the base's fields, their bounds in their metadata
         bases=(base,),
         kw_only=True,
         namespace={

@@ -4,124 +4,32 @@ A graph is built with a :class:`~crag.core.method.MethodConfig` and (optionally)
 :class:`~crag.core.deployment.DeploymentSettings`; each run brings its
 :class:`~crag.core.context.Context`. :func:`crag.core.node_runtime.graph_node` joins the three into
 a :class:`RunSettings` (:meth:`RunSettings.combine`) and hands it to the node as
-``runtime.context``. Each field is declared once, in its own kind's class; this class only
-inherits them, and is never a schema: no caller builds it from what a run sends.
+``runtime.context``. Each field is declared once, in its own kind's class: this class inherits
+the per-run and method ones and holds the operator's as :attr:`RunSettings.deployment`. It is
+never a schema: no caller builds it from what a run sends.
 :class:`IngestSettings` does the same for the ingestion graph.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, Literal, Self
 
 from crag.core.allowed_hosts import parse_allowed_hosts
 from crag.core.context import Context, IngestContext
-from crag.core.deployment import (
-    DeploymentSettings,
-    bounds,
-    deployment_settings,
-    operator_default,
-)
-from crag.core.deployment import description as deployment_description
+from crag.core.deployment import DeploymentSettings, deployment_settings, deployment_with
 from crag.core.method import EVALUATORS, MethodConfig
 from crag.core.scope_settings import searched_collection
 from crag.core.setting_checks import (
     InvalidSettingError,
-    Settings,
     check_choice,
     check_generator_spec,
-    env_name,
     refusing_unknown_names,
 )
 
 
-def _deployment(setting: str) -> Any:
-    """A deployment setting's field: its default, description and variable are the operator's."""
-    return field(
-        default_factory=functools.partial(operator_default, setting),
-        metadata={
-            "description": deployment_description(setting),
-            "deployment": True,
-            "env": env_name(setting),
-        },
-    )
-
-
-@dataclass(kw_only=True)
-class StoreDeployment:
-    """The deployment settings of a run's store, and of the server's files.
-
-    Which store a run reads or writes; where the server's files lie (the folders a served run
-    names its files by: :mod:`crag.core.public_names`).
-    """
-
-    embedder: str = _deployment("embedder")
-    store_path: str = _deployment("store_path")
-    collection: str = _deployment("collection")
-    chroma_host: str = _deployment("chroma_host")
-    chroma_port: int = _deployment("chroma_port")
-    chroma_ssl: bool = _deployment("chroma_ssl")
-    ingest_root: str = _deployment("ingest_root")
-    upload_dir: str = _deployment("upload_dir")
-
-
-@dataclass(kw_only=True)
-class QuestionDeployment(StoreDeployment):
-    """The deployment settings the question graphs' nodes read."""
-
-    readable_collections: str = _deployment("readable_collections")
-    default_corpus: bool = _deployment("default_corpus")
-    default_corpus_limit: int = _deployment("default_corpus_limit")
-    evaluator: str = _deployment("evaluator")
-    evaluator_model: str = _deployment("evaluator_model")
-    evaluator_int8: bool = _deployment("evaluator_int8")
-    evaluator_batch_size: int = _deployment("evaluator_batch_size")
-    generator: str = _deployment("generator")
-    rewriter: str = _deployment("rewriter")
-    contextualizer: str = _deployment("contextualizer")
-    no_repeat_ngram_size: int = _deployment("no_repeat_ngram_size")
-    generator_batch_size: int = _deployment("generator_batch_size")
-    search_provider: Literal["duckduckgo", "searxng", "tavily"] = _deployment("search_provider")
-    search_url: str = _deployment("search_url")
-    search_backend: str = _deployment("search_backend")
-    search_timeout: float = _deployment("search_timeout")
-    page_timeout: float = _deployment("page_timeout")
-    max_page_bytes: int = _deployment("max_page_bytes")
-    max_redirects: int = _deployment("max_redirects")
-    allowed_hosts: str = _deployment("allowed_hosts")
-    web_cache_ttl: float = _deployment("web_cache_ttl")
-    max_question_chars: int = _deployment("max_question_chars")
-    max_history_turns: int = _deployment("max_history_turns")
-    max_history_chars: int = _deployment("max_history_chars")
-    max_knowledge_chars: int = _deployment("max_knowledge_chars")
-
-
-@dataclass(kw_only=True)
-class IngestDeployment(StoreDeployment):
-    """The deployment settings the ingestion reads: limits, the root, what runs may replace."""
-
-    max_document_chars: int = _deployment("max_document_chars")
-    ingest_run_replace: Literal["none", "served", "all"] = _deployment("ingest_run_replace")
-    ingest_min_chunk_size: int = _deployment("ingest_min_chunk_size")
-    ingest_max_chunks: int = _deployment("ingest_max_chunks")
-    max_file_pages: int = _deployment("max_file_pages")
-    max_file_paragraphs: int = _deployment("max_file_paragraphs")
-    max_file_chars: int = _deployment("max_file_chars")
-
-
 def _names(cls: type) -> tuple[str, ...]:
     return tuple(spec.name for spec in fields(cls))
-
-
-def _bounds(*kinds: type[Settings], deployment: type) -> tuple[dict[str, float], dict[str, float]]:
-    """The bounds of ``kinds`` and those the deployment settings of ``deployment`` declare."""
-    names = set(_names(deployment))
-    low = {k: v for kind in kinds for k, v in kind.MINIMUMS.items()}
-    high = {k: v for kind in kinds for k, v in kind.MAXIMUMS.items()}
-    low.update({k: v for k, v in bounds("ge").items() if k in names})
-    high.update({k: v for k, v in bounds("le").items() if k in names})
-    return low, high
 
 
 def _values(part: object, names: tuple[str, ...]) -> dict[str, Any]:
@@ -130,11 +38,14 @@ def _values(part: object, names: tuple[str, ...]) -> dict[str, Any]:
 
 @refusing_unknown_names
 @dataclass(kw_only=True)
-class RunSettings(Context, MethodConfig, QuestionDeployment):
-    """A question run's settings of all three kinds, as the nodes read them."""
+class RunSettings(Context, MethodConfig):
+    """A question run's settings of all three kinds, as the nodes read them.
 
-    MINIMUMS: ClassVar[dict[str, float]]
-    MAXIMUMS: ClassVar[dict[str, float]]
+    The per-run and method settings are its own fields (inherited, each declared once in its
+    kind's class); the operator's are :attr:`deployment`, read as ``settings.deployment.NAME``.
+    """
+
+    deployment: DeploymentSettings = field(default_factory=deployment_settings)
 
     @classmethod
     def combine(
@@ -152,7 +63,7 @@ class RunSettings(Context, MethodConfig, QuestionDeployment):
         return cls(
             **_values(context, _names(Context)),
             **_values(method or MethodConfig(), _names(MethodConfig)),
-            **_values(deployment or deployment_settings(), _names(QuestionDeployment)),
+            deployment=deployment or deployment_settings(),
         )
 
     def context(self) -> Context:
@@ -165,24 +76,27 @@ class RunSettings(Context, MethodConfig, QuestionDeployment):
 
     def action_thresholds(self) -> tuple[float, float]:
         """The action trigger's (upper, lower): each as set, else the evaluator's own."""
-        return self.thresholds_for(self.evaluator, self.evaluator_model)
+        return self.thresholds_for(self.deployment.evaluator, self.deployment.evaluator_model)
 
     def answer_threshold(self) -> float:
         """The abstention threshold: as set, else the generator's own."""
-        return self.abstention_for(self.generator)
+        return self.abstention_for(self.deployment.generator)
 
     def check_components(self) -> None:
         """A known evaluator and well-formed generator specs, before any work is done.
 
         Only names and forms: a local path or a remote provider is tried when it is loaded.
         """
-        self.evaluator = check_choice("evaluator", self.evaluator, EVALUATORS)
-        check_generator_spec("generator", self.generator)
+        deployment = self.deployment
+        evaluator = check_choice("evaluator", deployment.evaluator, EVALUATORS)
+        if evaluator != deployment.evaluator:  # the operator's " T5 " reads as "t5"
+            self.deployment = deployment.model_copy(update={"evaluator": evaluator})
+        check_generator_spec("generator", deployment.generator)
         for role in ("rewriter", "contextualizer"):
-            if getattr(self, role).strip():
-                check_generator_spec(role, getattr(self, role))
-        if self.evaluator == "llm" and self.evaluator_model.strip():
-            check_generator_spec("evaluator_model", self.evaluator_model)
+            if getattr(deployment, role).strip():
+                check_generator_spec(role, getattr(deployment, role))
+        if evaluator == "llm" and deployment.evaluator_model.strip():
+            check_generator_spec("evaluator_model", deployment.evaluator_model)
 
     def check_together(self) -> None:
         """Each kind's own checks, then those across kinds.
@@ -193,9 +107,9 @@ class RunSettings(Context, MethodConfig, QuestionDeployment):
         Context.check_together(self)
         MethodConfig.check_together(self)
         self.check_components()
-        self.check_thresholds(self.evaluator, self.evaluator_model)
+        self.check_thresholds(self.deployment.evaluator, self.deployment.evaluator_model)
         try:
-            parse_allowed_hosts(self.allowed_hosts)
+            parse_allowed_hosts(self.deployment.allowed_hosts)
         except ValueError as exc:
             raise InvalidSettingError(f"setting {exc}") from None
         try:
@@ -210,13 +124,21 @@ class RunSettings(Context, MethodConfig, QuestionDeployment):
             ValueError: ``search_collection`` names a collection the operator does not let runs
                 read (``collection`` and ``readable_collections``).
         """
+        deployment = self.deployment
         return searched_collection(
-            self.collection, self.readable_collections, self.search_collection
+            deployment.collection, deployment.readable_collections, self.search_collection
         )
 
     def replaced(self, **changes: Any) -> RunSettings:
-        """These settings with ``changes`` applied (checked anew)."""
-        return RunSettings(**{**_values(self, _names(RunSettings)), **changes})
+        """These settings with ``changes`` applied (checked anew), deployment settings too."""
+        operator = {
+            name: changes.pop(name)
+            for name in list(changes)
+            if name in DeploymentSettings.model_fields
+        }
+        deployment = deployment_with(self.deployment, **operator) if operator else self.deployment
+        values = _values(self, _names(RunSettings))
+        return RunSettings(**{**values, "deployment": deployment, **changes})
 
     def for_role(self, role: Literal["rewriter", "contextualizer"]) -> RunSettings:
         """These settings with ``generator`` set to the model of an LLM role.
@@ -224,34 +146,23 @@ class RunSettings(Context, MethodConfig, QuestionDeployment):
         The rewriter and the contextualizer use the generator unless their own setting names
         another model (``endpoint:small-model``, say).
         """
-        spec = getattr(self, role).strip()
-        if not spec or spec == self.generator:
+        spec = getattr(self.deployment, role).strip()
+        if not spec or spec == self.deployment.generator:
             return self
         return self.replaced(generator=spec)
 
 
-RunSettings.MINIMUMS, RunSettings.MAXIMUMS = _bounds(
-    Context, MethodConfig, deployment=QuestionDeployment
-)
-
-
 @refusing_unknown_names
 @dataclass(kw_only=True)
-class IngestSettings(IngestContext, IngestDeployment):
+class IngestSettings(IngestContext):
     """An ingestion run's chunking and the operator's store and limits, as ingestion reads them."""
 
-    MINIMUMS: ClassVar[dict[str, float]]
-    MAXIMUMS: ClassVar[dict[str, float]]
+    deployment: DeploymentSettings = field(default_factory=deployment_settings)
 
     @classmethod
     def combine(cls, context: IngestContext, deployment: DeploymentSettings | None = None) -> Self:
         """One ingestion run's ``context`` under ``deployment`` (default: the operator's)."""
         return cls(
             **_values(context, _names(IngestContext)),
-            **_values(deployment or deployment_settings(), _names(IngestDeployment)),
+            deployment=deployment or deployment_settings(),
         )
-
-
-IngestSettings.MINIMUMS, IngestSettings.MAXIMUMS = _bounds(
-    IngestContext, deployment=IngestDeployment
-)

@@ -14,7 +14,7 @@ import os
 import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
-from typing import Any, ClassVar, Literal, Self, TypeVar, get_args, get_origin, get_type_hints
+from typing import Any, Literal, Self, TypeVar, get_args, get_origin, get_type_hints
 
 ENV_PREFIX = "CRAG_"
 """Every deployment setting is read from ``CRAG_<NAME>`` (``store_path``: ``CRAG_STORE_PATH``)."""
@@ -240,11 +240,22 @@ def string_list(name: str, value: Any) -> list[str]:
     return list(dict.fromkeys(item.strip() for item in items if item.strip()))
 
 
+def _part(name: str, value: Any, kind: type) -> Any:
+    """``value`` if it is a ``kind`` (a part of the settings, such as the deployment's)."""
+    if not isinstance(value, kind):
+        raise InvalidSettingError(
+            f"setting {name} must be a {kind.__name__}, not {type(value).__name__}"
+        )
+    return value
+
+
 def check_value(name: str, value: Any, annotation: Any) -> Any:
     """Return ``value`` (an int given for a float becomes a float) or raise naming the problem.
 
     A setting declared ``T | None`` takes ``None`` (not set) or a value of ``T``.
     """
+    if isinstance(annotation, type) and annotation not in _TYPE_WORDS:  # RunSettings.deployment
+        return _part(name, value, annotation)
     arm = optional_arm(annotation)
     if arm is not None:
         if value is None:
@@ -258,24 +269,22 @@ def check_value(name: str, value: Any, annotation: Any) -> Any:
             listed = ", ".join(repr(c) for c in choices)
             raise InvalidSettingError(f"setting {name} must be one of {listed}, not {value!r}")
         return value
-    if annotation is bool:
-        ok = isinstance(value, bool)
-    elif annotation is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif annotation is float:
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if ok and not math.isfinite(value):
-            raise InvalidSettingError(f"setting {name} must be a finite number, not {value!r}")
-    elif annotation is str:
-        ok = isinstance(value, str)
-    else:  # pragma: no cover - every setting has one of the types above
-        return value
-    if not ok:
+    if not _is_a(value, annotation):
         raise InvalidSettingError(
             f"setting {name} must be {_TYPE_WORDS[annotation]}, not {value!r} "
             f"({type(value).__name__})"
         )
+    if annotation is float and not math.isfinite(value):
+        raise InvalidSettingError(f"setting {name} must be a finite number, not {value!r}")
     return float(value) if annotation is float else value
+
+
+def _is_a(value: Any, annotation: type) -> bool:
+    """Whether ``value`` is of the plain setting type ``annotation`` (a bool is not a number)."""
+    if annotation is bool or annotation is str:
+        return isinstance(value, annotation)
+    numbers = int if annotation is int else int | float
+    return isinstance(value, numbers) and not isinstance(value, bool)
 
 
 _HINTS: dict[type, dict[str, Any]] = {}
@@ -292,15 +301,10 @@ def _type_hints(cls: type) -> dict[str, Any]:
 class Settings:
     """Base of the settings dataclasses: checks every value when an instance is built.
 
-    Subclasses list their bounds as class variables, mark their deployment settings (the ones
-    only the operator sets: see :mod:`crag.core.setting_kinds`) with ``metadata={"deployment":
-    True}``, and may add cross-field checks in :meth:`check_together`.
+    Each field declares its description and bounds in its metadata, in pydantic's words
+    (``metadata={"description": ..., "ge": 1, "le": 100}``), as the deployment settings do in
+    theirs; subclasses may add cross-field checks in :meth:`check_together`.
     """
-
-    MINIMUMS: ClassVar[dict[str, float]] = {}
-    """Smallest allowed value per numeric setting."""
-    MAXIMUMS: ClassVar[dict[str, float]] = {}
-    """Largest allowed value per numeric setting."""
 
     def __post_init__(self) -> None:
         self.check()
@@ -313,10 +317,9 @@ class Settings:
             setattr(self, f.name, value)
             if value is None:  # an optional setting left unset: nothing to bound
                 continue
-            low = self.MINIMUMS.get(f.name)
+            low, high = f.metadata.get("ge"), f.metadata.get("le")
             if low is not None and value < low:
                 raise InvalidSettingError(f"setting {f.name} must be at least {low:g}, not {value}")
-            high = self.MAXIMUMS.get(f.name)
             if high is not None and value > high:
                 raise InvalidSettingError(f"setting {f.name} must be at most {high:g}, not {value}")
         self.check_together()
@@ -335,13 +338,13 @@ class Settings:
         return {f.name for f in fields(cls)}  # type: ignore[arg-type]
 
     @classmethod
-    def deployment_names(cls) -> frozenset[str]:
-        """Settings only the operator sets (environment, ``.env``, Python, CLI), never a run."""
-        return frozenset(
-            f.name
+    def bounds(cls) -> dict[str, tuple[float | None, float | None]]:
+        """Each bounded setting's (lowest, highest) allowed value, ``None`` where unbounded."""
+        return {
+            f.name: (f.metadata.get("ge"), f.metadata.get("le"))
             for f in fields(cls)  # type: ignore[arg-type]
-            if f.metadata.get("deployment")
-        )
+            if "ge" in f.metadata or "le" in f.metadata
+        }
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> Self:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from crag.core.deployment import operator_default
+from crag.core.deployment import DeploymentSettings, deployment_settings
 from crag.core.setting_checks import env_name
 from crag.documents.document import LoaderError
 
@@ -41,14 +41,12 @@ class FileLimits:
     chars: int
 
     @classmethod
-    def configured(cls, settings: object | None = None) -> FileLimits:
-        """The limits ``settings`` sets (an ``IngestContext``), else the operator's."""
-
-        def value(name: str) -> int:
-            found = getattr(settings, name, None)
-            return int(found) if isinstance(found, int) else int(operator_default(name))
-
-        return cls(value(PAGES_SETTING), value(PARAGRAPHS_SETTING), value(CHARS_SETTING))
+    def configured(cls, deployment: DeploymentSettings | None = None) -> FileLimits:
+        """The limits ``deployment`` sets (default: the operator's)."""
+        deployment = deployment or deployment_settings()
+        return cls(
+            deployment.max_file_pages, deployment.max_file_paragraphs, deployment.max_file_chars
+        )
 
     def check_pages(self, path: Path, pages: int, what: str = "pages") -> None:
         """Refuse a file of more than :attr:`pages` pages (or slides: ``what``)."""

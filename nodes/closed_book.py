@@ -19,7 +19,7 @@ def answer_closed_book(
 ) -> StateUpdate:
     """Validate the question and answer it with no retrieved or web knowledge."""
     settings = runtime.context
-    question = validate_question(state.get("question"), settings.max_question_chars)
+    question = validate_question(state.get("question"), settings.deployment.max_question_chars)
     model = components.chat_model(settings)
     emit(runtime, "generate", "generating", internal=0, external=0)
     reply = model.invoke([SystemMessage(CLOSED_BOOK_SYSTEM), HumanMessage(question)])

@@ -162,11 +162,13 @@ def _rewrite(
     except Exception as exc:  # noqa: BLE001 - any provider error: the fallback runs
         logger.warning("contextualizing the follow-up failed: %s", exc)
         failure = str(exc)
-    rewritten = usable_rewrite(raw, question, turns, settings.max_question_chars)
+    rewritten = usable_rewrite(raw, question, turns, settings.deployment.max_question_chars)
     if rewritten is not None:
         return Rewrite(rewritten, False)
     logger.info("unusable standalone question %r; falling back to key words", raw)
-    return Rewrite(fallback_question(question, turns, settings.max_question_chars), True, failure)
+    return Rewrite(
+        fallback_question(question, turns, settings.deployment.max_question_chars), True, failure
+    )
 
 
 def history_note(history: History, settings: RunSettings) -> str | None:
@@ -179,7 +181,8 @@ def history_note(history: History, settings: RunSettings) -> str | None:
         parts.append(f"{history.cut} {'text' if history.cut == 1 else 'texts'} of them cut short")
     return (
         f"chat history bounded for the follow-up: {', '.join(parts)} (max_history_turns "
-        f"{settings.max_history_turns}, max_history_chars {settings.max_history_chars:,})"
+        f"{settings.deployment.max_history_turns}, max_history_chars "
+        f"{settings.deployment.max_history_chars:,})"
     )
 
 
@@ -198,10 +201,12 @@ def contextualize(
     settings = runtime.context
     messages = state.get("messages", [])
     asked = question_from_messages(state.get("question"), messages)
-    question = validate_question(asked, settings.max_question_chars)
+    question = validate_question(asked, settings.deployment.max_question_chars)
     every_turn = earlier_turns(messages, limit=None)
     read = every_turn if needs_context(question) else []  # the turns are read only if needed
-    history = bounded_history(read, settings.max_history_turns, settings.max_history_chars)
+    history = bounded_history(
+        read, settings.deployment.max_history_turns, settings.deployment.max_history_chars
+    )
     note = history_note(history, settings)
     update: StateUpdate = {"input_notes": [note] if note else []}
     turns = history.turns

@@ -86,10 +86,10 @@ def knowledge_budget(model: Any, settings: RunSettings, question: str) -> Knowle
     """
     window = getattr(model, "context_length", None)
     if not isinstance(window, int) or window <= 0:
-        return KnowledgeBudget(settings.max_knowledge_chars)
+        return KnowledgeBudget(settings.deployment.max_knowledge_chars)
     fixed = model.get_num_tokens_from_messages(prompt_messages("", question))
     free = window - fixed - settings.max_new_tokens - PROMPT_MARGIN_TOKENS
-    return KnowledgeBudget(settings.max_knowledge_chars, free, window)
+    return KnowledgeBudget(settings.deployment.max_knowledge_chars, free, window)
 
 
 def ranked(knowledge: Sequence[KnowledgeStrip]) -> list[int]:

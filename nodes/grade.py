@@ -33,8 +33,8 @@ def grade(state: State, runtime: Runtime[RunSettings], components: Components) -
         state, runtime.context, components, lambda e: e.score(state["question"], texts)
     )
     update: StateUpdate = {}
-    if scoring.evaluator != runtime.context.evaluator:
-        update = {"graded_by": scoring.evaluator, "notes": notes}
+    if scoring.deployment.evaluator != runtime.context.deployment.evaluator:
+        update = {"graded_by": scoring.deployment.evaluator, "notes": notes}
     graded: list[RetrievedPassage] = [
         {**doc, "score": round(float(score), 4)}
         for doc, score in zip(documents, scores, strict=True)

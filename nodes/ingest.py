@@ -199,10 +199,11 @@ def _check_run_cost(settings: IngestSettings) -> None:
     The other bound on a run's cost, ``ingest_max_chunks``, is applied as documents are split
     (:class:`~crag.documents.limits.ChunkBudget`).
     """
-    if settings.chunk_size < settings.ingest_min_chunk_size:
+    if settings.chunk_size < settings.deployment.ingest_min_chunk_size:
         raise InvalidIngestInputError(
-            f"chunk_size {settings.chunk_size} is below {settings.ingest_min_chunk_size}, the "
-            "smallest this server ingests with (setting ingest_min_chunk_size)"
+            f"chunk_size {settings.chunk_size} is below "
+            f"{settings.deployment.ingest_min_chunk_size}, the smallest this server ingests with "
+            "(setting ingest_min_chunk_size)"
         )
 
 
@@ -233,16 +234,22 @@ def ingest_node(
     _check_run_cost(settings)
     caller = run_caller()
     member = caller.member if caller is not None else None
-    root = settings.ingest_root.strip() or str(
-        uploads_folder(settings.upload_dir, "", settings.store_path, member=member)
+    root = settings.deployment.ingest_root.strip() or str(
+        uploads_folder(
+            settings.deployment.upload_dir, "", settings.deployment.store_path, member=member
+        )
     )
     folders = (
-        ServedFolders.of(settings.upload_dir, settings.ingest_root, settings.store_path)
+        ServedFolders.of(
+            settings.deployment.upload_dir,
+            settings.deployment.ingest_root,
+            settings.deployment.store_path,
+        )
         if caller is not None
         else None
     )
     paths = _paths(state.get("paths"), root, folders)
-    docs = _documents(state.get("documents"), settings.max_document_chars)
+    docs = _documents(state.get("documents"), settings.deployment.max_document_chars)
     tags = _tags(state.get("tags"))
     if not paths and not docs:
         raise InvalidIngestInputError(
@@ -262,9 +269,9 @@ def ingest_node(
             root=root or None,
             progress=False,
             on_progress=on_progress,
-            writer=served_writer(settings.ingest_run_replace, owner=member or ""),
+            writer=served_writer(settings.deployment.ingest_run_replace, owner=member or ""),
             tags=tags,
-            max_chunks=settings.ingest_max_chunks,
+            max_chunks=settings.deployment.ingest_max_chunks,
         )
     except ChunkLimitError as exc:
         raise InvalidIngestInputError(str(exc)) from None

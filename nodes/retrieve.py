@@ -52,13 +52,17 @@ def retrieve(state: State, runtime: Runtime[RunSettings], components: Components
     :data:`~crag.core.state.NOT_RESET` names (:func:`~crag.core.state.run_reset`).
     """
     settings = runtime.context
-    question = validate_question(state.get("question"), settings.max_question_chars)
+    question = validate_question(state.get("question"), settings.deployment.max_question_chars)
     store = components.vectorstore(settings)
     # the passages' stored vectors go to the embedding evaluator, which then need not embed them
-    memo = vector_memo(settings.embedder)
+    memo = vector_memo(settings.deployment.embedder)
     caller = run_caller()
     folders = (
-        ServedFolders.of(settings.upload_dir, settings.ingest_root, settings.store_path)
+        ServedFolders.of(
+            settings.deployment.upload_dir,
+            settings.deployment.ingest_root,
+            settings.deployment.store_path,
+        )
         if caller is not None
         else None
     )

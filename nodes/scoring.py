@@ -33,7 +33,7 @@ def with_evaluator(settings: RunSettings, name: str) -> RunSettings:
 def scoring_settings(state: State, settings: RunSettings) -> RunSettings:
     """The settings this run scores with: its own, or the fallback evaluator's after a failure."""
     graded_by = state.get("graded_by") or ""
-    if not graded_by or graded_by == settings.evaluator:
+    if not graded_by or graded_by == settings.deployment.evaluator:
         return settings
     return with_evaluator(settings, graded_by)
 
@@ -50,9 +50,9 @@ class Scored(NamedTuple):
 def evaluator_name(components: Components, settings: RunSettings) -> str:
     """The name of the evaluator ``settings`` asks for (its setting, if it does not load)."""
     try:
-        return str(getattr(components.evaluator(settings), "name", settings.evaluator))
+        return str(getattr(components.evaluator(settings), "name", settings.deployment.evaluator))
     except EvaluatorError:
-        return settings.evaluator
+        return settings.deployment.evaluator
 
 
 def score_or_fall_back(
@@ -73,18 +73,18 @@ def score_or_fall_back(
     try:
         return Scored(score(components.evaluator(scoring)), scoring, [])
     except EvaluatorError as exc:
-        if scoring.evaluator == FALLBACK_EVALUATOR:
+        if scoring.deployment.evaluator == FALLBACK_EVALUATOR:
             raise
         logger.warning(
             "the %s evaluator failed (%s); scoring with %s",
-            scoring.evaluator,
+            scoring.deployment.evaluator,
             exc,
             FALLBACK_EVALUATOR,
         )
         fallback = with_evaluator(settings, FALLBACK_EVALUATOR)
         scores = score(components.evaluator(fallback))
         note = (
-            f"the {scoring.evaluator} evaluator failed ({exc}); scored with the "
+            f"the {scoring.deployment.evaluator} evaluator failed ({exc}); scored with the "
             f"{FALLBACK_EVALUATOR} evaluator instead"
         )
         return Scored(scores, fallback, [note])

@@ -28,11 +28,11 @@ ONLY_WIKIPEDIA_RESULTS = 10
 def reader_options(settings: RunSettings) -> ReaderOptions:
     """The page-reading settings of a run."""
     return ReaderOptions(
-        timeout=settings.page_timeout,
-        max_bytes=settings.max_page_bytes,
-        max_redirects=settings.max_redirects,
-        allowed_hosts=settings.allowed_hosts,
-        cache_ttl=settings.web_cache_ttl,
+        timeout=settings.deployment.page_timeout,
+        max_bytes=settings.deployment.max_page_bytes,
+        max_redirects=settings.deployment.max_redirects,
+        allowed_hosts=settings.deployment.allowed_hosts,
+        cache_ttl=settings.deployment.web_cache_ttl,
     )
 
 
@@ -108,7 +108,7 @@ def _ranked_results(
         SearchUnavailableError: the search engine could not be used.
     """
     provider = components.search(settings)
-    results = cached_search(provider, query, wanted, ttl=settings.web_cache_ttl)
+    results = cached_search(provider, query, wanted, ttl=settings.deployment.web_cache_ttl)
     ranked = rank_results(
         results, prefer_wikipedia=settings.prefer_wikipedia, only_wikipedia=settings.only_wikipedia
     )

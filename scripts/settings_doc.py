@@ -3,9 +3,10 @@
 Settings are of three kinds, each declared once with its type, default, bounds and
 description: the per-run settings (:class:`crag.core.context.Context` for the question graphs,
 :class:`crag.core.context.IngestContext` for the ingestion graph; ``metadata["description"]``,
-bounds in ``MINIMUMS`` and ``MAXIMUMS``), the method's parameters
+bounds as ``metadata["ge"]`` and ``metadata["le"]``), the method's parameters
 (:class:`crag.core.method.MethodConfig`, declared the same way) and the deployment settings
-(:class:`crag.core.deployment.DeploymentSettings`, pydantic fields with ``ge``/``le`` bounds).
+(:class:`crag.core.deployment.DeploymentSettings`, pydantic fields with ``ge``/``le`` bounds,
+grouped by who reads them: one part class per group).
 The page gets one section per kind, kept apart, each setting in a table with its type, default
 (the declared one: never the environment's), bounds and description, and for the method and the
 deployment its ``CRAG_<NAME>`` environment variable.
@@ -24,13 +25,19 @@ from dataclasses import MISSING, Field, fields
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Union, get_args, get_origin
 
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
 from crag.core.context import Context, IngestContext
-from crag.core.deployment import DeploymentSettings
+from crag.core.deployment import (
+    DeploymentSettings,
+    IngestDeployment,
+    ModelServerDeployment,
+    QuestionDeployment,
+    ServerDeployment,
+    StoreDeployment,
+)
 from crag.core.method import MethodConfig
-from crag.core.run_settings import IngestDeployment, QuestionDeployment, StoreDeployment
 from crag.core.setting_checks import Settings, env_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,7 +214,7 @@ def dataclass_rows(cls: type[Settings]) -> list[Row]:
             name=spec.name,
             kind=shown_type(hints[spec.name]),
             default=shown_value(_declared_default(spec)),
-            bounds=shown_bounds(cls.MINIMUMS.get(spec.name), cls.MAXIMUMS.get(spec.name)),
+            bounds=shown_bounds(spec.metadata.get("ge"), spec.metadata.get("le")),
             description=spec.metadata.get("description", ""),
         )
         for spec in fields(cls)  # type: ignore[arg-type]
@@ -242,42 +249,33 @@ def table(rows: list[Row], *, with_env: bool) -> list[str]:
     return [header, rule, *(row.cells(with_env) for row in rows), ""]
 
 
-def _names(cls: type) -> list[str]:
-    return [spec.name for spec in fields(cls)]
-
-
-def deployment_groups() -> list[tuple[str, str, list[str]]]:
-    """The deployment settings by who reads them: (heading, intro, names in declaration order)."""
-    store = set(_names(StoreDeployment))
-    question = set(_names(QuestionDeployment)) - store
-    ingest = set(_names(IngestDeployment)) - store
-    declared = list(DeploymentSettings.model_fields)
-    endpoint = [name for name in declared if name.startswith("llm_")]
-    other = [n for n in declared if n not in store | question | ingest and n not in endpoint]
-    groups = [
-        ("The store", "Read by every graph: which store a run reads or writes.", store),
+def deployment_groups() -> list[tuple[str, str, type[BaseModel]]]:
+    """The deployment settings by who reads them: (heading, intro, the part that declares them)."""
+    return [
+        ("The store", "Read by every graph: which store a run reads or writes.", StoreDeployment),
         (
             "The question graphs",
             "The models, the web search and the limits of a question run.",
-            question,
+            QuestionDeployment,
         ),
-        ("The ingestion graph", "What ingestion reads, and what a served run may do.", ingest),
+        (
+            "The ingestion graph",
+            "What ingestion reads, and what a served run may do.",
+            IngestDeployment,
+        ),
+        ("Other deployment settings", "", ServerDeployment),
+        ("Your model server", ENDPOINT_INTRO, ModelServerDeployment),
     ]
-    found = [(title, intro, [n for n in declared if n in names]) for title, intro, names in groups]
-    if other:
-        found.append(("Other deployment settings", "", other))
-    found.append(("Your model server", ENDPOINT_INTRO, endpoint))
-    return found
 
 
 def deployment_section() -> list[str]:
     """The deployment settings, one table per group."""
     parts = ["## Deployment settings", "", DEPLOYMENT_INTRO, ""]
-    for title, intro, names in deployment_groups():
+    for title, intro, part in deployment_groups():
         parts += [f"### {title}", ""]
         if intro:
             parts += [intro, ""]
-        parts += table([deployment_row(name) for name in names], with_env=True)
+        parts += table([deployment_row(name) for name in part.model_fields], with_env=True)
     return parts
 
 

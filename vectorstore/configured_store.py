@@ -74,13 +74,13 @@ def open_configured_store(
     from crag.vectorstore.store import open_store
 
     return open_store(
-        settings.store_path,
-        settings.collection,
-        locked_embeddings(settings.embedder),
+        settings.deployment.store_path,
+        settings.deployment.collection,
+        locked_embeddings(settings.deployment.embedder),
         create=create,
-        host=settings.chroma_host,
-        port=settings.chroma_port,
-        ssl=settings.chroma_ssl,
+        host=settings.deployment.chroma_host,
+        port=settings.deployment.chroma_port,
+        ssl=settings.deployment.chroma_ssl,
         writable=writable,
     )
 
@@ -157,7 +157,7 @@ def ingest_into_store(
     store = open_configured_store(settings, create=True, writable=True)
     report = IngestReport()
     if paths:
-        limits = FileLimits.configured(settings)
+        limits = FileLimits.configured(settings.deployment)
         report = ingest_paths(list(paths), store, root=root, prune=prune, limits=limits, **shared)
     if documents:
         report.extend(ingest_documents(documents, store, **shared))
@@ -185,13 +185,13 @@ def remove_from_store(
 
     settings = settings or RunSettings()
     store = open_store(
-        settings.store_path,
-        settings.collection,
+        settings.deployment.store_path,
+        settings.deployment.collection,
         _NoEmbeddings(),  # removing embeds nothing: do not load the embedder
         create=False,
-        host=settings.chroma_host,
-        port=settings.chroma_port,
-        ssl=settings.chroma_ssl,
+        host=settings.deployment.chroma_host,
+        port=settings.deployment.chroma_port,
+        ssl=settings.deployment.chroma_ssl,
         writable=True,
     )
     return remove_sources(store, sources)

@@ -28,18 +28,18 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import bm25s
 import numpy as np
 
 from crag.vectorstore.readonly import SQLITE_FILE
 from crag.vectorstore.records import scan_pages
 
+if TYPE_CHECKING:
+    import bm25s
+
 logger = logging.getLogger(__name__)
-# bm25s sets its own logger to DEBUG when imported; NOTSET hands the choice back to the
-# application's logging setup.
-logging.getLogger("bm25s").setLevel(logging.NOTSET)
 
 INDEX_DIRECTORY = "lexical"
 """The directory, in the store's, that holds one index per collection."""
@@ -53,9 +53,25 @@ SETTLE_SECONDS = 1.0
 Token = tuple[int, ...]
 
 
+def _bm25s() -> ModuleType:
+    """The bm25s package, imported when an index is first built, loaded or searched.
+
+    Importing it takes about 0.3 s (SciPy's sparse matrices included, which transformers' model
+    code imports too), and a run that searches by meaning, the default, never needs it: a cold
+    ``crag ask`` does not pay for it.
+    """
+    import bm25s
+
+    # bm25s sets its own logger to DEBUG when imported; NOTSET hands the choice back to the
+    # application's logging setup.
+    logging.getLogger("bm25s").setLevel(logging.NOTSET)
+    module: ModuleType = bm25s
+    return module
+
+
 def _tokens(texts: str | list[str]) -> list[list[str]]:
     """bm25s word tokens of each text (lower case, English stop words removed)."""
-    tokenized = bm25s.tokenize(
+    tokenized = _bm25s().tokenize(
         texts, lower=True, stopwords="en", return_ids=False, show_progress=False
     )
     return [[str(token) for token in tokens] for tokens in tokenized]
@@ -102,8 +118,8 @@ def build_index(ids: Sequence[str], texts: Sequence[str]) -> LexicalIndex:
     """A fresh index over the chunks ``ids`` with ``texts``."""
     retriever: bm25s.BM25 | None = None
     if ids:
-        retriever = bm25s.BM25()
-        corpus = bm25s.tokenize(list(texts), lower=True, stopwords="en", show_progress=False)
+        retriever = _bm25s().BM25()
+        corpus = _bm25s().tokenize(list(texts), lower=True, stopwords="en", show_progress=False)
         retriever.index(corpus, show_progress=False)
     return LexicalIndex(list(ids), digest(ids, texts), retriever)
 
@@ -208,7 +224,7 @@ def load_index(directory: Path) -> LexicalIndex | None:
         ids = [str(chunk) for chunk in meta["ids"]]
         retriever = None
         if ids:
-            retriever = bm25s.BM25.load(str(directory), show_progress=False)
+            retriever = _bm25s().BM25.load(str(directory), show_progress=False)
             if int(retriever.scores["num_docs"]) != len(ids):
                 raise ValueError(f"{retriever.scores['num_docs']} documents for {len(ids)} ids")
         token = tuple(int(n) for n in meta["token"]) if meta.get("token") else None

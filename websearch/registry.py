@@ -50,14 +50,14 @@ class SearchSettings:
     def from_context(cls, settings: RunSettings) -> SearchSettings:
         """The search settings of a run."""
         return cls(
-            provider=settings.search_provider,
-            url=settings.search_url,
-            timeout=settings.search_timeout,
+            provider=settings.deployment.search_provider,
+            url=settings.deployment.search_url,
+            timeout=settings.deployment.search_timeout,
             region=settings.search_region,
             safesearch=settings.search_safesearch,
-            backend=settings.search_backend,
+            backend=settings.deployment.search_backend,
             only_wikipedia=settings.only_wikipedia,
-            allowed_hosts=settings.allowed_hosts,
+            allowed_hosts=settings.deployment.allowed_hosts,
         )
 
     def relevant(self) -> SearchSettings:

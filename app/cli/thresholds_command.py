@@ -163,7 +163,7 @@ def observe(questions: list[QuestionWithAnswers], settings: CommandSettings) -> 
             "%d questions were scored by the fallback evaluator after the %s evaluator failed: "
             "their scores are on another scale",
             fallback_graded,
-            settings.run_settings().evaluator,
+            settings.run_settings().deployment.evaluator,
         )
     return observations
 
@@ -222,7 +222,7 @@ class ThresholdReport:
             "questions": total,
             "holding_answer": self.holding_answer,
             "holding_answer_share": _share(self.holding_answer, total),
-            "evaluator": self.run.evaluator,
+            "evaluator": self.run.deployment.evaluator,
             "retrieval": self.run.retrieval,
             "top_k": self.run.top_k,
             "correct_precision": self.targets[0],
@@ -306,7 +306,7 @@ def report_lines(report: ThresholdReport) -> list[str]:
     run, total = report.run, len(report.observations)
     return [
         f"questions: {total} from {report.source} (top_k {run.top_k}, {run.retrieval} "
-        f"retrieval, {run.evaluator} evaluator)",
+        f"retrieval, {run.deployment.evaluator} evaluator)",
         f"passages hold an answer: {_percent(report.holding_answer, total)}",
         *_fit_lines(report),
         "",
@@ -329,7 +329,7 @@ def cmd_thresholds(
         args.set = [*(args.set or []), f"top_k={args.top_k}"]
     settings = settings_of(args)
     run = settings.run_settings()
-    questions = read_questions(Path(args.file), run.max_question_chars)
+    questions = read_questions(Path(args.file), run.deployment.max_question_chars)
     logger.info("fitting the thresholds on %d questions from %s", len(questions), args.file)
     observations = observe(questions, settings)
     current = run.action_thresholds()

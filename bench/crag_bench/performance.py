@@ -49,16 +49,21 @@ def measure_cold_start(settings: RunSettings, question: str) -> dict[str, Any]:
 def _cold_start_once(settings: RunSettings, question: str) -> dict[str, Any]:
     """One cold-start measurement (see :func:`measure_cold_start`)."""
     given = {
-        "search_provider": settings.search_provider,
-        "search_url": settings.search_url,
-        "allowed_hosts": settings.allowed_hosts,
+        "search_provider": settings.deployment.search_provider,
+        "search_url": settings.deployment.search_url,
+        "allowed_hosts": settings.deployment.allowed_hosts,
         "max_new_tokens": settings.max_new_tokens,
-        "evaluator": settings.evaluator,
-        "generator": settings.generator,
-        "default_corpus": settings.default_corpus,
+        "evaluator": settings.deployment.evaluator,
+        "generator": settings.deployment.generator,
+        "default_corpus": settings.deployment.default_corpus,
     }
     command = [sys.executable, "-m", "crag.app.cli.commands", "ask", question, "--json", "-q"]
-    command += ["--store", settings.store_path, "--collection", settings.collection]
+    command += [
+        "--store",
+        settings.deployment.store_path,
+        "--collection",
+        settings.deployment.collection,
+    ]
     for key, value in given.items():
         text = str(value).lower() if isinstance(value, bool) else str(value)
         command += ["--set", f"{key}={text}"]

@@ -720,9 +720,11 @@ def _meta(options: EvalOptions, settings: RunSettings, seconds: float) -> dict[s
         "question_source": options.question_source,
         "store": options.store_description or options.store_path,
         "web": WEB_DESCRIPTION,
-        "generator": "none (prompts only)" if options.prompts_only else settings.generator,
+        "generator": "none (prompts only)"
+        if options.prompts_only
+        else settings.deployment.generator,
         "max_new_tokens": settings.max_new_tokens,
-        "evaluator": settings.evaluator,
+        "evaluator": settings.deployment.evaluator,
         "upper_threshold": upper,
         "lower_threshold": lower,
         "top_k": settings.top_k,
@@ -873,7 +875,7 @@ def run_eval(options: EvalOptions) -> dict[str, Any]:
             rows = run_experiments(options, base, components)
         if measure:
             performance["ingestion"] = measure_ingestion(
-                settings.embedder, options.ingestion_docs, seed=options.seed
+                settings.deployment.embedder, options.ingestion_docs, seed=options.seed
             )
         performance["peak_rss_mb"] = peak_rss_mb()
         performance["web_searches"] = web.searches

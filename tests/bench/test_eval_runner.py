@@ -563,8 +563,12 @@ def test_each_experiment_graph_runs_its_method_over_the_base_settings(
     assert graphs["crag"].settings.strips_kept == 7  # --set
     assert graphs["crag-strips-wide"].settings.strips_kept == 10  # the experiment's own
     wide = graphs["crag-strips-wide"].settings
-    assert (wide.top_k, wide.collection, wide.evaluator_batch_size) == (4, "eval", 3)
-    assert wide.search_provider == "searxng" and not wide.default_corpus
+    assert (wide.top_k, wide.deployment.collection, wide.deployment.evaluator_batch_size) == (
+        4,
+        "eval",
+        3,
+    )
+    assert wide.deployment.search_provider == "searxng" and not wide.deployment.default_corpus
 
 
 def test_base_settings_refuse_an_unknown_setting_and_experiments_a_misfit(

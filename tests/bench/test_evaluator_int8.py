@@ -11,6 +11,7 @@ import pytest
 import torch
 from langchain_core.language_models import BaseChatModel
 
+from crag.core.deployment import deployment_with
 from crag.evaluator.base import EvaluatorError
 from crag.evaluator.cross_encoder import CrossEncoderEvaluator, check_int8_device, quantize_int8
 from crag.evaluator.registry import load_evaluator
@@ -253,6 +254,8 @@ def test_the_evaluator_int8_setting_reaches_the_registry(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(crag.evaluator.registry, "load_evaluator", fake_load)
     components = DefaultComponents()
-    components.evaluator(RunSettings(evaluator="cross-encoder", evaluator_int8=True))
-    components.evaluator(RunSettings(evaluator="cross-encoder"))
+    components.evaluator(
+        RunSettings(deployment=deployment_with(evaluator="cross-encoder", evaluator_int8=True))
+    )
+    components.evaluator(RunSettings(deployment=deployment_with(evaluator="cross-encoder")))
     assert [s["int8"] for s in seen] == [True, False]

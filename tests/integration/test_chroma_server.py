@@ -231,7 +231,7 @@ def test_graph_retrieves_from_the_chroma_server(chroma: ChromaServer, collection
 
     report = ingest_into_store(
         [],
-        IngestSettings(collection=collection, **chroma.settings()),
+        IngestSettings(deployment=deployment_with(collection=collection, **chroma.settings())),
         documents=[inline_document(OTTERS, source="notes:otters", title="Otters")],
         progress=False,
     )

@@ -45,7 +45,9 @@ def hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> IngestSettings:
-    return IngestSettings(store_path=str(tmp_path / "store"), collection=COLLECTION)
+    return IngestSettings(
+        deployment=deployment_with(store_path=str(tmp_path / "store"), collection=COLLECTION)
+    )
 
 
 def served(payload: Any, settings: IngestSettings) -> dict[str, Any]:
@@ -57,16 +59,16 @@ def served(payload: Any, settings: IngestSettings) -> dict[str, Any]:
     # The test's folder stands for the upload folder: with no ingest root, the only place a
     # served run reads files from.
     deployment = deployment_with(
-        store_path=settings.store_path,
-        collection=settings.collection,
-        upload_dir=str(Path(settings.store_path).parent),
+        store_path=settings.deployment.store_path,
+        collection=settings.deployment.collection,
+        upload_dir=str(Path(settings.deployment.store_path).parent),
     )
     graph = build_ingest_graph(deployment=deployment)
     return dict(graph.invoke(payload, context=IngestContext(chunk_size=settings.chunk_size)))
 
 
 def stored(settings: IngestSettings) -> Chroma:
-    return open_store(settings.store_path, COLLECTION, HashEmbeddings(), create=False)
+    return open_store(settings.deployment.store_path, COLLECTION, HashEmbeddings(), create=False)
 
 
 def texts_of(settings: IngestSettings, source: str) -> list[str]:
@@ -121,7 +123,7 @@ def test_a_served_run_cannot_replace_a_document_the_operator_stored(
 def test_chunks_stored_before_writers_were_recorded_are_the_operators(
     settings: IngestSettings,
 ) -> None:
-    store = open_store(settings.store_path, COLLECTION, HashEmbeddings(), create=True)
+    store = open_store(settings.deployment.store_path, COLLECTION, HashEmbeddings(), create=True)
     legacy = {"source": "wikipedia:Mona Lisa", "sha256": "0" * 64, "chunk": 0}
     store.add_texts([LEONARDO], metadatas=[legacy], ids=[chunk_id("wikipedia:Mona Lisa", 0)])
 
@@ -221,7 +223,7 @@ def test_a_bad_ingest_run_replace_is_refused(
 
     message = "setting ingest_run_replace must be one of 'none', 'served', 'all', not 'true'"
     with pytest.raises(InvalidSettingError) as caught:
-        IngestSettings(ingest_run_replace="true")  # type: ignore[arg-type]
+        IngestSettings(deployment=deployment_with(ingest_run_replace="true"))
     assert str(caught.value) == message
     with pytest.raises(InvalidSettingError, match="ingest_run_replace is a deployment setting"):
         IngestContext(ingest_run_replace="all")  # type: ignore[call-arg]  # not a run's to set
@@ -231,7 +233,7 @@ def test_a_bad_ingest_run_replace_is_refused(
     # The served graph reads the environment when a run starts: the run is refused too.
     from crag.app.graphs import ingest_graph
 
-    monkeypatch.setenv("CRAG_STORE_PATH", settings.store_path)
+    monkeypatch.setenv("CRAG_STORE_PATH", settings.deployment.store_path)
     with pytest.raises(InvalidSettingError, match="CRAG_INGEST_RUN_REPLACE must be one of"):
         ingest_graph.invoke({"documents": [{"text": "Otters hold hands."}]})
     with pytest.raises(ValueError, match="must be one of 'none', 'served', 'all'"):
@@ -330,7 +332,7 @@ def test_crag_ingest_is_not_confined_by_the_ingest_root(
         capsys.readouterr().out.split()
     )
     # A served run under the same root is refused the way out.
-    settings = IngestSettings(store_path=store, collection="crag")
+    settings = IngestSettings(deployment=deployment_with(store_path=store, collection="crag"))
     with pytest.raises(InvalidIngestInputError, match="outside"):
         served({"paths": [str(root / ".." / "outside")]}, settings)
 

@@ -95,10 +95,9 @@ def settings_for(
 ) -> IngestSettings:
     """The test store's settings, deployment settings read from the environment now."""
     return IngestSettings(
-        store_path=str(tmp_path / "store"),
-        collection=COLLECTION,
         chunk_size=chunk_size,
         chunk_overlap=chunk_overlap,
+        deployment=deployment_with(store_path=str(tmp_path / "store"), collection=COLLECTION),
     )
 
 
@@ -108,9 +107,9 @@ def served(settings: IngestSettings) -> IngestGraph:
     # The test's folder stands for the upload folder: with no ingest root, the only place a
     # served run reads files from.
     deployment = deployment_with(
-        store_path=settings.store_path,
-        collection=settings.collection,
-        upload_dir=str(Path(settings.store_path).parent),
+        store_path=settings.deployment.store_path,
+        collection=settings.deployment.collection,
+        upload_dir=str(Path(settings.deployment.store_path).parent),
     )
     return build_ingest_graph(deployment=deployment)
 
@@ -121,7 +120,7 @@ def chunking(settings: IngestSettings) -> IngestContext:
 
 
 def stored(settings: IngestSettings) -> Chroma:
-    return open_store(settings.store_path, COLLECTION, HashEmbeddings(), create=False)
+    return open_store(settings.deployment.store_path, COLLECTION, HashEmbeddings(), create=False)
 
 
 def sources_in(settings: IngestSettings) -> set[str]:
@@ -150,7 +149,9 @@ def test_a_pdf_naming_one_page_thousands_of_times_is_refused_quickly(
     (docs / "otters.md").write_text(OTTERS)
 
     started = time.monotonic()
-    code = main(["ingest", "--store", settings.store_path, "--collection", COLLECTION, str(docs)])
+    code = main(
+        ["ingest", "--store", settings.deployment.store_path, "--collection", COLLECTION, str(docs)]
+    )
     elapsed = time.monotonic() - started
     err = capsys.readouterr().err
     assert code == 0  # the other file is stored
@@ -373,7 +374,9 @@ sys.exit(main(["ingest", "--store", sys.argv[1], "--collection", "limits", sys.a
 
 def crag_ingest(settings: IngestSettings, path: Path) -> int:
     """``crag ingest PATH`` into the test's store, in process."""
-    return main(["ingest", "--store", settings.store_path, "--collection", COLLECTION, str(path)])
+    return main(
+        ["ingest", "--store", settings.deployment.store_path, "--collection", COLLECTION, str(path)]
+    )
 
 
 @pytest.fixture
@@ -387,7 +390,16 @@ def killed_ingest(
     otters = tmp_path / "otters.md"
     otters.write_text(OTTERS + " Zorblax are the otters of the moon.")
     assert (
-        main(["ingest", "--store", settings.store_path, "--collection", COLLECTION, str(otters)])
+        main(
+            [
+                "ingest",
+                "--store",
+                settings.deployment.store_path,
+                "--collection",
+                COLLECTION,
+                str(otters),
+            ]
+        )
         == 0
     )
     big = tmp_path / "zorblax.txt"
@@ -397,7 +409,14 @@ def killed_ingest(
     marker = tmp_path / "written"
     close_stores()
     child = subprocess.Popen(
-        [sys.executable, "-c", KILLED_CRAG_INGEST, settings.store_path, str(big), str(marker)],
+        [
+            sys.executable,
+            "-c",
+            KILLED_CRAG_INGEST,
+            settings.deployment.store_path,
+            str(big),
+            str(marker),
+        ],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -329,7 +329,10 @@ class NoWork:
 
 def test_a_run_reads_only_the_collections_the_operator_allows() -> None:
     assert RunSettings().searched_collection() == "crag"
-    allowed = RunSettings(readable_collections="archive, public", search_collection="public")
+    allowed = RunSettings(
+        search_collection="public",
+        deployment=deployment_with(readable_collections="archive, public"),
+    )
     assert allowed.searched_collection() == "public"
     assert RunSettings(search_collection="crag").searched_collection() == "crag"
     # A run names any collection; it is checked when the run meets the deployment.
@@ -387,14 +390,19 @@ def test_the_components_open_the_collection_the_run_searches(
         "readable_collections": "archive",
     }
     components = DefaultComponents()
-    own = components.vectorstore(RunSettings(**base))
-    archive = components.vectorstore(RunSettings(**base, search_collection="archive"))
+    own = components.vectorstore(RunSettings(deployment=deployment_with(**base)))
+    archive = components.vectorstore(
+        RunSettings(deployment=deployment_with(**base), search_collection="archive")
+    )
     assert [d.metadata["source"] for d in own.similarity_search("x", k=5)] == ["notes:crag"]
     assert [d.metadata["source"] for d in archive.similarity_search("x", k=5)] == ["notes:archive"]
     # A readable collection is never created (nor filled with the bundled corpus).
     with pytest.raises(StoreError, match="no collection 'missing'"):
         components.vectorstore(
-            RunSettings(**{**base, "readable_collections": "missing"}, search_collection="missing")
+            RunSettings(
+                deployment=deployment_with(**{**base, "readable_collections": "missing"}),
+                search_collection="missing",
+            )
         )
 
 

@@ -39,8 +39,9 @@ import httpx
 import pytest
 
 from crag.core.context import Context, IngestContext
+from crag.core.deployment import IngestDeployment, StoreDeployment
 from crag.core.method import operator_method
-from crag.core.run_settings import IngestSettings, RunSettings
+from crag.core.run_settings import RunSettings
 from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES, other_kind_error
 from crag_bench.dev_server import REPO, DevServer
 from tests.server_support import (
@@ -689,8 +690,9 @@ def test_the_server_was_started_with_the_repositorys_middleware(server: DevServe
 
 def test_the_attempts_cover_every_setting_a_run_may_not_set() -> None:
     assert set(ATTEMPTS) == DEPLOYMENT_NAMES
-    assert set(INGEST_ATTEMPTS) == IngestSettings.deployment_names()
-    assert RunSettings.deployment_names() <= set(ATTEMPTS)
+    assert set(INGEST_ATTEMPTS) == set(StoreDeployment.model_fields) | set(
+        IngestDeployment.model_fields
+    )
     assert set(METHOD_ATTEMPTS) == METHOD_NAMES
 
 

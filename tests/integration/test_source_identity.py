@@ -46,7 +46,9 @@ def hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> IngestSettings:
-    return IngestSettings(store_path=str(tmp_path / "store"), collection=COLLECTION)
+    return IngestSettings(
+        deployment=deployment_with(store_path=str(tmp_path / "store"), collection=COLLECTION)
+    )
 
 
 def served(payload: Any, settings: IngestSettings) -> dict[str, Any]:
@@ -54,9 +56,9 @@ def served(payload: Any, settings: IngestSettings) -> dict[str, Any]:
     # The test's folder stands for the upload folder: with no ingest root, the only place a
     # served run reads files from.
     deployment = deployment_with(
-        store_path=settings.store_path,
-        collection=settings.collection,
-        upload_dir=str(Path(settings.store_path).parent),
+        store_path=settings.deployment.store_path,
+        collection=settings.deployment.collection,
+        upload_dir=str(Path(settings.deployment.store_path).parent),
     )
     graph = build_ingest_graph(deployment=deployment)
     return dict(graph.invoke(payload, context=IngestContext(chunk_size=settings.chunk_size)))
@@ -90,7 +92,7 @@ def test_served_look_alikes_of_operator_names_are_the_operators_documents(
     assert out["added"] == [] and out["chunks"] == 0
     assert {f["source"] for f in out["failed"]} == {"wikipedia:Pelé", "Mona Lisa"}
     assert all("already stored by the operator" in f["error"] for f in out["failed"])
-    assert sources(settings.store_path) == {"wikipedia:Pelé", "Mona Lisa"}
+    assert sources(settings.deployment.store_path) == {"wikipedia:Pelé", "Mona Lisa"}
 
 
 def test_served_path_spellings_of_an_operator_file_are_that_file(
@@ -108,7 +110,7 @@ def test_served_path_spellings_of_an_operator_file_are_that_file(
     monkeypatch.chdir(tmp_path)
     by_path = served({"paths": ["root/./op.txt", "root//op.txt", "root/../root/op.txt"]}, settings)
     assert by_path["added"] == [] and by_path["skipped"] == [str(op)]
-    assert sources(settings.store_path) == {str(op)}
+    assert sources(settings.deployment.store_path) == {str(op)}
 
 
 def test_cli_ingests_one_file_by_two_paths_once_and_removes_it_by_either(

@@ -355,7 +355,9 @@ def test_locked_evaluator_serialises_calls() -> None:
 
 def test_embedding_evaluator_and_store_share_one_lock(tmp_path: Path) -> None:
     wiring = DefaultComponents()
-    context = RunSettings(store_path=str(tmp_path / "s"), default_corpus=False)
+    context = RunSettings(
+        deployment=deployment_with(store_path=str(tmp_path / "s"), default_corpus=False)
+    )
     evaluator = wiring.evaluator(context)
     assert isinstance(evaluator, LockedEvaluator)
     assert evaluator is wiring.evaluator(context)  # one wrapper per model

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import HumanMessage
 
+from crag.core.deployment import deployment_with
 from crag.generator import local
 from crag.generator.local import LocalChatModel
 from tests.tiny_causal_lm import build_tiny_causal_lm
@@ -80,7 +81,9 @@ def test_the_served_setting_makes_an_auto_model_float32(tiny_lm: Path) -> None:
 
     components = DefaultComponents()
     spec = f"local:{tiny_lm}"
-    model = components.chat_model(RunSettings(generator=spec, generator_batch_size=8))
+    model = components.chat_model(
+        RunSettings(deployment=deployment_with(generator=spec, generator_batch_size=8))
+    )
     assert isinstance(model, LocalChatModel)
     assert model.max_batch_size == 8
     assert model._model.dtype == torch.float32

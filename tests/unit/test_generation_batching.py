@@ -17,6 +17,7 @@ import pytest
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from crag.core.cancellation import CancelToken
+from crag.core.deployment import deployment_with
 from crag.generator import decode_attention
 from crag.generator.batching import GenerationBatcher, GenerationRequest
 from crag.generator.decode_attention import crag_sdpa_attention
@@ -275,17 +276,26 @@ def test_the_deployment_setting_turns_batching_on_for_the_served_model(tiny_lm: 
 
     components = DefaultComponents()
     spec = f"local:{tiny_lm}"
-    model = components.chat_model(RunSettings(generator=spec))
+    model = components.chat_model(RunSettings(deployment=deployment_with(generator=spec)))
     assert isinstance(model, LocalChatModel)
     assert model.max_batch_size == 1, "the default (1) leaves batching off"
-    assert components.chat_model(RunSettings(generator=spec, generator_batch_size=8)) is model
+    assert (
+        components.chat_model(
+            RunSettings(deployment=deployment_with(generator=spec, generator_batch_size=8))
+        )
+        is model
+    )
     assert model.max_batch_size == 8
     assert model._batcher is not None and model._batcher.max_batch_size == 8
     model.enable_batching(16)  # as `crag-bench eval --workers 16` does after loading it
-    components.chat_model(RunSettings(generator=spec, generator_batch_size=8))
-    components.chat_model(RunSettings(generator=spec))
+    components.chat_model(
+        RunSettings(deployment=deployment_with(generator=spec, generator_batch_size=8))
+    )
+    components.chat_model(RunSettings(deployment=deployment_with(generator=spec)))
     assert model.max_batch_size == 16, "a later run does not undo its owner's batching"
-    components.chat_model(RunSettings(generator=spec, generator_batch_size=4))
+    components.chat_model(
+        RunSettings(deployment=deployment_with(generator=spec, generator_batch_size=4))
+    )
     assert model.max_batch_size == 4, "a changed setting is applied"
 
     class ApiModel:  # no enable_batching: the setting is ignored

@@ -113,7 +113,7 @@ def test_every_node_of_a_run_gets_the_same_run_settings(
     settings = contexts[0]
     # the run's context under the graph's method and deployment, joined once for the run
     assert settings.method() == method
-    assert (settings.strips_kept, settings.max_question_chars) == (3, 500)
+    assert (settings.strips_kept, settings.deployment.max_question_chars) == (3, 500)
     if given is None:
         assert settings.context() == default_context()
     else:
@@ -138,11 +138,11 @@ def test_the_run_settings_are_joined_once_per_run_context_and_environment(
     monkeypatch.setenv("CRAG_MAX_QUESTION_CHARS", "10")
     monkeypatch.setenv("CRAG_STRIPS_KEPT", "2")
     changed = graph.for_run(None)
-    assert (changed.max_question_chars, changed.strips_kept) == (10, 2)
+    assert (changed.deployment.max_question_chars, changed.strips_kept) == (10, 2)
     assert changed is graph.for_run(None) and changed is not first
     monkeypatch.delenv("CRAG_MAX_QUESTION_CHARS")
     monkeypatch.delenv("CRAG_STRIPS_KEPT")
-    assert graph.for_run(None).max_question_chars == first.max_question_chars
+    assert graph.for_run(None).deployment.max_question_chars == first.deployment.max_question_chars
     assert graph.for_run(None).strips_kept == MethodConfig().strips_kept
 
 

@@ -344,9 +344,12 @@ def test_unknown_names_in_the_method_and_the_deployment_are_setting_errors() -> 
         (lambda: MethodConfig(strips_kept=0), "setting strips_kept must be at least 1, not 0"),
         (lambda: MethodConfig(strip_threshold=2), "setting strip_threshold must be at most 1"),
         (lambda: deployment_with(max_history_turns=-1), "setting max_history_turns must be "),
-        (lambda: RunSettings(max_history_turns=-1), "setting max_history_turns must be at least 0"),
         (
-            lambda: RunSettings(max_knowledge_chars=0),
+            lambda: RunSettings(deployment=deployment_with(max_history_turns=-1)),
+            "setting max_history_turns must be at least 0",
+        ),
+        (
+            lambda: RunSettings(deployment=deployment_with(max_knowledge_chars=0)),
             "setting max_knowledge_chars must be at least",
         ),
         (lambda: RunSettings(strips_kept=101), "setting strips_kept must be at most 100, not 101"),
@@ -423,9 +426,12 @@ def test_cli_refuses_a_bad_component_before_any_work(
 )
 def test_well_formed_generator_specs_pass(spec: str) -> None:
     assert generator_spec_problem(spec) is None
-    assert RunSettings(generator=spec).generator == spec
+    assert RunSettings(deployment=deployment_with(generator=spec)).deployment.generator == spec
     assert (
-        RunSettings.combine(Context(), deployment=deployment_with(generator=spec)).generator == spec
+        RunSettings.combine(
+            Context(), deployment=deployment_with(generator=spec)
+        ).deployment.generator
+        == spec
     )
 
 
@@ -445,18 +451,23 @@ def test_malformed_generator_specs_fail(spec: str, problem: str) -> None:
     found = generator_spec_problem(spec)
     assert found is not None and found.startswith(problem)
     with pytest.raises(InvalidSettingError, match=f"^setting generator {problem}"):
-        RunSettings(generator=spec)
+        RunSettings(deployment=deployment_with(generator=spec))
     with pytest.raises(InvalidSettingError, match=f"^setting generator {problem}"):
         RunSettings.combine(Context(), deployment=deployment_with(generator=spec))
 
 
 def test_the_evaluator_is_read_in_any_case_and_the_llm_spec_is_checked() -> None:
-    assert RunSettings(evaluator=" T5 ").evaluator == "t5"
-    assert RunSettings(evaluator="llm", evaluator_model="openai:gpt-4o-mini").evaluator == "llm"
+    assert RunSettings(deployment=deployment_with(evaluator=" T5 ")).deployment.evaluator == "t5"
+    assert (
+        RunSettings(
+            deployment=deployment_with(evaluator="llm", evaluator_model="openai:gpt-4o-mini")
+        ).deployment.evaluator
+        == "llm"
+    )
     with pytest.raises(InvalidSettingError, match=r"^setting evaluator_model must be"):
-        RunSettings(evaluator="llm", evaluator_model="gpt9")
-    joined = RunSettings(evaluator="t5", evaluator_model="/models/t5")
-    assert joined.evaluator_model == "/models/t5"
+        RunSettings(deployment=deployment_with(evaluator="llm", evaluator_model="gpt9"))
+    joined = RunSettings(deployment=deployment_with(evaluator="t5", evaluator_model="/models/t5"))
+    assert joined.deployment.evaluator_model == "/models/t5"
 
 
 @pytest.mark.parametrize("variable", ["evaluator", "generator"])

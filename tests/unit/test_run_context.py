@@ -21,11 +21,16 @@ import pytest
 from crag.app.cli.settings import parse_settings
 from crag.app.graphs import graph, ingest_graph, rag_graph, tutorial_graph
 from crag.core.context import Context, IngestContext, InvalidSettingError, resolve_context
-from crag.core.deployment import deployment_settings, deployment_with
+from crag.core.deployment import (
+    IngestDeployment,
+    StoreDeployment,
+    deployment_settings,
+    deployment_with,
+)
 from crag.core.method import MethodConfig, operator_method
 from crag.core.node_runtime import GraphSettings
 from crag.core.run_context import RunContext, RunIngestContext
-from crag.core.run_settings import IngestDeployment, IngestSettings, RunSettings
+from crag.core.run_settings import IngestSettings, RunSettings
 from crag.core.setting_checks import env_name
 from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES
 from crag.core.state import ChatInputState
@@ -53,7 +58,7 @@ PER_RUN = {
     "max_new_tokens",
 }
 PER_INGEST = {"chunk_size", "chunk_overlap"}
-INGEST_DEPLOYMENT = set(IngestDeployment.__dataclass_fields__)
+INGEST_DEPLOYMENT = set(StoreDeployment.model_fields) | set(IngestDeployment.model_fields)
 
 
 def operator_value(name: str) -> Any:
@@ -94,8 +99,6 @@ def test_the_served_schemas_hold_the_per_run_settings_only() -> None:
     assert issubclass(RunContext, Context) and issubclass(RunIngestContext, IngestContext)
     assert not (PER_RUN | PER_INGEST) & (METHOD_NAMES | DEPLOYMENT_NAMES)
     assert not METHOD_NAMES & DEPLOYMENT_NAMES
-    for schema in (RunContext, RunIngestContext):
-        assert schema.deployment_names() == frozenset(), schema.__name__
 
 
 @pytest.mark.parametrize("name", sorted(DEPLOYMENT_NAMES))
@@ -174,10 +177,9 @@ def test_the_served_schema_shows_every_per_run_setting_with_its_bounds() -> None
     properties = schema["properties"]
     assert set(properties) == PER_RUN
     assert (properties["top_k"]["minimum"], properties["top_k"]["maximum"]) == (1, 100)
-    for name, low in Context.MINIMUMS.items():
-        assert properties[name]["minimum"] == low, name
-    for name, high in Context.MAXIMUMS.items():
-        assert properties[name]["maximum"] == high, name
+    for name, (low, high) in Context.bounds().items():
+        assert properties[name].get("minimum") == low, name
+        assert properties[name].get("maximum") == high, name
     assert properties["top_k"]["default"] == 10
     assert properties["web_search"] == {
         "default": True,
@@ -251,7 +253,7 @@ def test_the_evaluator_batch_size_is_the_operators_and_bounded() -> None:
     with pytest.raises(
         InvalidSettingError, match="setting evaluator_batch_size must be at most 512"
     ):
-        RunSettings(evaluator_batch_size=513)
+        RunSettings(deployment=deployment_with(evaluator_batch_size=513))
     with pytest.raises(InvalidSettingError, match="setting evaluator_batch_size must be"):
         deployment_with(evaluator_batch_size=513)
     assert deployment_with(evaluator_batch_size=512).evaluator_batch_size == 512
@@ -284,9 +286,14 @@ def test_unset_thresholds_follow_the_evaluator(monkeypatch: pytest.MonkeyPatch) 
     assert RunSettings().action_thresholds() == (-0.4, -0.9)
     for evaluator in ("t5", "cross-encoder", "llm"):
         assert MethodConfig().thresholds_for(evaluator) == (0.59, -0.99), evaluator
-        assert RunSettings(evaluator=evaluator).action_thresholds() == (0.59, -0.99), evaluator
+        assert RunSettings(deployment=deployment_with(evaluator=evaluator)).action_thresholds() == (
+            0.59,
+            -0.99,
+        ), evaluator
     # A threshold the method sets is kept whatever the evaluator; the other still follows it.
-    assert RunSettings(evaluator="t5", upper_threshold=0.3).action_thresholds() == (0.3, -0.99)
+    assert RunSettings(
+        upper_threshold=0.3, deployment=deployment_with(evaluator="t5")
+    ).action_thresholds() == (0.3, -0.99)
     assert RunSettings(lower_threshold=-0.6).action_thresholds() == (-0.4, -0.6)
     # A served run follows the operator's evaluator (CRAG_EVALUATOR) and method (CRAG_<NAME>).
     monkeypatch.setenv(env_name("evaluator"), "t5")
@@ -303,7 +310,9 @@ def test_a_set_threshold_is_checked_against_the_evaluators_default() -> None:
         "setting lower_threshold (0.5) must not be above upper_threshold (-0.4) "
         "(upper: the embedding evaluator's default)"
     )
-    assert RunSettings(evaluator="t5", lower_threshold=0.5).action_thresholds() == (0.59, 0.5)
+    assert RunSettings(
+        lower_threshold=0.5, deployment=deployment_with(evaluator="t5")
+    ).action_thresholds() == (0.59, 0.5)
 
 
 def test_thresholds_out_of_order_fail_before_retrieval(fake_components: FakeComponents) -> None:
@@ -324,7 +333,7 @@ def test_contradictory_ablations_chunking_and_allow_lists_are_refused() -> None:
         with pytest.raises(InvalidSettingError, match=r"chunk_overlap \(1000\) must be below"):
             schema(chunk_size=1000, chunk_overlap=1000)
     with pytest.raises(InvalidSettingError, match="setting allowed_hosts: 'a b' is not"):
-        RunSettings(allowed_hosts="a b")
+        RunSettings(deployment=deployment_with(allowed_hosts="a b"))
 
 
 # -- contexts given from Python -----------------------------------------------------------------
@@ -423,12 +432,20 @@ def test_a_served_run_takes_the_operators_environment(monkeypatch: pytest.Monkey
     monkeypatch.setenv("CRAG_STRIP_MODE", "words")
     run = GraphSettings().for_run(RunContext(top_k=3))
     assert (run.top_k, run.strip_mode) == (3, "words")
-    assert (run.store_path, run.chroma_port, run.default_corpus) == ("/srv/store", 9000, False)
-    assert (run.search_provider, run.page_timeout) == ("searxng", 2.5)
+    assert (
+        run.deployment.store_path,
+        run.deployment.chroma_port,
+        run.deployment.default_corpus,
+    ) == ("/srv/store", 9000, False)
+    assert (run.deployment.search_provider, run.deployment.page_timeout) == ("searxng", 2.5)
     # A graph built with its own method and deployment keeps them, whatever the environment.
     own = GraphSettings(MethodConfig(), deployment_with(store_path="/elsewhere"))
     run = own.for_run({"top_k": 3})
-    assert (run.store_path, run.chroma_port, run.strip_mode) == ("/elsewhere", 9000, "sentences")
+    assert (run.deployment.store_path, run.deployment.chroma_port, run.strip_mode) == (
+        "/elsewhere",
+        9000,
+        "sentences",
+    )
     assert deployment_with(deployment_settings(), chroma_port=1).chroma_port == 1
 
 
@@ -436,7 +453,11 @@ def test_the_ingest_root_comes_from_the_environment(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("CRAG_INGEST_ROOT", "/srv/docs")
     monkeypatch.setenv("CRAG_MAX_DOCUMENT_CHARS", "100")
     run = IngestSettings.combine(RunIngestContext(chunk_size=500, chunk_overlap=50))
-    assert (run.ingest_root, run.max_document_chars, run.chunk_size) == ("/srv/docs", 100, 500)
+    assert (run.deployment.ingest_root, run.deployment.max_document_chars, run.chunk_size) == (
+        "/srv/docs",
+        100,
+        500,
+    )
 
 
 def test_a_bad_environment_variable_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -465,10 +486,15 @@ def test_the_generator_batch_size_is_the_operators_and_bounded(
 ) -> None:
     assert deployment_settings().generator_batch_size == 1, "batching off unless turned on"
     monkeypatch.setenv("CRAG_GENERATOR_BATCH_SIZE", "8")
-    assert GraphSettings().for_run(RunContext()).generator_batch_size == 8
-    assert RunSettings(generator_batch_size=128).generator_batch_size == 128
+    assert GraphSettings().for_run(RunContext()).deployment.generator_batch_size == 8
+    assert (
+        RunSettings(
+            deployment=deployment_with(generator_batch_size=128)
+        ).deployment.generator_batch_size
+        == 128
+    )
     with pytest.raises(InvalidSettingError, match="generator_batch_size must be at most 128"):
-        RunSettings(generator_batch_size=129)
+        RunSettings(deployment=deployment_with(generator_batch_size=129))
     monkeypatch.setenv("CRAG_GENERATOR_BATCH_SIZE", "0")
     with pytest.raises(InvalidSettingError, match="CRAG_GENERATOR_BATCH_SIZE must be at least 1"):
         GraphSettings().for_run(RunContext())

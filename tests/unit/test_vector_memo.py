@@ -18,6 +18,7 @@ import pytest
 from langchain_core.documents import Document
 from langgraph.runtime import Runtime
 
+from crag.core.deployment import deployment_with
 from crag.core.run_settings import RunSettings
 from crag.evaluator.embedding import EmbeddingEvaluator
 from crag.nodes.grade import grade
@@ -88,8 +89,10 @@ def store(tmp_path: Path) -> Iterator[Any]:
 
 def test_retrieved_passages_are_graded_without_embedding_them(store: Any) -> None:
     question = "Who painted the Mona Lisa in the Louvre?"
-    context = RunSettings(top_k=2, embedder="hash-embeddings-for-this-test")
-    memo = vector_memo(context.embedder)
+    context = RunSettings(
+        top_k=2, deployment=deployment_with(embedder="hash-embeddings-for-this-test")
+    )
+    memo = vector_memo(context.deployment.embedder)
     memo.clear()
     counting = HashEmbeddings()
     evaluator = EmbeddingEvaluator(RememberingEmbeddings(counting, memo))

@@ -15,6 +15,7 @@ from ddgs.ddgs import DDGS
 from ddgs.exceptions import RatelimitException
 from langgraph.runtime import Runtime
 
+from crag.core.deployment import deployment_with
 from crag.core.run_settings import RunSettings
 from crag.nodes.web_search import web_search
 from crag.websearch import retry as retry_module
@@ -624,7 +625,11 @@ def test_rate_limit_is_retried_once_then_noted(server: WebsearchServer) -> None:
         chat=scripted_chat(),
         web=SearxngSearch(server.url, policy=LOOPBACK, timeout=5),
     )
-    runtime = Runtime(context=RunSettings(search_provider="searxng", search_url=server.url))
+    runtime = Runtime(
+        context=RunSettings(
+            deployment=deployment_with(search_provider="searxng", search_url=server.url)
+        )
+    )
     update = web_search({"question": "q", "search_query": "mona lisa"}, runtime, components)
     assert len(server.requests_to("/search")) == 2
     assert update["external_knowledge"] == []
