@@ -18,12 +18,12 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from crag.core.setting_checks import ENV_PREFIX, InvalidSettingError, env_name
+from crag.core.setting_checks import ENV_PREFIX, env_name, setting_error
 
 DEFAULT_STORE_PATH = ".crag/chroma"
 DEFAULT_COLLECTION = "crag"
@@ -444,31 +444,8 @@ def uploads_folder(
     return folder / MEMBERS_FOLDER / member if member else folder
 
 
-_BOUND_WORDS = {"ge": "at least", "le": "at most"}
-
-
-def _environment_error(error: ValidationError, *, given: bool = False) -> InvalidSettingError:
-    """One line naming the first bad variable (or ``given`` setting), its value and its type."""
-    first = error.errors()[0]
-    name = str(first["loc"][0]) if first["loc"] else "?"
-    kind, context = first["type"], first.get("ctx", {})
-    if kind == "bool_parsing":
-        wanted = "true or false"
-    elif kind == "int_parsing" or kind == "int_from_float":
-        wanted = "an integer"
-    elif kind == "float_parsing":
-        wanted = "a number"
-    elif kind == "greater_than_equal":
-        wanted = f"{_BOUND_WORDS['ge']} {context['ge']}"
-    elif kind == "less_than_equal":
-        wanted = f"{_BOUND_WORDS['le']} {context['le']}"
-    elif kind == "literal_error":
-        choices = get_args(DeploymentSettings.model_fields[name].annotation)
-        wanted = "one of " + ", ".join(repr(choice) for choice in choices)
-    else:
-        wanted = first["msg"].lower().removeprefix("input should be ")
-    where = f"setting {name}" if given else f"environment variable {env_name(name)}"
-    return InvalidSettingError(f"{where} must be {wanted}, not {first['input']!r}")
+def _variable(name: str) -> str:
+    return f"environment variable {env_name(name)}"
 
 
 @functools.cache
@@ -484,7 +461,7 @@ def _read(environment: tuple[str | None, ...]) -> DeploymentSettings:
     try:
         return DeploymentSettings()
     except ValidationError as error:
-        raise _environment_error(error) from None
+        raise setting_error(error, DeploymentSettings, _variable) from None
 
 
 def deployment_settings() -> DeploymentSettings:
@@ -512,4 +489,4 @@ def deployment_with(base: DeploymentSettings | None = None, **changes: Any) -> D
     try:
         return DeploymentSettings.model_validate({**values, **changes})
     except ValidationError as error:
-        raise _environment_error(error, given=True) from None
+        raise setting_error(error, DeploymentSettings) from None

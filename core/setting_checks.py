@@ -1,20 +1,33 @@
-"""Checks shared by the settings dataclasses: types, ranges, names, environment variables.
+"""Checks shared by the settings: types, ranges, names, environment variables.
 
 LangGraph builds a run's context from the JSON a caller sends without checking types, so every
 settings dataclass checks its own values when it is built (``__post_init__``): a wrong type
 (``top_k: "ten"``) or a value out of range is an :class:`InvalidSettingError` naming the
-setting, never an unrelated error deep inside a node.
+setting, never an unrelated error deep inside a node. Every kind is checked one way, by
+pydantic: the dataclasses' fields through a model made from their declarations
+(:func:`_checker`), the deployment settings by their own model; :func:`setting_error` turns
+what pydantic found into that one line.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import os
 import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
-from typing import Any, Literal, Self, TypeVar, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Self, TypeVar, get_args, get_origin, get_type_hints
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    InstanceOf,
+    ValidationError,
+    ValidationInfo,
+    create_model,
+)
 
 ENV_PREFIX = "CRAG_"
 """Every deployment setting is read from ``CRAG_<NAME>`` (``store_path``: ``CRAG_STORE_PATH``)."""
@@ -222,7 +235,7 @@ def refusing_unknown_names(cls: C) -> C:
     return cls
 
 
-def string_list(name: str, value: Any) -> list[str]:
+def string_list(value: Any, info: ValidationInfo) -> list[str]:
     """A list setting's value: its strings stripped, blanks and repeats dropped, order kept.
 
     A run sends a JSON list (``["pdf", "docx"]``); text (the CLI's ``--set``, or a caller that
@@ -234,57 +247,62 @@ def string_list(name: str, value: Any) -> list[str]:
     items = value.split(",") if isinstance(value, str) else value
     if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
         raise InvalidSettingError(
-            f"setting {name} must be a list of strings (or one comma-separated string), not "
-            f"{value!r} ({type(value).__name__})"
+            f"setting {info.field_name} must be a list of strings (or one comma-separated "
+            f"string), not {value!r} ({type(value).__name__})"
         )
     return list(dict.fromkeys(item.strip() for item in items if item.strip()))
 
 
-def _part(name: str, value: Any, kind: type) -> Any:
-    """``value`` if it is a ``kind`` (a part of the settings, such as the deployment's)."""
-    if not isinstance(value, kind):
-        raise InvalidSettingError(
-            f"setting {name} must be a {kind.__name__}, not {type(value).__name__}"
-        )
-    return value
+_WANTED = {
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "string_type": "a string",
+    "finite_number": "a finite number",
+}
+"""What a setting must be, by the kind of error pydantic found in its value."""
 
 
-def check_value(name: str, value: Any, annotation: Any) -> Any:
-    """Return ``value`` (an int given for a float becomes a float) or raise naming the problem.
+def _bound(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
 
-    A setting declared ``T | None`` takes ``None`` (not set) or a value of ``T``.
+
+def _choices(model: type[BaseModel], name: str) -> str:
+    declared = model.model_fields[name].annotation
+    return ", ".join(repr(choice) for choice in get_args(optional_arm(declared) or declared))
+
+
+def setting_error(
+    error: ValidationError, model: type[BaseModel], subject: Callable[[str], str] | None = None
+) -> InvalidSettingError:
+    """One line for the first bad value pydantic found in ``model``'s settings.
+
+    It names the setting (``subject`` of its name: ``setting top_k`` by default, or its
+    environment variable), what it must be and what it was; for a value of the wrong type, its
+    type too.
     """
-    if isinstance(annotation, type) and annotation not in _TYPE_WORDS:  # RunSettings.deployment
-        return _part(name, value, annotation)
-    arm = optional_arm(annotation)
-    if arm is not None:
-        if value is None:
-            return None
-        annotation = arm
-    if get_origin(annotation) is list:
-        return string_list(name, value)
-    if get_origin(annotation) is Literal:
-        choices = get_args(annotation)
-        if value not in choices:
-            listed = ", ".join(repr(c) for c in choices)
-            raise InvalidSettingError(f"setting {name} must be one of {listed}, not {value!r}")
-        return value
-    if not _is_a(value, annotation):
-        raise InvalidSettingError(
-            f"setting {name} must be {_TYPE_WORDS[annotation]}, not {value!r} "
-            f"({type(value).__name__})"
-        )
-    if annotation is float and not math.isfinite(value):
-        raise InvalidSettingError(f"setting {name} must be a finite number, not {value!r}")
-    return float(value) if annotation is float else value
-
-
-def _is_a(value: Any, annotation: type) -> bool:
-    """Whether ``value`` is of the plain setting type ``annotation`` (a bool is not a number)."""
-    if annotation is bool or annotation is str:
-        return isinstance(value, annotation)
-    numbers = int if annotation is int else int | float
-    return isinstance(value, numbers) and not isinstance(value, bool)
+    first = error.errors()[0]
+    name = str(first["loc"][0]) if first["loc"] else "?"
+    kind, context, given = first["type"], first.get("ctx", {}), first["input"]
+    if kind == "value_error":  # a validator's own message (a list setting's)
+        return InvalidSettingError(str(context["error"]))
+    shown = repr(given)
+    if kind == "greater_than_equal":
+        wanted = f"at least {_bound(context['ge'])}"
+    elif kind == "less_than_equal":
+        wanted = f"at most {_bound(context['le'])}"
+    elif kind == "literal_error":
+        wanted = f"one of {_choices(model, name)}"
+    else:
+        wanted = _WANTED.get(kind) or first["msg"].removeprefix("Input should be ")
+        if kind.endswith("_type") or kind == "is_instance_of":  # say which type it was
+            shown += f" ({type(given).__name__})"
+    where = subject(name) if subject else f"setting {name}"
+    return InvalidSettingError(f"{where} must be {wanted}, not {shown}")
 
 
 _HINTS: dict[type, dict[str, Any]] = {}
@@ -296,6 +314,34 @@ def _type_hints(cls: type) -> dict[str, Any]:
     if hints is None:
         hints = _HINTS[cls] = get_type_hints(cls)
     return hints
+
+
+_CHECKERS: dict[type, type[BaseModel]] = {}
+
+
+def _checker(cls: type) -> type[BaseModel]:
+    """A pydantic model of ``cls``'s fields: their declared types, strictly, and their bounds.
+
+    Strict, as a caller's JSON is: ``"10"`` is not an integer, nor ``true`` a number; an
+    integer is a number. A list setting also takes one comma-separated string
+    (:func:`string_list`), and a part of the settings (``RunSettings.deployment``) must be an
+    instance of its class.
+    """
+    if cls in _CHECKERS:
+        return _CHECKERS[cls]
+    hints = _type_hints(cls)
+    declared: dict[str, Any] = {}
+    for spec in fields(cls):
+        annotation = hints[spec.name]
+        if get_origin(annotation) is list:
+            annotation = Annotated[annotation, BeforeValidator(string_list)]
+        elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            annotation = Annotated[annotation, InstanceOf()]  # type: ignore[type-arg]  # mypy sees pydantic's alias, not the class
+        bounds = {key: spec.metadata[key] for key in ("ge", "le") if key in spec.metadata}
+        declared[spec.name] = (annotation, Field(**bounds))
+    config = ConfigDict(strict=True, allow_inf_nan=False)
+    model: type[BaseModel] = create_model(f"{cls.__name__}Check", __config__=config, **declared)
+    return _CHECKERS.setdefault(cls, model)
 
 
 class Settings:
@@ -310,18 +356,19 @@ class Settings:
         self.check()
 
     def check(self) -> None:
-        """Check (and normalise) every value, then the settings that depend on each other."""
-        hints = self.declared_types()
-        for f in fields(self):  # type: ignore[arg-type]
-            value = check_value(f.name, getattr(self, f.name), hints[f.name])
-            setattr(self, f.name, value)
-            if value is None:  # an optional setting left unset: nothing to bound
-                continue
-            low, high = f.metadata.get("ge"), f.metadata.get("le")
-            if low is not None and value < low:
-                raise InvalidSettingError(f"setting {f.name} must be at least {low:g}, not {value}")
-            if high is not None and value > high:
-                raise InvalidSettingError(f"setting {f.name} must be at most {high:g}, not {value}")
+        """Check (and normalise) every value with pydantic, then those that depend on each other.
+
+        Raises:
+            InvalidSettingError: the first bad value, in one line (:func:`setting_error`).
+        """
+        checker = _checker(type(self))
+        values = {spec.name: getattr(self, spec.name) for spec in fields(self)}  # type: ignore[arg-type]
+        try:
+            checked = checker.model_validate(values)
+        except ValidationError as error:
+            raise setting_error(error, checker) from None
+        for name in values:
+            setattr(self, name, getattr(checked, name))
         self.check_together()
 
     def check_together(self) -> None:
