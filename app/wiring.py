@@ -193,7 +193,8 @@ class DefaultComponents:
     def chat_model(self, settings: RunSettings) -> BaseChatModel:
         """The generator named by ``settings.deployment.generator`` (cached by the factory).
 
-        A local model gets ``settings.deployment.generator_batch_size`` (:meth:`apply_batch_size`).
+        A local model gets ``settings.deployment.generator_batch_size`` (:meth:`apply_batch_size`)
+        and ``generator_dtype``.
         """
         from crag.generator.factory import load_chat_model
 
@@ -203,6 +204,7 @@ class DefaultComponents:
                 settings.max_new_tokens,
                 settings.deployment.no_repeat_ngram_size,
                 endpoint=self.endpoint,
+                dtype=settings.deployment.generator_dtype,
             )
             self.apply_batch_size(model, settings.deployment.generator_batch_size)
             return model

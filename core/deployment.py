@@ -169,6 +169,16 @@ class QuestionDeployment(BaseModel):
         "(not bfloat16), where an answer decoded in a batch equals the same prompt decoded "
         "alone: an answer never depends on what else runs. Ignored by API models.",
     )
+    generator_dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto",
+        description="A local generator's precision. 'auto': bfloat16 on CUDA and on CPUs with "
+        "native bfloat16 arithmetic, float32 elsewhere, and float32 whenever requests are "
+        "decoded in batches (generator_batch_size above 1), where an answer never depends on "
+        "what else runs. 'bfloat16': bfloat16 in batches too, more runs answered per second "
+        "(1.3x at 1, 1.5x at 4 and 1.8x at 16 runs at once on 2 cores), but a batched answer "
+        "may differ in wording from the same question asked alone. 'float32': always. Ignored "
+        "by API models.",
+    )
     rewriter: str = Field(
         "",
         description="The model that rewrites the question into search keywords (with "

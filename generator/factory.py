@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from typing import Literal
 
 from langchain_core.language_models import BaseChatModel
 
@@ -19,6 +20,7 @@ def load_chat_model(
     max_new_tokens: int = 128,
     no_repeat_ngram_size: int = DEFAULT_NGRAM,
     endpoint: EndpointConfig | None = None,
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto",
 ) -> BaseChatModel:
     """Load the chat model named by ``spec`` (once per process for the same arguments).
 
@@ -35,6 +37,8 @@ def load_chat_model(
             this long (:mod:`crag.generator.repetition`; 0: off). API models: not applied.
         endpoint: The model server of ``endpoint`` specs; default: the deployment settings
             (``CRAG_LLM_*``).
+        dtype: Local models: their precision (:attr:`crag.generator.local.LocalChatModel.dtype`;
+            the deployment setting ``generator_dtype``). API models: not applied.
 
     Raises:
         ValueError: A spec of no known form.
@@ -47,7 +51,7 @@ def load_chat_model(
     if spec == ENDPOINT_SPEC or spec.startswith(ENDPOINT_SPEC + ":"):
         config = endpoint_for_spec(spec, endpoint)
         return _endpoint_model(config, max_new_tokens)
-    return _chat_model(spec, max_new_tokens, no_repeat_ngram_size)
+    return _chat_model(spec, max_new_tokens, no_repeat_ngram_size, dtype)
 
 
 @functools.lru_cache(maxsize=8)
@@ -60,7 +64,12 @@ def _endpoint_model(config: EndpointConfig, max_new_tokens: int) -> BaseChatMode
 
 
 @functools.lru_cache(maxsize=4)
-def _chat_model(spec: str, max_new_tokens: int, no_repeat_ngram_size: int) -> BaseChatModel:
+def _chat_model(
+    spec: str,
+    max_new_tokens: int,
+    no_repeat_ngram_size: int,
+    dtype: Literal["auto", "float32", "bfloat16"],
+) -> BaseChatModel:
     """A local model, or one ``init_chat_model`` makes (``provider:model``)."""
     from crag.generator.local import LocalChatModel
 
@@ -70,6 +79,7 @@ def _chat_model(spec: str, max_new_tokens: int, no_repeat_ngram_size: int) -> Ba
             model_path=folder,
             max_new_tokens=max_new_tokens,
             no_repeat_ngram_size=no_repeat_ngram_size,
+            dtype=dtype,
         )
     from langchain.chat_models import init_chat_model
 

@@ -98,3 +98,22 @@ def test_an_explicit_dtype_is_kept_under_batching(tiny_lm: Path, dtype: str) -> 
     model.enable_batching(8)
     assert model._model is loaded, "not loaded again"
     assert model._model.dtype == getattr(torch, dtype)
+
+
+def test_the_operator_may_choose_bfloat16_batches(tiny_lm: Path) -> None:
+    """``generator_dtype=bfloat16``: faster batches, answers that may depend on the batch."""
+    import torch
+
+    from crag.app.wiring import DefaultComponents
+    from crag.core.run_settings import RunSettings
+
+    spec = f"local:{tiny_lm}"
+    chosen = deployment_with(generator=spec, generator_batch_size=8, generator_dtype="bfloat16")
+    model = DefaultComponents().chat_model(RunSettings(deployment=chosen))
+    assert isinstance(model, LocalChatModel)
+    assert (model.dtype, model.max_batch_size) == ("bfloat16", 8)
+    assert model._model.dtype == torch.bfloat16
+    auto = DefaultComponents().chat_model(
+        RunSettings(deployment=deployment_with(generator=spec, generator_batch_size=8))
+    )
+    assert auto is not model and auto._model.dtype == torch.float32  # type: ignore[attr-defined]
