@@ -12,7 +12,6 @@ what pydantic found into that one line.
 from __future__ import annotations
 
 import functools
-import os
 import types
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
@@ -174,19 +173,6 @@ def parse_text(raw: str, declared: Any, what: str) -> Any:
     except ValueError:
         raise InvalidSettingError(f"{what} must be {_TYPE_WORDS[kind]}, not {raw!r}") from None
     return raw
-
-
-def env_default(setting: str, default: Any) -> Any:
-    """The value of ``CRAG_<SETTING>`` in the type of ``default``, or ``default`` if unset/empty.
-
-    Raises:
-        InvalidSettingError: the variable is set to something that is not of that type.
-    """
-    name = env_name(setting)
-    raw = os.environ.get(name, "")
-    if not raw.strip():
-        return default
-    return parse_text(raw.strip(), type(default), f"environment variable {name}")
 
 
 def check_known(given: Iterable[str], known: Iterable[str]) -> None:
