@@ -15,67 +15,43 @@ working directory).
 
 from __future__ import annotations
 
-import functools
-from dataclasses import fields, make_dataclass
-from typing import Any, TypeVar, cast, get_type_hints
+from dataclasses import dataclass
 
 from crag.core.context import Context, IngestContext
 from crag.core.scope_settings import check_served_folder
-from crag.core.setting_checks import InvalidSettingError, Settings, check_known
-from crag.core.setting_kinds import other_kind_error
-
-S = TypeVar("S", bound=Settings)
+from crag.core.setting_checks import InvalidSettingError, refusing_unknown_names
+from crag.core.setting_kinds import refusing_other_kinds
 
 
-def served_schema(base: type[S], name: str) -> type[S]:
-    """A subclass of ``base`` that checks a served run's scope folder."""
-    hints = get_type_hints(base)
+@refusing_other_kinds
+@refusing_unknown_names
+@dataclass(kw_only=True)
+class RunContext(Context):
+    """The context schema of the served question graphs (``crag``, ``rag``, ``crag-tutorial``).
 
-    def __post_init__(self: S) -> None:
-        folder = getattr(self, "scope_folder", None)  # the question graphs' scope
-        if isinstance(folder, str):
-            try:
-                check_served_folder(folder, "setting scope_folder")
-            except ValueError as exc:
-                raise InvalidSettingError(str(exc)) from None
-        self.check()
+    A :class:`~crag.core.context.Context` whose ``scope_folder`` must be absolute or a name of
+    the server's (``shared:docs``): the server cannot know which directory a relative one is
+    relative to.
+    """
 
-    def declared_types(cls: type[S]) -> dict[str, Any]:
-        return {spec.name: hints[spec.name] for spec in fields(base)}  # type: ignore[arg-type]
-
-    schema = make_dataclass(
-        name,
-        [],  # the base's fields, their bounds in their metadata
-        bases=(base,),
-        kw_only=True,
-        namespace={
-            "__post_init__": __post_init__,
-            "declared_types": classmethod(declared_types),
-            "__doc__": base.__doc__,
-        },
-    )
-    generated = vars(schema)["__init__"]
-
-    @functools.wraps(generated)
-    def __init__(self: S, **values: Any) -> None:
-        _check_names(base, values)
-        generated(self, **values)
-
-    schema.__init__ = __init__  # type: ignore[misc]
-    schema.__module__ = __name__
-    return cast("type[S]", schema)
+    def check_together(self) -> None:
+        """A served run's scope folder first, then the per-run checks."""
+        try:
+            check_served_folder(self.scope_folder, "setting scope_folder")
+        except ValueError as exc:
+            raise InvalidSettingError(str(exc)) from None
+        super().check_together()
 
 
-def _check_names(base: type[Settings], values: dict[str, Any]) -> None:
-    """The base's checks of the names: another kind's setting, then an unknown one."""
-    error = other_kind_error(set(values) - base.setting_names())
-    if error is not None:
-        raise error
-    check_known(values, base.setting_names())
+@refusing_other_kinds
+@refusing_unknown_names
+@dataclass(kw_only=True)
+class RunIngestContext(IngestContext):
+    """The context schema of the served ingestion graph (``ingest``): an ``IngestContext``."""
 
 
-RunContext = served_schema(Context, "RunContext")
-"""The context schema of the served question graphs (``crag``, ``rag``, ``crag-tutorial``)."""
+QUESTION_SCHEMA: type[Context] = RunContext
+""":class:`RunContext`, as the question graphs are typed: their runs read a ``Context``."""
 
-RunIngestContext = served_schema(IngestContext, "RunIngestContext")
-"""The context schema of the served ingestion graph (``ingest``)."""
+INGEST_SCHEMA: type[IngestContext] = RunIngestContext
+""":class:`RunIngestContext`, as the ingestion graph is typed: its runs read ``IngestContext``."""

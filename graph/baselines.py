@@ -28,7 +28,7 @@ from crag.core.context import Context
 from crag.core.deployment import DeploymentSettings
 from crag.core.method import MethodConfig
 from crag.core.node_runtime import GraphSettings, graph_node
-from crag.core.run_context import RunContext
+from crag.core.run_context import QUESTION_SCHEMA
 from crag.core.state import InputState, OutputState, State
 from crag.graph.builder import ChatBuilder, CragGraph, chat_builder
 from crag.graph.routers import route_tutorial
@@ -54,7 +54,7 @@ def build_no_retrieval_graph(
     """The generator alone: no store, no web."""
     settings = GraphSettings(method, deployment)
     builder = StateGraph(
-        State, context_schema=RunContext, input_schema=InputState, output_schema=OutputState
+        State, context_schema=QUESTION_SCHEMA, input_schema=InputState, output_schema=OutputState
     )
     builder.add_node("generate", graph_node(answer_closed_book, settings, components=components))
     builder.add_edge(START, "generate")

@@ -10,7 +10,7 @@ from crag.core.context import Context
 from crag.core.deployment import DeploymentSettings
 from crag.core.method import MethodConfig
 from crag.core.node_runtime import GraphSettings, graph_node
-from crag.core.run_context import RunContext
+from crag.core.run_context import QUESTION_SCHEMA
 from crag.core.state import ChatInputState, ChatOutputState, State
 from crag.graph.routers import route_action, route_answer, route_start
 from crag.nodes.abstain import abstain, decide_answer
@@ -44,7 +44,7 @@ def chat_builder(components: Components, settings: GraphSettings) -> ChatBuilder
     """
     builder = StateGraph(
         State,
-        context_schema=RunContext,
+        context_schema=QUESTION_SCHEMA,
         input_schema=ChatInputState,
         output_schema=ChatOutputState,
     )

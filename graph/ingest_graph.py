@@ -15,7 +15,7 @@ from crag.core.cancellation import cancellable_node
 from crag.core.context import IngestContext
 from crag.core.deployment import DeploymentSettings
 from crag.core.ingest_state import IngestInput, IngestOutput, IngestState
-from crag.core.run_context import RunIngestContext
+from crag.core.run_context import INGEST_SCHEMA
 from crag.nodes.ingest import ingest_under
 
 GRAPH_NAME = "ingest"
@@ -32,7 +32,7 @@ def build_ingest_graph(
     """
     builder = StateGraph(
         IngestState,
-        context_schema=RunIngestContext,
+        context_schema=INGEST_SCHEMA,
         input_schema=IngestInput,
         output_schema=IngestOutput,
     )

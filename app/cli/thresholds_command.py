@@ -126,13 +126,13 @@ def _retrieve_and_grade(settings: CommandSettings) -> Any:
 
     from crag.app.graphs import components
     from crag.core.node_runtime import GraphSettings, graph_node
-    from crag.core.run_context import RunContext
+    from crag.core.run_context import QUESTION_SCHEMA
     from crag.core.state import State
     from crag.nodes.grade import grade
     from crag.nodes.retrieve import retrieve
 
     graph_settings = GraphSettings(settings.method, settings.deployment)
-    builder = StateGraph(State, context_schema=RunContext)
+    builder = StateGraph(State, context_schema=QUESTION_SCHEMA)
     builder.add_node("retrieve", graph_node(retrieve, graph_settings, components=components))
     builder.add_node("grade", graph_node(grade, graph_settings, components=components))
     builder.add_edge(START, "retrieve")
