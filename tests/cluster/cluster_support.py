@@ -27,8 +27,36 @@ from typing import Literal
 import httpx
 import psycopg
 import pytest
+from langgraph_sdk.client import SyncLangGraphClient
 
 logger = logging.getLogger(__name__)
+
+QUESTION = {"question": "Who painted the Mona Lisa?"}
+"""The README's question, answered from the default corpus."""
+CONTEXT = {"web_search": False}
+LONG = {"question": "Tell me everything about the Louvre and the Mona Lisa."}
+"""A question whose answer runs long enough to be cancelled, killed or cut off mid-run."""
+LONG_CONTEXT = {"web_search": False, "max_new_tokens": 1024}
+ENDED = ("success", "error", "interrupted", "timeout")
+"""A run's final statuses."""
+
+
+def wait_until_ended(api: SyncLangGraphClient, thread_id: str, run_id: str, limit: float) -> str:
+    """The run's final status (polled; a refused poll is tried again), within ``limit`` s.
+
+    A poll may meet a replica that was just killed, or a service that is down: it is sent again.
+    """
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            status = str(api.runs.get(thread_id, run_id)["status"])
+        except httpx.HTTPError:
+            status = ""
+        if status in ENDED:
+            return status
+        time.sleep(0.5)
+    raise AssertionError(f"run {run_id} still not ended after {limit} s")
+
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "deploy" / "cluster"

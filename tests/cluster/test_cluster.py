@@ -36,23 +36,20 @@ from crag.vectorstore.records import chunk_id
 from tests.browser_support import browser, chromium_missing, open_page
 from tests.cluster.cluster_support import (
     CLUSTER_MARKS,
+    CONTEXT,
+    LONG,
+    LONG_CONTEXT,
+    QUESTION,
     VENV,
     Cluster,
     running_cluster,
     stored_chunk_ids,
+    wait_until_ended,
 )
 
 logger = logging.getLogger(__name__)
 
 pytestmark = CLUSTER_MARKS
-
-QUESTION = {"question": "Who painted the Mona Lisa?"}
-"""The README's question, answered from the default corpus."""
-CONTEXT = {"web_search": False}
-LONG = {"question": "Tell me everything about the Louvre and the Mona Lisa."}
-"""A question whose answer runs long enough to be cancelled or killed mid-run."""
-LONG_CONTEXT = {"web_search": False, "max_new_tokens": 1024}
-ENDED = ("success", "error", "interrupted", "timeout")
 
 
 @pytest.fixture(scope="module")
@@ -63,17 +60,6 @@ def cluster() -> Iterator[Cluster]:
 
 def client(url: str, key: str) -> SyncLangGraphClient:
     return get_sync_client(url=url, api_key=key)
-
-
-def wait_until_ended(api: SyncLangGraphClient, thread_id: str, run_id: str, limit: float) -> str:
-    """The run's final status, polled through ``api`` (at most ``limit`` seconds)."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        status = str(api.runs.get(thread_id, run_id)["status"])
-        if status in ENDED:
-            return status
-        time.sleep(0.5)
-    raise AssertionError(f"run {run_id} still not ended after {limit} s")
 
 
 def answer_of(api: SyncLangGraphClient, thread_id: str) -> str:
