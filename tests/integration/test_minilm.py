@@ -5,8 +5,6 @@ sentence-transformers."""
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from crag.vectorstore.embeddings import (
     shared_embeddings,
 )
 from crag.vectorstore.minilm import MiniLMEmbeddings, is_mean_pooled_encoder
+from tests.fresh_python import run_python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,12 +93,4 @@ def test_a_run_embeds_without_importing_sentence_transformers() -> None:
         print(len(vector), len(scores), sorted(m for m in sys.modules if m in heavy))
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    assert done.stdout.split() == ["384", "1", "[]"], done.stderr
+    assert run_python(script).split() == ["384", "1", "[]"]

@@ -7,12 +7,9 @@ the store by meaning, the default, never pays for them.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fresh_python import run_python
 
 
 def _modules_after(code: str) -> list[str]:
@@ -24,15 +21,7 @@ def _modules_after(code: str) -> list[str]:
         print(sorted(name for name in lazy if name in sys.modules))
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    return done.stdout.split()
+    return run_python(script).split()
 
 
 def test_the_cli_and_the_graphs_import_neither_bm25_nor_an_html_parser() -> None:

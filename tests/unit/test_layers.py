@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.fresh_python import run_python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,7 +96,7 @@ def test_the_graph_modules_import_no_app_module() -> None:
         print(sorted(m for m in sys.modules if m == "crag.app" or m.startswith("crag.app.")))
         """
     )
-    assert _run_python(script).split() == ["[]"]
+    assert run_python(script).split() == ["[]"]
 
 
 def test_served_graphs_are_the_apps_built_with_its_components_and_load_no_model() -> None:
@@ -125,24 +126,10 @@ def test_served_graphs_are_the_apps_built_with_its_components_and_load_no_model(
         )
         """
     )
-    lines = _run_python(script).splitlines()
+    lines = run_python(script).splitlines()
     assert lines[0].split() == ["[]", "crag.app.wiring", "DefaultComponents"]
     assert lines[1] == "{} {}"  # no store opened, no evaluator loaded
     assert lines[2].split() == ["crag", "ingest", "rag", "tutorial"]
-
-
-def _run_python(script: str) -> str:
-    """Run ``script`` in a fresh interpreter at the repository root; its standard output."""
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def test_no_module_imports_itself_back_through_others(import_edges: ModuleType) -> None:
