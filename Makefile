@@ -26,6 +26,9 @@ JOBS ?= 10
 BATCH ?= 8
 # Jobs of the server `make bench` starts: enough for its largest level to run at once.
 BENCH_JOBS ?= 32
+# pytest-xdist workers of `make test`, each taking whole test files: the cluster's two files
+# (mostly waiting on their services) start first, beside the rest (docs/development.md).
+TEST_WORKERS ?= 3
 
 EVAL_ARGS ?=
 # make cluster: Aegra replicas behind nginx; nginx's port (the others follow it: deploy/cluster).
@@ -52,8 +55,8 @@ lint:
 test: install-dev lint
 	scripts/install_browser.sh
 	scripts/install_cluster.sh
-	.venv/bin/python -m pytest
-	.venv/bin/python -m pytest tests/cluster
+	.venv/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		tests/cluster tests/bench tests/integration tests/unit
 
 serve: install-dev
 	scripts/serve.sh $(PORT) $(JOBS) $(BATCH)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +30,12 @@ from tests.tiny_cross_encoder import build_tiny_cross_encoder
 from tests.tiny_t5 import build_tiny_t5
 
 network_guard.install()
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # A suite started in the background by a script (`make test &`, no job control) inherits
+    # SIGINT ignored, and so would every process it starts: the tests that press Ctrl-C on a
+    # client (test_warm_server*.py, test_make_serve.py) need it as a terminal leaves it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
 import psycopg
@@ -56,6 +56,24 @@ def wait_until_ended(api: SyncLangGraphClient, thread_id: str, run_id: str, limi
             return status
         time.sleep(0.5)
     raise AssertionError(f"run {run_id} still not ended after {limit} s")
+
+
+def state_once_answered(api: SyncLangGraphClient, thread_id: str, limit: float) -> Any:
+    """The thread's values, asked again while a replica refuses (within ``limit`` s).
+
+    Right after a service comes back, a replica may still answer 500 for one request: its
+    PostgreSQL pool waits out its 30 s for a connection (seen on 2 busy cores just after
+    Redis came back, 2026-11-28). Each refusal is logged.
+    """
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            return api.threads.get_state(thread_id)["values"]
+        except httpx.HTTPError as error:
+            if time.monotonic() >= deadline:
+                raise
+            logger.info("reading thread %s refused, asking again: %s", thread_id, error)
+            time.sleep(1)
 
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -35,6 +35,7 @@ from tests.cluster.cluster_support import (
     Service,
     running_cluster,
     start_service,
+    state_once_answered,
     stop_service,
     stored_chunk_ids,
     wait_until_ended,
@@ -242,7 +243,7 @@ def test_a_run_in_flight_when_redis_goes_finishes(cluster: Cluster, before: Befo
         assert wait_until_ended(api, thread_id, run_id, 120) == "success"
     finally:
         start_service(cluster, "redis")
-    out: Any = api.threads.get_state(thread_id)["values"]
+    out = state_once_answered(api, thread_id, 90)
     assert out["answer"], out
     assert_recovered(cluster, before, "redis")
 
