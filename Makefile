@@ -35,7 +35,8 @@ EVAL_ARGS ?=
 REPLICAS ?= 2
 CLUSTER_PORT ?= 8200
 
-.PHONY: ask install install-dev test lint serve bench eval dockerfile page cluster cluster-stop
+.PHONY: ask install install-dev install-browser install-cluster dev-checked test lint serve bench eval \
+	dockerfile page cluster cluster-stop
 
 install:
 	scripts/bootstrap.sh
@@ -52,9 +53,21 @@ lint:
 	.venv/bin/python scripts/typecheck.py
 	.venv/bin/lint-imports
 
-test: install-dev lint
+install-browser:
 	scripts/install_browser.sh
+
+# The Python 3.12 environment Aegra needs (.crag/py312) and Debian's PostgreSQL, Redis and nginx
+# (scripts/install_cluster.sh: about 2 to 4 minutes, 6 GB, once).
+install-cluster:
 	scripts/install_cluster.sh
+
+dev-checked: install-dev
+	$(MAKE) --no-print-directory lint
+
+# The browser first (it and the cluster's install may both call apt-get), then .venv and its
+# checks beside the cluster's environment (two pips, each mostly on one core), then the tests.
+test: install-browser
+	$(MAKE) --no-print-directory --jobs=2 --output-sync=target dev-checked install-cluster
 	.venv/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 		tests/cluster tests/bench tests/integration tests/unit
 
@@ -79,10 +92,7 @@ dockerfile: install-dev
 page:
 	cd app/web && npm ci --no-audit --no-fund && npm run build
 
-# The Python 3.12 environment Aegra needs (.crag/py312) and Debian's PostgreSQL, Redis and nginx
-# are installed first (scripts/install_cluster.sh: about 4 minutes, 6 GB, once).
-cluster:
-	scripts/install_cluster.sh
+cluster: install-cluster
 	REPLICAS=$(REPLICAS) CLUSTER_PORT=$(CLUSTER_PORT) deploy/cluster/start.sh
 
 cluster-stop:
