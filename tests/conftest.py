@@ -13,6 +13,11 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # make test's workers already share the cores: torch's own threads on top of them spent a
+    # third of the suite's CPU waiting on each other (docs/development.md). Servers the tests
+    # start inherit it.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from crag.evaluator.registry import clear_evaluator_cache
 from crag.graph.builder import CragGraph, build_graph
