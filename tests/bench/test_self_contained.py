@@ -6,12 +6,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 from crag_bench import fanoutqa
+from tests.fresh_python import run_python
 
 ROOT = Path(__file__).resolve().parents[2]
 SKIPPED_DIRS = {
@@ -91,17 +90,7 @@ def test_a_copy_with_nothing_beside_it_finds_the_split(tmp_path: Path) -> None:
         "print(json.dumps([fanoutqa.__file__, {k: len(v) for k, v in split.items()}]))"
     )
     env = {**os.environ, "PYTHONPATH": str(clone)}
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=clone,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    module_file, sizes = json.loads(done.stdout)
+    module_file, sizes = json.loads(run_python(script, cwd=clone, env=env, timeout=60))
     assert Path(module_file).resolve().is_relative_to(clone.resolve())
     assert sizes == {"train": 186, "dev": 62}
 
