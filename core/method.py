@@ -47,6 +47,15 @@ follows the ``generator``); any other generator gets -1, only empty knowledge ab
 300 dev questions SmolLM2 answered as many right at -1 as at -0.9, but from the 52 runs -0.9
 abstained on it made up answers instead of abstaining (docs/benchmark.md, Abstention)."""
 
+KnowledgeForm = Literal["strips", "passages"]
+
+READER_KNOWLEDGE_FORM: dict[str, KnowledgeForm] = {"smollm2": "strips"}
+"""Knowledge forms of the generators that need one (an unset ``knowledge_form`` follows the
+``generator``); any other generator reads ``"passages"``. SmolLM2-135M answers more questions
+from five short strips than from whole passages (docs/benchmark.md, Changes judged on dev); a
+stronger reader answers more from the passages RAG would give it, with the web's best
+paragraphs taking the place of the weakest ones (docs/benchmark.md, A stronger reader on dev)."""
+
 Action = Literal["", "correct", "incorrect", "ambiguous"]
 
 
@@ -196,6 +205,19 @@ class MethodConfig(Settings):
             "knowledge threw away answers a stronger reader got right).",
         },
     )
+    knowledge_form: KnowledgeForm | None = field(
+        default=None,
+        metadata={
+            "description": "What the reader is given: 'strips', the paper's refinement (the "
+            "best strips_kept strips, recomposed); 'passages', whole passages within the words "
+            "of the top_k retrieved passages (what standard RAG gives): a Correct run reads "
+            "every retrieved passage, an Ambiguous one the best-scored of the passages and "
+            "the web's paragraphs together, an Incorrect one the web's best paragraphs. Unset "
+            "(null): the reader's own: 'strips' for the shipped SmolLM2 (it reads short "
+            "knowledge better), 'passages' for any other generator (a stronger reader lost "
+            "answers to the strips' lower recall).",
+        },
+    )
     ambiguous_knowledge: Literal["both", "pooled"] = field(
         default="pooled",
         metadata={
@@ -280,6 +302,12 @@ class MethodConfig(Settings):
         if self.abstention_threshold is not None:
             return self.abstention_threshold
         return READER_ABSTENTION.get(generator.strip().lower() or "smollm2", -1.0)
+
+    def knowledge_form_for(self, generator: str) -> KnowledgeForm:
+        """The knowledge form: as set, else the reader's (:data:`READER_KNOWLEDGE_FORM`)."""
+        if self.knowledge_form is not None:
+            return self.knowledge_form
+        return READER_KNOWLEDGE_FORM.get(generator.strip().lower() or "smollm2", "passages")
 
     def check_thresholds(self, evaluator: str, evaluator_model: str = "") -> None:
         """Refuse a lower threshold above the upper one (an unset one: the evaluator's)."""

@@ -18,7 +18,7 @@ from typing import Any, Literal, Self
 from crag.core.allowed_hosts import parse_allowed_hosts
 from crag.core.context import Context, IngestContext
 from crag.core.deployment import DeploymentSettings, deployment_settings, deployment_with
-from crag.core.method import EVALUATORS, MethodConfig
+from crag.core.method import EVALUATORS, KnowledgeForm, MethodConfig
 from crag.core.scope_settings import searched_collection
 from crag.core.setting_checks import (
     InvalidSettingError,
@@ -81,6 +81,10 @@ class RunSettings(Context, MethodConfig):
     def answer_threshold(self) -> float:
         """The abstention threshold: as set, else the generator's own."""
         return self.abstention_for(self.deployment.generator)
+
+    def knowledge_shape(self) -> KnowledgeForm:
+        """The knowledge form: as set, else the generator's own."""
+        return self.knowledge_form_for(self.deployment.generator)
 
     def check_components(self) -> None:
         """A known evaluator and well-formed generator specs, before any work is done.

@@ -6,6 +6,11 @@ Correct runs have internal knowledge only, Incorrect runs external only, Ambiguo
 * **Duplicates go.** The web and the store can hold the same text (a Wikipedia page and its
   ingested copy), so the same strip can come back from both branches; it is given once, where
   it first appears (internal before external).
+* **Whole passages are bounded by RAG's words** (the ``passages`` knowledge form): the
+  retrieved passages and the web's paragraphs compete on one scale (both scored with the
+  evaluator's passage map) for as many words as the top-k retrieved passages hold, so a
+  stronger reader never reads less than standard RAG would give it where the store has the
+  answer, and reads the web's best in place of the store's weakest where it may not.
 * **Ambiguous knowledge can be pooled** (``ambiguous_knowledge="pooled"``): instead of each
   branch's best ``strips_kept`` strips side by side (up to twice as much text), the best
   ``strips_kept`` of both together, in their original order. A small generator reads short
@@ -67,6 +72,26 @@ def combine_knowledge(
     if pooled_keep is None or not internal or not external:
         return strips
     return select_top(strips, [_rank(s) for s in strips], pooled_keep, threshold=-float("inf"))
+
+
+def best_within_words(strips: Sequence[KnowledgeStrip], budget: int) -> list[KnowledgeStrip]:
+    """The best-scored ``strips`` whose words fit in ``budget``, in their given order.
+
+    Strips are taken best first (unscored first); one that would overflow the budget is
+    skipped and the next tried, so a long weak passage does not crowd out short strong ones.
+    The best strip is kept even when it alone is longer than the budget (the prompt's own
+    bound cuts it later).
+    """
+    order = sorted(range(len(strips)), key=lambda i: (-_rank(strips[i]), i))
+    kept: set[int] = set()
+    used = 0
+    for index in order:
+        words = len(strips[index]["text"].split())
+        if kept and used + words > budget:
+            continue
+        kept.add(index)
+        used += words
+    return [strip for index, strip in enumerate(strips) if index in kept]
 
 
 def best_first(strips: Sequence[KnowledgeStrip]) -> list[KnowledgeStrip]:

@@ -20,7 +20,13 @@ from crag.core.run_settings import RunSettings
 from crag.core.state import KnowledgeStrip, State, StateUpdate
 from crag.generator.endpoint_config import EndpointConfig, EndpointError
 from crag.knowledge.attribution import Attribution, attribute
-from crag.knowledge.combination import UNSCORED_RANK, best_first, combine_knowledge
+from crag.knowledge.combination import (
+    UNSCORED_RANK,
+    best_first,
+    best_within_words,
+    combine_knowledge,
+    without_duplicates,
+)
 from crag.knowledge.conversation import answer_message, clip_text
 from crag.knowledge.passages import one_per_passage
 from crag.knowledge.words import heading_of
@@ -216,8 +222,18 @@ def gathered_knowledge(state: State, settings: RunSettings) -> list[KnowledgeStr
     Ambiguous run's knowledge is pooled with ``ambiguous_knowledge="pooled"`` (the best
     ``strips_kept`` of both; :mod:`crag.knowledge.combination`). The kept strips of one stored
     passage are then one entry (:mod:`crag.knowledge.passages`); ``knowledge_order="score"``
-    puts the best-scored entries first.
+    puts the best-scored entries first. In the ``passages`` knowledge form the whole passages
+    and paragraphs of every branch are pooled within the words of the retrieved passages
+    (:func:`~crag.knowledge.combination.best_within_words`).
     """
+    if settings.knowledge_shape() == "passages":
+        knowledge = without_duplicates(
+            [*state.get("internal_knowledge", []), *state.get("external_knowledge", [])]
+        )
+        budget = sum(len(d["text"].split()) for d in state.get("documents", []))
+        if budget:
+            knowledge = best_within_words(knowledge, budget)
+        return best_first(knowledge) if settings.knowledge_order == "score" else knowledge
     pooled = state.get("action") == "ambiguous" and settings.ambiguous_knowledge == "pooled"
     knowledge = combine_knowledge(
         state.get("internal_knowledge", []),

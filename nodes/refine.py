@@ -28,8 +28,15 @@ def refine(state: State, runtime: Runtime[RunSettings], components: Components) 
     survivors are put back in their original order (passage rank, then position). With
     ``refine_knowledge`` off (an ablation) the relevant passages are kept whole; with
     ``best_passage_whole`` the passage of the best strip replaces its kept strips, whole.
+
+    In the ``passages`` knowledge form (a reader other than SmolLM2, unless set) every
+    retrieved passage is kept whole with its grade: what standard RAG would give. Which of
+    them the reader gets is decided with the web's paragraphs, within RAG's words
+    (:func:`crag.knowledge.combination.best_within_words`), when the answer is generated.
     """
     settings = runtime.context
+    if settings.knowledge_shape() == "passages":
+        return _whole_passages(state.get("documents", []), runtime)
     _, lower = scoring_settings(state, settings).action_thresholds()
     relevant = [d for d in state.get("documents", []) if d["score"] is None or d["score"] >= lower]
     if not settings.refine_knowledge:
@@ -72,7 +79,7 @@ def refine(state: State, runtime: Runtime[RunSettings], components: Components) 
 
 
 def _whole_passages(relevant: list[RetrievedPassage], runtime: Runtime[RunSettings]) -> StateUpdate:
-    """The ablation without refinement: the relevant passages go to the generator whole."""
+    """Passages whole: every retrieved one, or the relevant ones (without refinement)."""
     kept = as_internal_knowledge(relevant)
     emit(runtime, "refine", "filtered", passages=len(relevant), strips=len(kept), kept=len(kept))
     update: StateUpdate = {"internal_knowledge": kept}

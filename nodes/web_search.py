@@ -177,14 +177,17 @@ def _best(
 ) -> tuple[list[KnowledgeStrip], list[str]]:
     """Score every passage or strip in one evaluator call; keep the best (maybe none).
 
-    With ``refine_web_knowledge`` on, each paragraph is first decomposed into strips (under its
+    In the ``passages`` knowledge form the best ``top_k`` paragraphs above ``strip_threshold``
+    are kept whole (no margin). Otherwise, with ``refine_web_knowledge`` on, each paragraph is
+    first decomposed into strips (under its
     page title) exactly as retrieved passages are, and the strips are scored as refinement
     scores them; the kept strips stay in page, paragraph and sentence order. A failing
     evaluator is replaced by the embedding one (:mod:`crag.nodes.scoring`; the update's note
     says so).
     """
     candidates: list[tuple[str, str]] = [(p.text, p.source) for p in passages]
-    if settings.refine_web_knowledge:
+    refine_paragraphs = settings.refine_web_knowledge and settings.knowledge_shape() == "strips"
+    if refine_paragraphs:
         candidates = [
             (strip, p.source)
             for p in passages
@@ -193,7 +196,7 @@ def _best(
     texts = [text for text, _ in candidates]
 
     def score(evaluator: RetrievalEvaluator) -> list[float]:
-        if settings.refine_web_knowledge:
+        if refine_paragraphs:
             return score_strips(evaluator, question, texts, by=settings.strip_scoring)
         return evaluator.score(question, texts)
 
@@ -208,6 +211,10 @@ def _best(
         }
         for (text, source), score in zip(candidates, scores, strict=True)
     ]
+    if settings.knowledge_shape() == "passages":
+        # As many paragraphs as retrieval gives passages; the words RAG would read bound them
+        # when the answer is generated, pooled with the store's passages.
+        return select_top(strips, scores, settings.top_k, settings.strip_threshold), notes
     kept = select_top(
         strips, scores, settings.strips_kept, settings.strip_threshold, settings.strip_margin
     )

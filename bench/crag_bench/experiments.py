@@ -138,6 +138,22 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         {"best_passage_whole": True},
     ),
     Experiment(
+        "crag-passages",
+        "crag",
+        "knowledge",
+        "whole passages within the retrieved passages' words: every retrieved passage for "
+        "Correct, the best of the passages and the web's paragraphs for Ambiguous (the "
+        "default for any reader but SmolLM2)",
+        {"knowledge_form": "passages"},
+    ),
+    Experiment(
+        "crag-strips",
+        "crag",
+        "knowledge",
+        "the paper's strips, whatever the reader (SmolLM2's default)",
+        {"knowledge_form": "strips"},
+    ),
+    Experiment(
         "crag-strips-wide",
         "crag",
         "knowledge",
@@ -248,6 +264,24 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         {"best_passage_whole": True},
         gold_removed=True,
     ),
+    Experiment(
+        "crag-gold-removed-passages",
+        "crag",
+        "retriever",
+        "CRAG with the gold documents removed (as crag-gold-removed), whole passages within the "
+        "retrieved passages' words (as crag-passages)",
+        {"knowledge_form": "passages"},
+        gold_removed=True,
+    ),
+    Experiment(
+        "crag-gold-removed-strips",
+        "crag",
+        "retriever",
+        "CRAG with the gold documents removed (as crag-gold-removed), the paper's strips (as "
+        "crag-strips)",
+        {"knowledge_form": "strips"},
+        gold_removed=True,
+    ),
     *(
         Experiment(
             f"crag-gold-removed-only-{action}",
@@ -295,6 +329,16 @@ PRESETS: dict[str, tuple[str, ...]] = {
         "crag-gold-removed",
         *(f"crag-only-{a}" for a in ("correct", "incorrect", "ambiguous")),
         *(f"crag-gold-removed-only-{a}" for a in ("correct", "incorrect", "ambiguous")),
+    ),
+    "readers": (
+        "rag",
+        "crag",
+        "crag-strips",
+        "crag-passages",
+        "rag-gold-removed",
+        "crag-gold-removed",
+        "crag-gold-removed-strips",
+        "crag-gold-removed-passages",
     ),
     "all": tuple(e.name for e in EXPERIMENTS),
 }

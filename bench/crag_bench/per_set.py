@@ -28,7 +28,14 @@ POOLED = "all"
 ACTIONS: tuple[str, ...] = ("correct", "ambiguous", "incorrect")
 """CRAG's actions, in the order the tables show them."""
 
-BASELINES: dict[str, str] = {"crag": "rag", "crag-gold-removed": "rag-gold-removed"}
+BASELINES: dict[str, str] = {
+    "crag": "rag",
+    "crag-strips": "rag",
+    "crag-passages": "rag",
+    "crag-gold-removed": "rag-gold-removed",
+    "crag-gold-removed-strips": "rag-gold-removed",
+    "crag-gold-removed-passages": "rag-gold-removed",
+}
 """Each CRAG experiment split by action, and the RAG experiment on the same questions."""
 
 
