@@ -112,6 +112,21 @@ def test_figures_split_by_crags_action_beside_rag_on_the_same_questions() -> Non
     assert "| crag | incorrect | 0 (0.0%) |  /  |  /  |  |" in text
 
 
+def test_each_knowledge_form_is_split_by_action_beside_its_own_rag() -> None:
+    rows = [
+        _row("nq-dev-1", "rag", False),
+        _row("nq-dev-1", "crag-passages", True, action="ambiguous"),
+        _row("nq-dev-1", "crag-strips", False, action="ambiguous"),
+        _row("nq-dev-1", "rag-gold-removed", False, gold_removed=True),
+        _row("nq-dev-1", "crag-gold-removed-passages", True, action="incorrect"),
+    ]
+    actions = per_set_figures(rows, resamples=10)["nq-dev"]["actions"]
+    assert list(actions) == ["crag-strips", "crag-passages", "crag-gold-removed-passages"]
+    assert actions["crag-passages"]["ambiguous"]["crag"]["accuracy"] == 1.0
+    assert actions["crag-strips"]["ambiguous"]["crag"]["accuracy"] == 0.0
+    assert actions["crag-gold-removed-passages"]["incorrect"]["rag"]["accuracy"] == 0.0
+
+
 def test_no_action_table_without_actions() -> None:
     figures = per_set_figures([_row("nq-dev-1", "rag", True)], resamples=10)
     assert figures["nq-dev"]["actions"] == {}
