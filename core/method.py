@@ -53,8 +53,11 @@ READER_KNOWLEDGE_FORM: dict[str, KnowledgeForm] = {"smollm2": "strips"}
 """Knowledge forms of the generators that need one (an unset ``knowledge_form`` follows the
 ``generator``); any other generator reads ``"passages"``. SmolLM2-135M answers more questions
 from five short strips than from whole passages (docs/benchmark.md, Changes judged on dev); a
-stronger reader answers more from the passages RAG would give it, with the web's best
-paragraphs taking the place of the weakest ones (docs/benchmark.md, A stronger reader on dev)."""
+1.5B reader lost to standard RAG with the strips and was never worse than it with the passages
+RAG would give, the web's best paragraphs taking the place of the weakest ones. Any reader
+other than SmolLM2 gets the passages, never worse than RAG for the two measured; a 0.5B reader
+answered more from the strips, so an operator with a small reader sets ``knowledge_form``
+(docs/benchmark.md, Whole passages for a stronger reader)."""
 
 Action = Literal["", "correct", "incorrect", "ambiguous"]
 
