@@ -48,10 +48,11 @@ def web_search(state: State, runtime: Runtime[RunSettings], components: Componen
     split into title-prefixed paragraphs; a page that cannot be read gives its search snippet
     instead. The paragraphs and snippets are scored by the evaluator in one batch (or, with
     ``refine_web_knowledge``, first decomposed into strips as retrieved passages are) and the
-    best ``strips_kept`` above ``strip_threshold`` become the external knowledge, each with its
-    URL. A search engine or page that is down, slow, refused or rate-limited does not stop the
-    run: the graph goes on with the knowledge it has and ``notes`` says what happened. When the
-    web gave no knowledge, ``web_reason`` says why (the note's words, for the abstention note).
+    best ``strips_kept`` above ``strip_threshold`` (in the ``passages`` knowledge form: the best
+    ``top_k`` paragraphs, whole) become the external knowledge, each with its URL. A search
+    engine or page that is down, slow, refused or rate-limited does not stop the run: the graph
+    goes on with the knowledge it has and ``notes`` says what happened. When the web gave no
+    knowledge, ``web_reason`` says why (the note's words, for the abstention note).
     A run with ``web_search`` off sends nothing: no knowledge, and a note saying so.
     """
     settings = runtime.context
