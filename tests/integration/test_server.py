@@ -645,6 +645,7 @@ METHOD_ATTEMPTS: dict[str, Any] = {
     "refine_web_knowledge": True,
     "abstain_without_knowledge": False,
     "abstention_threshold": 0.5,
+    "knowledge_form": "passages",
     "ambiguous_knowledge": "both",
     "knowledge_order": "score",
     "number_knowledge": True,
