@@ -25,7 +25,6 @@ from crag.knowledge.combination import (
     best_first,
     best_within_words,
     combine_knowledge,
-    without_duplicates,
 )
 from crag.knowledge.conversation import answer_message, clip_text
 from crag.knowledge.passages import one_per_passage
@@ -226,20 +225,20 @@ def gathered_knowledge(state: State, settings: RunSettings) -> list[KnowledgeStr
     and paragraphs of every branch are pooled within the words of the retrieved passages
     (:func:`~crag.knowledge.combination.best_within_words`).
     """
-    if settings.knowledge_shape() == "passages":
-        knowledge = without_duplicates(
-            [*state.get("internal_knowledge", []), *state.get("external_knowledge", [])]
-        )
-        budget = sum(len(d["text"].split()) for d in state.get("documents", []))
-        if budget:
-            knowledge = best_within_words(knowledge, budget)
-        return best_first(knowledge) if settings.knowledge_order == "score" else knowledge
-    pooled = state.get("action") == "ambiguous" and settings.ambiguous_knowledge == "pooled"
+    whole = settings.knowledge_shape() == "passages"
+    pooled = (
+        not whole
+        and state.get("action") == "ambiguous"
+        and settings.ambiguous_knowledge == "pooled"
+    )
     knowledge = combine_knowledge(
         state.get("internal_knowledge", []),
         state.get("external_knowledge", []),
         pooled_keep=settings.strips_kept if pooled else None,
     )
+    budget = sum(len(d["text"].split()) for d in state.get("documents", []))
+    if whole and budget:
+        knowledge = best_within_words(knowledge, budget)
     knowledge = one_per_passage(knowledge)  # one number, citation and source per passage
     if settings.knowledge_order == "score":
         knowledge = best_first(knowledge)

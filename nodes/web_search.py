@@ -187,7 +187,8 @@ def _best(
     says so).
     """
     candidates: list[tuple[str, str]] = [(p.text, p.source) for p in passages]
-    refine_paragraphs = settings.refine_web_knowledge and settings.knowledge_shape() == "strips"
+    whole = settings.knowledge_shape() == "passages"
+    refine_paragraphs = settings.refine_web_knowledge and not whole
     if refine_paragraphs:
         candidates = [
             (strip, p.source)
@@ -212,7 +213,7 @@ def _best(
         }
         for (text, source), score in zip(candidates, scores, strict=True)
     ]
-    if settings.knowledge_shape() == "passages":
+    if whole:
         # As many paragraphs as retrieval gives passages; the words RAG would read bound them
         # when the answer is generated, pooled with the store's passages.
         return select_top(strips, scores, settings.top_k, settings.strip_threshold), notes
