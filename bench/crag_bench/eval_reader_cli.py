@@ -65,7 +65,7 @@ def cmd_eval_reader(args: argparse.Namespace) -> int:
     from crag.generator.factory import load_chat_model
     from crag_bench.eval_report import main_table, write_report
     from crag_bench.reader_swap import (
-        asks_generator,
+        distinct_prompts,
         load_recorded_run,
         reanswer,
         reanswered_results,
@@ -80,7 +80,7 @@ def cmd_eval_reader(args: argparse.Namespace) -> int:
     model = load_chat_model(args.generator, max_new_tokens, args.no_repeat_ngram_size)
     if args.workers > 1:
         batch_generation(model, args.workers)
-    asked = sum(1 for row in rows if asks_generator(row))
+    asked = len(distinct_prompts(rows))
     with tqdm(total=asked, desc="crag-bench eval-reader", unit="prompt", file=sys.stderr) as bar:
         new_rows = reanswer(rows, model, args.workers, progress=bar.update)
     results = reanswered_results(

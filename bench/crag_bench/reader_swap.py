@@ -89,6 +89,23 @@ def _answer(model: BaseChatModel, call: RecordedCall, cites: bool) -> tuple[str,
     return answer, time.perf_counter() - started
 
 
+def distinct_prompts(rows: Sequence[Row]) -> dict[str, list[int]]:
+    """The rows that ask the generator, grouped by what they ask: one key per distinct prompt.
+
+    Two rows whose recorded prompts are the same (messages and whether the answer's ``[n]``
+    markers are removed) get the same answer from a greedy reader, so each prompt is asked
+    once. In a recorded run many are: standard RAG's and a Correct CRAG run's with whole
+    passages, and every experiment's on the questions whose gold was not removed.
+    """
+    groups: dict[str, list[int]] = {}
+    for index, row in enumerate(rows):
+        if row.prompts and asks_generator(row):
+            cites = row.experiment not in _CLOSED_BOOK
+            key = json.dumps([cites, row.prompts[0]["messages"]], sort_keys=True)
+            groups.setdefault(key, []).append(index)
+    return groups
+
+
 def reanswer(
     rows: Sequence[Row],
     model: BaseChatModel,
@@ -97,25 +114,32 @@ def reanswer(
 ) -> list[Row]:
     """The rows with each recorded generator prompt answered by ``model`` and judged again.
 
+    Each distinct prompt is asked once (:func:`distinct_prompts`); ``progress`` counts them.
     ``workers`` prompts are asked at once (a local generator with batching on decodes them
     together). Rows without a call keep their answers; rows with several become errors
     (:data:`NOT_REPLAYABLE`). Every new row is marked untimed: its seconds are generation only.
     """
-    prompts = {
-        i: row.prompts[0] for i, row in enumerate(rows) if row.prompts and asks_generator(row)
-    }
+    groups = list(distinct_prompts(rows).values())
     answers: dict[int, tuple[str, float]] = {}
 
-    def ask(index: int) -> None:
-        cites = rows[index].experiment not in _CLOSED_BOOK
-        answers[index] = _answer(model, prompts[index], cites)
+    def ask(indices: list[int]) -> None:
+        first = rows[indices[0]]
+        assert first.prompts is not None  # distinct_prompts keeps rows with one call
+        reply = _answer(model, first.prompts[0], first.experiment not in _CLOSED_BOOK)
+        for index in indices:
+            answers[index] = reply
         if progress is not None:
             progress(1)
 
+    def length(indices: list[int]) -> int:
+        prompts = rows[indices[0]].prompts or []
+        return sum(len(m["content"]) for m in prompts[0]["messages"])
+
     # Longest prompts first, so batches hold prompts of similar length.
-    order = sorted(prompts, key=lambda i: -sum(len(m["content"]) for m in prompts[i]["messages"]))
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for future in [pool.submit(ask, index) for index in order]:
+        for future in [
+            pool.submit(ask, group) for group in sorted(groups, key=lambda g: -length(g))
+        ]:
             future.result()
     replayed: list[Row] = []
     for index, row in enumerate(rows):
@@ -193,6 +217,7 @@ def reanswered_results(
                 "recorded_generator": recorded_generator,
                 "recorded_prompts_only": bool(recorded["meta"].get("prompts_only")),
                 "asked": sum(1 for r in rows if asks_generator(r)),
+                "distinct_prompts": len(distinct_prompts(rows)),
                 "kept": sum(1 for r in rows if not r.prompts),
                 "not_replayable": sum(1 for r in rows if r.error == NOT_REPLAYABLE),
             },

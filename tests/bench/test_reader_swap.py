@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from crag.generator.factory import load_chat_model
@@ -17,7 +18,7 @@ from crag_bench.prompt_recording import (
     RecordedCall,
     messages_of,
 )
-from crag_bench.reader_swap import NOT_REPLAYABLE, questions_of, reanswer
+from crag_bench.reader_swap import NOT_REPLAYABLE, distinct_prompts, questions_of, reanswer
 from crag_bench.runner import Row
 
 MAIN_RUN = ["--limit", "3", "--corpus-size", "40", "--experiments", "main", "--no-performance"]
@@ -116,6 +117,29 @@ def test_reanswer_asks_single_calls_keeps_abstentions_and_refuses_two_calls() ->
     assert kept.answer == "I could not find the answer." and kept.abstained
     assert refused.error == NOT_REPLAYABLE and refused.answer == ""
     assert [r.id for r in new] == ["q1", "q2", "q3"]
+
+
+def test_a_prompt_recorded_by_several_rows_is_asked_once_and_answers_them_all() -> None:
+    other: RecordedCall = {
+        "node": "generate",
+        "messages": [{"role": "human", "content": "Who wrote Hamlet?"}],
+    }
+    rows = [
+        _row([CALL], experiment="rag"),
+        _row([other], id="q2"),
+        _row([CALL], experiment="crag"),
+        _row([CALL], experiment="rag-gold-removed"),
+    ]
+    assert sorted(map(len, distinct_prompts(rows).values())) == [1, 3]
+    reader = FakeListChatModel(responses=["Leonardo da Vinci", "Shakespeare", "third call"])
+    new = reanswer(rows, reader, workers=1)
+    assert [r.answer for r in new] == ["Leonardo da Vinci", "Shakespeare"] + [
+        "Leonardo da Vinci"
+    ] * 2
+    assert [r.correct for r in new] == [True, False, True, True]
+    # the same text closed-book keeps its [n] markers: another prompt for the reader
+    closed = _row([CALL], experiment="no-retrieval")
+    assert len(distinct_prompts([*rows, closed])) == 3
 
 
 def test_questions_are_rebuilt_from_rows_in_run_order() -> None:
