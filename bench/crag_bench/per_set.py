@@ -8,6 +8,10 @@ and abstentions, CRAG against each other experiment, and gold-removed CRAG again
 RAG over all questions and over the removed ones, with the report's paired statistics
 (:func:`crag_bench.significance.compare_outcomes`). ``all`` pools every set.
 
+Beside abstentions, each experiment counts the runs whose reader replied the prompt's "no
+answer" sentence (:func:`says_no_answer`), and how many of those had the answer in the
+knowledge: answers a reader threw away.
+
 Per action (:func:`by_action`), each CRAG experiment's questions are split by the action CRAG
 took, with CRAG's and its RAG baseline's accuracy and knowledge recall on the same questions:
 where correction pays and where it costs.
@@ -20,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from crag.prompts.generate import NO_ANSWER
 from crag_bench.significance import MEASURES, compare_outcomes, format_p, report_pairs
 
 POOLED = "all"
@@ -78,13 +83,29 @@ def row_outcomes(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, bool]
     }
 
 
+_NO_ANSWER_WORDS = NO_ANSWER.lower().rstrip(".")
+
+
+def says_no_answer(row: Mapping[str, Any]) -> bool:
+    """Whether the reader replied the prompt's "no answer" sentence.
+
+    That is the reader judging the knowledge not to hold the answer; CRAG's abstention asks no
+    reader and is counted apart.
+    """
+    answer = str(row.get("answer") or "").strip().lower()
+    return not row.get("abstained") and answer.startswith(_NO_ANSWER_WORDS)
+
+
 def _experiment(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     n = len(rows)
+    refused = [r for r in rows if says_no_answer(r)]
     return {
         "questions": n,
         "accuracy": sum(bool(r["correct"]) for r in rows) / n,
         "knowledge_recall": sum(bool(r["answer_in_knowledge"]) for r in rows) / n,
         "abstained": sum(bool(r.get("abstained")) for r in rows),
+        "no_answer_replies": len(refused),
+        "no_answer_with_answer_in_knowledge": sum(bool(r["answer_in_knowledge"]) for r in refused),
     }
 
 
@@ -192,12 +213,16 @@ def markdown(figures: Mapping[str, Mapping[str, Any]]) -> str:
     parts: list[str] = []
     for name, group in figures.items():
         parts.append(f"### {name}\n")
-        parts.append("| experiment | questions | accuracy | knowledge recall | abstained |")
-        parts.append("|---|---|---|---|---|")
+        parts.append(
+            "| experiment | questions | accuracy | knowledge recall | abstained | "
+            "reader replied no answer (answer in knowledge) |"
+        )
+        parts.append("|---|---|---|---|---|---|")
         for experiment, e in group["experiments"].items():
             parts.append(
                 f"| {experiment} | {e['questions']} | {e['accuracy']:.3f} | "
-                f"{e['knowledge_recall']:.3f} | {e['abstained']} |"
+                f"{e['knowledge_recall']:.3f} | {e['abstained']} | "
+                f"{e['no_answer_replies']} ({e['no_answer_with_answer_in_knowledge']}) |"
             )
         parts.append("\n| A - B | over | questions | accuracy | knowledge recall |")
         parts.append("|---|---|---|---|---|")

@@ -4,9 +4,10 @@ Usage: .venv/bin/python bench/scripts/per_set_figures.py RUN_DIR [--json]
 
 For a run whose questions came from several bundled sets (their
 ``bench/crag_bench/data/open_domain`` lines concatenated into one ``--questions`` file), prints per
-set and pooled: each experiment's accuracy, knowledge recall and abstentions, CRAG minus every other
-experiment and gold-removed CRAG minus gold-removed RAG over all questions and the removed ones,
-with the paired bootstrap 95% interval and McNemar's exact p (:mod:`crag_bench.per_set`).
+set and pooled: each experiment's accuracy, knowledge recall, abstentions and "no answer"
+replies, CRAG minus every other experiment and gold-removed CRAG minus gold-removed RAG over all
+questions and the removed ones, with the paired bootstrap 95% interval and McNemar's exact p
+(:mod:`crag_bench.per_set`).
 """
 
 from __future__ import annotations

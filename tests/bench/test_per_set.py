@@ -47,6 +47,8 @@ def test_per_set_figures_split_pool_and_compare() -> None:
         "accuracy": 1.0,
         "knowledge_recall": 1.0,
         "abstained": 0,
+        "no_answer_replies": 0,
+        "no_answer_with_answer_in_knowledge": 0,
     }
     [crag_rag] = nq["comparisons"]
     assert (crag_rag["a"], crag_rag["b"], crag_rag["questions"]) == ("crag", "rag", 2)
@@ -61,6 +63,22 @@ def test_per_set_figures_split_pool_and_compare() -> None:
     assert (pooled["questions"], pooled["accuracy"]) == (3, 2 / 3)
     text = markdown(figures)
     assert "### nq-test" in text and "| crag - rag | all | 2 | +0.500" in text
+
+
+def test_no_answer_replies_are_counted_apart_from_abstentions() -> None:
+    rows = [
+        _row("nq-dev-1", "rag", False, answer="The given knowledge does not contain the answer."),
+        _row("nq-dev-2", "rag", False, answer="the given knowledge does not contain the answer"),
+        _row("nq-dev-3", "rag", True, answer="Paris"),
+        _row("nq-dev-1", "crag", False, answer="I could not find the answer.", abstained=True),
+    ]
+    rows[0]["answer_in_knowledge"] = True
+    run = per_set_figures(rows, resamples=10)
+    figures = run["nq-dev"]["experiments"]
+    assert (figures["rag"]["no_answer_replies"], figures["rag"]["abstained"]) == (2, 0)
+    assert figures["rag"]["no_answer_with_answer_in_knowledge"] == 1
+    assert (figures["crag"]["no_answer_replies"], figures["crag"]["abstained"]) == (0, 1)
+    assert "| rag | 3 | 0.333 | 0.667 | 0 | 2 (1) |" in markdown(run)
 
 
 def test_one_set_is_not_pooled_again() -> None:
