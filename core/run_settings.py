@@ -82,7 +82,7 @@ class RunSettings(Context, MethodConfig):
         """The abstention threshold: as set, else the generator's own."""
         return self.abstention_for(self.deployment.generator)
 
-    def knowledge_shape(self) -> KnowledgeForm:
+    def reader_knowledge_form(self) -> KnowledgeForm:
         """The knowledge form: as set, else the generator's own."""
         return self.knowledge_form_for(self.deployment.generator)
 

@@ -225,7 +225,7 @@ def gathered_knowledge(state: State, settings: RunSettings) -> list[KnowledgeStr
     and paragraphs of every branch are pooled within the words of the retrieved passages
     (:func:`~crag.knowledge.combination.best_within_words`).
     """
-    whole = settings.knowledge_shape() == "passages"
+    whole = settings.reader_knowledge_form() == "passages"
     pooled = (
         not whole
         and state.get("action") == "ambiguous"
@@ -236,9 +236,10 @@ def gathered_knowledge(state: State, settings: RunSettings) -> list[KnowledgeStr
         state.get("external_knowledge", []),
         pooled_keep=settings.strips_kept if pooled else None,
     )
-    budget = sum(len(d["text"].split()) for d in state.get("documents", []))
-    if whole and budget:
-        knowledge = best_within_words(knowledge, budget)
+    if whole:
+        budget = sum(len(d["text"].split()) for d in state.get("documents", []))
+        if budget:
+            knowledge = best_within_words(knowledge, budget)
     knowledge = one_per_passage(knowledge)  # one number, citation and source per passage
     if settings.knowledge_order == "score":
         knowledge = best_first(knowledge)

@@ -35,7 +35,7 @@ def refine(state: State, runtime: Runtime[RunSettings], components: Components) 
     (:func:`crag.knowledge.combination.best_within_words`), when the answer is generated.
     """
     settings = runtime.context
-    if settings.knowledge_shape() == "passages":
+    if settings.reader_knowledge_form() == "passages":
         return _whole_passages(state.get("documents", []), runtime)
     _, lower = scoring_settings(state, settings).action_thresholds()
     relevant = [d for d in state.get("documents", []) if d["score"] is None or d["score"] >= lower]

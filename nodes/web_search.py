@@ -187,7 +187,7 @@ def _best(
     says so).
     """
     candidates: list[tuple[str, str]] = [(p.text, p.source) for p in passages]
-    whole = settings.knowledge_shape() == "passages"
+    whole = settings.reader_knowledge_form() == "passages"
     refine_paragraphs = settings.refine_web_knowledge and not whole
     if refine_paragraphs:
         candidates = [

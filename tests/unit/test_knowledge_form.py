@@ -72,7 +72,7 @@ def test_an_unset_form_follows_the_reader(
 ) -> None:
     method = MethodConfig(knowledge_form=knowledge_form)  # type: ignore[arg-type]
     settings = RunSettings.combine(Context(), method, deployment_with(generator=generator))
-    assert settings.knowledge_shape() == expected
+    assert settings.reader_knowledge_form() == expected
 
 
 def test_a_form_that_does_not_exist_is_refused_by_name() -> None:
