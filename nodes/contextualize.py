@@ -26,6 +26,7 @@ from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
+from crag.core.caller import run_caller
 from crag.core.progress import emit
 from crag.core.run_settings import RunSettings
 from crag.core.state import State, StateUpdate
@@ -195,9 +196,11 @@ def contextualize(
     ``input_notes`` says what was left out.
 
     Raises:
+        NoCallerError: A served run that carries no caller: refused before anything is read.
         InvalidQuestionError: no question, or an empty, non-text or too long one (the same
             errors for a ``question`` and for the last human message).
     """
+    run_caller()  # a served run without its caller stops here (it raises)
     settings = runtime.context
     messages = state.get("messages", [])
     asked = question_from_messages(state.get("question"), messages)

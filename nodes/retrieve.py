@@ -50,13 +50,16 @@ def retrieve(state: State, runtime: Runtime[RunSettings], components: Components
     A thread keeps its state between runs on the server, so everything a run produces is
     cleared here, at the start of each run: every field of the state but those
     :data:`~crag.core.state.NOT_RESET` names (:func:`~crag.core.state.run_reset`).
+
+    Raises:
+        NoCallerError: A served run that carries no caller (nothing is searched).
     """
+    caller = run_caller()  # first: a served run without its caller opens nothing (it raises)
     settings = runtime.context
     question = validate_question(state.get("question"), settings.deployment.max_question_chars)
     store = components.vectorstore(settings)
     # the passages' stored vectors go to the embedding evaluator, which then need not embed them
     memo = vector_memo(settings.deployment.embedder)
-    caller = run_caller()
     folders = (
         ServedFolders.of(
             settings.deployment.upload_dir,

@@ -41,7 +41,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from crag.core.caller import AUTH_KEYS
+from crag.core.caller import AUTH_KEYS, SERVED_KEY
 from crag.core.setting_kinds import other_kind_error
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ def refusal(body: bytes, path: str = "/runs") -> str | None:
     except RecursionError:
         return "the request's JSON is nested too deeply to read"
     names = list(_given_names(_run_payloads(payload, path)))
-    forged = sorted(set(names) & set(AUTH_KEYS))
+    forged = sorted(set(names) & {*AUTH_KEYS, SERVED_KEY})
     if forged:
         return (
             f"{forged[0]} is set by the server from the caller's credentials; a run may not send it"
