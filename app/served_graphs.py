@@ -10,9 +10,9 @@ components and models are those of :mod:`crag.app.graphs`: one set per process.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import aclosing
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
@@ -49,7 +49,8 @@ class ServedGraph(ThreadLockedGraph[StateT, ContextT, InputT, OutputT]):
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> AsyncIterator[dict[str, Any] | Any]:
         """The run, marked as served."""
-        async with aclosing(super().astream(input, _marked(config), **kwargs)) as chunks:
+        inner = cast("AsyncGenerator[Any, None]", super().astream(input, _marked(config), **kwargs))
+        async with aclosing(inner) as chunks:
             async for chunk in chunks:
                 yield chunk
 

@@ -15,6 +15,7 @@ can be retried.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import AsyncIterator, Iterator
@@ -37,6 +38,7 @@ __all__ = [
     "configured_threads_db",
     "describe_threads_db",
     "is_postgres",
+    "private_sqlite_file",
 ]
 
 DEFAULT_THREADS_PATH = ".crag/threads.sqlite"
@@ -76,10 +78,24 @@ def describe_threads_db(target: str | Path) -> str:
     return describe_database(str(target))
 
 
-def _sqlite_file(path: str | Path) -> str:
+def private_sqlite_file(path: str | Path) -> Path:
+    """``path``, its folder made, the file made (or kept) readable by this user alone (0600).
+
+    It holds the accounts' password hashes. SQLite gives its ``-wal``, ``-shm`` and journal
+    files the database file's mode, so they are private too.
+    """
     db = Path(path).expanduser()
     db.parent.mkdir(parents=True, exist_ok=True)
-    return str(db)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(db, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    with contextlib.suppress(OSError):  # another user's file, or not a regular file
+        if db.is_file() and db.stat().st_mode & 0o077:
+            db.chmod(0o600)
+    return db
+
+
+def _sqlite_file(path: str | Path) -> str:
+    return str(private_sqlite_file(path))
 
 
 def _unreachable(target: str | Path, exc: BaseException) -> ThreadsDatabaseError:

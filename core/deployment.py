@@ -297,6 +297,12 @@ class ServerDeployment(BaseModel):
         description="Most bytes one user may keep uploaded through the chat page; an upload "
         "past it is refused (413) until some are removed.",
     )
+    upload_max_files: int = Field(
+        1_000,
+        ge=1,
+        description="Most files one user may keep uploaded through the chat page; an upload "
+        "past it is refused (413) until some are removed.",
+    )
     upload_seconds: float = Field(
         120.0,
         ge=1.0,
@@ -337,25 +343,33 @@ class ServerDeployment(BaseModel):
     )
     oidc_name_claim: str = Field(
         "preferred_username",
-        description="The ID token's claim that names the person: their account's name (made "
-        "on first sign-in, a member; it must be 2-40 of a-z 0-9 . _ -).",
+        description="The ID token's claim whose value labels a new account (made on the "
+        "person's first sign-in, a member, bound to the token's issuer and subject, never to "
+        "this name: a taken name gets a number, alice-2).",
     )
     team_admins: str = Field(
         "",
-        description="Names (comma-separated) that are admins when they sign in through the "
-        "OpenID Connect provider or a trusted proxy; everyone else these let in is a member.",
+        description="Names (comma-separated) that are admins when a trusted proxy signs them "
+        "in; everyone else it lets in is a member. Not for the OpenID Connect provider, whose "
+        "people are members until the operator runs crag users role NAME admin.",
     )
     proxy_user_header: str = Field(
         "",
         description="A header (e.g. X-Forwarded-User, Remote-User) that names the person "
         "signed in by a reverse proxy in front of the server (oauth2-proxy, Authelia); "
-        "believed only from proxy_addresses. Empty: off.",
+        "believed only with proxy_secret or from proxy_addresses (neither: never). Empty: off.",
+    )
+    proxy_secret: SecretStr = Field(
+        SecretStr(""),
+        description="A secret the reverse proxy sends in X-Crag-Proxy-Secret with every "
+        "request: only a request carrying it may name a person in proxy_user_header "
+        "(never logged).",
     )
     proxy_addresses: str = Field(
-        "127.0.0.1,::1",
-        description="Peer addresses (comma-separated) whose proxy_user_header is believed: "
-        "the reverse proxy's. A request from anywhere else naming a person there is not "
-        "signed in by it.",
+        "",
+        description="Peer addresses (comma-separated) of the reverse proxy: without "
+        "proxy_secret, proxy_user_header is believed from these only; with it, from these "
+        "only when any are named. Loopback is no default: every process of the host is there.",
     )
     server_session_hours: float = Field(
         24.0,

@@ -1,7 +1,18 @@
-"""The ingestion graph's typed state: what a caller sends, and the report it gets back."""
+"""The ingestion graph's typed state: what a caller sends, and the report it gets back.
+
+A thread keeps its state between runs, and a run's input is merged into it: a field the run
+does not send would keep the previous run's value. So each input field lasts one run only
+(LangGraph's :class:`~langgraph.channels.EphemeralValue`: written by the run's input, read by
+the ``ingest`` node, cleared after it, and cleared by the next run's input whether that run
+fails or not): a second run on a thread that sends ``paths`` alone ingests no documents of the
+first, and tags nothing with its ``tags``. The report's fields are all written by every run.
+"""
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from langgraph.channels import EphemeralValue
 from typing_extensions import TypedDict
 
 
@@ -19,11 +30,11 @@ class InlineDocument(TypedDict, total=False):
 class IngestInput(TypedDict, total=False):
     """What a caller sends: file paths, inline documents, or both."""
 
-    paths: list[str]
+    paths: Annotated[list[str], EphemeralValue(list[str])]
     """Files or directories on the server's machine (.txt .md .html .jsonl)."""
-    documents: list[InlineDocument]
+    documents: Annotated[list[InlineDocument], EphemeralValue(list[InlineDocument])]
     """Documents given as text."""
-    tags: list[str]
+    tags: Annotated[list[str], EphemeralValue(list[str])]
     """Tags for every document of this run, for scoped search (setting ``scope_tags``); an
     unchanged document this run may replace is relabelled with them (nothing embedded)."""
 

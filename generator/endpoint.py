@@ -25,6 +25,7 @@ tool call instead of text, no choices, a stream that ends without a finish reaso
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import math
@@ -39,6 +40,12 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_openai.chat_models.base import BaseChatOpenAI
 from pydantic import PrivateAttr, SecretStr
 
+from crag.core.guarded_transport import (
+    AsyncGuardedTransport,
+    ReplyRefusedError,
+    ReplyTooLargeError,
+    UnaskedEncodingError,
+)
 from crag.generator.endpoint_config import EndpointConfig, EndpointError
 from crag.generator.endpoint_errors import refuse_html_pages
 from crag.generator.endpoint_loop import (
@@ -122,11 +129,26 @@ async def _read_json(client: httpx.AsyncClient, url: str, headers: dict[str, str
     """
     body = bytearray()
     async with client.stream("GET", url, headers=headers) as response:
-        async for part in response.aiter_bytes():
+        async for part in response.aiter_bytes():  # decoded: counted here too
             body += part
             if len(body) > PROBE_BYTES:
                 raise ProbeGaveUpError(f"its answer is over {PROBE_BYTES >> 20} MiB")
     return json.loads(bytes(body))
+
+
+def _gave_up(refusal: ReplyRefusedError) -> ProbeGaveUpError:
+    if isinstance(refusal, UnaskedEncodingError):
+        return ProbeGaveUpError(f"its answer is compressed as {refusal.encoding!r}")
+    return ProbeGaveUpError(f"its answer is over {PROBE_BYTES >> 20} MiB")
+
+
+def _probe_client(config: EndpointConfig) -> httpx.AsyncClient:
+    """The probe's client: no compression, answers cut at :data:`PROBE_BYTES` on the wire."""
+    return httpx.AsyncClient(
+        timeout=config.timeout,
+        transport=AsyncGuardedTransport(PROBE_BYTES, refused=_gave_up),
+        headers={"Accept-Encoding": "identity"},
+    )
 
 
 async def _ask_context_length(config: EndpointConfig) -> int | None:
@@ -134,7 +156,7 @@ async def _ask_context_length(config: EndpointConfig) -> int | None:
     key = config.api_key.get_secret_value()
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     base = config.base_url.rstrip("/")
-    async with httpx.AsyncClient(timeout=config.timeout) as client:
+    async with _probe_client(config) as client:
         listed = await _read_json(client, f"{base}/models", headers)
         entries = [e for e in listed.get("data", []) if isinstance(e, dict)]
         mine = [e for e in entries if e.get("id") == config.model] or entries[:1]
@@ -195,46 +217,36 @@ def clip_to_tokens(text: str, tokens: float) -> str:
     return text if len(data) <= room else data[:room].decode("utf-8", "ignore")
 
 
-def _over_cap(config: EndpointConfig) -> EndpointError:
-    return EndpointError(
-        f"the model server {config.where} sent a reply of more than "
-        f"{MAX_REPLY_BYTES >> 20} MiB; crag stopped reading it",
-        "malformed",
-    )
-
-
-class _CappedBody(httpx.AsyncByteStream):
-    """A response body that ends in :class:`EndpointError` past :data:`MAX_REPLY_BYTES`."""
-
-    def __init__(self, body: httpx.AsyncByteStream, config: EndpointConfig) -> None:
-        self._body = body
-        self._config = config
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        received = 0
-        async for part in self._body:
-            received += len(part)
-            if received > MAX_REPLY_BYTES:
-                raise _over_cap(self._config)
-            yield part
-
-    async def aclose(self) -> None:
-        await self._body.aclose()
+def _refused(config: EndpointConfig, refusal: ReplyRefusedError) -> EndpointError:
+    """The one line for a reply the client stopped reading: too large, or compressed."""
+    if isinstance(refusal, UnaskedEncodingError):
+        what = f"a reply compressed as {refusal.encoding!r}, which crag did not ask for"
+    elif isinstance(refusal, ReplyTooLargeError):
+        what = f"a reply of more than {refusal.limit >> 20} MiB; crag stopped reading it"
+    else:
+        what = f"a reply crag refused ({refusal})"
+    return EndpointError(f"the model server {config.where} sent {what}", "malformed")
 
 
 def _capped_client(config: EndpointConfig) -> httpx.AsyncClient:
-    """The HTTP client of the chat model: every reply's body capped (:class:`_CappedBody`).
+    """The HTTP client of the chat model: every reply capped, on the wire and decoded.
 
-    An HTML page answering (a web server or proxy at a wrong URL) is refused first
-    (:func:`~crag.generator.endpoint_errors.refuse_html_pages`).
+    Its transport (:class:`~crag.core.guarded_transport.AsyncGuardedTransport`, without address
+    checks: the operator chose the server) asks for no compression, refuses a compressed reply
+    unread (a gzip or zstd body would be inflated whole as httpx reads it) and stops reading a
+    body past :data:`MAX_REPLY_BYTES`. An HTML page answering (a web server or proxy at a wrong
+    URL) is refused first (:func:`~crag.generator.endpoint_errors.refuse_html_pages`).
     """
-
-    async def cap(response: httpx.Response) -> None:
-        if isinstance(response.stream, httpx.AsyncByteStream):
-            response.stream = _CappedBody(response.stream, config)
-
-    hooks = [refuse_html_pages(config), cap]  # a web page at the URL: one line, not "empty"
-    return httpx.AsyncClient(timeout=config.timeout, event_hooks={"response": hooks})
+    transport = AsyncGuardedTransport(
+        MAX_REPLY_BYTES, refused=functools.partial(_refused, config), max_connections=100
+    )
+    hooks = [refuse_html_pages(config)]  # a web page at the URL: one line, not "empty"
+    return httpx.AsyncClient(
+        timeout=config.timeout,
+        transport=transport,
+        headers={"Accept-Encoding": "identity"},
+        event_hooks={"response": hooks},
+    )
 
 
 def _no_text(config: EndpointConfig, what: str) -> EndpointError:

@@ -11,14 +11,21 @@ stream (``{"node": "ingest", "event": "embedding", "done": 512, "total": 1800}``
 
 The deployment setting ``ingest_root`` (``CRAG_INGEST_ROOT`` in the server's environment)
 confines the paths a caller may ingest to that directory; unset, to the chat page's upload
-folder (``upload_dir``, ``.crag/uploads`` by default; for a member, their own part of it,
-``members/NAME``), so that no served run reads any other file of the server's machine. A named
-path outside it is an input error, and a file found in a named directory whose real path
-leaves it (a symbolic link pointing outside) is refused and listed in ``failed``. The check
-here is on the names sent; each file is then opened first and what was opened checked before
-it is read (:mod:`crag.documents.confined`), so a link swapped in between is refused too.
-The root binds served runs only: ``crag ingest`` and the Python API are the operator's, and
-read any path they are given.
+folder (``upload_dir``, ``.crag/uploads`` by default), so that no served run reads any other
+file of the server's machine. A member's run reads only their own part of the upload folder,
+``members/NAME``, whether ``ingest_root`` is set or not: the shared root is the operator's and
+the admins' to ingest (a member's copy of a shared file, stored private under the file's own
+name, would hide it from everyone else). A named path outside is an input error, judged first
+by its name alone, so that it reads the same whether a file is there or not; a file found in a
+named directory whose real path leaves it (a symbolic link pointing outside) is refused and
+listed in ``failed``. Each file is then opened first and what was opened checked before it is
+read (:mod:`crag.documents.confined`), so a link swapped in between is refused too. The root
+binds served runs only: ``crag ingest`` and the Python API are the operator's, and read any
+path they are given.
+
+A thread keeps its state between runs, but not a run's input: ``paths``, ``documents`` and
+``tags`` last one run only (:mod:`crag.core.ingest_state`), so a second run on a thread that
+sends paths alone does not ingest the first run's documents again, nor with its tags.
 
 **Members.** What a member's run stores is that member's (chunk metadata ``owner`` and
 ``private``): only their own runs search it (:func:`crag.vectorstore.scope.visible_to`), so no
@@ -39,7 +46,9 @@ ingest graph") with the store unchanged; lines gone from a re-ingested JSON Line
 and listed in ``failed`` too. Unchanged documents are ``skipped`` as usual. The operator may
 allow more with the deployment setting ``ingest_run_replace`` (``CRAG_INGEST_RUN_REPLACE``):
 ``"none"`` (the default), ``"served"`` (runs may replace and remove what runs stored, never
-the operator's documents) or ``"all"`` (anything). Runs never prune.
+the operator's documents) or ``"all"`` (anything). Runs never prune. Whatever it says, a
+served run changes only its own caller's documents: a member's run only that member's, an
+admin's only shared ones (:meth:`~crag.vectorstore.sources.Writer.refuses`).
 Inline documents sent without a source get an ``inline:`` source from a hash of their text.
 Sources have one spelling (:mod:`crag.vectorstore.sources`): a name with no file behind it in
 Unicode NFC with its whitespace collapsed, so a look-alike of a stored name is that name; a
@@ -60,6 +69,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -110,25 +121,62 @@ def _path_strings(value: Any) -> list[str]:
     return [p for p in value if p.strip()]
 
 
-def _check_inside(path: str, base: Path, named: str) -> None:
-    """Refuse a path whose real path leaves ``base`` (the ``ingest_root``), by the name sent.
+@dataclass(frozen=True)
+class _Confinement:
+    """The one directory a run reads files from, and whose run it is (``member``: a member's)."""
 
-    A path that cannot be resolved (a symbolic link loop, a NUL character) is let through:
-    ingestion lists it in ``failed`` with the reason, and the other paths are still ingested.
-    """
-    try:
-        resolved = real_path(Path(path).expanduser())
-    except LoaderError:
-        return
-    if resolved != base and base not in resolved.parents:
-        raise InvalidIngestInputError(
+    root: Path
+    member: str | None = None
+
+    def spellings(self) -> tuple[Path, ...]:
+        """The directory as configured (absolute) and as its real path: a name may use either."""
+        named = Path(os.path.abspath(self.root.expanduser()))
+        real = named.resolve()
+        return (named,) if real == named else (named, real)
+
+    def outside(self, named: str) -> InvalidIngestInputError:
+        """The error for a path sent (``named``) that is not this run's to read."""
+        if self.member is not None:
+            return InvalidIngestInputError(
+                f"path {named!r} is not one of your uploads: a member's run ingests only the "
+                f"files in their own part of the upload folder (upload:members/{self.member}/...)"
+            )
+        return InvalidIngestInputError(
             f"path {named!r} is outside the only directory this server ingests from "
             "(setting ingest_root; when it is unset, the chat page's upload folder: upload "
             "the file instead, and send the name the upload answered, upload:...)"
         )
 
 
-def _paths(value: Any, root: str, folders: ServedFolders | None = None) -> list[str]:
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _check_inside(path: str, confinement: _Confinement, named: str) -> None:
+    """Refuse a path that leaves the run's directory, by its name first, then by its real path.
+
+    The name is judged by its text alone (``..`` collapsed), before anything on disk is looked
+    at, so a name outside is refused the same way whether a file is there or not: no run
+    learns which of another member's names exist. Then its real path, symbolic links
+    followed, must lie inside too. A path that cannot be resolved (a symbolic link loop, a NUL
+    character) is let through: ingestion lists it in ``failed`` with the reason, and the other
+    paths are still ingested.
+    """
+    lexical = Path(os.path.normpath(os.path.abspath(os.path.expanduser(path))))
+    spellings = confinement.spellings()
+    if not any(_within(lexical, spelling) for spelling in spellings):
+        raise confinement.outside(named)
+    try:
+        resolved = real_path(Path(path).expanduser())
+    except LoaderError:
+        return
+    if not _within(resolved, spellings[-1]):
+        raise confinement.outside(named)
+
+
+def _paths(
+    value: Any, confinement: _Confinement | None, folders: ServedFolders | None = None
+) -> list[str]:
     """The paths to read: names a served caller was given (``upload:...``) read back first."""
     if value is None:
         return []
@@ -136,11 +184,26 @@ def _paths(value: Any, root: str, folders: ServedFolders | None = None) -> list[
     paths = [
         (server_path(path, folders) if folders is not None else None) or path for path in named
     ]
-    if root:
-        base = Path(root).expanduser().resolve()
+    if confinement is not None:
         for path, name in zip(paths, named, strict=True):
-            _check_inside(path, base, name)
+            _check_inside(path, confinement, name)
     return paths
+
+
+def _confinement(deployment: DeploymentSettings, member: str | None) -> _Confinement:
+    """Where a run reads files from: a member's own uploads; else the root or upload folder.
+
+    A member's run reads only ``members/NAME`` in the upload folder, with ``ingest_root`` set
+    or not: the shared root is the operator's and the admins' to ingest, as shared documents.
+    A member who ingested a shared file would store it private to them under the file's own
+    name, and so hide it from everyone else, or take it over once the operator had.
+    """
+    folder = uploads_folder(
+        deployment.upload_dir, deployment.ingest_root, deployment.store_path, member=member
+    )
+    if member is not None or not deployment.ingest_root.strip():
+        return _Confinement(folder, member)
+    return _Confinement(Path(deployment.ingest_root).expanduser().resolve())
 
 
 def _documents(value: Any, max_chars: int) -> list[dict[str, Any]]:
@@ -234,11 +297,7 @@ def ingest_node(
     _check_run_cost(settings)
     caller = run_caller()
     member = caller.member if caller is not None else None
-    root = settings.deployment.ingest_root.strip() or str(
-        uploads_folder(
-            settings.deployment.upload_dir, "", settings.deployment.store_path, member=member
-        )
-    )
+    confinement = _confinement(settings.deployment, member)
     folders = (
         ServedFolders.of(
             settings.deployment.upload_dir,
@@ -248,7 +307,7 @@ def ingest_node(
         if caller is not None
         else None
     )
-    paths = _paths(state.get("paths"), root, folders)
+    paths = _paths(state.get("paths"), confinement, folders)
     docs = _documents(state.get("documents"), settings.deployment.max_document_chars)
     tags = _tags(state.get("tags"))
     if not paths and not docs:
@@ -266,7 +325,7 @@ def ingest_node(
             paths,
             settings,
             documents=_inline_documents(docs, member),
-            root=root or None,
+            root=confinement.root,
             progress=False,
             on_progress=on_progress,
             writer=served_writer(settings.deployment.ingest_run_replace, owner=member or ""),

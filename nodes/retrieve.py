@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from langchain_core.documents import Document
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
@@ -44,6 +45,31 @@ def _with_server_folder(settings: RunSettings, folders: ServedFolders | None) ->
     return dataclasses.replace(settings, scope_folder=path)
 
 
+def _passages(
+    hits: list[Document], folders: ServedFolders | None, member: str | None
+) -> list[RetrievedPassage]:
+    """The hits as the state's passages; a served run's (``folders``) named, never located."""
+    documents: list[RetrievedPassage] = [
+        {
+            "text": doc.page_content,
+            "source": str(doc.metadata.get("source", "unknown")),
+            "chunk": int(doc.metadata.get("chunk", 0)),
+            "score": None,
+        }
+        for doc in hits
+    ]
+    for passage, doc in zip(documents, hits, strict=True):
+        location = doc.metadata.get("location")  # page, slide, rows...: cited with the source
+        if isinstance(location, str) and location:
+            passage["location"] = location
+        if writer_of(doc.metadata) != OPERATOR:  # a served run's passage: cited as such
+            passage["writer"] = writer_of(doc.metadata)
+    if folders is not None:  # a served run names the server's files, never its folders
+        for passage in documents:
+            passage["source"] = public_name(passage["source"], folders, member)
+    return documents
+
+
 def retrieve(state: State, runtime: Runtime[RunSettings], components: Components) -> StateUpdate:
     """Validate the question, reset the per-run fields and fetch the top-k passages.
 
@@ -77,25 +103,7 @@ def retrieve(state: State, runtime: Runtime[RunSettings], components: Components
         hits = search(
             store, question, settings.top_k, mode=settings.retrieval, memo=memo, where=where
         )
-    documents: list[RetrievedPassage] = [
-        {
-            "text": doc.page_content,
-            "source": str(doc.metadata.get("source", "unknown")),
-            "chunk": int(doc.metadata.get("chunk", 0)),
-            "score": None,
-        }
-        for doc in hits
-    ]
-    for passage, doc in zip(documents, hits, strict=True):
-        location = doc.metadata.get("location")  # page, slide, rows...: cited with the source
-        if isinstance(location, str) and location:
-            passage["location"] = location
-        if writer_of(doc.metadata) != OPERATOR:  # a served run's passage: cited as such
-            passage["writer"] = writer_of(doc.metadata)
-    caller_member = caller.member if caller is not None else None
-    if folders is not None:  # a served run names the server's files, never its folders
-        for passage in documents:
-            passage["source"] = public_name(passage["source"], folders, caller_member)
+    documents = _passages(hits, folders, caller.member if caller is not None else None)
     logger.info("retrieved %d passages", len(documents))
     emit(runtime, "retrieve", "retrieved", passages=len(documents), top_k=settings.top_k)
     update: StateUpdate = {**run_reset(), "question": question, "documents": documents}

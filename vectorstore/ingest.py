@@ -28,6 +28,10 @@ lets it replace what served runs stored (never the operator's documents, nor tho
 before writers were recorded), ``"all"`` anything. A document out of its reach is listed in
 ``failed`` and left as it is, and so is a line gone from a re-ingested JSON Lines file. A
 document a served run stored that the operator ingests, even unchanged, becomes the operator's.
+Whatever ``ingest_run_replace`` says, a served run changes only documents of its own caller's
+kind (:meth:`~crag.vectorstore.sources.Writer.refuses`): a member's run only that member's
+private documents, a shared run only shared ones; another's is listed in ``failed`` as
+"already stored by someone else", naming no one.
 Text that is not text (NUL characters, a high share of control characters) is refused.
 """
 
@@ -76,6 +80,7 @@ from crag.vectorstore.sources import (
     Writer,
     normalise_path,
     normalise_source,
+    owner_of,
     unlocked_writer,
     writer_of,
 )
@@ -187,8 +192,13 @@ def _unique(docs: Iterable[LoadedDocument]) -> dict[str, LoadedDocument]:
     return unique
 
 
-def _taken(source: str, stored_by: str, writer: Writer) -> str:
-    """Why ``writer`` may not replace ``source``, which ``stored_by`` stored."""
+def _taken(source: str, stored_by: str, writer: Writer, stored_owner: str = "") -> str:
+    """Why ``writer`` may not replace ``source``, which ``stored_by`` stored for ``stored_owner``.
+
+    A document of another owner is said to be someone else's, naming neither who nor how.
+    """
+    if not writer.owns(stored_owner):
+        return f"{source}: already stored by someone else; a run may change only its caller's own"
     if writer.unlocked:
         return (
             f"{source}: already stored by {_stored_by(stored_by)}; runs may not replace "
@@ -213,15 +223,21 @@ def _recheck(store: Chroma, writer: Writer) -> Recheck | None:
 
     def taken(sources: list[str]) -> dict[str, str]:
         now = stored_records(store, sources)
-        return {s: _taken(s, r.writer, writer) for s, r in now.items() if writer.refuses(r.writer)}
+        return {
+            s: _taken(s, r.writer, writer, owner_of(r.metadata))
+            for s, r in now.items()
+            if writer.refuses(r.writer, owner_of(r.metadata))
+        }
 
     return taken
 
 
 def _refusal(doc: LoadedDocument, previous: StoredRecord | None, writer: Writer) -> str | None:
     """Why ``doc`` may not be written (another writer's document, not text), or ``None``."""
-    if previous is not None and writer.refuses(previous.writer):
-        return _taken(doc.source, previous.writer, writer)
+    if previous is not None:
+        owner = owner_of(previous.metadata)
+        if writer.refuses(previous.writer, owner):
+            return _taken(doc.source, previous.writer, writer, owner)
     reason = not_text_reason(doc.text)
     return f"{doc.source}: {reason}" if reason is not None else None
 
@@ -346,8 +362,8 @@ def _write_under_lock(
     return report
 
 
-def _stale_lines(store: Chroma, file: str, keep: set[str]) -> dict[str, str]:
-    """``source -> writer`` of the stored documents of ``file`` that are no longer in it.
+def _stale_lines(store: Chroma, file: str, keep: set[str]) -> dict[str, tuple[str, str]]:
+    """``source -> (writer, owner)`` of the stored documents of ``file`` no longer in it.
 
     A document any of whose chunks the operator wrote counts as the operator's.
     """
@@ -355,12 +371,12 @@ def _stale_lines(store: Chroma, file: str, keep: set[str]) -> dict[str, str]:
         result = store.get(where={"file": file}, include=["metadatas"])
     except Exception as exc:
         raise StoreError(f"cannot read the vector store: {exc}") from exc
-    stale: dict[str, str] = {}
+    stale: dict[str, tuple[str, str]] = {}
     for meta in result.get("metadatas") or []:
         if meta and meta.get("source") not in keep:
             source = str(meta["source"])
-            if stale.get(source) != OPERATOR:
-                stale[source] = writer_of(meta)
+            if stale.get(source, ("", ""))[0] != OPERATOR:
+                stale[source] = (writer_of(meta), owner_of(meta))
     return stale
 
 
@@ -372,11 +388,15 @@ def _prune_file(
     Those ``writer`` may not remove are kept and listed in ``report.failed``.
     """
     stale = _stale_lines(store, file, keep)
-    gone = sorted(source for source, by in stale.items() if not writer.refuses(by))
+    gone = sorted(source for source, (by, owner) in stale.items() if not writer.refuses(by, owner))
     for source in sorted(set(stale) - set(gone)):
+        by, owner = stale[source]
         message = (
-            f"{source}: no longer in {file}, but stored by {_stored_by(stale[source])}; this "
+            f"{source}: no longer in {file}, but stored by {_stored_by(by)}; this "
             f"server does not let runs remove it ({REPLACE_SETTING})"
+            if writer.owns(owner)
+            else f"{source}: no longer in {file}, but stored by someone else; a run may "
+            "remove only its caller's own documents"
         )
         logger.warning("%s", message)
         report.failed.append((source, message))

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from crag.core.scope_settings import check_tags
 from crag.vectorstore.records import StoredRecord, update_metadata
-from crag.vectorstore.sources import REPLACE_SETTING, SOURCE_PREFIX, Writer
+from crag.vectorstore.sources import REPLACE_SETTING, SOURCE_PREFIX, Writer, owner_of
 
 if TYPE_CHECKING:
     from langchain_chroma import Chroma
@@ -192,7 +192,7 @@ def relabel_unchanged(
         meta = record.metadata
         if source not in wanted or _labels_of(meta) == wanted[source]:
             continue
-        if not writer.refuses(record.writer):
+        if not writer.refuses(record.writer, owner_of(meta)):
             changed[source] = wanted[source]
         elif meta.get("tags") != wanted[source].get("tags"):
             message = (

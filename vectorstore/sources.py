@@ -57,9 +57,25 @@ class Writer:
     owner: str = ""
     """The member whose private documents these are (a member's served run); empty: shared."""
 
-    def refuses(self, stored_by: str) -> bool:
-        """Whether a document stored by ``stored_by`` is out of this writer's reach."""
+    def refuses(self, stored_by: str, stored_owner: str) -> bool:
+        """Whether a document ``stored_by`` wrote, private to ``stored_owner``, is out of reach.
+
+        ``stored_owner`` is :func:`owner_of` the document's chunks (empty: shared). A served
+        run never changes a document that is not its caller's, whatever
+        ``ingest_run_replace`` says: a member's run only that member's own documents, an
+        admin's (shared) run only shared ones. Else a member could relabel another's file as
+        their own, or hide a shared one from everyone by taking it private.
+        """
+        if not self.owns(stored_owner):
+            return True
         return self.may_replace is not None and stored_by not in self.may_replace
+
+    def owns(self, stored_owner: str) -> bool:
+        """Whether a document private to ``stored_owner`` (empty: shared) is this writer's kind.
+
+        The operator may change anything; a served run only what its own caller owns.
+        """
+        return self.name == OPERATOR or stored_owner == self.owner
 
 
 OPERATOR_WRITER = Writer(OPERATOR)
@@ -108,6 +124,12 @@ def writer_of(metadata: Mapping[str, Any]) -> str:
     """Who stored a chunk; chunks older than the ``writer`` field are the operator's."""
     value = metadata.get("writer")
     return value if isinstance(value, str) and value else OPERATOR
+
+
+def owner_of(metadata: Mapping[str, Any]) -> str:
+    """The member a chunk is private to (metadata ``owner`` with ``private``); empty: shared."""
+    owner = metadata.get("owner")
+    return owner if metadata.get("private") is True and isinstance(owner, str) else ""
 
 
 _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u2060\ufeff"))

@@ -3,19 +3,20 @@
 :class:`PageFetcher` wraps one ``httpx.AsyncClient`` for a batch of pages:
 
 * **Addresses.** Every URL (the first and each redirect target) must pass
-  :func:`crag.websearch.safety.check_url`. Host names are resolved by the client's own network
-  backend (:class:`GuardedBackend`): it resolves the name once, checks every address against
-  the :class:`~crag.websearch.safety.AddressPolicy` and then connects to one of those checked
-  addresses. TLS still verifies the certificate against the host name and HTTP still sends it
-  as ``Host``, so the page is the one asked for, while a DNS answer that changes after the
-  check (DNS rebinding) cannot point the connection somewhere else. Proxies from the
+  :func:`crag.websearch.safety.check_url`. Host names are resolved by the client's guarded
+  transport (:mod:`crag.websearch.guarded_client`): it resolves the name once, checks every
+  address against the :class:`~crag.websearch.safety.AddressPolicy` and then connects to one of
+  those checked addresses. TLS still verifies the certificate against the host name and HTTP
+  still sends it as ``Host``, so the page is the one asked for, while a DNS answer that changes
+  after the check (DNS rebinding) cannot point the connection somewhere else. Proxies from the
   environment are not used (``trust_env=False``): with a proxy, the proxy would resolve names.
 * **Redirects** are followed by hand, at most ``max_redirects`` of them, so that each hop is
   checked like the first URL.
 * **Size and time.** A ``Content-Length`` over ``max_bytes`` is refused before reading; the body
-  is streamed and reading stops once it passes ``max_bytes``. The whole fetch (DNS, connects,
-  redirects, body) must finish within ``timeout`` seconds. Compression is not requested, so the
-  size read is the size of the page.
+  is streamed and reading stops once it passes ``max_bytes``, counted as it comes off the wire.
+  Compression is not requested (``Accept-Encoding: identity``) and a compressed body is refused
+  unread, so the size read is the size of the page: a 32 KB zstd page never becomes 1 GiB. The
+  whole fetch (DNS, connects, redirects, body) must finish within ``timeout`` seconds.
 * **Types.** The ``Content-Type`` is checked before the body is read: HTML is read, PDF only
   when asked for (``pdf=True``), anything else is skipped. A missing or generic type is
   decided from the first bytes.
@@ -27,29 +28,22 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import ssl
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.cookiejar import Cookie, CookieJar, DefaultCookiePolicy
 from types import TracebackType
-from typing import Any
 from urllib.parse import urljoin
 from urllib.request import Request
 
-import httpcore
 import httpx
 
-from crag.websearch.safety import (
-    AddressPolicy,
-    HostLookupError,
-    UnsafeURLError,
-    check_url,
-    resolve_checked,
+from crag.websearch.guarded_client import (
+    ReplyRefusedError,
+    ReplyTooLargeError,
+    guarded_async_transport,
 )
+from crag.websearch.safety import AddressPolicy, HostLookupError, UnsafeURLError, check_url
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +56,6 @@ _SNIFFED_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _CHUNK = 64 * 1024
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,application/pdf;q=0.8,*/*;q=0.1"
-_DNS_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="crag-dns")
 
 
 class PageError(Exception):
@@ -131,90 +124,6 @@ class FetchedPage:
         return self.media_type in PDF_TYPES
 
 
-class GuardedBackend(httpcore.AsyncNetworkBackend):
-    """An httpcore network backend that connects only to checked addresses.
-
-    ``connect_tcp`` resolves the host name once and checks every address with
-    :func:`~crag.websearch.safety.resolve_checked`, then connects to the checked addresses (in
-    order), never resolving the name again.
-    """
-
-    def __init__(self, policy: AddressPolicy) -> None:
-        self._policy = policy
-        self._inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        """Resolve, check, then connect to a checked address.
-
-        Raises:
-            UnsafeURLError: an address is not public and not allowed.
-            PageError: DNS lookup failed.
-            httpcore.ConnectError: no checked address accepted the connection.
-        """
-        loop = asyncio.get_running_loop()
-        lookup = functools.partial(resolve_checked, self._policy, host, port)
-        try:
-            # Not the loop's default executor: ``asyncio.run`` waits for that one on exit, so a
-            # resolver that hangs would outlast the page timeout.
-            addresses = await loop.run_in_executor(_DNS_POOL, lookup)
-        except HostLookupError as exc:
-            logger.info("%s", exc)
-            raise PageError("could not be reached (DNS lookup failed)") from exc
-        error: Exception | None = None
-        for address in addresses:
-            try:
-                return await self._inner.connect_tcp(
-                    str(address),
-                    port,
-                    timeout=timeout,
-                    local_address=local_address,
-                    socket_options=socket_options,
-                )
-            except httpcore.ConnectError as exc:
-                error = exc
-        assert error is not None  # check_resolved never returns an empty list
-        raise error
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        """Never: pages are read over TCP only."""
-        raise UnsafeURLError(path, "not a network address")
-
-    async def sleep(self, seconds: float) -> None:
-        """Sleep with the wrapped backend."""
-        await self._inner.sleep(seconds)
-
-
-@functools.lru_cache(maxsize=1)
-def verifying_ssl_context() -> ssl.SSLContext:
-    """The default verifying TLS context (certifi's CA bundle), built once per process."""
-    return httpx.create_ssl_context(trust_env=False)
-
-
-class GuardedTransport(httpx.AsyncHTTPTransport):
-    """httpx's own transport over a connection pool whose backend is :class:`GuardedBackend`."""
-
-    def __init__(self, policy: AddressPolicy, max_connections: int = 10) -> None:
-        context = verifying_ssl_context()
-        super().__init__(verify=context, trust_env=False)
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=context,
-            max_connections=max_connections,
-            network_backend=GuardedBackend(policy),
-        )
-
-
 class _NoCookies(DefaultCookiePolicy):
     """Accept no cookie and send none."""
 
@@ -258,7 +167,7 @@ class PageFetcher:
 
     async def __aenter__(self) -> PageFetcher:
         self._client = httpx.AsyncClient(
-            transport=GuardedTransport(self.options.policy),
+            transport=guarded_async_transport(self.options.policy, self.options.max_bytes),
             follow_redirects=False,
             trust_env=False,
             timeout=httpx.Timeout(self.options.timeout),
@@ -293,28 +202,12 @@ class PageFetcher:
             raise PageError(f"page did not load within {self.options.timeout:g} s") from None
 
     async def _fetch(self, url: str) -> FetchedPage:
-        if self._client is None:
-            raise RuntimeError("use PageFetcher as an async context manager")
         try:
             current = check_url(url, self.options.policy)
         except UnsafeURLError as exc:
             raise PageError(f"refused to read it: {exc.reason}", skipped=True) from None
         for hop in range(self.options.max_redirects + 1):
-            try:
-                request = self._client.build_request("GET", current)
-                response = await self._client.send(request, stream=True)
-            except UnsafeURLError as exc:
-                raise self._refused(hop, current, exc.reason) from None
-            except httpx.TimeoutException:
-                raise PageError(f"page did not load within {self.options.timeout:g} s") from None
-            except httpx.ConnectError as exc:
-                logger.info("connecting to %s failed: %r", current, exc)
-                raise PageError("could not be reached (connection failed)") from None
-            except httpx.HTTPError as exc:
-                logger.info("requesting %s failed: %r", current, exc)
-                raise PageError(f"could not be read ({type(exc).__name__})") from None
-            except httpx.InvalidURL:
-                raise PageError("not a valid URL", skipped=True) from None
+            response = await self._send(hop, current)
             try:
                 if response.status_code in _REDIRECTS and "location" in response.headers:
                     target = urljoin(current, response.headers["location"].strip())
@@ -327,6 +220,37 @@ class PageFetcher:
             finally:
                 await response.aclose()
         raise PageError(f"too many redirects (more than {self.options.max_redirects})")
+
+    async def _send(self, hop: int, url: str) -> httpx.Response:
+        """GET ``url`` (hop ``hop`` of the redirects) and return the response, body unread."""
+        if self._client is None:
+            raise RuntimeError("use PageFetcher as an async context manager")
+        try:
+            request = self._client.build_request("GET", url)
+            return await self._client.send(request, stream=True)
+        except UnsafeURLError as exc:
+            raise self._refused(hop, url, exc.reason) from None
+        except HostLookupError as exc:
+            logger.info("%s", exc)
+            raise PageError("could not be reached (DNS lookup failed)") from None
+        except ReplyRefusedError as exc:
+            raise self._body_refused(exc) from None
+        except httpx.TimeoutException:
+            raise PageError(f"page did not load within {self.options.timeout:g} s") from None
+        except httpx.ConnectError as exc:
+            logger.info("connecting to %s failed: %r", url, exc)
+            raise PageError("could not be reached (connection failed)") from None
+        except httpx.HTTPError as exc:
+            logger.info("requesting %s failed: %r", url, exc)
+            raise PageError(f"could not be read ({type(exc).__name__})") from None
+        except httpx.InvalidURL:
+            raise PageError("not a valid URL", skipped=True) from None
+
+    def _body_refused(self, exc: ReplyRefusedError) -> PageError:
+        """The page's error for a body the transport refused (too large, compressed)."""
+        if isinstance(exc, ReplyTooLargeError):
+            return PageError(f"page too large (more than {self.options.max_bytes:,} bytes)")
+        return PageError(f"refused to read it: {exc}", skipped=True)
 
     @staticmethod
     def _refused(hop: int, url: str, reason: str) -> PageError:
@@ -368,6 +292,8 @@ class PageFetcher:
                 if size > limit:
                     raise too_large
                 chunks.append(chunk)
+        except ReplyRefusedError as exc:
+            raise self._body_refused(exc) from None
         except httpx.TimeoutException:
             raise PageError(f"page did not load within {self.options.timeout:g} s") from None
         except httpx.HTTPError as exc:

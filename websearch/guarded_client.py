@@ -1,99 +1,77 @@
-"""A synchronous HTTP client for a configured endpoint, under the same address rules as pages.
+"""The web search's HTTP clients: only addresses :mod:`crag.websearch.safety` allows, bounded.
 
-The SearxNG provider queries ``search_url``, an address set in the configuration rather than
-found on the web; it still goes through the rules of :mod:`crag.websearch.safety`: only http(s),
-and every address the host resolves to must be public unless ``allowed_hosts`` lists it. As in
-the page fetcher (:mod:`crag.websearch.fetch`), the host name is resolved once, every address is
-checked, and the connection goes to a checked address, so a DNS answer that changes after the
-check cannot point it elsewhere. No proxies or ``.netrc`` from the environment are used.
+One guard for every request the web search sends, synchronous (the SearxNG provider queries
+``search_url``, an address set in the configuration rather than found on the web) or
+asynchronous (the page fetcher, :mod:`crag.websearch.fetch`): the transports of
+:mod:`crag.core.guarded_transport`, given :func:`~crag.websearch.safety.resolve_checked` bound to
+the :class:`~crag.websearch.safety.AddressPolicy`. So a host name is resolved once, every address
+it resolves to must be public unless ``allowed_hosts`` lists it, and the connection goes to a
+checked address (DNS rebinding cannot redirect it) while TLS still verifies the name. Bodies
+are never compressed (a compressed one is refused) and are cut at ``max_bytes`` as they arrive.
+No proxies or ``.netrc`` from the environment are used, and no redirect is followed by the
+client: a caller that follows one sends a new request, checked like the first.
+
+Requests may raise :class:`~crag.websearch.safety.UnsafeURLError` (a refused address),
+:class:`~crag.websearch.safety.HostLookupError` (DNS failed) and
+:class:`~crag.core.guarded_transport.ReplyRefusedError` (too large, or compressed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+import functools
 
-import httpcore
 import httpx
 
-from crag.websearch.fetch import verifying_ssl_context
-from crag.websearch.safety import AddressPolicy, HostLookupError, UnsafeURLError, resolve_checked
+from crag.core.guarded_transport import (
+    AsyncGuardedTransport,
+    GuardedTransport,
+    ReplyRefusedError,
+    ReplyTooLargeError,
+    UnaskedEncodingError,
+    verifying_ssl_context,
+)
+from crag.websearch.safety import AddressPolicy, resolve_checked
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "ReplyRefusedError",
+    "ReplyTooLargeError",
+    "UnaskedEncodingError",
+    "guarded_async_transport",
+    "guarded_client",
+    "verifying_ssl_context",
+]
+
+DEFAULT_MAX_BYTES = 5 * 1024 * 1024
+"""Largest body :func:`guarded_client` reads unless told otherwise."""
 
 
-class GuardedSyncBackend(httpcore.NetworkBackend):
-    """An httpcore network backend that connects only to addresses the policy allows.
-
-    Raises (from ``connect_tcp``):
-        UnsafeURLError: an address is not public and not allowed.
-    """
-
-    def __init__(self, policy: AddressPolicy) -> None:
-        self._policy = policy
-        self._inner = httpcore.SyncBackend()
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
-        """Resolve, check every address, then connect to the checked addresses in turn."""
-        try:
-            addresses = resolve_checked(self._policy, host, port)
-        except HostLookupError as exc:
-            raise httpcore.ConnectError(str(exc)) from exc  # httpx reports a connect error
-        error: Exception | None = None
-        for address in addresses:
-            try:
-                return self._inner.connect_tcp(
-                    str(address),
-                    port,
-                    timeout=timeout,
-                    local_address=local_address,
-                    socket_options=socket_options,
-                )
-            except httpcore.ConnectError as exc:
-                error = exc
-        assert error is not None  # check_resolved never returns an empty list
-        raise error
-
-    def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
-        """Never: endpoints are reached over TCP only."""
-        raise UnsafeURLError(path, "not a network address")
-
-    def sleep(self, seconds: float) -> None:
-        """Sleep with the wrapped backend."""
-        self._inner.sleep(seconds)
+def guarded_transport(policy: AddressPolicy, max_bytes: int) -> GuardedTransport:
+    """A synchronous transport reaching only addresses ``policy`` allows."""
+    return GuardedTransport(max_bytes, functools.partial(resolve_checked, policy))
 
 
-class GuardedSyncTransport(httpx.HTTPTransport):
-    """httpx's own transport over a connection pool whose backend is :class:`GuardedSyncBackend`."""
-
-    def __init__(self, policy: AddressPolicy) -> None:
-        context = verifying_ssl_context()
-        super().__init__(verify=context, trust_env=False)
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=context, network_backend=GuardedSyncBackend(policy)
-        )
+def guarded_async_transport(
+    policy: AddressPolicy, max_bytes: int, max_connections: int = 10
+) -> AsyncGuardedTransport:
+    """An asynchronous transport reaching only addresses ``policy`` allows."""
+    return AsyncGuardedTransport(
+        max_bytes, functools.partial(resolve_checked, policy), max_connections=max_connections
+    )
 
 
-def guarded_client(policy: AddressPolicy, timeout: float) -> httpx.Client:
-    """A client that reaches only addresses ``policy`` allows.
+def guarded_client(
+    policy: AddressPolicy, timeout: float, max_bytes: int = DEFAULT_MAX_BYTES
+) -> httpx.Client:
+    """A client that reaches only addresses ``policy`` allows and reads at most ``max_bytes``.
 
     It follows no redirect, shares no cookies with other clients and takes nothing (proxies,
-    ``.netrc``) from the environment. Requests may raise
-    :class:`~crag.websearch.safety.UnsafeURLError` for a refused address.
+    ``.netrc``) from the environment.
     """
     return httpx.Client(
-        transport=GuardedSyncTransport(policy),
+        transport=guarded_transport(policy, max_bytes),
         timeout=timeout,
         follow_redirects=False,
         trust_env=False,
+        headers={"Accept-Encoding": "identity"},
     )

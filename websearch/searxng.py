@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from crag.websearch.base import SearchResult, SearchUnavailableError
-from crag.websearch.guarded_client import guarded_client
+from crag.websearch.guarded_client import ReplyRefusedError, ReplyTooLargeError, guarded_client
 from crag.websearch.retry import TransientSearchError
-from crag.websearch.safety import AddressPolicy, UnsafeURLError, check_url
+from crag.websearch.safety import AddressPolicy, HostLookupError, UnsafeURLError, check_url
 
 logger = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class SearxngSearch:
         try:
             check_url(self.search_url, self.policy)
             with (
-                guarded_client(self.policy, self.timeout) as client,
+                guarded_client(self.policy, self.timeout, MAX_RESPONSE_BYTES) as client,
                 client.stream(
                     "GET",
                     self.search_url,
@@ -152,19 +152,9 @@ class SearxngSearch:
                 ) as response,
             ):
                 self._check_status(response)
-                chunks: list[bytes] = []
-                size = 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > MAX_RESPONSE_BYTES:
-                        raise SearchUnavailableError(
-                            f"{where} answered with more than {MAX_RESPONSE_BYTES} bytes, "
-                            "which is not a SearxNG result page."
-                        )
-                    if time.monotonic() > deadline:
-                        raise TransientSearchError(self._timed_out())
-                    chunks.append(chunk)
-                return b"".join(chunks)
+                return self._read(response, deadline)
+        except ReplyRefusedError as exc:
+            raise self._refused_body(exc) from exc
         except UnsafeURLError as exc:
             logger.info("SearxNG address refused: %s", exc)
             raise SearchUnavailableError(
@@ -174,7 +164,7 @@ class SearxngSearch:
         except httpx.TimeoutException as exc:
             logger.info("SearxNG search timed out: %r", exc)
             raise TransientSearchError(self._timed_out()) from exc
-        except httpx.ConnectError as exc:
+        except (httpx.ConnectError, HostLookupError) as exc:
             logger.info("SearxNG connection failed: %r", exc)
             raise SearchUnavailableError(
                 f"{where} could not be reached (connection refused or unknown host); "
@@ -185,6 +175,30 @@ class SearxngSearch:
             raise SearchUnavailableError(
                 f"{where} could not be used ({type(exc).__name__}: {exc})."
             ) from exc
+
+    def _read(self, response: httpx.Response, deadline: float) -> bytes:
+        """The body, counted as it is decoded (the transport counts it on the wire too)."""
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > MAX_RESPONSE_BYTES:
+                raise ReplyTooLargeError(response.request.url.host, MAX_RESPONSE_BYTES)
+            if time.monotonic() > deadline:
+                raise TransientSearchError(self._timed_out())
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _refused_body(self, exc: ReplyRefusedError) -> SearchUnavailableError:
+        """The error for an answer the client stopped reading: too large, or compressed."""
+        where = f"SearxNG at {self.base_url}"
+        if isinstance(exc, ReplyTooLargeError):
+            return SearchUnavailableError(
+                f"{where} answered with more than {MAX_RESPONSE_BYTES} bytes, "
+                "which is not a SearxNG result page; crag stopped reading it."
+            )
+        logger.info("SearxNG answer refused: %s", exc)
+        return SearchUnavailableError(f"{where} was not read: {exc}.")
 
     def _timed_out(self) -> str:
         return f"SearxNG at {self.base_url} did not answer within {self.timeout:g} s (timed out)."

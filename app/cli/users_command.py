@@ -73,6 +73,32 @@ def cmd_users_remove(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_users_password(args: argparse.Namespace) -> int:
+    """Give an account a new password; its sessions end."""
+    with _accounts(args) as accounts:
+        accounts.set_password(args.name, _password(args))
+    _err(f"crag users: {args.name} has a new password; their sessions have ended")
+    return 0
+
+
+def cmd_users_role(args: argparse.Namespace) -> int:
+    """Make an account an admin or a member."""
+    with _accounts(args) as accounts:
+        accounts.set_role(args.name, args.role)
+    _err(f"crag users: {args.name} is now {'an admin' if args.role == 'admin' else 'a member'}")
+    return 0
+
+
+def cmd_users_link(args: argparse.Namespace) -> int:
+    """Bind a person of the OpenID Connect provider (issuer, subject) to an account."""
+    from crag.app.web.provider_identities import ProviderIdentities, ProviderUser
+
+    with _accounts(args) as accounts:
+        ProviderIdentities(accounts).link(args.name, ProviderUser(args.issuer, args.subject))
+    _err(f"crag users: {args.subject!r} of {args.issuer} now signs in as {args.name}")
+    return 0
+
+
 def cmd_users_list(args: argparse.Namespace) -> int:
     """One line per account: name, role, number of keys."""
     with _accounts(args) as accounts:
@@ -82,7 +108,7 @@ def cmd_users_list(args: argparse.Namespace) -> int:
 
 
 def add_users_command(sub: Any) -> None:
-    """``crag users add|list|key|revoke-keys|remove``."""
+    """``crag users add|list|key|revoke-keys|remove|password|role|link``."""
     users = sub.add_parser(
         "users",
         help="the team's accounts on the LangGraph server (docs/security.md)",
@@ -106,3 +132,15 @@ def add_users_command(sub: Any) -> None:
     action("key", cmd_users_key, "print a new API key of an account")
     action("revoke-keys", cmd_users_revoke, "remove every API key of an account")
     action("remove", cmd_users_remove, "remove an account and its keys")
+    password = action("password", cmd_users_password, "a new password (ends the sessions)")
+    password.add_argument("--password-stdin", action="store_true", help="read it from stdin")
+    role = action("role", cmd_users_role, "make an account an admin or a member")
+    role.add_argument("role", choices=("admin", "member"), help="the account's new role")
+    link = action(
+        "link",
+        cmd_users_link,
+        "let a person of the OpenID Connect provider sign in as an account (or back in, "
+        "after the account was removed)",
+    )
+    link.add_argument("--issuer", required=True, help="the provider's issuer (CRAG_OIDC_ISSUER)")
+    link.add_argument("--subject", required=True, help="the person's sub claim at the provider")

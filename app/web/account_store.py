@@ -17,7 +17,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from crag.app.threads import describe_threads_db, is_postgres
+from crag.app.threads import describe_threads_db, is_postgres, private_sqlite_file
 
 __all__ = ["AccountDatabase", "AccountStoreError", "Cursor"]
 
@@ -33,13 +33,32 @@ SCHEMA = (
     name TEXT NOT NULL REFERENCES crag_accounts(name) ON DELETE CASCADE,
     created DOUBLE PRECISION NOT NULL
 )""",
+    # Sessions (crag.app.web.sessions): an account's end with it (ON DELETE CASCADE); the
+    # operator's and a proxy's have no account.
+    """CREATE TABLE IF NOT EXISTS crag_sessions (
+    id_hash TEXT PRIMARY KEY,
+    server TEXT NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('operator', 'account', 'proxy')),
+    account TEXT REFERENCES crag_accounts(name) ON DELETE CASCADE,
+    created DOUBLE PRECISION NOT NULL
+)""",
     """CREATE TABLE IF NOT EXISTS crag_sign_in_failures (
     name TEXT NOT NULL,
     at DOUBLE PRECISION NOT NULL
 )""",
+    """CREATE TABLE IF NOT EXISTS crag_provider_identities (
+    issuer TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    name TEXT NOT NULL,
+    account_created DOUBLE PRECISION NOT NULL,
+    linked DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (issuer, subject)
+)""",
 )
 """The tables, in SQL both databases read: accounts, their keys, recent failed sign-ins (every
-server sharing the database counts the same failures)."""
+server sharing the database counts the same failures), the identity provider's people bound to
+accounts (:mod:`crag.app.web.provider_identities`)."""
 
 _SCHEMA_LOCK = 0x63726167
 """PostgreSQL advisory lock held while the tables are made: two servers starting at once."""
@@ -99,8 +118,7 @@ class AccountDatabase:
             with self._postgres_transaction() as cursor:
                 yield cursor
             return
-        path = Path(self.target).expanduser()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = private_sqlite_file(self.target)
         with closing(sqlite3.connect(path, timeout=_TIMEOUT_S)) as connection:
             connection.execute("PRAGMA foreign_keys = ON")
             with connection:

@@ -8,9 +8,10 @@ in two tables of the threads database (``CRAG_THREADS_DB``: ``.crag/threads.sqli
 default, which ``make serve`` and ``crag`` share when run from the same folder, or a
 PostgreSQL database that several servers share: :mod:`crag.app.web.account_store`).
 
-Failed sign-ins are slowed per account (:class:`SignInThrottle`): after
-:data:`FAILURES_BEFORE_LOCK` failures within :data:`LOCK_SECONDS`, the account's sign-in is
-refused until that time has passed, whatever password is sent.
+Failed sign-ins are slowed per account and per client address, and password checks run on a
+small pool of their own (:mod:`crag.app.web.sign_in_guard`, whose :class:`SignInThrottle` is
+imported here too). A password has at most :data:`MAX_PASSWORD_CHARS` characters: a longer
+one is refused before it is hashed.
 """
 
 from __future__ import annotations
@@ -18,15 +19,16 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from crag.app.web.account_store import AccountDatabase, AccountStoreError, Cursor
+from crag.app.web.sessions import end_account_sessions
+from crag.app.web.sign_in_guard import SignInThrottle
 
 if TYPE_CHECKING:
     from pwdlib import PasswordHash
@@ -45,10 +47,10 @@ Role = Literal["admin", "member"]
 KEY_PREFIX = "crag_"
 """API keys start with this, so a key pasted somewhere is recognisable (and revocable)."""
 MIN_PASSWORD_CHARS = 12
+MAX_PASSWORD_CHARS = 1_024
+"""The longest password: a longer one is refused before argon2 spends time and memory on it."""
 NO_PASSWORD = "!"
 """The password hash of an account made by the identity provider: no password opens it."""
-FAILURES_BEFORE_LOCK = 5
-LOCK_SECONDS = 300.0
 _NAME = re.compile(r"[a-z][a-z0-9._-]{1,39}")
 _RESERVED = frozenset({"operator", "admin", "root", "system"})
 
@@ -80,6 +82,15 @@ def check_name(name: str) -> str:
 
 def _key_hash(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _password_hash(password: str) -> str:
+    """The argon2 hash of a new password, within the bounds a password has."""
+    if len(password) < MIN_PASSWORD_CHARS:
+        raise AccountError(f"a password has at least {MIN_PASSWORD_CHARS} characters")
+    if len(password) > MAX_PASSWORD_CHARS:
+        raise AccountError(f"a password has at most {MAX_PASSWORD_CHARS:,} characters")
+    return _hasher().hash(password)
 
 
 def _hasher() -> PasswordHash:
@@ -120,9 +131,7 @@ class Accounts:
             AccountError: A bad or taken name, or a password under 12 characters.
         """
         check_name(name)
-        if len(password) < MIN_PASSWORD_CHARS:
-            raise AccountError(f"a password has at least {MIN_PASSWORD_CHARS} characters")
-        digest = _hasher().hash(password)
+        digest = _password_hash(password)
         with self._connection(create=True) as db:
             try:
                 db.execute(
@@ -133,21 +142,31 @@ class Accounts:
                 raise AccountError(f"there is already an account named {name!r}") from None
             return self._new_key(db, name)
 
-    def ensure(self, name: str, role: Role) -> Account:
-        """The account ``name`` of a person the team's identity provider let in.
+    def set_password(self, name: str, password: str) -> None:
+        """Give ``name`` a new password; every session of theirs ends (their keys stay).
 
-        Made on their first sign-in, with no password (they sign in through the provider
-        only) and ``role``; an existing account's role follows ``role`` (the operator's list
-        of admins decides).
+        Raises:
+            AccountError: No such account, or a password under 12 or over 1,024 characters.
         """
-        check_name(name)
-        with self._connection(create=True) as db:
-            db.execute(
-                "INSERT INTO crag_accounts VALUES (?, ?, ?, ?) "
-                "ON CONFLICT(name) DO UPDATE SET role = excluded.role",
-                (name, role, NO_PASSWORD, time.time()),
-            )
-        return Account(name, role)
+        digest = _password_hash(password)
+        with self._connection() as db:
+            self._require(db, name)
+            db.execute("UPDATE crag_accounts SET password_hash = ? WHERE name = ?", (digest, name))
+            end_account_sessions(db, name)
+
+    def transaction(self, *, create: bool = False) -> AbstractContextManager[Cursor]:
+        """One transaction on the accounts' database, for the tables kept beside the accounts.
+
+        Raises:
+            AccountError: There is no database yet (unless ``create``), or it cannot be used.
+        """
+        return self._connection(create=create)
+
+    def set_role(self, name: str, role: Role) -> None:
+        """Make ``name`` an admin or a member: the operator's decision, never a sign-in's."""
+        with self._connection() as db:
+            self._require(db, name)
+            db.execute("UPDATE crag_accounts SET role = ? WHERE name = ?", (role, name))
 
     @staticmethod
     def _new_key(db: Cursor, name: str) -> str:
@@ -164,16 +183,21 @@ class Accounts:
             return self._new_key(db, name)
 
     def revoke_keys(self, name: str) -> int:
-        """Remove every API key of ``name``; how many there were."""
+        """Remove every API key of ``name``, and end its sessions; how many keys there were."""
         with self._connection() as db:
             self._require(db, name)
             removed: int = db.execute("DELETE FROM crag_api_keys WHERE name = ?", (name,)).rowcount
+            end_account_sessions(db, name)
             return removed
 
     def remove(self, name: str) -> None:
-        """Remove the account, its keys with it (its sessions end at their next request)."""
+        """Remove the account, its keys and its sessions with it.
+
+        A new account of the same name starts with none of them.
+        """
         with self._connection() as db:
             self._require(db, name)
+            end_account_sessions(db, name)  # ON DELETE CASCADE too; said here for clarity
             db.execute("DELETE FROM crag_accounts WHERE name = ?", (name,))
 
     def all(self) -> list[Account]:
@@ -210,7 +234,12 @@ class Accounts:
         return Account(row[0], row[1]) if row else None
 
     def check_password(self, name: str, password: str) -> Account | None:
-        """The account if ``password`` is its own, else ``None`` (the same time either way)."""
+        """The account if ``password`` is its own, else ``None`` (the same time either way).
+
+        A password over :data:`MAX_PASSWORD_CHARS` is no account's: ``None`` at once, unhashed.
+        """
+        if len(password) > MAX_PASSWORD_CHARS:
+            return None
         row = None
         if self.database.exists() and _NAME.fullmatch(name):
             with self._connection() as db:
@@ -226,60 +255,3 @@ class Accounts:
     def _require(self, db: Cursor, name: str) -> None:
         if db.execute("SELECT 1 FROM crag_accounts WHERE name = ?", (name,)).fetchone() is None:
             raise AccountError(f"there is no account named {name[:60]!r}")
-
-
-class SignInThrottle:
-    """Failed sign-ins per account name: locked after too many within a while.
-
-    Counted in the accounts' database when one is given, so that every server sharing it
-    (several replicas on one PostgreSQL) counts the same failures; else in this process.
-    """
-
-    def __init__(
-        self,
-        failures: int = FAILURES_BEFORE_LOCK,
-        seconds: float = LOCK_SECONDS,
-        database: AccountDatabase | None = None,
-    ) -> None:
-        self.failures, self.seconds = failures, seconds
-        self.database = database
-        self._seen: dict[str, list[float]] = {}
-        self._lock = threading.Lock()
-
-    def _recent(self, name: str, now: float) -> list[float]:
-        times = [t for t in self._seen.get(name, []) if now - t < self.seconds]
-        self._seen[name] = times
-        return times
-
-    def locked(self, name: str) -> bool:
-        """Whether ``name``'s sign-in is refused for now."""
-        if self.database is not None:
-            with self.database.transaction() as db:
-                row = db.execute(
-                    "SELECT COUNT(*) FROM crag_sign_in_failures WHERE name = ? AND at > ?",
-                    (name, time.time() - self.seconds),
-                ).fetchone()
-            return int(row[0]) >= self.failures
-        with self._lock:
-            return len(self._recent(name, time.monotonic())) >= self.failures
-
-    def failed(self, name: str) -> None:
-        """Count a failed sign-in of ``name`` (older failures, anyone's, are forgotten)."""
-        if self.database is not None:
-            now = time.time()
-            with self.database.transaction() as db:
-                db.execute("DELETE FROM crag_sign_in_failures WHERE at <= ?", (now - self.seconds,))
-                db.execute("INSERT INTO crag_sign_in_failures VALUES (?, ?)", (name, now))
-            return
-        with self._lock:
-            now = time.monotonic()
-            self._recent(name, now).append(now)
-
-    def succeeded(self, name: str) -> None:
-        """Forget ``name``'s failures."""
-        if self.database is not None:
-            with self.database.transaction() as db:
-                db.execute("DELETE FROM crag_sign_in_failures WHERE name = ?", (name,))
-            return
-        with self._lock:
-            self._seen.pop(name, None)

@@ -19,8 +19,8 @@ without a credential is its sign-in page) and refuses strangers.
 * ``GET /chat/api/documents?source=SOURCE``: the file behind a citation, where the server
   shares it (:mod:`crag.app.web.document_files`).
 * ``GET /chat/api/session``: who is signed in and the session's CSRF token, ``{"user",
-  "role", "csrf"}``, which the page sends with every change; ``DELETE``: sign out (the cookie
-  is forgotten).
+  "role", "csrf"}``, which the page sends with every change; ``DELETE``: sign out (the session
+  ends in the threads database, so the old cookie signs no one in, and the cookie is forgotten).
 * ``GET /chat/api/method``: the action trigger's thresholds the served ``crag`` graph runs with
   (the operator's method under the operator's evaluator), ``{"upper_threshold",
   "lower_threshold", "evaluator"}``, which the page draws each passage's score against. They
@@ -47,9 +47,8 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
-from crag.app.web.credentials import SESSION_COOKIE, csrf_token, proxy_session
 from crag.app.web.document_files import served_as, served_file, still_stored, unserved_reason
-from crag.app.web.gate import IDENTITY_KEY, gate_config
+from crag.app.web.gate import IDENTITY_KEY, end_session, gate_config
 from crag.app.web.uploads import UploadRefusedError, receive_upload
 from crag.core.deployment import DeploymentSettings, deployment_settings
 from crag.core.method import operator_method
@@ -184,18 +183,21 @@ class _ChatPage:
     async def session(self, request: Request) -> Response:
         """Who is signed in, and the CSRF token the page sends with each change."""
         identity = request.scope.get(IDENTITY_KEY)
-        cookie = request.cookies.get(SESSION_COOKIE)
         if identity is None:
             return _error(401, "sign in first: open the address `make serve` printed")
-        session = proxy_session(identity.user) if identity.via == "proxy" else cookie
-        csrf = csrf_token(self.token(), session) if session else ""
-        body = {"user": identity.user, "role": identity.role, "csrf": csrf}
+        body = {"user": identity.user, "role": identity.role, "csrf": identity.csrf}
         return JSONResponse(body, headers=_API_HEADERS)
 
     async def sign_out(self, request: Request) -> Response:
-        """Forget the session cookie in this browser."""
+        """End the session (the old cookie then signs no one in) and forget its cookie."""
+        forget = await asyncio.to_thread(
+            end_session,
+            gate_config(),
+            request.scope.get(IDENTITY_KEY),
+            request.url.scheme == "https",
+        )
         response = JSONResponse({"signed_out": True}, headers=_API_HEADERS)
-        response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+        response.headers.append("set-cookie", forget)
         return response
 
     async def page(self, request: Request) -> Response:
@@ -238,7 +240,8 @@ class _ChatPage:
         except InvalidSettingError as exc:
             return _error(500, f"the server's settings are invalid: {exc}")
         logger.info("stored upload %s (%d bytes)", stored.path, stored.bytes)
-        reply = stored.as_json(self.settings())
+        # as_json resolves folders (os.getcwd for a relative store path): not in the event loop
+        reply = await asyncio.to_thread(stored.as_json, self.settings())
         return JSONResponse(reply, status_code=201, headers=_API_HEADERS)
 
     async def method(self, request: Request) -> Response:

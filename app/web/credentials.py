@@ -8,17 +8,19 @@ Jupyter does.
 
 * A program sends it as a header: ``X-Api-Key: TOKEN`` (what ``langgraph-sdk`` sends for its
   ``api_key``) or ``Authorization: Bearer TOKEN``.
-* The chat page trades it once (``/chat/?token=TOKEN``) for a **session cookie**
-  (:data:`SESSION_COOKIE`: HttpOnly, SameSite=Strict), a signed ``user:nonce`` with its issue
-  time, valid for ``server_session_hours``. A request carried by the cookie alone must also send
-  the session's **CSRF token** (:func:`csrf_token`, header :data:`CSRF_HEADER`) when it changes
-  anything, which a page of another origin cannot read or send.
+* The chat page trades it once (``POST /chat/token``, or the address ``make serve`` prints) for
+  a **session cookie** (:func:`crag.app.web.sessions.cookie_name`: HttpOnly, SameSite=Strict):
+  an opaque random id of a session kept in the threads database (:mod:`crag.app.web.sessions`),
+  which sign-out, the account's removal, its keys' revocation and ``server_session_hours`` end.
+  A request carried by the cookie alone must also send the session's **CSRF token**
+  (:func:`csrf_token`, header :data:`CSRF_HEADER`) when it changes anything, which a page of
+  another origin cannot read or send.
 
 :func:`identify` turns a request's headers into an :class:`Identity`, or says in one sentence
-why not (:class:`AccessDeniedError`). The signing key is derived from the token, so a new token
-signs everyone out. Nothing here logs a secret, and no error repeats one.
+why not (:class:`AccessDeniedError`). Sessions are kept per token, so a new token signs
+everyone out. Nothing here logs a secret, and no error repeats one.
 
-Pure logic: no Starlette here; ``itsdangerous`` (the server extra) signs the cookie.
+Pure logic: no Starlette here.
 """
 
 from __future__ import annotations
@@ -31,27 +33,29 @@ import os
 import re
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Literal
 
 from crag.app.web.accounts import AccountError, Accounts, check_name
+from crag.app.web.sessions import COOKIE_PREFIX, Session, Sessions, cookie_name
 from crag.core.deployment import DeploymentSettings
 
 __all__ = [
     "ADMIN",
     "CSRF_HEADER",
+    "PROXY_SECRET_HEADER",
     "SESSION_COOKIE",
     "TOKEN_ENV",
     "AccessDeniedError",
     "Identity",
+    "cookie_names",
     "csrf_token",
     "identify",
-    "new_session",
     "proxy_identity",
-    "proxy_session",
     "server_token",
+    "session_cookie",
     "token_path",
 ]
 
@@ -62,8 +66,11 @@ TOKEN_ENV = "CRAG_SERVER_TOKEN"
 TOKEN_FILE = "server-token"
 """The token's file, beside the store."""
 MIN_TOKEN_CHARS = 24
-SESSION_COOKIE = "crag_session"
+SESSION_COOKIE = COOKIE_PREFIX
+"""The start of the session cookie's name (each server's own: :func:`cookie_name`)."""
 CSRF_HEADER = "x-crag-csrf"
+PROXY_SECRET_HEADER = "x-crag-proxy-secret"
+"""The header in which the trusted reverse proxy sends ``proxy_secret`` with each request."""
 ADMIN = "operator"
 """The one user of a server signed into with its token: the operator, who may do everything."""
 
@@ -87,6 +94,10 @@ class Identity:
     user: str
     role: Role
     via: Literal["key", "session", "proxy"]
+    csrf: str = field(default="", repr=False, compare=False)
+    """The CSRF token of the browser's session (empty: no session, e.g. a program's key)."""
+    session: str = field(default="", repr=False, compare=False)
+    """The session's id, which sign-out ends (a secret: never logged)."""
 
     @property
     def is_admin(self) -> bool:
@@ -147,30 +158,9 @@ def _key(token: str, purpose: str) -> bytes:
     return hmac.new(token.encode(), f"crag {purpose}".encode(), hashlib.sha256).digest()
 
 
-def new_session(token: str, user: str = ADMIN) -> str:
-    """A signed session cookie's value for ``user``: ``user:nonce``, timestamped."""
-    from itsdangerous import TimestampSigner
-
-    signer = TimestampSigner(_key(token, "session"), salt="crag-session")
-    return signer.sign(f"{user}:{secrets.token_urlsafe(16)}").decode()
-
-
 def csrf_token(token: str, session: str) -> str:
     """The CSRF token of a session: what the page sends with each change (:data:`CSRF_HEADER`)."""
     return hmac.new(_key(token, "csrf"), session.encode(), hashlib.sha256).hexdigest()
-
-
-def _session_user(token: str, session: str, max_age: float) -> str | None:
-    """The user a session cookie names, if its signature holds and it has not expired."""
-    from itsdangerous import BadSignature, TimestampSigner
-
-    signer = TimestampSigner(_key(token, "session"), salt="crag-session")
-    try:
-        value = signer.unsign(session, max_age=int(max_age)).decode()
-    except (BadSignature, UnicodeDecodeError):
-        return None
-    user, _, _ = value.partition(":")
-    return user or None
 
 
 def _header(headers: Mapping[bytes, bytes], name: str) -> str:
@@ -188,8 +178,8 @@ def _presented_key(headers: Mapping[bytes, bytes]) -> str | None:
     return None
 
 
-def session_cookie(headers: Mapping[bytes, bytes]) -> str | None:
-    """The session cookie's value, if the request carries one."""
+def session_cookie(headers: Mapping[bytes, bytes], names: tuple[str, ...]) -> str | None:
+    """The value of the first of the cookies ``names`` the request carries, if any."""
     raw = _header(headers, "cookie")
     if not raw:
         return None
@@ -198,8 +188,11 @@ def session_cookie(headers: Mapping[bytes, bytes]) -> str | None:
         cookies.load(raw)
     except CookieError:
         return None
-    morsel = cookies.get(SESSION_COOKIE)
-    return morsel.value if morsel is not None and morsel.value else None
+    for name in names:
+        morsel = cookies.get(name)
+        if morsel is not None and morsel.value:
+            return morsel.value
+    return None
 
 
 def _same_origin_browser(headers: Mapping[bytes, bytes], method: str) -> bool:
@@ -212,23 +205,35 @@ def _same_origin_browser(headers: Mapping[bytes, bytes], method: str) -> bool:
     return site in {"", "same-origin"} or (site == "none" and method in {"GET", "HEAD"})
 
 
-def proxy_session(user: str) -> str:
-    """What a proxy-signed-in person's CSRF token derives from (they have no session cookie)."""
-    return f"proxy:{user}"
-
-
-def _check_browser(headers: Mapping[bytes, bytes], method: str, token: str, session: str) -> None:
+def _check_browser(headers: Mapping[bytes, bytes], method: str, csrf: str) -> None:
     """Refuse a cookie-carried request from another site, or a change without the CSRF token."""
     if not _same_origin_browser(headers, method):
         raise AccessDeniedError("a page of another site may not use this server", 403)
     if method not in _SAFE_METHODS:
         sent = _header(headers, CSRF_HEADER)
-        if not sent or not hmac.compare_digest(sent, csrf_token(token, session)):
+        if not sent or not csrf or not hmac.compare_digest(sent, csrf):
             raise AccessDeniedError(
                 f"a change sent with the sign-in cookie must carry its {CSRF_HEADER} header "
                 "(the chat page sends it)",
                 403,
             )
+
+
+def _from_the_proxy(
+    headers: Mapping[bytes, bytes], peer: str, trusted: frozenset[str], secret: str
+) -> bool:
+    """Whether a request comes from the trusted proxy.
+
+    With a ``secret``, the request must carry it (:data:`PROXY_SECRET_HEADER`), and come from
+    one of the ``trusted`` addresses when there are any; without one, it must come from one of
+    them. Loopback is no default: every process of the host is there.
+    """
+    if secret:
+        sent = _header(headers, PROXY_SECRET_HEADER)
+        if not hmac.compare_digest(sent.encode(), secret.encode()):
+            return False
+        return not trusted or peer in trusted
+    return peer in trusted
 
 
 def proxy_identity(
@@ -237,16 +242,18 @@ def proxy_identity(
     header: str,
     trusted: frozenset[str],
     admins: frozenset[str],
+    secret: str = "",
 ) -> Identity | None:
     """The person a trusted reverse proxy names in ``header``, or ``None``.
 
-    Believed only when the request comes from one of the ``trusted`` peer addresses; the name
-    must be an account's name (2-40 of ``a-z0-9._-``), and is an admin when ``admins`` has it.
+    Believed only from the proxy (:func:`_from_the_proxy`: its ``secret``, its ``trusted``
+    peer addresses); the name must be an account's name (2-40 of ``a-z0-9._-``), and is an
+    admin when ``admins`` has it.
 
     Raises:
         AccessDeniedError: The trusted proxy names someone no account could be (403).
     """
-    if not header or peer not in trusted:
+    if not header or not _from_the_proxy(headers, peer, trusted, secret):
         return None
     named = _header(headers, header.lower()).lower()
     if not named:
@@ -260,6 +267,66 @@ def proxy_identity(
     return Identity(named, "admin" if named in admins else "member", "proxy")
 
 
+def _by_key(presented: str, token: str, accounts: Accounts | None) -> Identity:
+    """The caller a key names: the server's token, or an account's API key."""
+    if hmac.compare_digest(presented.encode(), token.encode()):
+        return Identity(ADMIN, "admin", "key")
+    account = accounts.by_key(presented) if accounts is not None else None
+    if account is not None:
+        return Identity(account.name, account.role, "key")
+    raise AccessDeniedError(
+        "the server token or API key sent (X-Api-Key or Authorization) is wrong"
+    )
+
+
+def cookie_names(token: str, accounts: Accounts | None, secure: bool | None) -> tuple[str, ...]:
+    """The session cookie's name on this server: under HTTPS, plain, or either (``None``)."""
+    database = accounts.database.target if accounts is not None else ""
+    kinds = (True, False) if secure is None else (secure,)
+    return tuple(cookie_name(token, database, kind) for kind in kinds)
+
+
+def _proxied(
+    headers: Mapping[bytes, bytes],
+    method: str,
+    token: str,
+    proxied: Identity,
+    session: tuple[str, Session | None],
+) -> Identity:
+    """The proxy's person, with the CSRF token of their browser's proxy session if it has one."""
+    session_id, found = session
+    own = found is not None and found.kind == "proxy" and found.name == proxied.user
+    csrf = csrf_token(token, session_id) if own else ""
+    _check_browser(headers, method, csrf)
+    return Identity(
+        proxied.user, proxied.role, "proxy", csrf=csrf, session=session_id if own else ""
+    )
+
+
+def _by_session(
+    headers: Mapping[bytes, bytes],
+    method: str,
+    token: str,
+    accounts: Accounts | None,
+    session: tuple[str, Session | None],
+) -> Identity:
+    """The person a live session of the operator or of an account signs in."""
+    session_id, found = session
+    if found is None or found.kind == "proxy":
+        raise AccessDeniedError(
+            "the sign-in has ended, expired or is not this server's: sign in again (open the "
+            "address `make serve` printed, or use the sign-in form)"
+        )
+    csrf = csrf_token(token, session_id)
+    _check_browser(headers, method, csrf)
+    if found.kind == "operator":
+        return Identity(ADMIN, "admin", "session", csrf=csrf, session=session_id)
+    account = accounts.get(found.name) if accounts is not None else None
+    if account is None:
+        raise AccessDeniedError("that sign-in's account no longer exists: sign in again")
+    return Identity(account.name, account.role, "session", csrf=csrf, session=session_id)
+
+
 def identify(
     headers: Mapping[bytes, bytes],
     method: str,
@@ -268,18 +335,23 @@ def identify(
     session_seconds: float,
     accounts: Accounts | None = None,
     proxied: Identity | None = None,
+    secure: bool | None = None,
 ) -> Identity:
     """Who sent a request with ``headers`` (lower-case names), or why it is refused.
+
+    Blocking: a session or an API key is looked up in the threads database.
 
     Args:
         headers: The request's headers.
         method: Its HTTP method; ``WEBSOCKET`` for a WebSocket's opening.
         token: The server's token.
-        session_seconds: How long a session cookie lasts.
-        accounts: The team's accounts, whose API keys and sessions are let in too (a removed
-            account's are not).
+        session_seconds: How long a session lasts.
+        accounts: The team's accounts, whose API keys are let in too (a removed account's are
+            not); their database keeps the sessions (none without it).
         proxied: The person a trusted reverse proxy signed in (:func:`proxy_identity`): let
-            in as a session is, a browser's changes carrying their CSRF token.
+            in as a session is, a browser's changes carrying its proxy session's CSRF token.
+        secure: Whether the request came over HTTPS (the cookie's name then starts with
+            ``__Host-``); ``None``: not known, either name is read.
 
     Raises:
         AccessDeniedError: No credential (401), a wrong one (401), or a cookie sent from
@@ -287,33 +359,15 @@ def identify(
     """
     presented = _presented_key(headers)
     if presented is not None:
-        if hmac.compare_digest(presented.encode(), token.encode()):
-            return Identity(ADMIN, "admin", "key")
-        account = accounts.by_key(presented) if accounts is not None else None
-        if account is not None:
-            return Identity(account.name, account.role, "key")
-        raise AccessDeniedError(
-            "the server token or API key sent (X-Api-Key or Authorization) is wrong"
-        )
+        return _by_key(presented, token, accounts)
+    session_id = session_cookie(headers, cookie_names(token, accounts, secure)) or ""
+    sessions = Sessions(accounts.database, token, session_seconds) if accounts is not None else None
+    found = sessions.find(session_id) if sessions is not None and session_id else None
     if proxied is not None:
-        _check_browser(headers, method, token, proxy_session(proxied.user))
-        return proxied
-    session = session_cookie(headers)
-    if session is None:
+        return _proxied(headers, method, token, proxied, (session_id, found))
+    if not session_id:
         raise AccessDeniedError(
             "sign in first: open the address `make serve` printed (it holds the server's "
             "token), or send the token as X-Api-Key (crag server-token prints it)"
         )
-    user = _session_user(token, session, session_seconds)
-    if user is None:
-        raise AccessDeniedError(
-            "the sign-in has expired or is not this server's: open the address `make serve` "
-            "printed again"
-        )
-    _check_browser(headers, method, token, session)
-    if user == ADMIN:
-        return Identity(ADMIN, "admin", "session")
-    account = accounts.get(user) if accounts is not None else None
-    if account is None:
-        raise AccessDeniedError(f"the account {user!r} no longer exists: sign in again")
-    return Identity(account.name, account.role, "session")
+    return _by_session(headers, method, token, accounts, (session_id, found))

@@ -13,9 +13,11 @@ read (a removed document's file is no longer served). Any other file stays unsee
 source names, and :func:`unserved_reason` says why in one sentence (the same one for a file
 that is missing and one that is not shared: the answer tells nothing about other files).
 
-How a file is answered (:func:`served_as`): a PDF inline, as ``application/pdf``; every other
-type as an attachment under ``Content-Security-Policy: sandbox``, so that an uploaded HTML
-file can never run in the server's origin; all with ``X-Content-Type-Options: nosniff``.
+How a file is answered (:func:`served_as`): a PDF inline, as ``application/pdf``, in a sandbox
+(:data:`PDF_POLICY`: an opaque origin, never the server's); every other type as an attachment
+under ``Content-Security-Policy: sandbox; default-src 'none'`` (:data:`ATTACHMENT_POLICY`), so
+that an uploaded HTML file can never run in the server's origin; all with
+``X-Content-Type-Options: nosniff``.
 
 Pure logic: no Starlette here.
 """
@@ -182,13 +184,30 @@ def unserved_reason(source: str) -> str:
     )
 
 
+PDF_POLICY = "sandbox allow-scripts"
+"""The ``Content-Security-Policy`` of a PDF shown inline: a sandbox, so that the document (and
+anything a hostile PDF makes its viewer run) has an opaque origin, never the server's: no
+cookie, no storage, no same-origin request, no form, popup or navigation of the page. Scripts
+are allowed inside it because the browsers' viewers need them (pdf.js in Firefox, Safari's);
+``allow-same-origin`` is never given, and ``default-src 'none'`` is left out, as it blanks
+Chromium's viewer."""
+
+ATTACHMENT_POLICY = "sandbox; default-src 'none'"
+"""The ``Content-Security-Policy`` of every other file, sent as an attachment: should a browser
+show it anyway (an uploaded HTML file), it runs nothing and loads nothing."""
+
+
 def served_as(path: Path) -> ServedAs:
-    """How ``path`` is answered: a PDF inline, anything else an attachment in a sandbox."""
+    """How ``path`` is answered: a PDF inline, anything else an attachment, all sandboxed."""
     if path.suffix.lower() == ".pdf":
-        return ServedAs("application/pdf", "inline", {"X-Content-Type-Options": "nosniff"})
+        return ServedAs(
+            "application/pdf",
+            "inline",
+            {"Content-Security-Policy": PDF_POLICY, "X-Content-Type-Options": "nosniff"},
+        )
     guessed, _ = mimetypes.guess_type(path.name)
     return ServedAs(
         guessed or "application/octet-stream",
         "attachment",
-        {"Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff"},
+        {"Content-Security-Policy": ATTACHMENT_POLICY, "X-Content-Type-Options": "nosniff"},
     )

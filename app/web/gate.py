@@ -12,14 +12,19 @@ the API's, HTTP and WebSocket alike. In this order, each refusal one sentence wi
    (``scheme://Host``) or one of ``server_origins``: 403 otherwise (``null``, a ``file://``
    page's, included). Only those listed origins get CORS headers (langgraph-api's own ``*``
    is turned off in ``langgraph.json``), and their preflights are answered here.
-4. **Sign-in**: ``GET /chat/?token=TOKEN`` with the right token sets the operator's session
-   cookie and sends the browser to ``/chat/`` (the token never reaches a log: the request stops
-   here); ``POST /chat/signin`` (the sign-in form's name and password, checked against the
-   accounts of :mod:`crag.app.web.accounts`, failures slowed per account) sets that account's;
-   ``/chat/`` without a credential is the sign-in page (401), ``/chat/assets/*`` is public.
+4. **Sign-in**: ``POST /chat/token`` (the sign-in form's token field) with the right token
+   starts the operator's session (:mod:`crag.app.web.sessions`), sets its cookie and sends the
+   browser to ``/chat/``; so does ``GET /chat/?token=TOKEN``, the address ``make serve``
+   prints, whose one hop stops here (the token never reaches the server's log, and the
+   redirect leaves the address bar without it); ``POST /chat/signin`` (the sign-in form's name
+   and password, checked against the accounts of :mod:`crag.app.web.accounts`, failures slowed
+   per account) starts that account's; ``/chat/`` without a credential is the sign-in page
+   (401), ``/chat/assets/*`` is public.
 5. **Credential**: every other request must prove it holds the server's token or an
-   account's API key, carry a session, or come from the trusted reverse proxy naming the
-   person (``proxy_user_header`` from ``proxy_addresses``, off by default)
+   account's API key, carry a live session, or come from the trusted reverse proxy naming the
+   person (``proxy_user_header``, with ``proxy_secret`` or from ``proxy_addresses``; off by
+   default). A proxy's person gets a session of their own at ``GET /chat/api/session``, whose
+   CSRF token their browser's changes carry
    (:func:`crag.app.web.credentials.identify`): 401 or 403 otherwise. The caller's
    :class:`~crag.app.web.credentials.Identity` is put in the scope (:data:`IDENTITY_KEY`) for the
    page's routes.
@@ -42,23 +47,40 @@ import html
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 from urllib.parse import parse_qs
 
-from crag.app.web.accounts import Accounts, SignInThrottle
+from crag.app.web.accounts import MAX_PASSWORD_CHARS, Account, Accounts
 from crag.app.web.credentials import (
-    SESSION_COOKIE,
+    ADMIN,
     AccessDeniedError,
     Identity,
+    csrf_token,
     identify,
-    new_session,
     proxy_identity,
     server_token,
 )
+from crag.app.web.sessions import Sessions, cookie_name
+from crag.app.web.sign_in_guard import (
+    BUSY,
+    PasswordChecks,
+    SignInBusyError,
+    SignInThrottle,
+    shared_password_checks,
+)
 from crag.core.deployment import DeploymentSettings, deployment_settings
 
-__all__ = ["IDENTITY_KEY", "LOOPBACK_HOSTS", "Gate", "GateConfig", "gate_config"]
+__all__ = [
+    "IDENTITY_KEY",
+    "LOOPBACK_HOSTS",
+    "TOKEN_PATH",
+    "Gate",
+    "GateConfig",
+    "end_session",
+    "gate_config",
+    "set_session_cookie",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +95,9 @@ IDENTITY_KEY = "crag.identity"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 PAGE_PATHS = frozenset({"/chat", "/chat/"})
 SIGN_IN_PATH = "/chat/signin"
+TOKEN_PATH = "/chat/token"
+"""Where the sign-in form posts the server's token."""
+SESSION_PATH = "/chat/api/session"
 _FORM = "application/x-www-form-urlencoded"
 _MAX_SIGN_IN_BYTES = 4_096
 UPLOAD_PATH = "/chat/api/uploads"
@@ -98,11 +123,16 @@ class GateConfig:
     session_seconds: float = 24 * 3600.0
     accounts: Accounts | None = None
     throttle: SignInThrottle = field(default_factory=SignInThrottle)
+    password_checks: PasswordChecks = field(default_factory=shared_password_checks)
+    """Where passwords are hashed: a small pool of its own, shared by the process's gates."""
     oidc: bool = False
     """Whether the team's OpenID Connect provider signs people in (:mod:`crag.app.web.oidc`)."""
     proxy_header: str = ""
     """The header a trusted reverse proxy names the signed-in person in; empty: off."""
-    proxy_addresses: frozenset[str] = frozenset({"127.0.0.1", "::1"})
+    proxy_addresses: frozenset[str] = frozenset()
+    """The proxy's peer addresses (none: only its secret tells it)."""
+    proxy_secret: str = field(default="", repr=False)
+    """What the proxy sends in ``X-Crag-Proxy-Secret`` (empty: only its addresses tell it)."""
     admins: frozenset[str] = frozenset()
     """The names that are admins when the provider or the proxy signs them in."""
 
@@ -110,8 +140,25 @@ class GateConfig:
         """The person the trusted proxy names, or ``None`` (see :func:`proxy_identity`)."""
         client = scope.get("client") or ("", 0)
         return proxy_identity(
-            headers, str(client[0]), self.proxy_header, self.proxy_addresses, self.admins
+            headers,
+            str(client[0]),
+            self.proxy_header,
+            self.proxy_addresses,
+            self.admins,
+            self.proxy_secret,
         )
+
+    @property
+    def sessions(self) -> Sessions | None:
+        """The server's sessions, in the accounts' database (``None``: the server keeps none)."""
+        if self.accounts is None:
+            return None
+        return Sessions(self.accounts.database, self.token, self.session_seconds)
+
+    def cookie_name(self, secure: bool) -> str:
+        """The session cookie's name on this server (:func:`crag.app.web.sessions.cookie_name`)."""
+        database = self.accounts.database.target if self.accounts is not None else ""
+        return cookie_name(self.token, database, secure)
 
     @classmethod
     def from_settings(
@@ -129,10 +176,32 @@ class GateConfig:
             body_seconds=settings.upload_seconds,
             session_seconds=settings.server_session_hours * 3600.0,
             oidc=bool(settings.oidc_issuer.strip()),
-            proxy_header=settings.proxy_user_header.strip(),
+            proxy_header=_checked_proxy(settings),
             proxy_addresses=frozenset(_items(settings.proxy_addresses)),
+            proxy_secret=settings.proxy_secret.get_secret_value().strip(),
             admins=frozenset(name.lower() for name in _items(settings.team_admins)),
         )
+
+
+def _checked_proxy(settings: DeploymentSettings) -> str:
+    """``proxy_user_header``, with an error logged when nothing could tell the proxy's requests."""
+    header = settings.proxy_user_header.strip()
+    secret = settings.proxy_secret.get_secret_value().strip()
+    addresses = set(_items(settings.proxy_addresses))
+    if header and not secret and not addresses:
+        logger.error(
+            "proxy_user_header is %s, but neither proxy_secret nor proxy_addresses is set: the "
+            "header is believed from no one (set CRAG_PROXY_SECRET, and have the proxy send it "
+            "as X-Crag-Proxy-Secret)",
+            header,
+        )
+    elif header and not secret and addresses & LOOPBACK_HOSTS:
+        logger.warning(
+            "proxy_addresses names a loopback address without proxy_secret: every process of "
+            "this host may name anyone in %s (set CRAG_PROXY_SECRET)",
+            header,
+        )
+    return header
 
 
 @functools.cache
@@ -236,6 +305,9 @@ class Gate:
         if _is_token_exchange(request):
             await _exchange_token(request, send, config)
             return
+        if request.is_http and request.method == "POST" and request.path == TOKEN_PATH:
+            await _post_token(request, receive, send, config)
+            return
         if request.is_http and request.method == "POST" and request.path == SIGN_IN_PATH:
             await _sign_in(request, receive, send, config)
             return
@@ -248,6 +320,7 @@ class Gate:
                 session_seconds=config.session_seconds,
                 accounts=config.accounts,
                 proxied=config.proxied(request.headers, request.scope),
+                secure=_secure(request),
             )
         except AccessDeniedError as denied:
             await self._unidentified(request, receive, send, denied)
@@ -292,6 +365,8 @@ class Gate:
                     await _refuse(request, send, *body)
                     return
                 receive = _replaying(body, receive)
+        if identity.via == "proxy" and not identity.session and _is_session_read(request):
+            identity, send = await _proxy_session(config, request, identity, send)
         request.scope[IDENTITY_KEY] = identity
         if cross_origin:
             send = _with_cors(send, request.origin)
@@ -323,6 +398,32 @@ def _where_refusal(request: _Request, config: GateConfig) -> str | None:
             "pages only (the operator adds origins with CRAG_SERVER_ORIGINS)"
         )
     return None
+
+
+def _secure(request: _Request) -> bool:
+    return request.scope.get("scheme") in {"https", "wss"}
+
+
+def _is_session_read(request: _Request) -> bool:
+    return request.is_http and request.method == "GET" and request.path == SESSION_PATH
+
+
+async def _proxy_session(
+    config: GateConfig, request: _Request, identity: Identity, send: Send
+) -> tuple[Identity, Send]:
+    """A session for a proxy's person, whose CSRF token the page reads (and its cookie)."""
+    sessions = config.sessions
+    if sessions is None:
+        return identity, send
+    session_id = await asyncio.to_thread(sessions.start, identity.user, "proxy")
+    cookie = _cookie(config, session_id, _secure(request))
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [*message.get("headers", []), (b"set-cookie", cookie)]
+        await send(message)
+
+    return replace(identity, csrf=csrf_token(config.token, session_id), session=session_id), sending
 
 
 def _is_preflight(request: _Request) -> bool:
@@ -460,25 +561,84 @@ async def _refuse(request: _Request, send: Send, status: int, detail: str) -> No
     await _respond(send, status, body, _JSON.encode(), extra)
 
 
-def _cookie(value: str, max_age: float, secure: bool) -> bytes:
-    flags = f"; Path=/; HttpOnly; SameSite=Strict; Max-Age={int(max_age)}"
-    return f"{SESSION_COOKIE}={value}{flags}{'; Secure' if secure else ''}".encode()
+def _cookie(config: GateConfig, value: str, secure: bool, max_age: float | None = None) -> bytes:
+    """The ``Set-Cookie`` of the session ``value`` (``max_age`` 0 and no value: forget it)."""
+    seconds = config.session_seconds if max_age is None else max_age
+    flags = f"; Path=/; HttpOnly; SameSite=Strict; Max-Age={int(seconds)}"
+    name = config.cookie_name(secure)
+    return f"{name}={value}{flags}{'; Secure' if secure else ''}".encode()
+
+
+def set_session_cookie(config: GateConfig, user: str, secure: bool) -> str:
+    """Start a session for ``user`` (the operator, or an account): its ``Set-Cookie`` value.
+
+    Blocking: the session is written to the threads database (call it in a thread).
+
+    Raises:
+        AccessDeniedError: The server keeps no sessions (no accounts' database), or the
+            account was removed meanwhile.
+    """
+    sessions = config.sessions
+    if sessions is None:
+        raise AccessDeniedError("this server keeps no sessions: sign in with X-Api-Key")
+    kind: Literal["operator", "account"] = "operator" if user == ADMIN else "account"
+    try:
+        session_id = sessions.start(user, kind)
+    except sessions.database.integrity_errors():
+        raise AccessDeniedError(f"there is no account named {user[:60]!r}") from None
+    return _cookie(config, session_id, secure).decode()
+
+
+def end_session(config: GateConfig, identity: Identity | None, secure: bool) -> str:
+    """Sign out: end ``identity``'s session, if it has one; the ``Set-Cookie`` forgetting it.
+
+    Blocking: the session is removed from the threads database (call it in a thread).
+    """
+    sessions = config.sessions
+    if identity is not None and identity.session and sessions is not None:
+        sessions.end(identity.session)
+        logger.info("%s signed out", identity.user)
+    return _cookie(config, "", secure, max_age=0).decode()
 
 
 async def _exchange_token(request: _Request, send: Send, config: GateConfig) -> None:
     """``/chat/?token=TOKEN``: the cookie and a redirect to ``/chat/``, or the sign-in page."""
     query = parse_qs(request.scope.get("query_string", b"").decode("latin-1"))
-    given = (query.get("token") or [""])[0].strip()
+    await _token_sign_in(request, send, config, (query.get("token") or [""])[0].strip())
+
+
+async def _post_token(request: _Request, receive: Receive, send: Send, config: GateConfig) -> None:
+    """``POST /chat/token`` (the sign-in form's ``token`` field): as :func:`_exchange_token`."""
+    media = _text(request.headers, "content-type").split(";")[0].strip().lower()
+    body = await _read_limited(receive, config)
+    if media != _FORM or isinstance(body, tuple) or len(body) > _MAX_SIGN_IN_BYTES:
+        await _sign_in_page(send, "Sign in with the form.", oidc=config.oidc)
+        return
+    form = parse_qs(body.decode("utf-8", "replace"))
+    await _token_sign_in(request, send, config, (form.get("token") or [""])[0].strip())
+
+
+async def _token_sign_in(request: _Request, send: Send, config: GateConfig, given: str) -> None:
+    """The operator's session for the right token and a redirect to ``/chat/``, or the page."""
     if not hmac.compare_digest(given.encode(), config.token.encode()):
         logger.info("a sign-in with a wrong token was refused")
         await asyncio.sleep(1.0)  # slows down guessing
         await _sign_in_page(send, "That token is not this server's.", oidc=config.oidc)
         return
-    secure = request.scope.get("scheme") == "https"
-    cookie = _cookie(new_session(config.token), config.session_seconds, secure)
+    try:
+        cookie = await asyncio.to_thread(set_session_cookie, config, ADMIN, _secure(request))
+    except AccessDeniedError as denied:
+        await _sign_in_page(send, str(denied), oidc=config.oidc)
+        return
+    logger.info("the operator signed in")
+    await _signed_in(send, cookie)
+
+
+async def _signed_in(send: Send, cookie: str) -> None:
+    """303 to ``/chat/`` with the new session's cookie."""
     headers = [
         (b"location", b"/chat/"),
-        (b"set-cookie", cookie),
+        (b"set-cookie", cookie.encode()),
         (b"referrer-policy", b"no-referrer"),
     ]
     await _respond(send, 303, b"", b"text/plain", headers)
@@ -488,7 +648,9 @@ async def _sign_in(request: _Request, receive: Receive, send: Send, config: Gate
     """``POST /chat/signin`` (the sign-in form: name and password): the cookie, or the page.
 
     Only the server's own page posts it (a foreign Origin was refused already). A wrong name
-    or password, or an account locked by too many failures, waits a second and gets the page.
+    or password, and an attempt the throttle refuses unchecked, wait a second and get the same
+    page (:data:`SIGN_IN_REFUSED`, 401); when the password checks are all busy the page says so
+    at once (429).
     """
     media = _text(request.headers, "content-type").split(";")[0].strip().lower()
     body = await _read_limited(receive, config)
@@ -498,27 +660,71 @@ async def _sign_in(request: _Request, receive: Receive, send: Send, config: Gate
     form = parse_qs(body.decode("utf-8", "replace"))
     name = (form.get("name") or [""])[0].strip().lower()
     password = (form.get("password") or [""])[0]
-    account = None
-    if config.accounts is not None and not await asyncio.to_thread(config.throttle.locked, name):
-        account = await asyncio.to_thread(config.accounts.check_password, name, password)
-    if account is None:
-        await asyncio.to_thread(config.throttle.failed, name)
-        logger.info("a sign-in as %r failed", name[:60])
-        await asyncio.sleep(1.0)
-        await _sign_in_page(
-            send, "That name and password do not match an account.", oidc=config.oidc
-        )
+    try:
+        account = await _checked_sign_in(request, config, name, password)
+    except SignInBusyError:
+        await _sign_in_busy(send, config)
         return
-    await asyncio.to_thread(config.throttle.succeeded, name)
+    if account is None:
+        await asyncio.sleep(1.0)
+        await _sign_in_page(send, SIGN_IN_REFUSED, oidc=config.oidc)
+        return
     logger.info("%s signed in", account.name)
-    secure = request.scope.get("scheme") == "https"
-    cookie = _cookie(new_session(config.token, account.name), config.session_seconds, secure)
-    headers = [
-        (b"location", b"/chat/"),
-        (b"set-cookie", cookie),
-        (b"referrer-policy", b"no-referrer"),
-    ]
-    await _respond(send, 303, b"", b"text/plain", headers)
+    try:
+        cookie = await asyncio.to_thread(set_session_cookie, config, account.name, _secure(request))
+    except AccessDeniedError as denied:
+        await _sign_in_page(send, str(denied), oidc=config.oidc)
+        return
+    await _signed_in(send, cookie)
+
+
+SIGN_IN_REFUSED = "That name and password do not match an account."
+"""The one answer to a wrong password, an unknown name and an attempt refused unchecked."""
+
+
+async def _checked_sign_in(
+    request: _Request, config: GateConfig, name: str, password: str
+) -> Account | None:
+    """The account ``name`` if ``password`` is its own, else ``None``.
+
+    The attempt is counted (:meth:`SignInThrottle.reserve`) before the password is checked,
+    and checked only if it does not come too soon after failed ones; a password over
+    :data:`MAX_PASSWORD_CHARS` is not hashed at all.
+
+    Raises:
+        SignInBusyError: The password checks are all busy (the attempt counts no more).
+    """
+    if config.accounts is None or len(password) > MAX_PASSWORD_CHARS:
+        logger.info("a sign-in as %r was refused unchecked", name[:60])
+        return None
+    client = request.scope.get("client") or ("", 0)
+    attempt = await asyncio.to_thread(config.throttle.reserve, name, str(client[0]))
+    if not attempt.allowed:
+        logger.info(
+            "a sign-in as %r was refused unchecked, %.1f s too soon after failed ones",
+            name[:60],
+            attempt.wait,
+        )
+        return None
+    try:
+        account = await config.password_checks.run(config.accounts.check_password, name, password)
+    except SignInBusyError:
+        await asyncio.to_thread(config.throttle.release, attempt)
+        logger.warning("a sign-in as %r was turned away: too many sign-ins at once", name[:60])
+        raise
+    if account is None:
+        logger.info("a sign-in as %r failed", name[:60])
+        return None
+    await asyncio.to_thread(config.throttle.succeeded, attempt)
+    return account
+
+
+async def _sign_in_busy(send: Send, config: GateConfig) -> None:
+    """The sign-in page saying that too many sign-ins are being checked (429, at once)."""
+    extra = [(name.encode(), value.encode()) for name, value in SIGN_IN_HEADERS.items()]
+    page = sign_in_html(BUSY, oidc=config.oidc)
+    extra.append((b"retry-after", b"1"))
+    await _respond(send, 429, page, b"text/html; charset=utf-8", extra)
 
 
 SIGN_IN_PAGE = """<!doctype html>
@@ -540,13 +746,14 @@ for you (<code>crag users add</code>), or, as the operator, open the address tha
 <input id="password" name="password" type="password" autocomplete="current-password" required>
 <button type="submit">Sign in</button>
 </form>
-<form method="get" action="/chat/">
+<form method="post" action="/chat/token">
 <label for="token">Server token (the operator)</label>
 <input id="token" name="token" type="password" autocomplete="off" required>
 <button type="submit">Sign in with the token</button>
 </form></main></body></html>
 """
-"""The page shown to a browser that has not signed in (no script: the form sends a GET)."""
+"""The page shown to a browser that has not signed in (no script: both forms post, so the
+token never lands in an address, a history or a proxy's access log)."""
 
 _PAGE_POLICY = (
     b"default-src 'none'; style-src 'self'; img-src data:; form-action 'self'; "
@@ -571,11 +778,6 @@ _OIDC_LINK = (
 def sign_in_html(reason: str, *, oidc: bool = False) -> bytes:
     """The sign-in page saying ``reason``; with the provider's link when ``oidc``."""
     return SIGN_IN_PAGE.format(reason=html.escape(reason), oidc=_OIDC_LINK if oidc else "").encode()
-
-
-def set_session_cookie(config: GateConfig, user: str, secure: bool) -> str:
-    """The ``Set-Cookie`` value that signs ``user`` in on this server."""
-    return _cookie(new_session(config.token, user), config.session_seconds, secure).decode()
 
 
 async def _sign_in_page(send: Send, reason: str, *, oidc: bool = False) -> None:

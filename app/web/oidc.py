@@ -9,9 +9,12 @@ the chat page's sign-in offers the provider:
   provider's redirect back is a navigation from another site).
 * ``GET /chat/oidc/callback`` takes the code back, exchanges it for tokens and checks the ID
   token (signature against the provider's keys, issuer, audience, expiry, nonce: authlib does).
-  The claim ``oidc_name_claim`` names the person: their account is made on first sign-in
-  (:meth:`crag.app.web.accounts.Accounts.ensure`), an admin if ``team_admins`` lists them, else a
-  member. The answer sets the session cookie and a page that moves on to ``/chat/`` by itself:
+  The person is who the provider vouches for, its issuer and ``sub``, bound to an account of
+  their own (:mod:`crag.app.web.provider_identities`): a new member account on their first
+  sign-in, labelled with the claim ``oidc_name_claim`` (never an existing account of that
+  name), the same account afterwards, with the role the operator gave it; an account the
+  operator removed stays removed. The answer sets the session cookie and a page that moves on
+  to ``/chat/`` by itself:
   a redirect would still count as a navigation from the provider's site, for which a browser
   withholds the SameSite=Strict cookie.
 
@@ -32,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
-from crag.app.web.accounts import AccountError, check_name
+from crag.app.web.accounts import AccountError
 from crag.app.web.gate import (
     OIDC_PREFIX,
     SIGN_IN_HEADERS,
@@ -40,6 +43,7 @@ from crag.app.web.gate import (
     set_session_cookie,
     sign_in_html,
 )
+from crag.app.web.provider_identities import ProviderIdentities, ProviderUser
 from crag.core.deployment import DeploymentSettings
 
 __all__ = ["OIDC_PREFIX", "STATE_COOKIE", "oidc_routes"]
@@ -73,7 +77,6 @@ class _OpenIdSignIn:
         from authlib.integrations.starlette_client import OAuth
 
         self.settings, self.gate = settings, gate
-        self.admins = {n.strip().lower() for n in settings.team_admins.split(",") if n.strip()}
         oauth = OAuth()
         oauth.register(
             "provider",
@@ -110,25 +113,23 @@ class _OpenIdSignIn:
             logger.warning("an OpenID Connect sign-in failed: %s", type(exc).__name__)
             return sign_in_response("The sign-in through the team's provider did not succeed.")
         claims = tokens.get("userinfo") or {}
-        claim = self.settings.oidc_name_claim
-        name = str(claims.get(claim, "")).strip().lower()
-        try:
-            check_name(name)
-        except AccountError as exc:
-            return sign_in_response(
-                f"The provider's {claim} claim does not name an account: {exc}."
-            )
         if self.gate.accounts is None:
             return sign_in_response("This server keeps no accounts (its threads database).")
-        account = await asyncio.to_thread(
-            self.gate.accounts.ensure, name, "admin" if name in self.admins else "member"
+        user = ProviderUser(
+            issuer=str(claims.get("iss", "")),
+            subject=str(claims.get("sub", "")),
+            label=str(claims.get(self.settings.oidc_name_claim, "")),
         )
+        try:
+            account = await asyncio.to_thread(ProviderIdentities(self.gate.accounts).sign_in, user)
+        except AccountError as exc:
+            logger.info("an OpenID Connect sign-in was refused: %s", exc)
+            return sign_in_response(f"The sign-in through the team's provider was refused: {exc}.")
         logger.info("%s signed in through the OpenID Connect provider", account.name)
         response = HTMLResponse(_ONWARD, headers={"cache-control": "no-store"})
-        response.headers.append(
-            "set-cookie",
-            set_session_cookie(self.gate, account.name, request.url.scheme == "https"),
-        )
+        secure = request.url.scheme == "https"
+        cookie = await asyncio.to_thread(set_session_cookie, self.gate, account.name, secure)
+        response.headers.append("set-cookie", cookie)
         request.session.clear()
         return response
 

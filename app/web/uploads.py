@@ -17,7 +17,9 @@ extension the ingestion does not read (415), bytes that are not what the extensi
 that is cheap to see (a PDF that does not start with ``%PDF-``, an Office file or e-book that
 is not a ZIP archive, text that is not UTF-8 or holds a NUL byte: 415), an empty file (400),
 more than ``upload_max_bytes`` bytes (413: counted as they arrive, and reading stops there),
-uploads kept past ``upload_quota_bytes`` (413), a body slower than ``upload_seconds`` (408: a
+uploads kept past ``upload_quota_bytes`` or ``upload_max_files`` (413: the bytes declared and
+a file are held for each upload before its body is read, :class:`QuotaReservation`, so that
+uploads sent at once cannot all pass), a body slower than ``upload_seconds`` (408: a
 caller dripping bytes holds no temporary file for longer), a full disk (507), and, every
 upload, when ``upload_dir`` lies outside ``ingest_root`` (500).
 
@@ -34,6 +36,7 @@ import hashlib
 import logging
 import os
 import tempfile
+import threading
 import unicodedata
 from collections.abc import AsyncIterable, Iterable
 from dataclasses import dataclass
@@ -62,6 +65,8 @@ MAX_NAME_BYTES = 255
 HASH_DIGITS = 16
 """Hex digits of the bytes' SHA-256 that name the folder a file is stored in."""
 
+_TEMP_PREFIX = ".upload-"
+"""How the temporary file of an upload being received is named (never counted as kept)."""
 _ZIP_EXTENSIONS = frozenset({".docx", ".pptx", ".xlsx", ".epub"})
 _MAGIC = {".pdf": b"%PDF-", **dict.fromkeys(_ZIP_EXTENSIONS, b"PK\x03\x04")}
 """How the files of each binary type start."""
@@ -282,15 +287,16 @@ def _place(temp: Path, folder: Path, subfolder: str, name: str) -> Path:
 class _PendingUpload:
     """An upload being received: counted, checked and hashed as it goes to a temporary file."""
 
-    def __init__(self, folder: Path, name: str, limit: int) -> None:
+    def __init__(self, folder: Path, name: str, limit: int, reservation: QuotaReservation) -> None:
         self.folder, self.name, self.limit = folder, name, limit
+        self.reservation = reservation
         self.size = 0
         self.digest = hashlib.sha256()
         self.check = _ContentCheck(name)
         self.placed = False
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(prefix=".upload-", suffix=".part", dir=folder)
+            fd, temp = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=".part", dir=folder)
         except OSError as exc:
             raise _storage_error(exc) from exc
         self.temp = Path(temp)
@@ -301,6 +307,7 @@ class _PendingUpload:
         self.size += len(chunk)
         if self.size > self.limit:
             raise _too_large(self.limit)
+        self.reservation.grow(self.size)
         self.check.feed(chunk)
         self.digest.update(chunk)
         try:
@@ -323,11 +330,14 @@ class _PendingUpload:
         return StoredUpload(path=path, name=self.name, bytes=self.size, sha256=sha256)
 
     def discard(self) -> None:
-        """Remove the temporary file, unless it was moved into place."""
-        self.file.close()
-        if not self.placed:
-            with contextlib.suppress(FileNotFoundError):
-                self.temp.unlink()
+        """Remove the temporary file, unless it was moved into place; release the quota held."""
+        try:
+            self.file.close()
+            if not self.placed:
+                with contextlib.suppress(FileNotFoundError):
+                    self.temp.unlink()
+        finally:
+            self.reservation.release()
 
 
 def _checked_before_reading(
@@ -335,23 +345,27 @@ def _checked_before_reading(
     settings: DeploymentSettings,
     declared_bytes: int | None = None,
     member: str | None = None,
-) -> tuple[Path, str]:
-    """The upload folder and the stored name, after the checks made before any byte is read."""
+) -> tuple[Path, str, QuotaReservation]:
+    """The upload folder, the stored name and the quota held for the upload.
+
+    After the checks made before any byte is read.
+    """
     stored_name = safe_name(name)
     folder = upload_folder(settings, member)
     if declared_bytes is not None and declared_bytes > settings.upload_max_bytes:
         raise _too_large(settings.upload_max_bytes)
-    _check_quota(folder, settings.upload_quota_bytes, declared_bytes or 1, member=member)
-    return folder, stored_name
+    reservation = QuotaReservation.take(folder, settings, declared_bytes or 1, member=member)
+    return folder, stored_name, reservation
 
 
-def stored_bytes(folder: Path, *, leave_out: str = "") -> int:
-    """Bytes of the uploads kept in ``folder`` (regular files, links not followed).
+def kept_uploads(folder: Path, *, leave_out: str = "") -> tuple[int, int]:
+    """Bytes and number of the uploads kept in ``folder`` (regular files, links not followed).
 
     ``leave_out``: a folder directly in ``folder`` not counted (the members' uploads, when
-    the operator's own are counted).
+    the operator's own are counted). The temporary files of uploads being received are not
+    counted: their :class:`QuotaReservation` is.
     """
-    total = 0
+    total = files = 0
     pending = [folder]
     while pending:
         current = pending.pop()
@@ -365,23 +379,141 @@ def stored_bytes(folder: Path, *, leave_out: str = "") -> int:
             with contextlib.suppress(OSError):
                 if entry.is_dir(follow_symlinks=False):
                     pending.append(Path(entry.path))
-                elif entry.is_file(follow_symlinks=False):
+                elif entry.is_file(follow_symlinks=False) and not entry.name.startswith(
+                    _TEMP_PREFIX
+                ):
                     total += entry.stat(follow_symlinks=False).st_size
-    return total
+                    files += 1
+    return total, files
 
 
-def _check_quota(folder: Path, quota: int, incoming: int, *, member: str | None) -> None:
+def stored_bytes(folder: Path, *, leave_out: str = "") -> int:
+    """Bytes of the uploads kept in ``folder`` (:func:`kept_uploads`)."""
+    return kept_uploads(folder, leave_out=leave_out)[0]
+
+
+_QUOTA_LOCK = threading.Lock()
+_HELD: dict[Path, list[int]] = {}
+"""Per uploader's folder: the bytes and the files held by the uploads being received there."""
+
+
+class QuotaReservation:
+    """Bytes and a file of an uploader's quotas, held for one upload while it is received.
+
+    Taken before the body is read (:meth:`take`, the request's ``Content-Length``, else one
+    byte), grown as more bytes arrive than were declared (:meth:`grow`), and released when the
+    upload is stored or refused (:meth:`release`). The check and the hold are one step under
+    a lock, so that uploads arriving together cannot all pass a quota that has room for a few:
+    each counts the bytes and files kept on disk and those the others hold.
+    """
+
+    def __init__(self, key: Path, settings: DeploymentSettings, member: str | None) -> None:
+        self.key, self.settings, self.member = key, settings, member
+        self.bytes = 0
+        self.released = False
+
+    @classmethod
+    def take(
+        cls, folder: Path, settings: DeploymentSettings, incoming: int, *, member: str | None
+    ) -> QuotaReservation:
+        """Hold ``incoming`` bytes and one file in ``folder``'s quotas, or refuse (413)."""
+        reservation = cls(folder, settings, member)
+        with _QUOTA_LOCK:
+            held = _HELD.setdefault(folder, [0, 0])
+            used, files = kept_uploads(folder, leave_out="" if member else MEMBERS_FOLDER)
+            _check_quota(used + held[0], settings.upload_quota_bytes, incoming)
+            _check_files(files + held[1], settings.upload_max_files)
+            held[0] += incoming
+            held[1] += 1
+            reservation.bytes = incoming
+        return reservation
+
+    def grow(self, size: int) -> None:
+        """Hold ``size`` bytes in all (more than declared arrived), or refuse (413)."""
+        if size <= self.bytes:
+            return
+        with _QUOTA_LOCK:
+            held = _HELD[self.key]
+            used, _ = kept_uploads(self.key, leave_out="" if self.member else MEMBERS_FOLDER)
+            _check_quota(used + held[0], self.settings.upload_quota_bytes, size - self.bytes)
+            held[0] += size - self.bytes
+            self.bytes = size
+
+    def release(self) -> None:
+        """Give back what is held (once): the upload is stored (and counted on disk) or gone."""
+        with _QUOTA_LOCK:
+            if self.released:
+                return
+            self.released = True
+            held = _HELD[self.key]
+            held[0] -= self.bytes
+            held[1] -= 1
+            if held == [0, 0]:
+                del _HELD[self.key]
+
+
+def _check_quota(used: int, quota: int, incoming: int) -> None:
     """Refuse an upload that would take its uploader's uploads past ``quota`` bytes (413).
 
-    A member's are those in their folder; the operator's, the rest.
+    ``used``: the bytes kept and held by the uploads being received.
     """
-    used = stored_bytes(folder, leave_out="" if member else MEMBERS_FOLDER)
     if used + incoming > quota:
         raise UploadRefusedError(
             f"the uploads kept already take {used:,} bytes of the {quota:,} allowed (setting "
             "upload_quota_bytes): remove some documents before uploading more",
             status=413,
         )
+
+
+def _check_files(files: int, most: int) -> None:
+    """Refuse an upload that would keep more than ``most`` files for its uploader (413)."""
+    if files + 1 > most:
+        raise UploadRefusedError(
+            f"the uploads kept already number {files:,} files, the most allowed (setting "
+            "upload_max_files): remove some documents before uploading more",
+            status=413,
+        )
+
+
+def _begin(
+    name: str,
+    settings: DeploymentSettings,
+    declared_bytes: int | None = None,
+    member: str | None = None,
+) -> _PendingUpload:
+    """Check the upload, hold its quota and make its temporary file (see the module).
+
+    Raises:
+        UploadRefusedError: The checks made before any byte is read refuse it; nothing is
+            then held.
+    """
+    folder, stored_name, reservation = _checked_before_reading(
+        name, settings, declared_bytes, member
+    )
+    try:
+        return _PendingUpload(folder, stored_name, settings.upload_max_bytes, reservation)
+    except BaseException:
+        reservation.release()
+        raise
+
+
+async def _begun(*args: Any) -> _PendingUpload:
+    """:func:`_begin` in a worker thread; discarded there if the request is cancelled meanwhile.
+
+    A cancelled ``await`` does not stop the thread: the upload it begins (its quota held, its
+    temporary file made) is discarded once the thread is done, so that nothing stays held.
+    """
+    begun = asyncio.ensure_future(asyncio.to_thread(_begin, *args))
+    try:
+        return await asyncio.shield(begun)
+    except asyncio.CancelledError:
+        begun.add_done_callback(_discard_abandoned)
+        raise
+
+
+def _discard_abandoned(begun: asyncio.Future[_PendingUpload]) -> None:
+    if not begun.cancelled() and begun.exception() is None:
+        begun.result().discard()
 
 
 def store_upload(
@@ -402,8 +534,7 @@ def store_upload(
         UploadRefusedError: the file is refused (the message says why in one sentence, and
             ``status`` is the HTTP status to answer).
     """
-    folder, stored_name = _checked_before_reading(name, settings)
-    upload = _PendingUpload(folder, stored_name, settings.upload_max_bytes)
+    upload = _begin(name, settings)
     try:
         for chunk in [body] if isinstance(body, bytes) else body:
             upload.write(chunk)
@@ -430,10 +561,7 @@ async def receive_upload(
     Raises:
         UploadRefusedError: as :func:`store_upload`.
     """
-    folder, stored_name = await asyncio.to_thread(
-        _checked_before_reading, name, settings, declared_bytes, member
-    )
-    upload = await asyncio.to_thread(_PendingUpload, folder, stored_name, settings.upload_max_bytes)
+    upload = await _begun(name, settings, declared_bytes, member)
     try:
         async with asyncio.timeout(settings.upload_seconds):
             async for chunk in chunks:
@@ -442,7 +570,7 @@ async def receive_upload(
         return await asyncio.to_thread(upload.finish)
     except TimeoutError:
         raise UploadRefusedError(
-            f"{stored_name} did not arrive within {settings.upload_seconds:g} s (setting "
+            f"{upload.name} did not arrive within {settings.upload_seconds:g} s (setting "
             "upload_seconds): nothing of it was kept",
             status=408,
         ) from None

@@ -2,13 +2,16 @@
 
 A small .docx can unpack to a huge document (a 386 KB file of 40 million empty paragraphs,
 240 MB of XML), and python-docx builds the whole XML tree before anything can be counted: GBs
-of memory and many seconds. So the archive is checked first: the main document part's size
-against :func:`xml_budget`, then its paragraphs counted by a streaming parser that stops past
-the limit. Only a document that passes both is given to python-docx.
+of memory and many seconds. So the archive is checked first (:mod:`.parts`, as for workbooks and
+presentations): the main document part's size against :func:`xml_budget`, every other XML
+part's against :data:`MIN_XML_BYTES`, their total against :func:`xml_budget`, then the main
+part's paragraphs counted by a streaming parser that stops past the limit. Only a document
+that passes all of them is given to python-docx.
 """
 
 from __future__ import annotations
 
+import glob
 import logging
 import posixpath
 import re
@@ -25,29 +28,29 @@ from docx.table import Table
 from docx.text.paragraph import Paragraph
 from lxml import etree
 
-from crag.core.setting_checks import env_name
 from crag.documents.document import LoaderError, Section
 from crag.documents.formats.common import clean_text, office_archive, table_row
 from crag.documents.formats.outline import Outline
-from crag.documents.limits import CHARS_SETTING, FileLimits
+from crag.documents.formats.parts import (
+    MIN_XML_BYTES,
+    Allowance,
+    BoundedParts,
+    PartBudget,
+    chars_phrase,
+    read_bounded,
+    too_large,
+    xml_budget,
+)
+from crag.documents.limits import FileLimits
 
 logger = logging.getLogger(__name__)
 
 _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 CAPTION_STYLE = "caption"
 
-XML_BYTES_PER_CHAR = 16
-"""Bytes of XML allowed for each character of text ``max_file_chars`` allows: Word's markup
-(runs, properties, revision ids) is commonly 5 to 15 times the text of a long document."""
-
-MIN_XML_BYTES = 64 << 20
-"""The least XML budget, whatever ``max_file_chars``: a short document still carries markup
-(section properties, drawings) many times its text."""
-
 _PACKAGE_RELATIONSHIPS = "_rels/.rels"
 _RELATIONSHIP = "{http://schemas.openxmlformats.org/package/2006/relationships}Relationship"
 _PARAGRAPH = qn("w:p")
-_CHUNK_BYTES = 1 << 16
 
 _UNREADABLE = (
     KeyError,
@@ -96,50 +99,59 @@ def read_docx(data: bytes, path: Path, limits: FileLimits) -> list[Section]:
     return sections
 
 
-def xml_budget(limits: FileLimits) -> int:
-    """The most bytes of XML read for a document's text, from the characters ``limits`` allow."""
-    return max(MIN_XML_BYTES, XML_BYTES_PER_CHAR * limits.chars)
-
-
 def check_main_part(stream: IO[bytes], path: Path, limits: FileLimits) -> None:
-    """Refuse the .docx in ``stream`` if its main document part is too large, before it is parsed.
+    """Refuse the .docx in ``stream`` if its XML is too large, before it is parsed.
 
-    The part (found as python-docx finds it, through the package's relationships) may unpack to
-    at most :func:`xml_budget` bytes, and may hold at most ``limits.paragraphs`` paragraphs,
-    counted by a streaming parser that stops at the first one past the limit. An archive that
-    cannot be read so is left to python-docx, which says what is wrong with it.
+    The main document part (found as python-docx finds it, through the package's
+    relationships) may unpack to at most :func:`xml_budget` bytes, every other XML part to
+    :data:`MIN_XML_BYTES`, all of them to :func:`xml_budget`; the main part may hold at most
+    ``limits.paragraphs`` paragraphs, counted by a streaming parser that stops at the first one
+    past the limit. An archive that cannot be read so is left to python-docx, which says what
+    is wrong with it.
 
     Raises:
-        LoaderError: The part's XML or its paragraphs are past the limits (one sentence naming
-            the file and the setting).
+        LoaderError: The XML or its paragraphs are past the limits (one sentence naming the
+            file, the part and the setting).
     """
-    budget = xml_budget(limits)
     try:
         with zipfile.ZipFile(stream) as archive:
-            parts = _main_parts(archive, path, budget)
-            for part in parts:
-                _check_declared_size(part, path, budget)
+            mains = _main_parts(archive, path)
+            parts = BoundedParts(archive, path, document_budget(limits, mains))
+            parts.check_declared()
             count = 0
-            for part in parts:
-                with archive.open(part) as member:
-                    chunks = read_bounded(member, part.filename, path, budget)
-                    count = _count_paragraphs(chunks, path, limits, count)
+            for part in mains:
+                count = _count_paragraphs(parts.chunks(part), path, limits, count)
+            parts.read_all(skip=frozenset(part.filename for part in mains))
     except LoaderError:
         raise
     except _UNREADABLE as exc:
         logger.debug("%s: not checked before python-docx reads it (%r)", path, exc)
 
 
-def _main_parts(archive: zipfile.ZipFile, path: Path, budget: int) -> list[zipfile.ZipInfo]:
+_OTHER_PART = Allowance(MIN_XML_BYTES, "one part of a Word file other than its main document")
+
+
+def document_budget(limits: FileLimits, mains: list[zipfile.ZipInfo]) -> PartBudget:
+    """What a Word file's XML parts may unpack to (see :func:`check_main_part`)."""
+    allowed = Allowance(xml_budget(limits), chars_phrase())
+    named = tuple((glob.escape(part.filename.lower()), allowed) for part in mains)
+    return PartBudget(total=allowed, each=_OTHER_PART, named=named)
+
+
+def _main_parts(archive: zipfile.ZipFile, path: Path) -> list[zipfile.ZipInfo]:
     """The members that the package's relationships name as its main document (one, usually).
 
     Raises:
         KeyError: The archive has no package relationships, or lacks a part they name.
+        LoaderError: The relationships part is past :data:`MIN_XML_BYTES`.
     """
     info = archive.getinfo(_PACKAGE_RELATIONSHIPS)
-    _check_declared_size(info, path, budget)
+    if info.file_size > _OTHER_PART.bytes:
+        size = f"would unpack to {info.file_size:,} bytes, more than"
+        raise too_large(path, info.filename, size, _OTHER_PART)
     with archive.open(info) as member:
-        names = _office_document_targets(read_bounded(member, info.filename, path, budget))
+        chunks = read_bounded(member, info.filename, path, _OTHER_PART.bytes, _OTHER_PART.of)
+        names = _office_document_targets(chunks)
     return [archive.getinfo(name) for name in names]
 
 
@@ -158,39 +170,6 @@ def _office_document_targets(chunks: Iterator[bytes]) -> list[str]:
         ):
             names.append(posixpath.abspath(posixpath.join("/", element.get("Target", "")))[1:])
     return names
-
-
-def _check_declared_size(info: zipfile.ZipInfo, path: Path, budget: int) -> None:
-    """Refuse a member whose declared (central directory) size is past ``budget``."""
-    if info.file_size > budget:
-        size = f"would unpack to {info.file_size:,} bytes, more than"
-        raise _too_large(path, info.filename, size, budget)
-
-
-def read_bounded(member: IO[bytes], name: str, path: Path, budget: int) -> Iterator[bytes]:
-    """``member``'s bytes in chunks, refused once more than ``budget`` of them were read.
-
-    A ZIP member's declared size can lie; zipfile stops at the declared size (the CRC check
-    then fails), and this bound holds whatever reads the member.
-
-    Raises:
-        LoaderError: ``member`` holds more than ``budget`` bytes.
-    """
-    read = 0
-    while chunk := member.read(_CHUNK_BYTES):
-        read += len(chunk)
-        if read > budget:
-            raise _too_large(path, name, "unpacks to more than", budget)
-        yield chunk
-
-
-def _too_large(path: Path, name: str, size: str, budget: int) -> LoaderError:
-    """The refusal of XML past ``budget``; ``size`` says how large ("unpacks to more than")."""
-    setting = f"setting {CHARS_SETTING}, environment variable {env_name(CHARS_SETTING)}"
-    return LoaderError(
-        f"{path}: refused: its part {name} {size} the {budget:,} bytes of XML read from "
-        f"one file for the characters it may hold ({setting})"
-    )
 
 
 def _count_paragraphs(

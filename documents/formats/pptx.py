@@ -1,4 +1,10 @@
-"""PowerPoint (.pptx): one section per slide, its shapes' text, tables and speaker notes."""
+"""PowerPoint (.pptx): one section per slide, its shapes' text, tables and speaker notes.
+
+python-pptx parses every XML part of a presentation into a tree when it opens the file (about
+15 bytes of memory a byte of XML: a 50 MB slide took 770 MB), so the parts are measured first
+(:mod:`.parts`): each may unpack to at most :data:`PART_BYTES`, all together to
+:data:`PRESENTATION_BYTES`.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +17,32 @@ from pptx.enum.shapes import MSO_SHAPE_TYPE
 
 from crag.documents.document import LoaderError, Section
 from crag.documents.formats.common import clean_text, office_archive, table_row
+from crag.documents.formats.parts import Allowance, PartBudget, check_parts
 from crag.documents.limits import FileLimits
+
+PART_BYTES = 8 << 20
+"""The most bytes of XML one part of a presentation (a slide, its notes, a layout) may unpack
+to: a slide's XML is commonly tens of kilobytes, one of a large table a megabyte or two."""
+
+PRESENTATION_BYTES = 32 << 20
+"""The most bytes of XML all the parts of one presentation may unpack to (python-pptx holds
+their trees at once: a few hundred MB at most)."""
+
+BUDGET = PartBudget(
+    total=Allowance(PRESENTATION_BYTES, "one presentation, all its parts together"),
+    each=Allowance(PART_BYTES, "one part of a presentation (a slide, its notes, a layout)"),
+)
 
 
 def read_pptx(data: bytes, path: Path, limits: FileLimits) -> list[Section]:
     """One section per slide with text: ``slide`` (1-based), notes after "Notes:".
 
     Raises:
-        LoaderError: The file is password-protected, not a valid .pptx, has no text, or has
-            more slides than ``limits`` allow pages.
+        LoaderError: The file is password-protected, not a valid .pptx, has no text, has
+            more slides than ``limits`` allow pages, or XML parts past :data:`BUDGET`.
     """
     stream = office_archive(data, path, ".pptx")
+    check_parts(stream, path, BUDGET)
     try:
         presentation = pptx.Presentation(stream)
         limits.check_pages(path, len(presentation.slides), "slides")

@@ -3,21 +3,41 @@
 A sheet's rows are grouped into sections of about :data:`GROUP_CHARS` characters, each cited
 by its rows ("sheet Sales, rows 2-40"). The sheet's first row (its header, usually) starts every
 group, so that each chunk still says what its columns are.
+
+Before openpyxl opens a workbook, its XML parts are measured (:mod:`.parts`): openpyxl keeps the
+shared strings, styles and workbook parts whole in memory (about 10 µs and 100 bytes a shared
+string), so each may unpack to at most :data:`PART_BYTES`; it streams worksheets, which may be
+larger (:data:`SHEET_BYTES`); all of them together at most what ``max_file_chars`` allows.
 """
 
 from __future__ import annotations
 
 import csv
 import datetime
+import glob
 import io
+import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import openpyxl
+from lxml import etree
+from openpyxl.packaging.manifest import Manifest
+from openpyxl.xml.constants import ARC_CONTENT_TYPES, WORKSHEET_TYPE
+from openpyxl.xml.functions import fromstring
 
 from crag.documents.document import LoaderError, Section
 from crag.documents.formats.common import office_archive, table_row
+from crag.documents.formats.parts import (
+    MIN_XML_BYTES,
+    Allowance,
+    BoundedParts,
+    PartBudget,
+    chars_phrase,
+    check_parts,
+    xml_budget,
+)
 from crag.documents.limits import FileLimits
 
 GROUP_CHARS = 800
@@ -27,6 +47,13 @@ section is usually one chunk and cites its rows exactly."""
 CSV_DELIMITERS = ",;\t|"
 """Delimiters a CSV file may use (sniffed from its start; a comma when none is clear)."""
 
+PART_BYTES = 16 << 20
+"""The most bytes of XML a workbook part other than a worksheet (its shared strings, styles)
+may unpack to: a million short shared strings, read in about 10 s into about 100 MB."""
+
+SHEET_BYTES = MIN_XML_BYTES
+"""The most bytes of XML one worksheet may unpack to (openpyxl streams it row by row)."""
+
 
 def read_xlsx(data: bytes, path: Path, limits: FileLimits) -> list[Section]:
     """The worksheets' rows, grouped: ``sheet``, ``row`` (first row) and ``rows``.
@@ -34,10 +61,12 @@ def read_xlsx(data: bytes, path: Path, limits: FileLimits) -> list[Section]:
     Cells hold the values last computed by the spreadsheet program (not formulas).
 
     Raises:
-        LoaderError: The file is password-protected, not a valid .xlsx, has no values, or has
-            more rows (in all its sheets) than ``limits`` allow paragraphs.
+        LoaderError: The file is password-protected, not a valid .xlsx, has no values, has
+            more rows (in all its sheets) than ``limits`` allow paragraphs, or XML parts past
+            :func:`workbook_budget`.
     """
     stream = office_archive(data, path, ".xlsx")
+    check_parts(stream, path, lambda archive, _: workbook_budget(archive, path, limits))
     counter = _RowCounter(path, limits)
     try:
         workbook = openpyxl.load_workbook(stream, read_only=True, data_only=True)
@@ -56,6 +85,38 @@ def read_xlsx(data: bytes, path: Path, limits: FileLimits) -> list[Section]:
     if not sections:
         raise LoaderError(f"{path}: no values in any sheet")
     return sections
+
+
+def workbook_budget(archive: zipfile.ZipFile, path: Path, limits: FileLimits) -> PartBudget:
+    """What a workbook's XML parts may unpack to.
+
+    :data:`SHEET_BYTES` each of its worksheets, :data:`PART_BYTES` each other part,
+    ``xml_budget(limits)`` all together.
+    """
+    each = Allowance(PART_BYTES, "one part of a workbook other than its worksheets")
+    budget = PartBudget(Allowance(xml_budget(limits), chars_phrase()), each)
+    sheet = Allowance(SHEET_BYTES, "one worksheet")
+    named = tuple((glob.escape(name), sheet) for name in _worksheets(archive, path, budget))
+    return PartBudget(budget.total, each, named)
+
+
+def _worksheets(archive: zipfile.ZipFile, path: Path, budget: PartBudget) -> list[str]:
+    """The parts the content types give the worksheet type and no other (lower case).
+
+    openpyxl finds the shared strings by their type as well, so no part it reads whole passes
+    for a worksheet. Content types that cannot be read (read within ``budget``) name none:
+    openpyxl then says what is wrong with the file.
+    """
+    try:
+        info = archive.getinfo(ARC_CONTENT_TYPES)
+        xml = b"".join(BoundedParts(archive, path, budget).chunks(info))
+        manifest = Manifest.from_tree(fromstring(xml))
+    except (KeyError, TypeError, ValueError, etree.LxmlError):
+        return []
+    types: dict[str, set[str]] = {}
+    for override in manifest.Override:
+        types.setdefault(override.PartName.lstrip("/").lower(), set()).add(override.ContentType)
+    return [name for name, kinds in types.items() if kinds == {WORKSHEET_TYPE}]
 
 
 def read_csv(text: str, path: Path, limits: FileLimits) -> list[Section]:

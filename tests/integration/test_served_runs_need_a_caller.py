@@ -107,3 +107,11 @@ def test_the_operators_own_graphs_run_without_a_caller(served_store: Path) -> No
 
     found = _first_updates(graph, {"question": QUESTION}, {})
     assert found["retrieve"]["documents"]
+
+
+def test_a_served_async_run_without_a_caller_reads_nothing(served_store: Path) -> None:
+    """``astream``, the servers' way in, is marked too."""
+    import asyncio
+
+    with pytest.raises(NoCallerError):
+        asyncio.run(served_graph("rag").ainvoke({"question": QUESTION}))

@@ -36,6 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import langgraph_api  # noqa: F401 - missing, the test fails: it never skips
+import langgraph_sdk
+import langgraph_sdk.errors as sdk_errors
 import pytest
 
 from crag.core.context import Context, IngestContext
@@ -51,10 +54,6 @@ from tests.server_support import (
     served_environment,
 )
 from tests.websearch_server import WebsearchServer
-
-pytest.importorskip("langgraph_api", reason="the server extra (langgraph-cli[inmem]) is missing")
-langgraph_sdk = pytest.importorskip("langgraph_sdk")
-sdk_errors = pytest.importorskip("langgraph_sdk.errors")
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
@@ -625,6 +624,7 @@ ATTEMPTS: dict[str, Any] = {
     "oidc_name_claim": "sub",
     "team_admins": "mallory",
     "proxy_user_header": "X-Forwarded-User",
+    "proxy_secret": "evil",
     "proxy_addresses": "0.0.0.0/0",
 }
 # What a caller might try on the method: force or remove an action, move the thresholds, keep

@@ -21,13 +21,8 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from crag.documents.document import LoadedDocument, Section
 from crag.documents.formats.common import clean_text
-from crag.documents.formats.docx import (
-    MIN_XML_BYTES,
-    check_main_part,
-    read_bounded,
-    read_docx,
-    xml_budget,
-)
+from crag.documents.formats.docx import check_main_part, read_docx
+from crag.documents.formats.parts import MIN_XML_BYTES, read_bounded, xml_budget
 from crag.documents.limits import FileLimits
 from crag.documents.loaders import SUPPORTED_EXTENSIONS, LoaderError, iter_paths, load_file
 from crag.vectorstore.ingest import split_document, split_text

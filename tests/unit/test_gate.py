@@ -19,10 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("starlette", reason="the server extra (langgraph-api) is missing")
-pytest.importorskip("itsdangerous", reason="the server extra is missing")
-
+import starlette  # noqa: F401 - missing, the test fails: it never skips
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -30,14 +27,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from crag.app.web.accounts import Accounts
 from crag.app.web.credentials import (
     ADMIN,
     CSRF_HEADER,
-    SESSION_COOKIE,
+    PROXY_SECRET_HEADER,
     AccessDeniedError,
     csrf_token,
     identify,
-    new_session,
     server_token,
     token_path,
 )
@@ -58,7 +55,14 @@ def _app(config: GateConfig, reached: list[str]) -> Starlette:
 
     routes = [
         Route(path, endpoint, methods=["GET", "POST", "PATCH", "DELETE"])
-        for path in ("/ok", "/threads/search", "/threads", "/chat/", "/chat/assets/app.css")
+        for path in (
+            "/ok",
+            "/threads/search",
+            "/threads",
+            "/chat/",
+            "/chat/assets/app.css",
+            "/chat/api/session",
+        )
     ]
     routes.append(Route("/chat/api/uploads", endpoint, methods=["POST"]))
     return Starlette(routes=routes, middleware=[Middleware(Gate, config=config)])
@@ -70,8 +74,16 @@ def reached() -> list[str]:
 
 
 @pytest.fixture
-def config() -> GateConfig:
-    return GateConfig(token=TOKEN, max_request_bytes=2_000, upload_max_bytes=5_000)
+def accounts(tmp_path: Path) -> Accounts:
+    """The threads database the gate keeps its sessions in."""
+    return Accounts(tmp_path / "threads.sqlite")
+
+
+@pytest.fixture
+def config(accounts: Accounts) -> GateConfig:
+    return GateConfig(
+        token=TOKEN, max_request_bytes=2_000, upload_max_bytes=5_000, accounts=accounts
+    )
 
 
 @pytest.fixture
@@ -267,13 +279,13 @@ def test_a_body_that_drips_is_abandoned(reached: list[str]) -> None:
 
 
 def test_the_token_in_the_address_becomes_a_cookie_and_leaves_the_address(
-    client: TestClient,
+    client: TestClient, config: GateConfig
 ) -> None:
     response = client.get(f"/chat/?token={TOKEN}", follow_redirects=False)
     assert response.status_code == 303
     assert response.headers["location"] == "/chat/"
     cookie = response.headers["set-cookie"]
-    assert cookie.startswith(f"{SESSION_COOKIE}=")
+    assert cookie.startswith(f"{config.cookie_name(False)}=")
     for flag in ("HttpOnly", "SameSite=Strict", "Path=/"):
         assert flag in cookie
     assert TOKEN not in cookie
@@ -296,10 +308,10 @@ def test_without_a_credential_the_page_is_the_sign_in_page(
 
 
 def test_a_cookie_alone_reads_but_changes_nothing_without_its_csrf_token(
-    client: TestClient, reached: list[str]
+    client: TestClient, reached: list[str], config: GateConfig
 ) -> None:
     client.get(f"/chat/?token={TOKEN}")
-    session = client.cookies[SESSION_COOKIE]
+    session = client.cookies[config.cookie_name(False)]
     assert client.get("/threads").status_code == 200
     _detail(client.post("/threads", json={}), 403, CSRF_HEADER)
     _detail(client.post("/threads", json={}, headers={CSRF_HEADER: "0" * 64}), 403, CSRF_HEADER)
@@ -312,19 +324,27 @@ def test_a_cookie_alone_reads_but_changes_nothing_without_its_csrf_token(
     assert client.get("/threads", headers={"sec-fetch-site": "same-origin"}).status_code == 200
 
 
-def test_an_expired_or_foreign_session_is_refused(config: GateConfig, reached: list[str]) -> None:
-    short = GateConfig(token=TOKEN, session_seconds=1)
+def test_an_expired_or_foreign_session_is_refused(
+    config: GateConfig, reached: list[str], accounts: Accounts
+) -> None:
+    short = GateConfig(token=TOKEN, session_seconds=1, accounts=accounts)
+    name = short.cookie_name(False)
     signed_in = TestClient(_app(short, reached), base_url=BASE)
     signed_in.get(f"/chat/?token={TOKEN}")
-    session = signed_in.cookies[SESSION_COOKIE]
-    assert signed_in.get("/threads").status_code == 200
-    time.sleep(2.1)
+    session = signed_in.cookies[name]
     # The browser drops the cookie at its Max-Age; one kept past it is refused all the same.
-    kept = TestClient(_app(short, reached), base_url=BASE, cookies={SESSION_COOKIE: session})
+    kept = TestClient(_app(short, reached), base_url=BASE, cookies={name: session})
+    assert kept.get("/threads").status_code == 200
+    time.sleep(2.1)
     _detail(kept.get("/threads"), 401, "expired")
-    other = new_session("o" * 40)
-    foreign = TestClient(_app(config, reached), base_url=BASE, cookies={SESSION_COOKIE: other})
-    _detail(foreign.get("/threads"), 401, "expired or is not this server's")
+    # Another server's session (another token, the same database) is not this one's.
+    other = GateConfig(token="o" * 40, accounts=accounts)
+    theirs = TestClient(_app(other, reached), base_url=BASE)
+    theirs.get(f"/chat/?token={'o' * 40}")
+    stolen = theirs.cookies[other.cookie_name(False)]
+    assert other.cookie_name(False) != config.cookie_name(False)
+    foreign = TestClient(_app(config, reached), base_url=BASE, cookies={name: stolen})
+    _detail(foreign.get("/threads"), 401, "is not this server's")
 
 
 # -- credentials ---------------------------------------------------------------------------------
@@ -349,50 +369,91 @@ def test_the_token_is_made_once_beside_the_store_and_kept_private(tmp_path: Path
         server_token(settings, environ={})
 
 
-def test_no_refusal_repeats_a_secret() -> None:
-    session = new_session(TOKEN)
+def test_no_refusal_repeats_a_secret(config: GateConfig, accounts: Accounts) -> None:
+    assert config.sessions is not None
+    session = config.sessions.start(ADMIN, "operator")
+    name = config.cookie_name(False)
     attempts: list[dict[bytes, bytes]] = [
         {b"x-api-key": b"wrong-" + TOKEN.encode()},
-        {b"cookie": f"{SESSION_COOKIE}={session}".encode(), b"sec-fetch-site": b"cross-site"},
-        {b"cookie": f"{SESSION_COOKIE}={session}x".encode()},
-        {b"cookie": f"{SESSION_COOKIE}={session}".encode()},
+        {b"cookie": f"{name}={session}".encode(), b"sec-fetch-site": b"cross-site"},
+        {b"cookie": f"{name}={session}x".encode()},
+        {b"cookie": f"{name}={session}".encode()},
     ]
     for headers in attempts:
         with pytest.raises(AccessDeniedError) as denied:
-            identify(headers, "POST", TOKEN, session_seconds=60)
+            identify(headers, "POST", TOKEN, session_seconds=60, accounts=accounts)
         assert TOKEN not in str(denied.value) and session not in str(denied.value)
 
 
 # -- a trusted reverse proxy ---------------------------------------------------------------------
 
 
-def _proxied_client(reached: list[str], addresses: frozenset[str]) -> TestClient:
+SECRET = "the proxy's secret, 32 characters"
+
+
+def _proxied_client(
+    reached: list[str], accounts: Accounts, addresses: frozenset[str], secret: str = ""
+) -> TestClient:
     config = GateConfig(
         token=TOKEN,
+        accounts=accounts,
         proxy_header="X-Forwarded-User",
         proxy_addresses=addresses,
+        proxy_secret=secret,
         admins=frozenset({"ivan"}),
     )
     return TestClient(_app(config, reached), base_url=BASE)  # its peer is "testclient"
 
 
 def test_a_trusted_proxy_names_the_person_and_their_changes_need_the_csrf_token(
-    reached: list[str],
+    reached: list[str], accounts: Accounts
 ) -> None:
-    client = _proxied_client(reached, frozenset({"testclient"}))
+    client = _proxied_client(reached, accounts, frozenset({"testclient"}))
     judy = {"x-forwarded-user": "Judy"}
     assert client.get("/threads", headers=judy).json() == {"user": "judy"}
     _detail(client.post("/threads", json={}, headers=judy), 403, CSRF_HEADER)
-    good = {**judy, CSRF_HEADER: csrf_token(TOKEN, "proxy:judy")}
+    _detail(
+        client.post("/threads", json={}, headers={**judy, CSRF_HEADER: "0" * 64}), 403, CSRF_HEADER
+    )
+    # The page's session read gives the browser a proxy session of its own, and its CSRF token.
+    client.get("/chat/api/session", headers=judy)
+    session = next(value for name, value in client.cookies.items() if "crag_session" in name)
+    good = {**judy, CSRF_HEADER: csrf_token(TOKEN, session)}
     assert client.post("/threads", json={}, headers=good).status_code == 200
+    # That session signs no one in without the proxy, nor anyone else the proxy names.
+    assert client.get("/threads").status_code == 401
+    other = {"x-forwarded-user": "ivan", CSRF_HEADER: good[CSRF_HEADER]}
+    _detail(client.post("/threads", json={}, headers=other), 403, CSRF_HEADER)
     _detail(client.get("/threads", headers={**judy, "sec-fetch-site": "cross-site"}), 403, "site")
     _detail(client.get("/threads", headers={"x-forwarded-user": "../root"}), 403, "name")
     assert client.get("/threads").status_code == 401  # the proxy named no one
 
 
-def test_the_proxy_header_from_anywhere_else_signs_no_one_in(reached: list[str]) -> None:
-    client = _proxied_client(reached, frozenset({"127.0.0.1"}))
-    _detail(client.get("/threads", headers={"x-forwarded-user": "judy"}), 401, "sign in first")
+def test_the_proxy_header_from_anywhere_else_signs_no_one_in(
+    reached: list[str], accounts: Accounts
+) -> None:
+    judy = {"x-forwarded-user": "judy"}
+    client = _proxied_client(reached, accounts, frozenset({"127.0.0.1"}))
+    _detail(client.get("/threads", headers=judy), 401, "sign in first")
+    # Loopback is no default address of the proxy: with neither addresses nor a secret, no one.
+    unset = _proxied_client(reached, accounts, frozenset())
+    _detail(unset.get("/threads", headers=judy), 401, "sign in first")
     assert reached == []
     off = TestClient(_app(GateConfig(token=TOKEN), reached), base_url=BASE)
-    _detail(off.get("/threads", headers={"x-forwarded-user": "judy"}), 401, "sign in first")
+    _detail(off.get("/threads", headers=judy), 401, "sign in first")
+
+
+def test_with_a_secret_only_a_request_carrying_it_names_a_person(
+    reached: list[str], accounts: Accounts
+) -> None:
+    client = _proxied_client(reached, accounts, frozenset(), SECRET)
+    judy = {"x-forwarded-user": "judy"}
+    _detail(client.get("/threads", headers=judy), 401, "sign in first")
+    wrong = {**judy, PROXY_SECRET_HEADER: SECRET[:-1] + "x"}
+    _detail(client.get("/threads", headers=wrong), 401, "sign in first")
+    assert client.get("/threads", headers={**judy, PROXY_SECRET_HEADER: SECRET}).json() == {
+        "user": "judy"
+    }
+    # With addresses named as well, the secret is needed from them.
+    elsewhere = _proxied_client(reached, accounts, frozenset({"10.0.0.5"}), SECRET)
+    _detail(elsewhere.get("/threads", headers={**judy, PROXY_SECRET_HEADER: SECRET}), 401, "sign")

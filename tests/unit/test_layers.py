@@ -100,36 +100,39 @@ def test_the_graph_modules_import_no_app_module() -> None:
 
 
 def test_served_graphs_are_the_apps_built_with_its_components_and_load_no_model() -> None:
-    """langgraph.json serves crag.app.graphs: DefaultComponents, no model loaded at import."""
+    """langgraph.json serves crag.app.served_graphs (crag.app.graphs' graphs, each run marked as
+    served): DefaultComponents, no model loaded at import."""
     served = json.loads((ROOT / "langgraph.json").read_text(encoding="utf-8"))["graphs"]
     paths = {name: spec["path"] for name, spec in served.items()}
     assert paths == {
-        "crag": "crag.app.graphs:graph",
-        "ingest": "crag.app.graphs:ingest_graph",
-        "rag": "crag.app.graphs:rag_graph",
-        "crag-tutorial": "crag.app.graphs:tutorial_graph",
+        "crag": "crag.app.served_graphs:graph",
+        "ingest": "crag.app.served_graphs:ingest_graph",
+        "rag": "crag.app.served_graphs:rag_graph",
+        "crag-tutorial": "crag.app.served_graphs:tutorial_graph",
     }
     script = textwrap.dedent(
         """
         import sys
-        from crag.app import graphs
+        from crag.app import graphs, served_graphs
         heavy = ("torch", "transformers", "sentence_transformers", "llama_cpp", "onnxruntime")
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy)
         components = graphs.components
         print(loaded, type(components).__module__, type(components).__name__)
         print(components._stores, components._evaluators)
         print(
-            graphs.graph.name,
-            graphs.ingest_graph.name,
-            graphs.rag_graph.name,
-            graphs.tutorial_graph.name,
+            served_graphs.graph.name,
+            served_graphs.ingest_graph.name,
+            served_graphs.rag_graph.name,
+            served_graphs.tutorial_graph.name,
         )
+        print(served_graphs.graph.nodes["retrieve"] is graphs.graph.nodes["retrieve"])
         """
     )
     lines = run_python(script).splitlines()
     assert lines[0].split() == ["[]", "crag.app.wiring", "DefaultComponents"]
     assert lines[1] == "{} {}"  # no store opened, no evaluator loaded
     assert lines[2].split() == ["crag", "ingest", "rag", "tutorial"]
+    assert lines[3] == "True"  # the same nodes, so one set of components
 
 
 def test_no_module_imports_itself_back_through_others(import_edges: ModuleType) -> None:
