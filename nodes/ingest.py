@@ -15,13 +15,15 @@ folder (``upload_dir``, ``.crag/uploads`` by default), so that no served run rea
 file of the server's machine. A member's run reads only their own part of the upload folder,
 ``members/NAME``, whether ``ingest_root`` is set or not: the shared root is the operator's and
 the admins' to ingest (a member's copy of a shared file, stored private under the file's own
-name, would hide it from everyone else). A named path outside is an input error, judged first
-by its name alone, so that it reads the same whether a file is there or not; a file found in a
-named directory whose real path leaves it (a symbolic link pointing outside) is refused and
-listed in ``failed``. Each file is then opened first and what was opened checked before it is
-read (:mod:`crag.documents.confined`), so a link swapped in between is refused too. The root
-binds served runs only: ``crag ingest`` and the Python API are the operator's, and read any
-path they are given.
+name, would hide it from everyone else). Any other run leaves the members' uploads out (a path
+named in ``members/`` is an input error, a directory holding it is read without it): stored as a
+shared document, a member's private upload would be everyone's. A named path outside is an input
+error, judged first by its name alone, so that it reads the same whether a file is there or not;
+a file found in a named directory whose real path leaves it (a symbolic link pointing outside)
+is refused and listed in ``failed``. Each file is then opened first and what was opened checked
+before it is read (:mod:`crag.documents.confined`), so a link swapped in between is refused too.
+The root binds served runs only: ``crag ingest`` and the Python API are the operator's, and read
+any path they are given.
 
 A thread keeps its state between runs, but not a run's input: ``paths``, ``documents`` and
 ``tags`` last one run only (:mod:`crag.core.ingest_state`), so a second run on a thread that
@@ -78,7 +80,7 @@ from langgraph.runtime import Runtime
 
 from crag.core.caller import run_caller
 from crag.core.context import IngestContext, resolve_ingest_context
-from crag.core.deployment import DeploymentSettings, uploads_folder
+from crag.core.deployment import MEMBERS_FOLDER, DeploymentSettings, uploads_folder
 from crag.core.ingest_state import IngestState
 from crag.core.progress import emit
 from crag.core.public_names import (
@@ -92,7 +94,7 @@ from crag.core.run_settings import IngestSettings
 from crag.core.scope_settings import check_tags
 from crag.documents.document import LoadedDocument
 from crag.documents.limits import ChunkLimitError
-from crag.documents.loaders import LoaderError, real_path
+from crag.documents.loaders import LoaderError, iter_paths, real_path
 from crag.vectorstore.configured_store import ingest_into_store, inline_document
 from crag.vectorstore.report import IngestReport
 from crag.vectorstore.sources import served_writer
@@ -123,10 +125,15 @@ def _path_strings(value: Any) -> list[str]:
 
 @dataclass(frozen=True)
 class _Confinement:
-    """The one directory a run reads files from, and whose run it is (``member``: a member's)."""
+    """The one directory a run reads files from, and whose run it is (``member``: a member's).
+
+    ``members``: the members' part of the upload folder, which a run that is not a member's
+    leaves out (:func:`_leaving_members_out`); ``None`` for a member's run, confined inside it.
+    """
 
     root: Path
     member: str | None = None
+    members: Path | None = None
 
     def spellings(self) -> tuple[Path, ...]:
         """The directory as configured (absolute) and as its real path: a name may use either."""
@@ -184,10 +191,42 @@ def _paths(
     paths = [
         (server_path(path, folders) if folders is not None else None) or path for path in named
     ]
-    if confinement is not None:
-        for path, name in zip(paths, named, strict=True):
-            _check_inside(path, confinement, name)
-    return paths
+    if confinement is None:
+        return paths
+    for path, name in zip(paths, named, strict=True):
+        _check_inside(path, confinement, name)
+    if confinement.members is None:
+        return paths
+    return _leaving_members_out(paths, named, confinement.members)
+
+
+def _leaving_members_out(paths: list[str], named: list[str], members: Path) -> list[str]:
+    """A run's paths (not a member's) with the members' uploads left out.
+
+    A member's uploads are private to them; an admin's or the operator's run stores shared
+    documents, so ingesting one would publish it to everyone (and then refuse its owner's own
+    ingest of it). A path named inside ``members/`` is an input error; a directory holding it
+    (the upload folder, the ingest root) is read without it.
+    """
+    spellings = {Path(os.path.abspath(members)), members.resolve()}
+    kept: list[str] = []
+    for path, name in zip(paths, named, strict=True):
+        lexical = Path(os.path.normpath(os.path.abspath(os.path.expanduser(path))))
+        if any(_within(lexical, folder) for folder in spellings):
+            raise InvalidIngestInputError(
+                f"path {name!r} is a member's upload: a member's uploads are theirs to ingest "
+                "(their runs store them private); a run of an admin or the operator stores "
+                "shared documents"
+            )
+        if lexical.is_dir() and any(_within(folder, lexical) for folder in spellings):
+            kept += [
+                str(found)
+                for found in iter_paths([lexical])
+                if not any(_within(found.absolute(), folder) for folder in spellings)
+            ]
+        else:
+            kept.append(path)
+    return kept
 
 
 def _confinement(deployment: DeploymentSettings, member: str | None) -> _Confinement:
@@ -201,9 +240,12 @@ def _confinement(deployment: DeploymentSettings, member: str | None) -> _Confine
     folder = uploads_folder(
         deployment.upload_dir, deployment.ingest_root, deployment.store_path, member=member
     )
-    if member is not None or not deployment.ingest_root.strip():
+    if member is not None:
         return _Confinement(folder, member)
-    return _Confinement(Path(deployment.ingest_root).expanduser().resolve())
+    members = folder / MEMBERS_FOLDER
+    if not deployment.ingest_root.strip():
+        return _Confinement(folder, members=members)
+    return _Confinement(Path(deployment.ingest_root).expanduser().resolve(), members=members)
 
 
 def _documents(value: Any, max_chars: int) -> list[dict[str, Any]]:

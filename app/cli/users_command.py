@@ -44,7 +44,7 @@ def cmd_users_add(args: argparse.Namespace) -> int:
     """Make an account and print its first API key."""
     role: Role = "admin" if args.admin else "member"
     with _accounts(args) as accounts:
-        key = accounts.add(args.name, _password(args), role)
+        key = accounts.add(args.name, _password(args), role, reuse_name=args.reuse_name)
         _err(f"crag users: made {args.name} ({role}) in {accounts.database.describe()}")
     print(key)  # noqa: T201
     return 0
@@ -128,6 +128,11 @@ def add_users_command(sub: Any) -> None:
     add = action("add", cmd_users_add, "make an account; prints its API key once")
     add.add_argument("--admin", action="store_true", help="may see and manage everything")
     add.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    add.add_argument(
+        "--reuse-name",
+        action="store_true",
+        help="a removed account's name: the new account gets what was theirs (threads...)",
+    )
     action("list", cmd_users_list, "the accounts", named=False)
     action("key", cmd_users_key, "print a new API key of an account")
     action("revoke-keys", cmd_users_revoke, "remove every API key of an account")

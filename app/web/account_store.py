@@ -47,6 +47,10 @@ SCHEMA = (
     name TEXT NOT NULL,
     at DOUBLE PRECISION NOT NULL
 )""",
+    """CREATE TABLE IF NOT EXISTS crag_retired_names (
+    name TEXT PRIMARY KEY,
+    retired DOUBLE PRECISION NOT NULL
+)""",
     """CREATE TABLE IF NOT EXISTS crag_provider_identities (
     issuer TEXT NOT NULL,
     subject TEXT NOT NULL,

@@ -124,15 +124,28 @@ class Accounts:
         except AccountStoreError as exc:
             raise AccountError(str(exc)) from None
 
-    def add(self, name: str, password: str, role: Role = "member") -> str:
+    def add(
+        self, name: str, password: str, role: Role = "member", *, reuse_name: bool = False
+    ) -> str:
         """Make an account; its first API key (shown once).
 
+        A removed account's name is retired: what was that account's under its name (threads,
+        runs, documents) would be the new account's, so it is refused unless ``reuse_name``.
+
         Raises:
-            AccountError: A bad or taken name, or a password under 12 characters.
+            AccountError: A bad, taken or retired name, or a password under 12 characters.
         """
         check_name(name)
         digest = _password_hash(password)
         with self._connection(create=True) as db:
+            retired = db.execute("SELECT 1 FROM crag_retired_names WHERE name = ?", (name,))
+            if retired.fetchone() is not None and not reuse_name:
+                raise AccountError(
+                    f"the name {name!r} was a removed account's, whose threads and documents "
+                    "are still under it: choose another name, or reuse it on purpose "
+                    "(crag users add --reuse-name) to give them to the new account"
+                )
+            db.execute("DELETE FROM crag_retired_names WHERE name = ?", (name,))
             try:
                 db.execute(
                     "INSERT INTO crag_accounts VALUES (?, ?, ?, ?)",
@@ -191,14 +204,17 @@ class Accounts:
             return removed
 
     def remove(self, name: str) -> None:
-        """Remove the account, its keys and its sessions with it.
+        """Remove the account, its keys and its sessions with it; its name is retired.
 
-        A new account of the same name starts with none of them.
+        A new account of the same name starts with none of them, and is made only on purpose
+        (:meth:`add` with ``reuse_name``).
         """
         with self._connection() as db:
             self._require(db, name)
             end_account_sessions(db, name)  # ON DELETE CASCADE too; said here for clarity
             db.execute("DELETE FROM crag_accounts WHERE name = ?", (name,))
+            db.execute("DELETE FROM crag_retired_names WHERE name = ?", (name,))
+            db.execute("INSERT INTO crag_retired_names VALUES (?, ?)", (name, time.time()))
 
     def all(self) -> list[Account]:
         """Every account, by name, with its number of keys."""

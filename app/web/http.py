@@ -96,6 +96,18 @@ def _given_names(payload: Any) -> Iterator[str]:
                 yield from settings
 
 
+def _checkpoint_names(payload: Any) -> Iterator[str]:
+    """The keys of a run payload's ``checkpoint`` (a list: each item's).
+
+    langgraph-api copies a run's ``checkpoint`` into its ``config.configurable``, so a caller's
+    identity keys sent there are forged as surely as in ``configurable`` itself.
+    """
+    for item in payload if isinstance(payload, list) else [payload]:
+        checkpoint = item.get("checkpoint") if isinstance(item, dict) else None
+        if isinstance(checkpoint, dict):
+            yield from checkpoint
+
+
 def _run_payloads(payload: Any, path: str) -> Any:
     """What in ``payload`` holds a run's ``context`` and ``config``, as the route reads it.
 
@@ -126,11 +138,13 @@ def refusal(body: bytes, path: str = "/runs") -> str | None:
         return None
     except RecursionError:
         return "the request's JSON is nested too deeply to read"
-    names = list(_given_names(_run_payloads(payload, path)))
-    forged = sorted(set(names) & {*AUTH_KEYS, SERVED_KEY})
+    payloads = _run_payloads(payload, path)
+    names = list(_given_names(payloads))
+    forged = sorted({*names, *_checkpoint_names(payloads)} & {*AUTH_KEYS, SERVED_KEY})
     if forged:
         return (
-            f"{forged[0]} is set by the server from the caller's credentials; a run may not send it"
+            f"{forged[0]} is set by the server (the caller's identity, or the mark of a served "
+            "run); a run may not send it"
         )
     error = other_kind_error(names)
     return None if error is None else str(error)

@@ -120,13 +120,14 @@ class ProviderIdentities:
 
     @staticmethod
     def _free_name(db: Cursor, base: str) -> str:
-        """``base``, or ``base-2``...: a name no account has and no binding ever had."""
+        """``base``, or ``base-2``...: a name no account has, had, or any binding ever had."""
         for number in range(1, _MAX_NUMBER + 1):
             name = base if number == 1 else f"{base}-{number}"
             taken = db.execute(
                 "SELECT 1 FROM crag_accounts WHERE name = ? UNION ALL "
+                "SELECT 1 FROM crag_retired_names WHERE name = ? UNION ALL "
                 "SELECT 1 FROM crag_provider_identities WHERE name = ?",
-                (name, name),
+                (name, name, name),
             ).fetchone()
             if taken is None:
                 return name

@@ -146,6 +146,26 @@ def test_bob_cannot_squat_a_shared_file_before_the_operator_ingests_it(
         assert served_file(server, key, name) == 200  # shared: everyone's
 
 
+def test_the_operators_run_never_publishes_a_members_upload(
+    server: DevServer, keys: dict[str, str], places: dict[str, Path]
+) -> None:
+    """Stored as a shared document, alice's private upload would be everyone's."""
+    diary = upload(server, keys["alice"], "second-diary.md", DIARY.replace("blue", "red"))
+    operator = client_of(server, server.token)
+    refused = operator.runs.wait(None, "ingest", input={"paths": [diary]}, raise_error=False)
+    assert refused.get("__error__", {}).get("error") == "InvalidIngestInputError", refused
+    assert "is a member's upload" in refused["__error__"]["message"]
+    # The folder holding the members' uploads is read without them.
+    shared = upload(server, server.token, "operators-notes.md", PUBLIC.replace("noon", "nine"))
+    walked = operator.runs.wait(None, "ingest", input={"paths": ["shared:uploads"]})
+    stored = walked["added"] + walked["skipped"]
+    assert shared in stored, walked
+    assert not [name for name in stored + walked["replaced"] if "members" in name], walked
+    assert served_file(server, keys["bob"], diary) == 404
+    alice = client_of(server, keys["alice"])
+    assert alice.runs.wait(None, "ingest", input={"paths": [diary]})["added"] == [diary]
+
+
 def test_a_second_run_on_a_thread_ingests_only_what_it_sends(
     server: DevServer, keys: dict[str, str]
 ) -> None:

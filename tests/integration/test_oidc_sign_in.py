@@ -169,7 +169,7 @@ def test_an_account_the_operator_removed_stays_removed_until_linked(
     assert refused.startswith("refused: ") and "removed" in refused, refused
     assert accounts.get("frank") is None
     # An account made again under the name is not the provider user's either.
-    accounts.add("frank", PASSWORD)
+    accounts.add("frank", PASSWORD, reuse_name=True)
     assert _signed_in_as(chromium, server, "frank").startswith("refused: ")
     # The operator links them on purpose: then they sign in as that account.
     ProviderIdentities(accounts).link("frank", ProviderUser(provider, "frank"))

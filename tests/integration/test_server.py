@@ -613,6 +613,7 @@ ATTEMPTS: dict[str, Any] = {
     "max_knowledge_chars": 10**7,
     "upload_max_bytes": 10**12,
     "upload_quota_bytes": 10**15,
+    "upload_max_files": 10**9,
     "upload_seconds": 10**6,
     "server_hosts": "evil.example",
     "server_origins": "https://evil.example",

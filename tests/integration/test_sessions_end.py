@@ -123,7 +123,8 @@ def test_an_account_removed_and_made_again_gets_no_old_session_back(
     assert _whoami(server, old).json()["user"] == "alice"
     _crag_users("remove", "alice", "--threads-db", str(threads_db))
     _crag_users(
-        "add", "alice", "--admin", "--password-stdin", "--threads-db", str(threads_db),
+        "add", "alice", "--admin", "--password-stdin", "--reuse-name",
+        "--threads-db", str(threads_db),
         stdin=NEW_PASSWORD + "\n",
     )  # fmt: skip
     assert _whoami(server, old).status_code == 401

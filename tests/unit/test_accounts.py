@@ -46,6 +46,7 @@ def accounts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Account
         with made.database.transaction() as db:
             db.execute("DELETE FROM crag_accounts")
             db.execute("DELETE FROM crag_sign_in_failures")
+            db.execute("DELETE FROM crag_retired_names")
         made.database.close()
 
 

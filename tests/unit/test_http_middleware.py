@@ -24,6 +24,7 @@ from starlette.testclient import TestClient
 
 from crag.app.web.gate import Gate
 from crag.app.web.http import RefuseOtherKinds, refusal, served_app
+from crag.core.caller import AUTH_KEYS, SERVED_KEY
 from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES, other_kind_error
 
 REPO = Path(__file__).resolve().parents[2]
@@ -114,6 +115,27 @@ def test_a_method_parameter_in_configurable_is_refused_on_every_run_route(
     response = client.post(path, json=payload)
     _assert_refused(response, "force_action")
     assert "parameter of the method" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("path", RUN_ROUTES)
+@pytest.mark.parametrize("field", ["context", "configurable", "checkpoint"])
+@pytest.mark.parametrize("name", [*AUTH_KEYS, SERVED_KEY])
+def test_a_run_may_not_send_the_callers_identity_or_the_served_mark(
+    client: TestClient, path: str, field: str, name: str
+) -> None:
+    """Wherever langgraph-api reads a run's configurable from: ``checkpoint`` is copied in."""
+    sent: dict[str, Any] = {name: "alice"}
+    payload: dict[str, Any] = {"assistant_id": "crag"}
+    if field == "configurable":
+        payload["config"] = {"configurable": sent}
+    else:
+        payload[field] = sent
+    response = client.post(path, json=payload)
+    assert response.status_code == 422, response.text
+    assert response.json() == {
+        "detail": f"{name} is set by the server (the caller's identity, or the mark of a served "
+        "run); a run may not send it"
+    }
 
 
 @pytest.mark.parametrize("path", PATCH_ROUTES)

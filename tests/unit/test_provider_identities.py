@@ -38,6 +38,7 @@ def accounts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Account
         with made.database.transaction() as db:
             db.execute("DELETE FROM crag_provider_identities")
             db.execute("DELETE FROM crag_accounts")
+            db.execute("DELETE FROM crag_retired_names")
         made.database.close()
 
 
@@ -97,7 +98,7 @@ def test_a_removed_account_stays_removed_until_the_operator_links_it(accounts: A
     with pytest.raises(RemovedAccountError, match="removed"):
         identities.sign_in(frank)
     assert accounts.get("frank") is None
-    accounts.add("frank", PASSWORD)  # made again: not the provider user's account
+    accounts.add("frank", PASSWORD, reuse_name=True)  # made again: not the provider user's
     with pytest.raises(RemovedAccountError):
         identities.sign_in(frank)
     # Nor does another provider user labelled frank get the name.
@@ -150,3 +151,16 @@ def test_crag_users_role_and_link(tmp_path: Path, capsys: pytest.CaptureFixture[
         assert signed_in == Account("ivan", "admin")
     assert main(["users", "role", "nobody", "member", "--threads-db", database]) == 2
     assert "no account named 'nobody'" in capsys.readouterr().err
+
+
+def test_a_removed_accounts_name_is_made_again_only_on_purpose(accounts: Accounts) -> None:
+    """What was alice's under her name (threads, documents) would be the new alice's."""
+    accounts.add("alice", PASSWORD)
+    accounts.remove("alice")
+    with pytest.raises(AccountError, match="was a removed account's"):
+        accounts.add("alice", PASSWORD)
+    # Nor does the provider hand the name out.
+    alice = ProviderIdentities(accounts).sign_in(ProviderUser(ISSUER, "a", "alice"))
+    assert alice.name == "alice-2"
+    accounts.add("alice", PASSWORD, reuse_name=True)
+    assert accounts.get("alice") == Account("alice", "member")
