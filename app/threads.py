@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -276,7 +277,27 @@ def checkpointer(target: str | Path) -> Iterator[BaseCheckpointSaver[Any]]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     with SqliteSaver.from_conn_string(_sqlite_file(target)) as sqlite_saver:
+        _set_up_sqlite(sqlite_saver, target)
         yield sqlite_saver
+
+
+def _not_sqlite(target: str | Path, exc: sqlite3.Error) -> ThreadsDatabaseError:
+    """The one line for a threads file SQLite cannot use (not a database, read-only)."""
+    return ThreadsDatabaseError(
+        f"the threads database {describe_threads_db(target)} cannot be used ({exc}); "
+        "move it away or name another with --threads-db or $" + THREADS_DB_ENV
+    )
+
+
+def _set_up_sqlite(saver: Any, target: str | Path) -> None:
+    """Make the saver's tables now, so a file that is not SQLite is refused at opening.
+
+    Else the first read or write, deep inside a run, raises ``sqlite3.DatabaseError``.
+    """
+    try:
+        saver.setup()
+    except sqlite3.Error as exc:
+        raise _not_sqlite(target, exc) from None
 
 
 @asynccontextmanager
@@ -289,4 +310,8 @@ async def async_checkpointer(target: str | Path) -> AsyncIterator[BaseCheckpoint
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     async with AsyncSqliteSaver.from_conn_string(_sqlite_file(target)) as sqlite_saver:
+        try:
+            await sqlite_saver.setup()
+        except sqlite3.Error as exc:
+            raise _not_sqlite(target, exc) from None
         yield sqlite_saver

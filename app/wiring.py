@@ -160,6 +160,15 @@ class DefaultComponents:
             self._stores[key] = store
             return store
 
+    def forget_stores(self) -> None:
+        """Drop the opened stores, so that the next run opens them again as they are on disk.
+
+        The warm server calls it, between commands, when a store's files changed since it was
+        opened (:func:`crag.vectorstore.store.stores_changed_since_opened`).
+        """
+        with self._lock:
+            self._stores.clear()
+
     def evaluator(self, settings: RunSettings) -> RetrievalEvaluator:
         """The evaluator ``settings.deployment.evaluator`` names (registry-cached), serialised."""
         from crag.evaluator.registry import load_evaluator

@@ -271,6 +271,13 @@ class IngestDeployment(BaseModel):
         "the default size); a file with more is refused, the others are still ingested. Binds "
         "every ingestion.",
     )
+    max_file_bytes: int = Field(
+        256 << 20,
+        ge=1,
+        description="Largest file read at all, in bytes, whatever its format (PDF, Office, "
+        "e-book, text): a larger one is refused before it is read, the others are still "
+        "ingested. Binds every ingestion.",
+    )
     ingest_run_replace: Literal["none", "served", "all"] = Field(
         "none",
         description="What ingest-graph runs may replace (and, for lines gone from a "

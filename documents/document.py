@@ -14,6 +14,19 @@ MetadataValue = str | int
 """A section field as stored in chunk metadata (Chroma takes str, int, float, bool)."""
 
 
+MAX_LOCATION_CHARS = 200
+"""The most characters of one location field kept in a chunk's metadata (a heading path, a
+page label): every chunk of a section carries them, and every answer citing it prints them. A
+375 KB Markdown file with two 100,000-character headings made a 364 MB store."""
+
+ELLIPSIS = "…"
+
+
+def capped(value: str, limit: int = MAX_LOCATION_CHARS) -> str:
+    """``value``, cut to ``limit`` characters (the last an ellipsis) when it is longer."""
+    return value if len(value) <= limit else value[: limit - 1] + ELLIPSIS
+
+
 class LoaderError(ValueError):
     """A file cannot be turned into documents."""
 
@@ -65,15 +78,18 @@ class Section:
         return f"part {self.part}" if self.part is not None else None
 
     def metadata(self) -> dict[str, MetadataValue]:
-        """The location fields that apply, and ``location``, as chunk metadata."""
+        """The location fields that apply, and ``location``, as chunk metadata.
+
+        Each text field is cut to :data:`MAX_LOCATION_CHARS` (:func:`capped`).
+        """
         found: dict[str, MetadataValue] = {
-            f.name: value
+            f.name: capped(value) if isinstance(value, str) else value
             for f in fields(self)
             if f.name != "text" and (value := getattr(self, f.name)) is not None
         }
         location = self.location
         if location is not None:
-            found["location"] = location
+            found["location"] = capped(location)
         return found
 
 

@@ -25,6 +25,10 @@ from crag.documents.document import LoaderError
 PAGES_SETTING = "max_file_pages"
 PARAGRAPHS_SETTING = "max_file_paragraphs"
 CHARS_SETTING = "max_file_chars"
+BYTES_SETTING = "max_file_bytes"
+DEFAULT_FILE_BYTES = 256 << 20
+"""``max_file_bytes``'s default, for limits made without a deployment (see
+:class:`~crag.core.deployment.DeploymentSettings`)."""
 MAX_CHUNKS = "ingest_max_chunks"
 
 
@@ -34,18 +38,25 @@ def _setting(name: str) -> str:
 
 @dataclass(frozen=True)
 class FileLimits:
-    """The most pages (or slides), paragraphs (or rows) and characters read from one file."""
+    """The most pages (or slides), paragraphs (or rows) and characters read from one file.
+
+    ``file_bytes`` is the largest file read at all, whatever its format (checked before it is read).
+    """
 
     pages: int
     paragraphs: int
     chars: int
+    file_bytes: int = DEFAULT_FILE_BYTES
 
     @classmethod
     def configured(cls, deployment: DeploymentSettings | None = None) -> FileLimits:
         """The limits ``deployment`` sets (default: the operator's)."""
         deployment = deployment or deployment_settings()
         return cls(
-            deployment.max_file_pages, deployment.max_file_paragraphs, deployment.max_file_chars
+            deployment.max_file_pages,
+            deployment.max_file_paragraphs,
+            deployment.max_file_chars,
+            deployment.max_file_bytes,
         )
 
     def check_pages(self, path: Path, pages: int, what: str = "pages") -> None:
@@ -74,6 +85,18 @@ class FileLimits:
             raise LoaderError(
                 f"{path}: refused: more than {self.chars:,} characters of text, the most read "
                 f"from one file ({_setting(CHARS_SETTING)})"
+            )
+
+    def check_file_bytes(self, path: Path, size: int) -> None:
+        """Refuse, unread, a file of ``size`` bytes past :attr:`file_bytes` (any format).
+
+        PDF and Office readers hold the whole file and more: a 1.5 GB (sparse) file took 5 GB
+        before it was found not to be a PDF.
+        """
+        if size > self.file_bytes:
+            raise LoaderError(
+                f"{path}: refused: {size:,} bytes, more than the {self.file_bytes:,} bytes "
+                f"read from one file ({_setting(BYTES_SETTING)})"
             )
 
     def check_text_bytes(self, path: Path, size: int) -> None:

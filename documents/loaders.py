@@ -38,6 +38,7 @@ __all__ = [
     "load_file",
     "not_text_reason",
     "real_path",
+    "shown_path",
 ]
 
 logger = logging.getLogger(__name__)
@@ -95,10 +96,29 @@ def _file_kind(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
+def shown_path(path: str | Path) -> str:
+    r"""``path`` as it can be printed and stored: bytes of a name that are not UTF-8 as ``\xff``.
+
+    Such a name decodes to lone surrogates, which no UTF-8 text (a message, the store's
+    SQLite, JSON) can hold; every other path is returned as it is.
+    """
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def _check_name(path: Path) -> None:
-    """Refuse a path no file can have: the OS would raise ``ValueError`` deep inside."""
+    r"""Refuse a path no file can have, or whose name cannot be stored as a source.
+
+    A NUL character makes the OS raise ``ValueError`` deep inside; a name that is not UTF-8
+    (``bad\xff.txt`` from a Latin-1 system) cannot be written to the store or printed.
+    """
     if "\0" in str(path):
         raise LoaderError(f"{str(path)!r}: not a valid path (it contains a NUL character)")
+    shown = shown_path(path)
+    if shown != str(path):
+        raise LoaderError(
+            f"{shown}: skipped: its name is not valid UTF-8; rename it, e.g. "
+            "`convmv -f latin1 -t utf-8 --notest FILE`"
+        )
 
 
 def _loop(path: Path) -> LoaderError:
@@ -134,8 +154,12 @@ def unreadable(path: Path, exc: OSError) -> LoaderError:
     return LoaderError(f"{path}: cannot read file ({exc.strerror or exc})")
 
 
-def _read_bytes(path: Path, text_limits: FileLimits | None = None) -> bytes:
-    """The file's bytes; a text file too large for ``text_limits`` is refused unread."""
+def _read_bytes(path: Path, limits: FileLimits, text: bool) -> bytes:
+    """The file's bytes; a file too large for ``limits`` is refused unread.
+
+    Every file is checked against ``limits.file_bytes``; a ``text`` file against the
+    characters ``limits`` allow as well.
+    """
     try:
         info = path.stat()
     except OSError as exc:
@@ -145,8 +169,9 @@ def _read_bytes(path: Path, text_limits: FileLimits | None = None) -> bytes:
     if not stat.S_ISREG(info.st_mode):
         # Opening a FIFO waits for a writer, forever; a device may never end: never open them.
         raise LoaderError(f"{path}: skipped: {_file_kind(info.st_mode)}, not a regular file")
-    if text_limits is not None:
-        text_limits.check_text_bytes(path, info.st_size)
+    limits.check_file_bytes(path, info.st_size)
+    if text:
+        limits.check_text_bytes(path, info.st_size)
     try:
         return path.read_bytes()
     except OSError as exc:
@@ -191,6 +216,9 @@ def _jsonl_documents(data: bytes, path: Path, source: str) -> list[LoadedDocumen
             record: Any = json.loads(line)
         except json.JSONDecodeError as exc:
             raise LoaderError(f"{where}: malformed JSON ({exc.msg} at column {exc.colno})") from exc
+        except RecursionError:
+            # json parses nested arrays and objects recursively: 100k "[" exhaust the stack
+            raise LoaderError(f"{where}: JSON nested too deeply to read") from None
         if not isinstance(record, dict):
             raise LoaderError(f"{where}: expected a JSON object, got {type(record).__name__}")
         text = next((record[f] for f in JSONL_TEXT_FIELDS if isinstance(record.get(f), str)), None)
@@ -253,6 +281,16 @@ def _text_sections(
     return text, None, []
 
 
+def _checked_bytes(path: Path, limits: FileLimits, data: bytes | None, *, text: bool) -> bytes:
+    """The file's bytes within ``limits``: ``data`` as given (already read), else read."""
+    if data is None:
+        return _read_bytes(path, limits, text=text)
+    limits.check_file_bytes(path, len(data))
+    if text:
+        limits.check_text_bytes(path, len(data))
+    return data
+
+
 def load_file(
     path: Path, limits: FileLimits | None = None, *, data: bytes | None = None
 ) -> list[LoadedDocument]:
@@ -287,10 +325,7 @@ def load_file(
             f"{path}: unsupported file type ({kind}); supported: {', '.join(SUPPORTED_EXTENSIONS)}"
         )
     binary = suffix in BINARY_EXTENSIONS
-    if data is None:
-        data = _read_bytes(path, None if binary else limits)
-    elif not binary:
-        limits.check_text_bytes(path, len(data))
+    data = _checked_bytes(path, limits, data, text=not binary)
     source = str(path.expanduser().absolute())
     if binary:
         sections, title = _read_binary(suffix, data, path, limits)
@@ -312,6 +347,58 @@ def load_file(
             source=source, text=text.strip(), sha256=_sha256(data), title=title, sections=located
         )
     ]
+
+
+def _is_folder(path: Path) -> bool:
+    """Whether ``path`` is a directory.
+
+    One that cannot be looked at is not: :func:`load_file` then says why it cannot be read.
+    """
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _entry_is_folder(entry: os.DirEntry[str]) -> bool | None:
+    """Whether ``entry`` is a real directory (``None``: a link to one, never followed)."""
+    try:
+        if entry.is_dir(follow_symlinks=False):
+            return True
+        return None if entry.is_dir() else False
+    except OSError:
+        return False  # cannot be looked at: kept as a file, for load_file to say why
+
+
+def _walk(top: Path) -> list[Path]:
+    """The entries with a supported extension under ``top``, hidden ones skipped.
+
+    Iterative, so a tree thousands of levels deep cannot exhaust the stack; a folder that
+    cannot be read (no permission, a path too long for the system) is skipped with a warning.
+    """
+    found: list[Path] = []
+    folders = [top]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as exc:
+            logger.warning(
+                "%s: cannot read folder (%s); its files were skipped",
+                shown_path(folder),
+                exc.strerror or exc,
+            )
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            kind = _entry_is_folder(entry)
+            if kind:
+                folders.append(Path(entry.path))
+            elif kind is False and Path(entry.name).suffix.lower() in SUPPORTED_EXTENSIONS:
+                found.append(Path(entry.path))
+    return found
 
 
 def iter_paths(paths: Iterable[str | Path]) -> list[Path]:
@@ -340,18 +427,14 @@ def iter_paths(paths: Iterable[str | Path]) -> list[Path]:
 
     for item in paths:
         path = Path(item).expanduser()
-        if not path.is_dir():
+        if not _is_folder(path):
             add(path)
             continue
-        found = sorted(
-            p
-            for p in path.rglob("*")
-            if p.suffix.lower() in SUPPORTED_EXTENSIONS
-            and not p.is_dir()
-            and not any(part.startswith(".") for part in p.relative_to(path).parts)
-        )
+        found = sorted(_walk(path))
         if not found:
-            logger.warning("%s: no supported files (%s)", path, ", ".join(SUPPORTED_EXTENSIONS))
+            logger.warning(
+                "%s: no supported files (%s)", shown_path(path), ", ".join(SUPPORTED_EXTENSIONS)
+            )
         for p in found:
             add(p)
     return result

@@ -47,7 +47,7 @@ from crag.core.guarded_transport import (
     UnaskedEncodingError,
 )
 from crag.generator.endpoint_config import EndpointConfig, EndpointError
-from crag.generator.endpoint_errors import refuse_html_pages
+from crag.generator.endpoint_errors import excerpt, refuse_html_pages
 from crag.generator.endpoint_loop import (
     close_stream,
     request,
@@ -148,6 +148,7 @@ def _probe_client(config: EndpointConfig) -> httpx.AsyncClient:
         timeout=config.timeout,
         transport=AsyncGuardedTransport(PROBE_BYTES, refused=_gave_up),
         headers={"Accept-Encoding": "identity"},
+        auth=config.basic_auth,
     )
 
 
@@ -155,7 +156,7 @@ async def _ask_context_length(config: EndpointConfig) -> int | None:
     """``GET {base_url}/models``, then llama.cpp's ``GET /props``: the first length stated."""
     key = config.api_key.get_secret_value()
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    base = config.base_url.rstrip("/")
+    base = config.request_url.rstrip("/")
     async with _probe_client(config) as client:
         listed = await _read_json(client, f"{base}/models", headers)
         entries = [e for e in listed.get("data", []) if isinstance(e, dict)]
@@ -199,7 +200,7 @@ def server_context_length(config: EndpointConfig) -> int | None:
         logger.info(
             "model server %s did not say its context length (%s)",
             config.where,
-            type(exc).__name__ if not str(exc) else exc,
+            excerpt(str(exc), config) or type(exc).__name__,
         )
     return None
 
@@ -245,6 +246,7 @@ def _capped_client(config: EndpointConfig) -> httpx.AsyncClient:
         timeout=config.timeout,
         transport=transport,
         headers={"Accept-Encoding": "identity"},
+        auth=config.basic_auth,  # the URL's user:password, kept out of the logged URL
         event_hooks={"response": hooks},
     )
 
@@ -401,7 +403,7 @@ class EndpointChatModel(BaseChatOpenAI):
         key = config.api_key.get_secret_value() or NO_KEY
         model = cls(
             model=config.model,
-            base_url=config.base_url,
+            base_url=config.request_url,
             api_key=SecretStr(key),
             timeout=config.timeout,
             max_retries=0,  # retried on the requests' loop, within one deadline

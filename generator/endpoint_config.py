@@ -11,7 +11,7 @@ at an address of its choosing. The key is a :class:`~pydantic.SecretStr`: it pri
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from pydantic import SecretStr
 
@@ -70,6 +70,26 @@ class EndpointConfig:
     def where(self) -> str:
         """The base URL as errors and logs show it: no user, password, query or fragment."""
         return public_url(self.base_url)
+
+    @property
+    def request_url(self) -> str:
+        """The base URL requests go to: without its ``user:password`` (see :attr:`basic_auth`).
+
+        httpx logs every request's URL (``crag -vv``); credentials in it would be printed.
+        """
+        parts = urlsplit(self.base_url.strip())
+        if "@" not in parts.netloc:
+            return self.base_url
+        return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+    @property
+    def basic_auth(self) -> tuple[str, str] | None:
+        """The base URL's ``user:password``, sent as HTTP Basic (as httpx sends a URL's)."""
+        parts = urlsplit(self.base_url.strip())
+        if "@" not in parts.netloc:
+            return None
+        user, _, password = parts.netloc.rpartition("@")[0].partition(":")
+        return unquote(user), unquote(password)
 
     def where_with_scheme(self, scheme: str) -> str:
         """:attr:`where` with another scheme: the URL to suggest when TLS is on one side only."""

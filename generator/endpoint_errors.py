@@ -11,6 +11,7 @@ of credentials (401, 403, 407), whose body may echo the key in any disguise.
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import json
 import math
@@ -21,7 +22,7 @@ import warnings
 from collections.abc import Awaitable, Callable
 from datetime import UTC
 from typing import TYPE_CHECKING
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
 from crag.generator.endpoint_config import EndpointConfig, EndpointError
 
@@ -193,14 +194,46 @@ def one_line(text: str) -> str:
     return " ".join("".join(kept).split())
 
 
-def redact(text: str, config: EndpointConfig) -> str:
-    """``text`` (on :func:`one_line`) with the API key replaced by ``***``.
+_BASIC_CREDENTIAL = re.compile(r"\b(Basic|Bearer)\s+[A-Za-z0-9+/=._~-]+", re.IGNORECASE)
+"""An ``Authorization`` value a server echoes: whatever follows the scheme is a credential."""
 
-    The key verbatim; and, for a key of 8 characters or more, in any letter case,
-    percent-encoded, and any word holding its first or last 8 characters. Other disguises
-    (spaced out, base64) are not looked for: a refusal of credentials, the reply likely to echo
-    the key, is never quoted (:data:`CREDENTIAL_STATUSES`), and a quote is short.
+
+def _url_secrets(config: EndpointConfig) -> list[str]:
+    """The base URL's userinfo as a server may echo it: plain, percent-encoded, in base64.
+
+    httpx sends a URL's ``user:password`` as HTTP Basic (base64 of ``user:password``), so a
+    server quoting the header it got prints the password in base64.
     """
+    parts = urlsplit(config.base_url.strip())
+    if "@" not in parts.netloc:
+        return []
+    userinfo = parts.netloc.rpartition("@")[0]
+    user, _, password = (unquote(piece) for piece in userinfo.partition(":"))
+    pair = f"{user}:{password}"
+    forms = [userinfo, pair, base64.b64encode(pair.encode("utf-8")).decode("ascii")]
+    if password:
+        forms += [password, quote(password, safe="")]
+    return [form for form in forms if len(form) >= 3]
+
+
+def redact(text: str, config: EndpointConfig) -> str:
+    """``text`` (on :func:`one_line`) with the API key and any credential replaced by ``***``.
+
+    Any ``Basic``/``Bearer`` credential a server echoes is hidden whatever it holds, and the
+    base URL's userinfo in every form httpx sends it (:func:`_url_secrets`). The key verbatim;
+    and, for a key of 8 characters or more, in any letter case, percent-encoded, and any word
+    holding its first or last 8 characters. Other disguises (spaced out, base64) are not
+    looked for: a refusal of credentials, the reply likely to echo the key, is never quoted
+    (:data:`CREDENTIAL_STATUSES`), and a quote is short.
+    """
+    text = _BASIC_CREDENTIAL.sub(lambda found: f"{found.group(1)} ***", text)
+    for secret in sorted(_url_secrets(config), key=len, reverse=True):
+        text = re.sub(re.escape(secret), "***", text, flags=re.IGNORECASE)
+    return _redact_key(text, config)
+
+
+def _redact_key(text: str, config: EndpointConfig) -> str:
+    """``text`` with the API key replaced by ``***`` (see :func:`redact`)."""
     key = one_line(config.api_key.get_secret_value())
     if len(key) < 8:
         return text.replace(key, "***") if key else text

@@ -120,6 +120,9 @@ class Reply:
     """Seconds between the body's bytes (0: all at once)."""
     padding: int = 0
     """Bytes of white space sent after the body (still valid JSON), in 64 KiB writes."""
+    echo_header: str | None = None
+    """A request header whose value replaces ``{echo}`` in :attr:`body` (a server that quotes
+    the ``Authorization`` it was sent in its error)."""
 
 
 def chunk(content: str | None = None, finish_reason: str | None = None, **delta: Any) -> str:
@@ -289,6 +292,9 @@ class _FakeHandler(BaseHTTPRequestHandler):
         body = reply.body
         if body is None:
             body = completion(reply.text, str(request.get("model", "fake")))
+        if reply.echo_header is not None:
+            echoed = json.dumps(self.headers.get(reply.echo_header, ""))[1:-1]
+            body = body.replace("{echo}", echoed)
         data = body.encode("utf-8")
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data) + reply.padding))

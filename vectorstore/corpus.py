@@ -22,6 +22,7 @@ import importlib.metadata
 import importlib.util
 import json
 import logging
+import sys
 import zipfile
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 from langchain_chroma import Chroma
 from langchain_core.embeddings import Embeddings
+from tqdm import tqdm
 
 from crag.core.file_digest import file_sha256
 from crag.documents.loaders import LoadedDocument
@@ -448,6 +450,36 @@ def _store_with_shipped_vectors(
     return filling, lookup
 
 
+def _fill(
+    docs: Sequence[LoadedDocument],
+    store: Chroma,
+    chunk_size: int,
+    chunk_overlap: int,
+    *,
+    progress: bool,
+    shipped: PrecomputedEmbeddings | None,
+) -> IngestReport:
+    """Ingest ``docs``; from ``shipped`` vectors the bar says "storing" (nothing is embedded)."""
+    if shipped is None or not progress:
+        return ingest_documents(
+            docs, store, chunk_size=chunk_size, chunk_overlap=chunk_overlap, progress=progress
+        )
+    with tqdm(desc="storing", unit="chunk", file=sys.stderr, leave=False) as bar:
+
+        def stored(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        return ingest_documents(
+            docs,
+            store,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            progress=False,
+            on_progress=stored,
+        )
+
+
 def ensure_default_corpus(
     store: Chroma,
     limit: int = 0,
@@ -491,9 +523,7 @@ def ensure_default_corpus(
         target, lookup = _store_with_shipped_vectors(
             store, len(docs), chunk_size, chunk_overlap, vectors_directory or VECTORS_DIRECTORY
         )
-        report = ingest_documents(
-            docs, target, chunk_size=chunk_size, chunk_overlap=chunk_overlap, progress=progress
-        )
+        report = _fill(docs, target, chunk_size, chunk_overlap, progress=progress, shipped=lookup)
     if lookup is not None and lookup.embedded:
         logger.warning(
             "%d chunks of the default corpus were not among its shipped vectors and were embedded",

@@ -66,6 +66,11 @@ class RebuildError(StoreError):
     """The collection could not be rebuilt (the message says why); nothing was lost."""
 
 
+def forget_futile_rebuilds() -> None:
+    """Forget which rebuilds did not help: the stores were reopened, their indexes read anew."""
+    _futile.clear()
+
+
 @contextmanager
 def watch_index() -> Iterator[list[str]]:
     """Collect the notes of the index repairs made in this context (one run's search)."""

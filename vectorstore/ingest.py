@@ -58,6 +58,7 @@ from crag.documents.loaders import (
     iter_paths,
     load_file,
     not_text_reason,
+    shown_path,
 )
 from crag.vectorstore.chunk_writer import ChunkBatches, ChunkWriter, Recheck
 from crag.vectorstore.lexical_store import refresh_lexical_index
@@ -258,7 +259,7 @@ def _plan(
             continue
         refusal = _refusal(doc, previous, options.writer)
         if refusal is not None:
-            logger.warning("%s", refusal)
+            logger.info("%s", refusal)  # listed in report.failed, for the caller to show
             report.failed.append((doc.source, refusal))
             continue
         chunks, locations = split_document(doc, options.splitter)
@@ -480,8 +481,9 @@ def _load_paths(
             data = read_inside(path, root) if root is not None else None
             loaded = load_file(path, limits, data=data)
         except LoaderError as exc:
-            logger.warning("skipping %s", exc)
-            report.failed.append((str(path), str(exc)))
+            # the caller lists report.failed (crag ingest prints each once): info, not warning
+            logger.info("skipping %s", exc)
+            report.failed.append((shown_path(path), str(exc)))
             continue
         if not loaded:
             report.failed.append((str(path), f"{path}: no documents in file (it is empty)"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import struct
 import threading
 import time
@@ -33,6 +34,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from crag.core.state import RetrievedPassage
+from crag.vectorstore.lexical import Token, state_token
 from crag.vectorstore.readonly import (
     SQLITE_FILE,
     SnapshotError,
@@ -60,6 +62,10 @@ CONNECT_TIMEOUT = 5.0
 
 _clients: dict[str, ClientAPI] = {}
 _clients_lock = threading.Lock()
+
+_opened_state: dict[str, Token | None] = {}
+"""The state token (:func:`~crag.vectorstore.lexical.state_token`) of each store on disk
+whose client is cached, taken right after the client opened it (opening touches the file)."""
 
 
 _REBUILD_HINT = "delete the directory and run `crag ingest` again to rebuild it"
@@ -165,10 +171,58 @@ def _cached_client(path: Path, *, writable: bool) -> ClientAPI | None:
         return cached
     # The store was deleted under us: drop the stale client before reopening.
     del _clients[key]
+    _opened_state.pop(key, None)
     _close_client(cached)
     _forget_failed_system(key)
     _drop_snapshot_of(path)
     return None
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The 16 bytes every SQLite database file starts with."""
+
+
+def check_sqlite_file(path: Path) -> None:
+    """Refuse a store whose ``chroma.sqlite3`` is not a readable SQLite database.
+
+    Chroma would open such a file and write into it without a word. The check is cheap (no
+    ``PRAGMA quick_check``, slow on a big store): the header, then the schema read through a
+    read-only connection, so that nothing is written to a damaged file.
+
+    Raises:
+        StoreError: The file does not start with SQLite's header, or SQLite cannot read it.
+    """
+    sqlite = path / SQLITE_FILE
+    try:
+        with sqlite.open("rb") as file:
+            header = file.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return  # a store about to be created
+    except OSError as exc:
+        raise StoreError(f"cannot read the vector store file '{sqlite}': {exc.strerror}") from exc
+    if not header:
+        return  # an empty file: SQLite makes a new database of it
+    problem = "it is not a SQLite database" if header != SQLITE_HEADER else _unreadable(sqlite)
+    if problem:
+        raise StoreError(
+            f"the vector store file '{sqlite}' is damaged ({problem}); nothing was written to "
+            "it: restore it from a backup, or delete the directory and run `crag ingest` again"
+        )
+
+
+def _unreadable(sqlite: Path) -> str:
+    """Why SQLite cannot read ``sqlite``'s schema (opened read-only); empty when it can."""
+    try:
+        connection = sqlite3.connect(f"{sqlite.as_uri()}?mode=ro&immutable=1", uri=True)
+    except sqlite3.Error as exc:
+        return str(exc)
+    try:
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        return str(exc)
+    finally:
+        connection.close()
+    return ""
 
 
 def _check_directory(path: Path, *, create: bool) -> None:
@@ -245,13 +299,30 @@ def _client(path: Path, *, create: bool, writable: bool) -> ClientAPI:
         if cached is not None:
             return cached
         _check_directory(path, create=create)
+        check_sqlite_file(path)
         check_index_files(path)
         opened = _directory_to_open(path, writable=writable)
         client = _persistent_client(path, opened)
         if opened != path:
             SNAPSHOTS[str(opened)] = path
         _clients[str(path)] = client
+        _opened_state[str(path)] = state_token(path)
         return client
+
+
+def stores_changed_since_opened() -> list[Path]:
+    """The stores on disk this process has open whose files changed since it opened them.
+
+    A Chroma client keeps the vector index it loaded in memory: chunks another process
+    writes to the store afterwards (``crag ingest --no-server`` beside ``crag serve``) are
+    not searched by it, and a large write makes its searches come back short (read as a
+    damaged index). Reopening the client reads the store as it is now. Reads leave the files
+    untouched; a write by this process changes them too (it is reported as well: whether
+    its client saw every write cannot be told apart from here).
+    """
+    with _clients_lock:
+        recorded = {key: _opened_state.get(key) for key in _clients if key in _opened_state}
+    return [Path(key) for key, token in recorded.items() if state_token(Path(key)) != token]
 
 
 def _drop_snapshot_of(path: Path) -> None:
@@ -336,6 +407,11 @@ def _connect(
             client,
             f"the Chroma server at {server_url(host.strip(), port, ssl)}",
             "Check the server's log",
+        )
+    if not str(path).strip():
+        raise StoreError(
+            "the vector store path is empty: name a directory (--store, setting store_path "
+            "or CRAG_STORE_PATH)"
         )
     resolved = Path(path).expanduser().resolve()
     client = _client(resolved, create=create, writable=writable)
@@ -610,6 +686,7 @@ def close_stores() -> None:
             _close_client(client)
             _forget_failed_system(key)
         _clients.clear()
+        _opened_state.clear()
         for copy in list(SNAPSHOTS):
             _forget_failed_system(copy)
             remove_snapshot(Path(copy))

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import itertools
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,9 +35,15 @@ MAX_PARAGRAPH_WORDS = 150
 """Longer paragraphs are cut at sentence boundaries into pieces of at most this many words."""
 MAX_PARAGRAPHS = 40
 """Paragraphs kept per page (the first ones), to bound the evaluator's batch."""
+MAX_TEXT_CHARS = 1_000_000
+"""Characters of paragraph text looked at per page: ``<p>`` elements nested in one another
+(``html.parser`` does not close them) would each hold the text of all the ones inside."""
 MAX_PDF_PAGES = 30
 """PDF pages read per document."""
 MAX_TITLE_WORDS = 12
+MAX_PAGE_ELEMENTS = 50_000
+"""Tags parsed per page: the page is cut before the next one. ``html.parser`` takes about 20 µs
+a tag, so a 2 MB page of bare tags (``<i><i><i>...``) costs about a second, not ten."""
 
 _DROP_TAGS = (
     "script",
@@ -166,10 +173,18 @@ def _split_long(paragraph: str) -> list[str]:
 
 
 def _keep(texts: Iterable[str]) -> list[str]:
-    """Clean, filter (short, cookie text, repeats), split long ones, cap the count."""
+    """Clean, filter (short, cookie text, repeats), split long ones, cap the count.
+
+    Texts are no longer looked at once they have passed :data:`MAX_TEXT_CHARS` in all and one
+    paragraph is kept.
+    """
     kept: list[str] = []
     seen: set[str] = set()
+    looked_at = 0
     for raw in texts:
+        looked_at += len(raw)
+        if looked_at > MAX_TEXT_CHARS and kept:
+            break
         text = _clean_text(raw)
         if len(text.split()) < MIN_PARAGRAPH_WORDS or _COOKIE_TEXT.search(text):
             continue
@@ -182,11 +197,12 @@ def _keep(texts: Iterable[str]) -> list[str]:
     return kept[:MAX_PARAGRAPHS]
 
 
-def _is_boilerplate(tag: Tag, total_paragraphs: int) -> bool:
+def _is_boilerplate(tag: Tag, paragraphs: int, total_paragraphs: int) -> bool:
     """Whether ``tag`` is navigation, a banner, hidden, or named like boilerplate.
 
     A class or id name alone never drops an element that holds most of the page's
-    paragraphs (a page wrapper named ``menu-open`` is still the page).
+    paragraphs (``paragraphs`` of its ``total_paragraphs``: a page wrapper named
+    ``menu-open`` is still the page).
     """
     if tag.name in _NEVER_DROPPED:
         return False
@@ -208,30 +224,97 @@ def _is_boilerplate(tag: Tag, total_paragraphs: int) -> bool:
         )
         for token in tokens
     )
-    return named and len(tag.find_all("p")) * 2 <= total_paragraphs
+    return named and paragraphs * 2 <= total_paragraphs
+
+
+_TAG_START = re.compile(rb"<\x00?[A-Za-z]")
+_TAG_START_TEXT = re.compile(r"<[A-Za-z]")
+
+
+def _bounded(markup: bytes | str) -> bytes | str:
+    """``markup`` cut before its tag past :data:`MAX_PAGE_ELEMENTS` (whole when it has fewer).
+
+    Counted on the bytes (a ``<`` is one byte in every encoding a page is likely to use, or a
+    ``<`` and a zero byte in UTF-16), by a regular expression: no Python code runs per tag.
+    """
+    pattern: Any = _TAG_START if isinstance(markup, bytes) else _TAG_START_TEXT
+    past = next(itertools.islice(pattern.finditer(markup), MAX_PAGE_ELEMENTS, None), None)
+    if past is None:
+        return markup
+    logger.info("page cut at its %d-th tag (offset %d)", MAX_PAGE_ELEMENTS, past.start())
+    return markup[: past.start()]
+
+
+def _child_tags(tag: Tag) -> list[Tag]:
+    from bs4 import Tag
+
+    return [child for child in tag.contents if isinstance(child, Tag)]
+
+
+def _outermost(root: Tag, matches: Callable[[Tag], bool]) -> list[Tag]:
+    """The tags under ``root`` that ``matches`` and are inside no other such tag, in page order.
+
+    Walked with a stack, not recursion (a page may nest tags thousands deep), and the subtree of
+    a matching tag is never looked at: each tag is visited once.
+    """
+    found: list[Tag] = []
+    stack = _child_tags(root)[::-1]
+    while stack:
+        tag = stack.pop()
+        if matches(tag):
+            found.append(tag)
+        else:
+            stack.extend(_child_tags(tag)[::-1])
+    return found
+
+
+def _paragraph_counts(root: Tag) -> dict[int, int]:
+    """``id(tag)`` -> the ``<p>`` elements inside it, for ``root`` and every tag under it.
+
+    Summed from the innermost tags out, each from its children's counts: linear in the page
+    (``tag.find_all("p")`` for every tag is quadratic in the nesting).
+    """
+    counts: dict[int, int] = {}
+    for tag in [root, *root.find_all(True)][::-1]:
+        counts[id(tag)] = sum(counts[id(child)] + (child.name == "p") for child in _child_tags(tag))
+    return counts
+
+
+def _drop_boilerplate(soup: Tag) -> None:
+    """Decompose the dropped tags, then the boilerplate (outermost ones only, each once).
+
+    bs4 4.15's ``element.decomposed`` searches the element's subtree for a ``_decomposed`` tag
+    (attribute access on a tag is a search), so asking it of every element was quadratic: an
+    88 KB page 8,000 ``<div>`` deep took 93 s.
+    """
+    for tag in _outermost(soup, lambda tag: tag.name in _DROP_TAGS):
+        tag.decompose()
+    counts = _paragraph_counts(soup)
+    total = counts[id(soup)]
+    for tag in _outermost(soup, lambda tag: _is_boilerplate(tag, counts[id(tag)], total)):
+        tag.decompose()
 
 
 def html_text(markup: bytes | str, charset: str | None = None) -> tuple[str, list[str]]:
     """The title and the paragraphs of an HTML document (see the module docstring).
 
-    Malformed markup is parsed as well as it can be (``html.parser`` never gives up).
+    Malformed markup is parsed as well as it can be (``html.parser`` never gives up); only its
+    first :data:`MAX_PAGE_ELEMENTS` tags are parsed, and every step after parsing is linear in
+    the page, however deep its tags nest.
     BeautifulSoup is imported here, when a page is first read (about 0.15 s): a run answered
     from the store never reads one.
     """
-    from bs4 import BeautifulSoup, Tag
+    from bs4 import BeautifulSoup
 
-    soup = BeautifulSoup(markup, "html.parser", from_encoding=charset if charset else None)
+    soup = BeautifulSoup(
+        _bounded(markup), "html.parser", from_encoding=charset if charset else None
+    )
     title_tag = soup.find("title")
     title = title_tag.get_text(" ") if title_tag is not None else ""
     if not title.strip():
         heading = soup.find("h1")
         title = heading.get_text(" ") if heading is not None else ""
-    for element in soup.find_all(_DROP_TAGS):
-        element.decompose()
-    total = len(soup.find_all("p"))
-    for element in soup.find_all(True):
-        if isinstance(element, Tag) and not element.decomposed and _is_boilerplate(element, total):
-            element.decompose()
+    _drop_boilerplate(soup)
     paragraphs = _keep(p.get_text(" ") for p in soup.find_all("p"))
     if not paragraphs:  # pages that put their text in <div>s: use the text blocks
         root = soup.body or soup

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -14,6 +15,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from crag.app.cli import collector
+from crag.app.cli.output_errors import discard_pending_output, os_error_text
 from crag.app.cli.terminal_text import TerminalFormatter, json_text, terminal_text
 from crag.app.environment import configure_environment
 from crag.app.threads import ThreadsDatabaseError, describe_threads_db
@@ -54,7 +56,7 @@ def _settings(args: argparse.Namespace) -> CommandSettings:
     from crag.app.cli.settings import CommandSettings, parse_settings, with_absolute_model_paths
 
     base: dict[str, Any] = {}
-    if getattr(args, "store", None):
+    if getattr(args, "store", None) is not None:  # an empty --store is refused, not ignored
         base["store_path"] = args.store
         # A store the user names must exist: never fill it with the bundled corpus silently.
         base["default_corpus"] = False
@@ -62,7 +64,21 @@ def _settings(args: argparse.Namespace) -> CommandSettings:
         base["collection"] = args.collection
     given = parse_settings(list(getattr(args, "set", None) or []), base)
     deployment = with_absolute_model_paths(given.deployment)
+    _check_store_path(deployment.store_path)
     return CommandSettings(given.context, given.method, deployment)
+
+
+def _check_store_path(path: str) -> None:
+    r"""Refuse a store path Chroma cannot use: one whose bytes are not UTF-8 (``st\xff``).
+
+    Chroma would fail with an encoding error, blamed on a damaged store.
+    """
+    shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+    if shown != path:
+        raise ValueError(
+            f"the store path {shown} cannot be used: it is not valid UTF-8; choose another "
+            "with --store or CRAG_STORE_PATH"
+        )
 
 
 def print_error(message: str, *, multiline: bool = False) -> None:
@@ -453,7 +469,14 @@ def cmd_server_token(args: argparse.Namespace) -> int:
     """Print the LangGraph server's token, making it on first use."""
     from crag.app.web.credentials import server_token
 
-    print(server_token(_settings(args).deployment, renew=args.new))
+    try:
+        token = server_token(_settings(args).deployment, renew=args.new)
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise ValueError(
+            f"cannot read or make the server token{where}: {exc.strerror or exc}"
+        ) from None
+    print(token)
     return 0
 
 
@@ -658,7 +681,15 @@ def run_command(args: argparse.Namespace, prog: str, *, reconfigure_logging: boo
 
     try:
         with _terminate_as_interrupt():
-            return int(args.func(args))
+            code = int(args.func(args))
+            sys.stdout.flush()  # an output that cannot be written fails here, not at exit
+            return code
+    except OSError as exc:
+        # a closed pipe (`| head`), a full disk, a file this user may not write
+        print_error(f"{prog}: error: {os_error_text(exc)}")
+        if not reconfigure_logging:  # this process's own stdout (not a warm client's)
+            discard_pending_output()
+        return 1
     except (
         InvalidQuestionError,
         AccountError,

@@ -7,10 +7,21 @@ LangGraph, the graph's modules) costs about a second.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from crag.app.cli import collector
+from crag.app.cli.output_errors import ClosedOutput, discard_pending_output, os_error_text
 from crag.app.environment import configure_environment
+
+
+def _output_failed(exc: OSError) -> int:
+    """Say on stderr why the output failed (``| head``, ``> /dev/full``): exit code 1."""
+    discard_pending_output()
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr gone too
+        sys.stderr.write(f"crag: error: {os_error_text(exc)}\n")
+        sys.stderr.flush()
+    return 1
 
 
 def main() -> int:
@@ -19,19 +30,29 @@ def main() -> int:
     The garbage collector is paused while the process starts (:mod:`crag.app.cli.collector`).
     """
     collector.pause()
+    if sys.stdout is None:
+        sys.stdout = ClosedOutput()
     try:
-        from crag.app.warm.server import run_on_server
-
-        configure_environment()
-        argv = sys.argv[1:]
-        answered = run_on_server(argv)
-        if answered is not None:
-            return answered
-        from crag.app.cli.commands import main as run_cli
-
-        return run_cli(argv)
+        return _run()
+    except OSError as exc:
+        return _output_failed(exc)
     finally:
         collector.before_exit()
+
+
+def _run() -> int:
+    """The command on the warm server, else in this process; its output flushed."""
+    from crag.app.warm.server import run_on_server
+
+    configure_environment()
+    argv = sys.argv[1:]
+    answered = run_on_server(argv)
+    if answered is None:
+        from crag.app.cli.commands import main as run_cli
+
+        answered = run_cli(argv)
+    sys.stdout.flush()
+    return answered
 
 
 if __name__ == "__main__":

@@ -80,9 +80,19 @@ def parse_settings(pairs: list[str], base: dict[str, Any] | None = None) -> Comm
             raise InvalidSettingError(
                 f"setting {key} is read from the environment only: set CRAG_{key.upper()}"
             )
+        if key in IngestContext.setting_names():
+            raise InvalidSettingError(
+                f"setting {key} is chosen per run of the served ingest graph (its context, "
+                f'e.g. {{"{key}": 500}}), not by --set: crag ingest chunks with chunk_size '
+                "1000 and chunk_overlap 100"
+            )
         if key not in Context.setting_names() | METHOD_NAMES | COMMAND_LINE_DEPLOYMENT:
             raise _unknown(key)
         values[key] = parse_text(raw, _declared(key), f"setting {key}")
+    if "store_path" in values and not str(values["store_path"]).strip():
+        raise InvalidSettingError(
+            "the store path is empty: name the vector store's directory (--store DIR)"
+        )
     run = {k: v for k, v in values.items() if k in Context.setting_names()}
     method = {k: v for k, v in values.items() if k in METHOD_NAMES}
     deployment = {k: v for k, v in values.items() if k in DEPLOYMENT_NAMES}

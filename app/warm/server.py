@@ -15,7 +15,12 @@ Protocol, one JSON object a line: the client sends ``{"argv", "cwd", "env", "tty
 compares them with its own; no value, secret or not, crosses the socket); the server answers
 ``{"accepted": true}`` or ``{"refused": reason}`` at once, then ``{"out": text}`` and
 ``{"err": text}`` chunks and a final ``{"exit": code}``. A request must arrive within
-:data:`REQUEST_TIMEOUT_S` and fit in :data:`MAX_REQUEST_BYTES`. A client that goes away
+:data:`REQUEST_TIMEOUT_S` and fit in :data:`MAX_REQUEST_BYTES`, and each of its fields must have
+its type (``argv`` a list of strings, ``tty`` an object of booleans, ``stop`` a boolean...):
+any other request is refused with a line naming the field, and no request, nor a failing
+command, ends the server. Before each command, a store whose files changed since the server
+opened it (another process ingested into it) is reopened, so that the answer searches it as it
+is on disk. A client that goes away
 (Ctrl-C, killed), or reads nothing for :data:`SEND_TIMEOUT_S` while the server has output for
 it (stopped), is dropped and its run cancelled through the run's cancellation token
 (:mod:`crag.core.cancellation`): model work stops at its next batch or token, and an ingest
@@ -306,9 +311,38 @@ def _read_request(conn: socket.socket) -> dict[str, Any]:
         request = json.loads(bytes(buffer.split(b"\n", 1)[0]))
     except ValueError as exc:
         raise _RequestError(f"the request is not JSON: {exc}") from exc
+    except RecursionError as exc:  # a few bytes of brackets nest deeper than the parser goes
+        raise _RequestError("the request is not JSON: it is nested too deeply") from exc
     if not isinstance(request, dict):
         raise _RequestError("the request is not a JSON object")
+    problem = _request_problem(request)
+    if problem:
+        raise _RequestError(problem)
     return request
+
+
+def _request_problem(request: Mapping[str, Any]) -> str:
+    """What is wrong with the type of a field of ``request``, or ``""``.
+
+    Every field the server reads is checked here, before anything uses it: a client that is
+    not crag (or a broken one) must get a refusal, not stop the server with a traceback.
+    """
+    if "stop" in request:
+        return "" if isinstance(request["stop"], bool) else "`stop` must be true or false"
+    argv = request.get("argv")
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        return "`argv` must be a list of strings"
+    if any("\0" in a for a in argv):
+        return "`argv` holds a NUL character, which no command line can"
+    if not isinstance(request.get("cwd"), str):
+        return "`cwd` must be a string"
+    env = request.get("env")
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        return "`env` must be an object of strings"
+    tty = request.get("tty", {})
+    if not isinstance(tty, dict) or not all(isinstance(v, bool) for v in tty.values()):
+        return "`tty` must be an object of true/false values"
+    return ""
 
 
 class _Client:
@@ -529,7 +563,7 @@ class WarmServer:
             check_peer(conn)
             request = _read_request(conn)
             conn.settimeout(SEND_TIMEOUT_S)
-            if request.get("stop"):
+            if request.get("stop") is True:
                 self._request_stop(conn)
                 handed_over = True
                 return
@@ -548,7 +582,7 @@ class WarmServer:
         except (SocketTrustError, _RequestError, OSError) as exc:
             # debug only: the log's handler writes to the stderr of the command running now
             logger.debug("crag serve: dropped a connection: %s", exc)
-            if isinstance(exc, _RequestError) and "longer than" in str(exc):
+            if isinstance(exc, _RequestError):  # the client may be there to hear why
                 with contextlib.suppress(OSError):
                     _send(conn, {"refused": str(exc)})
         finally:
@@ -611,15 +645,16 @@ class WarmServer:
 
         with job.conn, cancellation_scope() as token:
             client = _Client(job.conn, token.cancel)
+            _reopen_changed_stores()
             code = self._run(client, job.request)
             self.answered += 1
             client.send({"exit": code})
 
     def _run(self, client: _Client, request: Mapping[str, Any]) -> int:
         """Run the command in the client's directory, its output streamed to the client."""
-        tty = request.get("tty") or {}
-        out = _SocketStream(client, "out", bool(tty.get("out")))
-        err = _SocketStream(client, "err", bool(tty.get("err")))
+        tty = request.get("tty", {})  # its type checked by _request_problem
+        out = _SocketStream(client, "out", tty.get("out") is True)
+        err = _SocketStream(client, "err", tty.get("err") is True)
         previous_cwd = os.getcwd()
         try:
             os.chdir(str(request["cwd"]))
@@ -642,6 +677,44 @@ class WarmServer:
             return 130
         except SystemExit as exc:  # argparse's usage errors and --help
             return exc.code if isinstance(exc.code, int) else 2
+        except Exception as exc:  # noqa: BLE001 - a bug of one command must not end the server
+            import traceback
+
+            traceback.print_exc()  # to the client's stderr, as in-process
+            _tell_operator(f"crag serve: a command failed ({type(exc).__name__}); still serving")
+            return 1
+
+
+def _reopen_changed_stores() -> None:
+    """Before a command: drop the opened stores whose files changed since they were opened.
+
+    The server keeps each store it opened (its Chroma client holds the vector index in
+    memory); an ingest by another process (``crag ingest --no-server``, or one run in-process
+    because the server was busy) is not seen by that client, so its chunks were never found
+    and a large one read as a damaged index. A store that changed (one ``stat`` of its SQLite
+    file per open store) is closed here and opened again by the command that needs it. A
+    failure leaves the stores as they are: the command still runs.
+    """
+    if "crag.vectorstore.store" not in sys.modules:
+        return  # no store opened yet (and chromadb not imported for nothing)
+    from crag.vectorstore.store import close_stores, stores_changed_since_opened
+
+    try:
+        changed = stores_changed_since_opened()
+        if not changed:
+            return
+        logger.debug("crag serve: reopening changed stores: %s", ", ".join(map(str, changed)))
+        graphs = sys.modules.get("crag.app.graphs")
+        components = getattr(graphs, "components", None)
+        forget = getattr(components, "forget_stores", None)
+        if callable(forget):
+            forget()
+        close_stores()
+        from crag.vectorstore.index_health import forget_futile_rebuilds
+
+        forget_futile_rebuilds()
+    except Exception as exc:  # noqa: BLE001 - a command is better served stale than not at all
+        _tell_operator(f"crag serve: could not reopen the changed stores: {exc}")
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:

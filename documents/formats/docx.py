@@ -5,7 +5,8 @@ A small .docx can unpack to a huge document (a 386 KB file of 40 million empty p
 of memory and many seconds. So the archive is checked first (:mod:`.parts`, as for workbooks and
 presentations): the main document part's size against :func:`xml_budget`, every other XML
 part's against :data:`MIN_XML_BYTES`, their total against :func:`xml_budget`, then the main
-part's paragraphs counted by a streaming parser that stops past the limit. Only a document
+part's paragraphs, and every part's elements (10 MB of empty runs is 1.7 million elements: 423 MB
+of python-docx's tree), counted by a streaming parser that stops past the limit. Only a document
 that passes all of them is given to python-docx.
 """
 
@@ -35,11 +36,14 @@ from crag.documents.formats.parts import (
     MIN_XML_BYTES,
     Allowance,
     BoundedParts,
+    ElementBudget,
     PartBudget,
     chars_phrase,
+    element_budget,
     read_bounded,
     too_large,
     xml_budget,
+    xml_elements,
 )
 from crag.documents.limits import FileLimits
 
@@ -106,8 +110,8 @@ def check_main_part(stream: IO[bytes], path: Path, limits: FileLimits) -> None:
     relationships) may unpack to at most :func:`xml_budget` bytes, every other XML part to
     :data:`MIN_XML_BYTES`, all of them to :func:`xml_budget`; the main part may hold at most
     ``limits.paragraphs`` paragraphs, counted by a streaming parser that stops at the first one
-    past the limit. An archive that cannot be read so is left to python-docx, which says what
-    is wrong with it.
+    past the limit, and all the XML parts at most :func:`element_budget` elements. An archive
+    that cannot be read so is left to python-docx, which says what is wrong with it.
 
     Raises:
         LoaderError: The XML or its paragraphs are past the limits (one sentence naming the
@@ -116,11 +120,12 @@ def check_main_part(stream: IO[bytes], path: Path, limits: FileLimits) -> None:
     try:
         with zipfile.ZipFile(stream) as archive:
             mains = _main_parts(archive, path)
-            parts = BoundedParts(archive, path, document_budget(limits, mains))
+            elements = ElementBudget(path, element_budget(limits))
+            parts = BoundedParts(archive, path, document_budget(limits, mains), elements)
             parts.check_declared()
             count = 0
             for part in mains:
-                count = _count_paragraphs(parts.chunks(part), path, limits, count)
+                count = _count_paragraphs(parts.parsed(part), path, limits, count)
             parts.read_all(skip=frozenset(part.filename for part in mains))
     except LoaderError:
         raise
@@ -162,7 +167,7 @@ def _office_document_targets(chunks: Iterator[bytes]) -> list[str]:
     and "/word/document.xml" name the same member).
     """
     names: list[str] = []
-    for element in _elements(chunks):
+    for element in xml_elements(chunks):
         if (
             element.tag == _RELATIONSHIP
             and element.get("Type") == RELATIONSHIP_TYPE.OFFICE_DOCUMENT
@@ -173,45 +178,19 @@ def _office_document_targets(chunks: Iterator[bytes]) -> list[str]:
 
 
 def _count_paragraphs(
-    chunks: Iterator[bytes], path: Path, limits: FileLimits, count: int = 0
+    elements: Iterator[Any], path: Path, limits: FileLimits, count: int = 0
 ) -> int:
-    """``count`` plus the paragraphs (``w:p`` elements) of the XML in ``chunks``.
+    """``count`` plus the paragraphs (``w:p`` elements) among ``elements``.
 
     Raises:
         LoaderError: The total passes ``limits.paragraphs``, as soon as it does (the rest of
             the XML is not read).
     """
-    for element in _elements(chunks):
+    for element in elements:
         if element.tag == _PARAGRAPH:
             count += 1
             limits.check_paragraphs(path, count)
     return count
-
-
-def _elements(chunks: Iterator[bytes]) -> Iterator[Any]:
-    """The elements of the XML in ``chunks`` as each ends, forgotten once it is yielded.
-
-    The parser is set as python-docx sets its own (entities not resolved, lxml's default depth
-    and text limits), so that what it cannot parse python-docx cannot either. Each element is
-    emptied and its earlier siblings removed after it is yielded: the tree kept stays as small
-    as the XML's nesting, however many elements it holds.
-    """
-    parser = etree.XMLPullParser(events=("end",), resolve_entities=False, no_network=True)
-    for chunk in chunks:
-        parser.feed(chunk)
-        for _, element in parser.read_events():
-            yield element
-            _forget(element)
-    parser.close()
-
-
-def _forget(element: Any) -> None:
-    """Empty an element that has ended, and remove its earlier siblings from its parent."""
-    element.clear(keep_tail=False)
-    parent = element.getparent()
-    if parent is not None:
-        while element.getprevious() is not None:
-            del parent[0]
 
 
 def _check_paragraphs(body: Any, path: Path, limits: FileLimits) -> None:

@@ -10,24 +10,35 @@ before the library opens the file. Then each XML part is read through :func:`rea
 which counts the bytes actually unpacked (whatever the header says) against the part's budget
 and the file's total, and stops at the first byte past either.
 
-Only XML parts (``*.xml``, ``*.rels``) are budgeted: the libraries parse those; images and other
-media are kept as bytes, bounded with the rest of the archive by
+Bytes are not enough: 10 MB of empty elements (``<a:p/>``, six bytes each) is 1.7 million
+elements, hundreds of MB once python-docx or python-pptx builds their tree. So a format may also
+count its parts' elements (:class:`ElementBudget`), with a streaming parser that keeps no more of
+the tree than its nesting, and the file is refused at the first element past the budget.
+
+Only XML parts (``*.xml``, ``*.rels``, an e-book's pages and package) are budgeted: the
+libraries parse those; images and other media are kept as bytes, bounded with the rest of the
+archive by
 :data:`~crag.documents.formats.common.MAX_UNZIPPED_BYTES`.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import logging
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+
+from lxml import etree
 
 from crag.core.setting_checks import env_name
 from crag.documents.document import LoaderError
-from crag.documents.limits import CHARS_SETTING, FileLimits
+from crag.documents.limits import CHARS_SETTING, PARAGRAPHS_SETTING, FileLimits
+
+logger = logging.getLogger(__name__)
 
 XML_BYTES_PER_CHAR = 16
 """Bytes of XML allowed for each character of text ``max_file_chars`` allows: Word's markup
@@ -37,8 +48,16 @@ MIN_XML_BYTES = 64 << 20
 """The least XML budget, whatever ``max_file_chars``: a short document still carries markup
 (section properties, drawings) many times its text."""
 
+MIN_XML_ELEMENTS = 250_000
+"""The least element budget, whatever ``max_file_paragraphs``."""
+
+ELEMENTS_PER_PARAGRAPH = 5
+"""Elements allowed for each paragraph ``max_file_paragraphs`` allows (a paragraph, its run,
+its text and their properties: 1,000,000 elements by default, a tree of about 250 MB)."""
+
 _CHUNK_BYTES = 1 << 16
-_XML_SUFFIXES = (".xml", ".rels")
+_XML_SUFFIXES = (".xml", ".rels", ".xhtml", ".html", ".htm", ".opf", ".ncx")
+"""Parts a library parses: Office's XML, an e-book's package document, table of contents, pages."""
 _DAMAGED = (
     zipfile.BadZipFile,
     zlib.error,
@@ -54,6 +73,17 @@ _DAMAGED = (
 def xml_budget(limits: FileLimits) -> int:
     """The most bytes of XML read for a document's text, from the characters ``limits`` allow."""
     return max(MIN_XML_BYTES, XML_BYTES_PER_CHAR * limits.chars)
+
+
+def element_budget(limits: FileLimits) -> int:
+    """The most XML elements read from one file, from the paragraphs ``limits`` allow."""
+    return max(MIN_XML_ELEMENTS, ELEMENTS_PER_PARAGRAPH * limits.paragraphs)
+
+
+def paragraphs_phrase() -> str:
+    """What :func:`element_budget` is the most of, for a refusal."""
+    setting = f"setting {PARAGRAPHS_SETTING}, environment variable {env_name(PARAGRAPHS_SETTING)}"
+    return f"one file for the paragraphs it may hold ({setting})"
 
 
 def chars_phrase() -> str:
@@ -128,6 +158,57 @@ def read_bounded(
         yield chunk
 
 
+def xml_elements(chunks: Iterator[bytes]) -> Iterator[Any]:
+    """The elements of the XML in ``chunks`` as each ends, forgotten once it is yielded.
+
+    The parser is set as python-docx and python-pptx set their own (entities not resolved,
+    lxml's default depth and text limits), so that what it cannot parse they cannot either.
+    Each element is emptied and its earlier siblings removed after it is yielded: the tree kept
+    stays as small as the XML's nesting, however many elements it holds.
+    """
+    parser = etree.XMLPullParser(events=("end",), resolve_entities=False, no_network=True)
+    for chunk in chunks:
+        parser.feed(chunk)
+        for _, element in parser.read_events():
+            yield element
+            _forget(element)
+    parser.close()
+
+
+def _forget(element: Any) -> None:
+    """Empty an element that has ended, and remove its earlier siblings from its parent."""
+    element.clear(keep_tail=False)
+    parent = element.getparent()
+    if parent is not None:
+        while element.getprevious() is not None:
+            del parent[0]
+
+
+class ElementBudget:
+    """The XML elements one file may still hold, counted across its parts.
+
+    :meth:`take` refuses the file, naming the part where the count passed ``limit``; ``of``
+    says what the limit is the most of (default: the paragraphs ``max_file_paragraphs`` allows).
+    """
+
+    def __init__(self, path: Path, limit: int, of: str = "") -> None:
+        self.path, self.limit, self.of = path, limit, of or paragraphs_phrase()
+        self.used = 0
+
+    def take(self, name: str) -> None:
+        """Count one element of the part ``name``.
+
+        Raises:
+            LoaderError: The file now holds more elements than allowed.
+        """
+        self.used += 1
+        if self.used > self.limit:
+            raise LoaderError(
+                f"{self.path}: refused: its XML parts, up to its part {name}, hold more than "
+                f"the {self.limit:,} XML elements read from {self.of}"
+            )
+
+
 class BoundedParts:
     """One Office archive's XML parts, read within a :class:`PartBudget` (see the module).
 
@@ -135,8 +216,15 @@ class BoundedParts:
     refused.
     """
 
-    def __init__(self, archive: zipfile.ZipFile, path: Path, budget: PartBudget) -> None:
+    def __init__(
+        self,
+        archive: zipfile.ZipFile,
+        path: Path,
+        budget: PartBudget,
+        elements: ElementBudget | None = None,
+    ) -> None:
         self.archive, self.path, self.budget = archive, path, budget
+        self.elements = elements
         self.read_total = 0
 
     def check_declared(self) -> None:
@@ -175,16 +263,42 @@ class BoundedParts:
                     raise self._past_total(info.filename, "unpack to more than")
                 yield chunk
 
+    def parsed(self, info: zipfile.ZipInfo) -> Iterator[Any]:
+        """The part ``info``'s elements (:func:`xml_elements`), each counted in :attr:`elements`.
+
+        Raises:
+            LoaderError: As :meth:`chunks`, or the file's elements pass :attr:`elements`.
+            etree.LxmlError: The part is not well-formed XML.
+        """
+        for element in xml_elements(self.chunks(info)):
+            if self.elements is not None:
+                self.elements.take(info.filename)
+            yield element
+
     def read_all(self, skip: frozenset[str] = frozenset()) -> None:
         """Read every XML part but those named in ``skip`` (already read), and forget the bytes.
 
+        With :attr:`elements`, each part's elements are counted as well; a part that is not
+        well-formed XML is counted no further (the library that parses it refuses it).
+
         Raises:
-            LoaderError: As :meth:`chunks`; zipfile's errors for a damaged member.
+            LoaderError: As :meth:`chunks` and :meth:`parsed`; zipfile's errors for a damaged
+                member.
         """
         for info in self.archive.infolist():
             if is_xml_part(info.filename) and info.filename not in skip:
-                for _ in self.chunks(info):
-                    pass
+                self._read(info)
+
+    def _read(self, info: zipfile.ZipInfo) -> None:
+        if self.elements is None:
+            for _ in self.chunks(info):
+                pass
+            return
+        try:
+            for _ in self.parsed(info):
+                pass
+        except etree.LxmlError as exc:
+            logger.debug("%s: part %s not counted past %r", self.path, info.filename, exc)
 
     def _past_total(self, name: str, size: str) -> LoaderError:
         total = self.budget.total
@@ -199,12 +313,18 @@ BudgetOf = Callable[[zipfile.ZipFile, Path], PartBudget]
 what it needs through a :class:`BoundedParts` of its own."""
 
 
-def check_parts(stream: IO[bytes], path: Path, budget: PartBudget | BudgetOf) -> None:
+def check_parts(
+    stream: IO[bytes],
+    path: Path,
+    budget: PartBudget | BudgetOf,
+    elements: ElementBudget | None = None,
+) -> None:
     """Refuse the Office file in ``stream`` if its XML parts are past ``budget``, before parsing.
 
     The declared sizes first (nothing unpacked), then every XML part read through
-    :func:`read_bounded`. ``budget`` may be made from the open archive (:data:`BudgetOf`).
-    ``stream`` is left at its start.
+    :func:`read_bounded` (and, given ``elements``, its elements counted against it, all parts
+    together). ``budget`` may be made from the open archive (:data:`BudgetOf`). ``stream`` is
+    left at its start.
 
     Raises:
         LoaderError: A part or the parts' total is past the budget (one sentence naming the
@@ -214,7 +334,7 @@ def check_parts(stream: IO[bytes], path: Path, budget: PartBudget | BudgetOf) ->
         with zipfile.ZipFile(stream) as archive:
             if not isinstance(budget, PartBudget):
                 budget = budget(archive, path)
-            parts = BoundedParts(archive, path, budget)
+            parts = BoundedParts(archive, path, budget, elements)
             parts.check_declared()
             parts.read_all()
     except LoaderError:

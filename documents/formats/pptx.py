@@ -3,7 +3,9 @@
 python-pptx parses every XML part of a presentation into a tree when it opens the file (about
 15 bytes of memory a byte of XML: a 50 MB slide took 770 MB), so the parts are measured first
 (:mod:`.parts`): each may unpack to at most :data:`PART_BYTES`, all together to
-:data:`PRESENTATION_BYTES`.
+:data:`PRESENTATION_BYTES`, and all of them may hold at most
+:func:`~crag.documents.formats.parts.element_budget` elements (8 MB of empty paragraphs is 1.4
+million elements, 255 MB of python-pptx's tree).
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ from pptx.enum.shapes import MSO_SHAPE_TYPE
 
 from crag.documents.document import LoaderError, Section
 from crag.documents.formats.common import clean_text, office_archive, table_row
-from crag.documents.formats.parts import Allowance, PartBudget, check_parts
+from crag.documents.formats.parts import (
+    Allowance,
+    ElementBudget,
+    PartBudget,
+    check_parts,
+    element_budget,
+)
 from crag.documents.limits import FileLimits
 
 PART_BYTES = 8 << 20
@@ -39,10 +47,11 @@ def read_pptx(data: bytes, path: Path, limits: FileLimits) -> list[Section]:
 
     Raises:
         LoaderError: The file is password-protected, not a valid .pptx, has no text, has
-            more slides than ``limits`` allow pages, or XML parts past :data:`BUDGET`.
+            more slides than ``limits`` allow pages, or XML parts past :data:`BUDGET` or
+            holding more elements than :func:`element_budget` allows.
     """
     stream = office_archive(data, path, ".pptx")
-    check_parts(stream, path, BUDGET)
+    check_parts(stream, path, BUDGET, ElementBudget(path, element_budget(limits)))
     try:
         presentation = pptx.Presentation(stream)
         limits.check_pages(path, len(presentation.slides), "slides")

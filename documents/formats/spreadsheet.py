@@ -51,6 +51,10 @@ PART_BYTES = 16 << 20
 """The most bytes of XML a workbook part other than a worksheet (its shared strings, styles)
 may unpack to: a million short shared strings, read in about 10 s into about 100 MB."""
 
+MAX_CELLS = 5_000_000
+"""The most cells (values and the empty cells before a row's last one) read from one workbook:
+100,000 rows of 50 columns, read in about 10 s. A row is as wide as its last cell."""
+
 SHEET_BYTES = MIN_XML_BYTES
 """The most bytes of XML one worksheet may unpack to (openpyxl streams it row by row)."""
 
@@ -68,13 +72,16 @@ def read_xlsx(data: bytes, path: Path, limits: FileLimits) -> list[Section]:
     stream = office_archive(data, path, ".xlsx")
     check_parts(stream, path, lambda archive, _: workbook_budget(archive, path, limits))
     counter = _RowCounter(path, limits)
+    cells = _CellCounter(path)
     try:
         workbook = openpyxl.load_workbook(stream, read_only=True, data_only=True)
         try:
             sections = [
                 section
                 for sheet in workbook.worksheets
-                for section in group_rows(counter.count(_sheet_rows(sheet)), sheet=sheet.title)
+                for section in group_rows(
+                    counter.count(_sheet_rows(sheet, cells)), sheet=sheet.title
+                )
             ]
         finally:
             workbook.close()
@@ -172,9 +179,33 @@ def _cell_text(value: Any) -> str:
     return str(value)
 
 
-def _sheet_rows(sheet: Any) -> Iterable[tuple[int, str]]:
-    """``(row number, row text)`` of a worksheet, from its first row."""
+class _CellCounter:
+    """Counts the cells read from one workbook, and refuses it past :data:`MAX_CELLS`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.cells = 0
+
+    def count(self, cells: int) -> None:
+        """Count a row's ``cells``; refuse the file once all counted pass the budget."""
+        self.cells += cells
+        if self.cells > MAX_CELLS:
+            raise LoaderError(
+                f"{self.path}: refused: its rows span more than {MAX_CELLS:,} cells (the empty "
+                "ones before each row's last cell counted), the most read from one workbook"
+            )
+
+
+def _sheet_rows(sheet: Any, cells: _CellCounter) -> Iterable[tuple[int, str]]:
+    """``(row number, row text)`` of a worksheet, from its first row.
+
+    The dimension the sheet declares is ignored (openpyxl pads every row to it: a 4.7 KB file
+    declaring columns up to XFD took 13 minutes): each row is as wide as its last cell, and
+    the cells of all rows are counted against :data:`MAX_CELLS` before they are turned to text.
+    """
+    sheet.reset_dimensions()
     for number, values in enumerate(sheet.iter_rows(min_row=1, values_only=True), start=1):
+        cells.count(len(values))
         yield number, table_row([_cell_text(value) for value in values])
 
 

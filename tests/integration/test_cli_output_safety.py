@@ -300,5 +300,5 @@ def test_crag_ingest_warns_about_a_hostile_file_name_escaped(tmp_path: Path) -> 
     err = done.stderr.decode("utf-8")
     assert done.returncode == 1, err
     _assert_no_controls(err, ("\x1b", "\u202e"))
-    warning = next(line for line in err.splitlines() if line.startswith("WARNING"))
-    assert "skipping " in warning and "evil\\x1b[31m\\u202ename.doc" in warning, warning
+    warning = next(line for line in err.splitlines() if line.startswith("failed: "))
+    assert "evil\\x1b[31m\\u202ename.doc" in warning, warning

@@ -575,6 +575,7 @@ INGEST_ATTEMPTS: dict[str, Any] = {
     "max_file_pages": 10**9,
     "max_file_paragraphs": 10**9,
     "max_file_chars": 10**9,
+    "max_file_bytes": 10**12,
 }
 ATTEMPTS: dict[str, Any] = {
     **INGEST_ATTEMPTS,

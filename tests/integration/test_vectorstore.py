@@ -91,8 +91,8 @@ def test_corrupt_store_is_a_store_error_and_recoverable(
             open_store(path, "crag", embeddings, create=create)
         message = str(info.value)
         assert str(path) in message
-        assert "not a database" in message
-        assert "corrupt" in message
+        assert "is damaged (it is not a SQLite database)" in message
+        assert "nothing was written to it" in message
         assert "Traceback" not in message
     # Once the garbage is gone the same path opens fine in the same process.
     (path / "chroma.sqlite3").unlink()

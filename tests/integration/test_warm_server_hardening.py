@@ -102,7 +102,7 @@ def test_a_stopped_client_is_dropped_and_blocks_no_one(tmp_path: Path) -> None:
         )
         try:
             # read until the server streams; unread from here on, the pipe fills at 64 KiB
-            wait_for_output(client.stderr, "skipping", timeout=60)
+            wait_for_output(client.stderr, "failed: ", timeout=60)
             os.kill(client.pid, signal.SIGSTOP)
             started = time.monotonic()
             answered = _answered_once_free(
@@ -275,3 +275,88 @@ def test_a_deleted_working_directory_is_one_line(tmp_path: Path, command: list[s
     ]
     assert time.monotonic() - started < 60
     assert not (tmp_path / "run").exists()  # no socket directory made for a gone directory
+
+
+def _send_raw(env: dict[str, str], line: bytes) -> list[dict[str, Any]]:
+    """Send ``line`` to the server as a request; every message it answers with."""
+    import json
+    import socket
+
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(30)
+    conn.connect(env["CRAG_SERVE_SOCKET"])
+    with conn:
+        conn.sendall(line + b"\n")
+        buffer = b""
+        while chunk := conn.recv(65536):
+            buffer += chunk
+    return [json.loads(part) for part in buffer.splitlines() if part.strip()]
+
+
+def _bad_requests(cwd: Path, env: dict[str, str]) -> list[tuple[dict[str, Any], str]]:
+    """Requests with a field of the wrong type, each with the field its refusal names."""
+    from crag.app.warm.server import deployment_environment
+
+    good: dict[str, Any] = {
+        "argv": ["ingest", "--help"],
+        "cwd": str(cwd),
+        "env": deployment_environment(env),
+        "tty": {"out": False, "err": False},
+    }
+    wrong: list[tuple[str, Any]] = [
+        ("tty", "yes"),
+        ("tty", ["out"]),
+        ("tty", 1),
+        ("tty", None),
+        ("tty", {"out": "yes", "err": False}),
+        ("tty", {"err": 1}),
+        ("argv", "ingest --help"),
+        ("argv", [["ingest"]]),
+        ("argv", [{"ingest": 1}, "--help"]),
+        ("argv", ["ingest", 5]),
+        ("argv", ["ingest", None]),
+        ("argv", ["ingest", "--store", "a\x00b"]),
+        ("cwd", 5),
+        ("cwd", ["/"]),
+        ("cwd", {"path": "/"}),
+        ("env", "CRAG_X"),
+        ("env", ["CRAG_X"]),
+        ("env", {"CRAG_X": 5}),
+        ("stop", "no"),
+        ("stop", 1),
+        ("stop", {"now": True}),
+    ]
+    return [({**good, field: value}, field) for field, value in wrong]
+
+
+def test_a_request_with_fields_of_the_wrong_type_is_refused_and_kills_nothing(
+    tmp_path: Path,
+) -> None:
+    """Every field the server reads is type-checked: a wrong one is refused, naming it.
+
+    ``"tty": "yes"`` raised AttributeError in the server's main thread and ``crag serve``
+    exited (issue 59, item 5); ``"stop": "no"`` stopped it; an unhashable ``argv[0]`` or JSON
+    nested too deep for the parser killed the connection's thread with a traceback.
+    """
+    import json
+
+    note = tmp_path / "otters.txt"
+    note.write_text("Sea otters hold hands while they sleep so they do not drift apart.\n")
+    with hash_server(tmp_path) as (server, env):
+        for request, field in _bad_requests(tmp_path, env):
+            answered = _send_raw(env, json.dumps(request).encode())
+            assert len(answered) == 1 and "refused" in answered[0], (request, answered)
+            reason = answered[0]["refused"]
+            assert f"`{field}`" in reason, (request, reason)
+            assert server.poll() is None, f"crag serve exited after {request!r}"
+        deep = _send_raw(env, b"[" * 200_000 + b"]" * 200_000)
+        assert deep == [{"refused": "the request is not JSON: it is nested too deeply"}]
+        not_utf8 = _send_raw(env, b'{"argv": ["\xff"]}')
+        assert len(not_utf8) == 1 and "not JSON" in not_utf8[0]["refused"], not_utf8
+        assert server.poll() is None
+        answered = raw_request(env, tmp_path, ["ingest", "--store", "st", str(note)])
+        assert answered[0] == {"accepted": True} and answered[-1] == {"exit": 0}, answered
+        stopped = crag("serve", "--stop", env=env, cwd=tmp_path, timeout=30)
+        assert stopped.returncode == 0, stopped.stderr
+        assert "stopped after answering 1 command(s)" in stopped.stderr
+        assert server.wait(timeout=30) == 0
