@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import random
@@ -338,13 +339,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """Run ``crag-bench eval`` and write its report."""
     from crag_bench.eval_report import main_table, write_report
     from crag_bench.runner import run_eval
+    from crag_bench.stopping import remove_partial_rows, write_partial_rows
 
     options = build_options(args)
+    options.on_stop = functools.partial(write_partial_rows, args.out, what="crag-bench eval")
     logger.info(
         "crag-bench eval: %d questions (%s)", len(options.questions), options.question_source
     )
     results = run_eval(options)
     written = write_report(results, args.out)
+    remove_partial_rows(args.out)
     if args.json:
         figures = {k: v for k, v in results.items() if k != "rows"}
         sys.stdout.write(json.dumps(figures, indent=2) + "\n")

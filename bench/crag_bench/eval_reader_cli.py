@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,17 @@ def add_eval_reader_command(sub: Any) -> None:
     reader.set_defaults(func=cmd_eval_reader)
 
 
+def _partial_writer(bar: Any, out: Path) -> Callable[[Sequence[Any], int], None]:
+    """What an interrupted eval-reader does with its answered rows: close ``bar``, write them."""
+    from crag_bench.stopping import write_partial_rows
+
+    def write(rows: Sequence[Any], total: int) -> None:
+        bar.close()  # the message starts a line of its own
+        write_partial_rows(out, rows, total, "crag-bench eval-reader")
+
+    return write
+
+
 def cmd_eval_reader(args: argparse.Namespace) -> int:
     """Run ``crag-bench eval-reader`` and write its report."""
     from tqdm import tqdm
@@ -71,6 +83,7 @@ def cmd_eval_reader(args: argparse.Namespace) -> int:
         reanswered_results,
     )
     from crag_bench.runner import batch_generation
+    from crag_bench.stopping import remove_partial_rows
 
     if args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
@@ -82,7 +95,8 @@ def cmd_eval_reader(args: argparse.Namespace) -> int:
         batch_generation(model, args.workers)
     asked = len(distinct_prompts(rows))
     with tqdm(total=asked, desc="crag-bench eval-reader", unit="prompt", file=sys.stderr) as bar:
-        new_rows = reanswer(rows, model, args.workers, progress=bar.update)
+        on_stop = _partial_writer(bar, args.out)
+        new_rows = reanswer(rows, model, args.workers, progress=bar.update, on_stop=on_stop)
     results = reanswered_results(
         recorded,
         new_rows,
@@ -91,6 +105,7 @@ def cmd_eval_reader(args: argparse.Namespace) -> int:
         seconds=time.perf_counter() - started,
     )
     written = write_report(results, args.out)
+    remove_partial_rows(args.out)
     sys.stdout.write(main_table(results) + "\n\n")
     sys.stdout.write("".join(f"wrote {path}\n" for path in written))
     sys.stdout.flush()

@@ -20,9 +20,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from crag_bench.prompt_recording import RecordedCall, messages_of
 from crag_bench.questions import EvalQuestion
 from crag_bench.runner import Row, answer_figures, machine_info
 from crag_bench.significance import RESAMPLES
+from crag_bench.stopping import OnStop, run_each
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +112,7 @@ def reanswer(
     model: BaseChatModel,
     workers: int = 1,
     progress: Callable[[int], None] | None = None,
+    on_stop: OnStop | None = None,
 ) -> list[Row]:
     """The rows with each recorded generator prompt answered by ``model`` and judged again.
 
@@ -118,6 +120,8 @@ def reanswer(
     ``workers`` prompts are asked at once (a local generator with batching on decodes them
     together). Rows without a call keep their answers; rows with several become errors
     (:data:`NOT_REPLAYABLE`). Every new row is marked untimed: its seconds are generation only.
+    On Ctrl-C or SIGTERM the prompts not yet asked are dropped, ``on_stop`` gets the rows
+    answered so far (and how many rows there are) and the interrupt propagates.
     """
     groups = list(distinct_prompts(rows).values())
     answers: dict[int, tuple[str, float]] = {}
@@ -136,11 +140,20 @@ def reanswer(
         return sum(len(m["content"]) for m in prompts[0]["messages"])
 
     # Longest prompts first, so batches hold prompts of similar length.
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for future in [
-            pool.submit(ask, group) for group in sorted(groups, key=lambda g: -length(g))
-        ]:
-            future.result()
+    ordered = sorted(groups, key=lambda g: -length(g))
+    try:
+        run_each(ask, ordered, workers, threading.Event())
+    except KeyboardInterrupt:
+        if on_stop is not None:
+            answered = dict(answers)
+            done = [r for i, r in enumerate(_replayed(rows, answered)) if i in answered]
+            on_stop(done, len(rows))
+        raise
+    return _replayed(rows, answers)
+
+
+def _replayed(rows: Sequence[Row], answers: dict[int, tuple[str, float]]) -> list[Row]:
+    """The rows with the new answers (by row index) judged; see :func:`reanswer`."""
     replayed: list[Row] = []
     for index, row in enumerate(rows):
         if index in answers:

@@ -15,7 +15,6 @@ could be shared.
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import logging
 import os
@@ -24,10 +23,10 @@ import random
 import resource
 import statistics
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +34,7 @@ from typing import Any
 from tqdm import tqdm
 
 from crag.app.cli.settings import CommandSettings
+from crag.core.cancellation import cancellation_scope
 from crag.core.context import Context
 from crag.core.run_settings import RunSettings
 from crag.nodes.components import Components
@@ -56,6 +56,7 @@ from crag_bench.significance import (
     compare_outcomes,
     report_pairs,
 )
+from crag_bench.stopping import OnStop, run_each
 from crag_bench.timing import STAGE_ORDER, StageTimer
 
 logger = logging.getLogger(__name__)
@@ -112,6 +113,9 @@ class EvalOptions:
     prompts_only: bool = False
     """Record the prompts and generate no answer (implies ``record_prompts``); the rows'
     answers are empty and no accuracy is reported."""
+    on_stop: OnStop | None = None
+    """Called with the finished rows (and the number planned) when Ctrl-C or SIGTERM stops
+    the run (``crag-bench eval`` writes them to ``OUT/rows.partial.jsonl``)."""
 
     def __post_init__(self) -> None:
         """A prompts-only run records its prompts."""
@@ -394,6 +398,14 @@ def _progress_bar(total: int, show: bool) -> Any:
     return tqdm(total=total, desc="crag-bench eval", unit="run", disable=not show, file=sys.stderr)
 
 
+def _sorted_rows(options: EvalOptions, results: list[tuple[int, Row]]) -> list[Row]:
+    """The rows by experiment, in the experiments' order (plan order kept within each)."""
+    rows = [row for _, row in sorted(results, key=lambda item: item[0])]
+    order = {e.name: i for i, e in enumerate(options.experiments)}
+    rows.sort(key=lambda r: order[r.experiment])  # stable: question order kept within each
+    return rows
+
+
 def run_experiments(
     options: EvalOptions, base: CommandSettings, components: EvalComponents
 ) -> list[Row]:
@@ -401,14 +413,43 @@ def run_experiments(
 
     ``base``: the settings every experiment starts from (:func:`experiment_graphs`). With
     ``workers`` above 1, questions run in threads and their generator prompts are decoded in
-    batches; see :func:`_alone_and_together` for which runs are timed.
+    batches; see :func:`_alone_and_together` for which runs are timed. On Ctrl-C or SIGTERM
+    the runs in flight are cancelled, ``options.on_stop`` gets the finished rows and the
+    interrupt propagates (:mod:`crag_bench.stopping`).
     """
-    graphs = experiment_graphs(options.experiments, base, components)
+    graphs = experiment_graphs(options.experiments, base, components)  # misfits stop here
     plan = plan_runs(options)
+    results: list[tuple[int, Row]] = []
+    bar = _progress_bar(len(plan), options.progress)
+    with cancellation_scope() as token:
+        try:
+            _run_plan(options, (base, graphs), components, plan, results, bar)
+        except KeyboardInterrupt:
+            token.cancel()  # a parallel branch on LangGraph's threads stops too
+            bar.close()
+            if options.on_stop is not None:
+                options.on_stop(_sorted_rows(options, list(results)), len(plan))
+            raise
+    bar.close()
+    return _sorted_rows(options, results)
+
+
+def _run_plan(
+    options: EvalOptions,
+    settings: tuple[CommandSettings, dict[str, ExperimentGraph]],
+    components: EvalComponents,
+    plan: Sequence[PlannedRun],
+    results: list[tuple[int, Row]],
+    bar: Any,
+) -> None:
+    """Run ``plan``, adding each finished run to ``results`` with its place in the plan.
+
+    ``settings``: the base settings and each experiment's graph (:func:`experiment_graphs`).
+    """
+    base, graphs = settings
     position = {id(run): index for index, run in enumerate(plan)}
     alone, units = _alone_and_together(plan, options)
-    bar = _progress_bar(len(plan), options.progress)
-    results: list[tuple[int, Row]] = []
+    stop = threading.Event()
 
     def execute(run: PlannedRun, timer: StageTimer, timed: bool) -> None:
         experiment, question = run.experiment, run.question
@@ -437,22 +478,15 @@ def run_experiments(
     def execute_unit(unit: Sequence[PlannedRun]) -> None:
         timer = StageTimer()
         for run in unit:
+            if stop.is_set():  # interrupted: the unit's other runs are not started
+                return
             execute(run, timer, timed=False)
 
     timer = StageTimer()
     for run in alone:
         execute(run, timer, timed=True)
     if units:
-        current = contextvars.copy_context()
-        with ThreadPoolExecutor(max_workers=options.workers) as pool:
-            for future in [pool.submit(current.copy().run, execute_unit, u) for u in units]:
-                future.result()
-    bar.close()
-    results.sort(key=lambda item: item[0])
-    rows = [row for _, row in results]
-    order = {e.name: i for i, e in enumerate(options.experiments)}
-    rows.sort(key=lambda r: order[r.experiment])  # stable: question order kept within each
-    return rows
+        run_each(execute_unit, units, options.workers, stop)
 
 
 # --- figures ---------------------------------------------------------------------------------

@@ -173,7 +173,14 @@ def test_a_no_server_ingest_is_found_by_the_next_warm_ask(
         assert done.returncode == 0, done.stderr
         printed = warm_ask(env, tmp_path)
     assert "damaged" not in printed, printed
-    assert any(OTTERS in text for text in retrieved_texts(printed)), printed
+    texts = retrieved_texts(printed)
+    if not extra_chunks:
+        assert any(OTTERS in text for text in texts), printed
+        return
+    # Among 1,500 near-identical hashed chunks the approximate (HNSW) search may rank another
+    # new chunk above the note: what shows the store was reopened is that new chunks are found
+    # at all (a stale client finds only the airships it had).
+    assert any(OTTERS in text or "Balloon" in text for text in texts), printed
 
 
 def test_an_ingest_run_in_process_while_the_server_is_busy_is_found_after(
