@@ -48,6 +48,7 @@ pytestmark = CLUSTER_MARKS
 POSTGRES_GONE_MID_RUN = (
     "couldn't get a connection after 30.00 sec",
     "consuming input failed: server closed the connection unexpectedly",
+    "flush request failed: server closed the connection unexpectedly",
 )
 """How a run in flight when PostgreSQL goes ends (psycopg's words, which Aegra records)."""
 REFUSED_WITHIN = 10.0
