@@ -10,7 +10,6 @@ form, slows and locks failed sign-ins, and refuses a removed account's key and s
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pwdlib  # noqa: F401 - missing, the test fails: it never skips
@@ -31,23 +30,6 @@ from crag.app.web.gate import IDENTITY_KEY, Gate, GateConfig
 TOKEN = "k" * 40
 PASSWORD = "correct horse battery"
 BASE = "http://127.0.0.1:8123"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def accounts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Accounts]:
-    """The accounts of a SQLite file, or of a PostgreSQL database emptied afterwards."""
-    if request.param == "sqlite":
-        yield Accounts(tmp_path / "threads.sqlite")
-        return
-    made = Accounts(request.getfixturevalue("postgres_uri"))
-    try:
-        yield made
-    finally:
-        with made.database.transaction() as db:
-            db.execute("DELETE FROM crag_accounts")
-            db.execute("DELETE FROM crag_sign_in_failures")
-            db.execute("DELETE FROM crag_retired_names")
-        made.database.close()
 
 
 def test_an_account_gets_a_hashed_password_and_a_key_shown_once(accounts: Accounts) -> None:

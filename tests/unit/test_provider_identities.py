@@ -8,7 +8,6 @@ make one account.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,23 +22,6 @@ from crag.app.web.provider_identities import (
 
 ISSUER = "https://id.example.org"
 PASSWORD = "correct horse battery"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def accounts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Accounts]:
-    """The accounts of a SQLite file, or of a PostgreSQL database emptied afterwards."""
-    if request.param == "sqlite":
-        yield Accounts(tmp_path / "threads.sqlite")
-        return
-    made = Accounts(request.getfixturevalue("postgres_uri"))
-    try:
-        yield made
-    finally:
-        with made.database.transaction() as db:
-            db.execute("DELETE FROM crag_provider_identities")
-            db.execute("DELETE FROM crag_accounts")
-            db.execute("DELETE FROM crag_retired_names")
-        made.database.close()
 
 
 @pytest.mark.parametrize(
