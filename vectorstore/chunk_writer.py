@@ -18,6 +18,7 @@ from langchain_chroma import Chroma
 
 from crag.core.cancellation import raise_if_cancelled
 from crag.documents.loaders import LoadedDocument
+from crag.vectorstore.disk_space import check_room, full_disk_problem
 from crag.vectorstore.pending import abandon_run, clear_pending, mark_pending, new_run_id, shorten
 from crag.vectorstore.records import chunk_id, delete_sources
 from crag.vectorstore.scope import NO_LABELS, ScopeLabels
@@ -89,6 +90,9 @@ class ChunkWriter:
     def write(self, batch: ChunkBatch) -> int:
         """Record the batch's documents as unfinished, then write it; the chunks written.
 
+        A batch the store's disk has no room for is refused before anything of it is written
+        (:mod:`crag.vectorstore.disk_space`).
+
         With ``recheck``, the batch's documents are looked up once more just before anything
         of theirs is written or deleted; those it refuses are left out (and go to
         :attr:`refused`).
@@ -96,6 +100,8 @@ class ChunkWriter:
         self._drop_refused(batch)
         if not batch:
             return 0
+        if (no_room := check_room(self.store, batch.texts, batch.metadatas)) is not None:
+            raise StoreError(no_room)
         in_batch = list(dict.fromkeys(str(m["source"]) for m in batch.metadatas))
         starting = [source for source in in_batch if source not in self.started]
         mark_pending(self.store, self.run_id, self.unfinished | set(in_batch))
@@ -105,7 +111,10 @@ class ChunkWriter:
         try:
             self.store.add_texts(batch.texts, metadatas=batch.metadatas, ids=batch.ids)
         except Exception as exc:
-            raise StoreError(f"writing chunks to the vector store failed: {exc}") from exc
+            why = (
+                full_disk_problem(self.store) or f"writing chunks to the vector store failed: {exc}"
+            )
+            raise StoreError(why) from exc
         done = {str(m["source"]) for m in batch.metadatas if m["chunk"] == 0}
         self.unfinished = (self.unfinished | set(in_batch)) - done
         return len(batch)
@@ -121,12 +130,13 @@ class ChunkWriter:
             return
         try:
             removed = abandon_run(self.store, self.run_id)
-        except Exception:
+        except Exception as exc:
             logger.warning(
-                "could not remove the unfinished documents of the interrupted ingestion; the "
-                "next ingestion into this store will",
-                exc_info=True,
+                "could not remove the unfinished documents of the interrupted ingestion (%s); "
+                "the next ingestion into this store will",
+                "its disk is full" if full_disk_problem(self.store) else exc,
             )
+            logger.debug("the removal failed", exc_info=True)
             return
         if removed:
             logger.warning(

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from crag.core.cancellation import CancelToken, RunCancelledError, current_token
 from crag.websearch.base import SearchProvider, SearchResult
 from crag.websearch.cache import PAGE_CACHE, SEARCH_CACHE
 from crag.websearch.fetch import FetchOptions, PageError, PageFetcher
@@ -35,6 +36,8 @@ T = TypeVar("T")
 
 MAX_CONCURRENT_PAGES = 8
 """Pages fetched at the same time."""
+CANCEL_POLL_SECONDS = 0.1
+"""How often the page reading looks at its run's cancellation token."""
 
 
 @dataclass(frozen=True)
@@ -265,6 +268,28 @@ def _compose(
     return reading
 
 
+async def until_cancelled(work: Awaitable[T], token: CancelToken | None) -> T:
+    """Await ``work``; cancel it and raise if ``token`` is cancelled first.
+
+    The reading of a page waits on the network (up to ``page_timeout``, redirects included),
+    where no model's cancellation check runs: without this, Ctrl-C or SIGTERM on ``crag ask``
+    waited for the slowest page, as LangGraph waits for the node before the interrupt goes on.
+
+    Raises:
+        RunCancelledError: ``token`` was cancelled before ``work`` ended.
+    """
+    task = asyncio.ensure_future(work)
+    if token is None:
+        return await task
+    while not task.done():
+        await asyncio.wait({task}, timeout=CANCEL_POLL_SECONDS)
+        if not task.done() and token.cancelled:
+            task.cancel()
+            await asyncio.wait({task})
+            raise RunCancelledError("the run was cancelled while reading web pages")
+    return task.result()
+
+
 def read_results(
     results: Sequence[SearchResult],
     *,
@@ -272,7 +297,15 @@ def read_results(
     options: ReaderOptions,
     on_page: PageProgress | None = None,
 ) -> WebReading:
-    """Synchronous :func:`aread_results`, safe to call with or without a running loop."""
+    """Synchronous :func:`aread_results`, safe to call with or without a running loop.
+
+    The reading stops soon after the calling run is cancelled (:func:`until_cancelled`).
+    """
     if pages <= 0 or not results:
         return _compose(results, [])
-    return run_sync(lambda: aread_results(results, pages=pages, options=options, on_page=on_page))
+    token = current_token()  # looked up here: run_sync may read on a thread of its own
+    return run_sync(
+        lambda: until_cancelled(
+            aread_results(results, pages=pages, options=options, on_page=on_page), token
+        )
+    )

@@ -8,6 +8,7 @@ LangGraph, the graph's modules) costs about a second.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 
 from crag.app.cli import collector
@@ -24,20 +25,42 @@ def _output_failed(exc: OSError) -> int:
     return 1
 
 
+INTERRUPTED_CODES = (130, 143)
+"""Exit codes of a command stopped by Ctrl-C (130) or SIGTERM (143)."""
+
+
+def _exit_now(code: int) -> None:
+    """End the process with ``code`` at once, its output flushed.
+
+    A stopped command has already undone what it must (an ingestion's unfinished documents);
+    what its worker threads are still doing (parsing a page, loading a model) is abandoned.
+    Python would otherwise wait for them on its way out: a page being parsed kept a terminated
+    ``crag ask`` running for seconds.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    os._exit(code)
+
+
 def main() -> int:
     """Run ``crag`` with ``sys.argv``: on the warm server when one answers, else here.
 
     The garbage collector is paused while the process starts (:mod:`crag.app.cli.collector`).
+    A command that was interrupted or terminated ends at once (:func:`_exit_now`).
     """
     collector.pause()
     if sys.stdout is None:
         sys.stdout = ClosedOutput()
     try:
-        return _run()
+        code = _run()
     except OSError as exc:
         return _output_failed(exc)
     finally:
         collector.before_exit()
+    if code in INTERRUPTED_CODES:
+        _exit_now(code)
+    return code
 
 
 def _run() -> int:
