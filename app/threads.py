@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crag.app.postgres_outage import Outage, fail_fast_pools, quiet_pool_warnings, writing
-from crag.core.shared_database import describe_database
+from crag.core.shared_database import POSTGRES_SCHEMES, THREADS_DB_ENV, describe_database
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -44,11 +44,6 @@ __all__ = [
 
 DEFAULT_THREADS_PATH = ".crag/threads.sqlite"
 """Where threads are kept when neither ``--threads-db`` nor ``CRAG_THREADS_DB`` says."""
-
-THREADS_DB_ENV = "CRAG_THREADS_DB"
-"""The deployment setting naming the threads database (a SQLite path or a PostgreSQL URL)."""
-
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 POOL_SIZE = 4
 """Most PostgreSQL connections one process holds (runs on threads of one graph share them)."""

@@ -6,23 +6,25 @@ keeps the locks that must hold across processes there too (:mod:`crag.core.advis
 writer at a time per store on a Chroma server, one run at a time per thread. With no such URL
 (a SQLite file, or nothing set: ``langgraph dev``, ``crag ask``) :func:`shared_database` is
 ``None`` and nothing takes those locks. It is read here, on the lowest floor, because the
-store's write lock below the app needs it too; the variable is the one :mod:`crag.app.threads`
-reads.
+store's write lock below the app needs it too, and so is the variable's name
+(:data:`THREADS_DB_ENV`), which :mod:`crag.app.threads` imports from here.
 """
 
 from __future__ import annotations
 
 import os
 
-SHARED_DATABASE_ENV = "CRAG_THREADS_DB"
-"""The variable naming the threads database; a ``postgresql://`` URL there is shared."""
+THREADS_DB_ENV = "CRAG_THREADS_DB"
+"""The deployment setting naming the threads database (a SQLite path or a PostgreSQL URL); a
+``postgresql://`` URL there is shared. The one definition: :mod:`crag.app.threads` reads it too."""
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+"""The prefixes of a PostgreSQL connection URL (any other value is a SQLite path)."""
 
 
 def shared_database() -> str | None:
     """The shared PostgreSQL URL (``CRAG_THREADS_DB`` when it is one), else ``None``."""
-    value = os.environ.get(SHARED_DATABASE_ENV, "").strip()
+    value = os.environ.get(THREADS_DB_ENV, "").strip()
     return value if value.lower().startswith(POSTGRES_SCHEMES) else None
 
 

@@ -80,22 +80,6 @@ CHUNK_SIZE = 16
 second of MiniLM work on a CPU)."""
 
 
-def cosine_to_score(
-    cos: float, slope: float = DEFAULT_SLOPE, intercept: float = DEFAULT_INTERCEPT
-) -> float:
-    """Map a cosine similarity to a score in [-1, 1].
-
-    Args:
-        cos: Cosine similarity of question and passage embeddings.
-        slope: Logistic slope (positive: more similar scores higher).
-        intercept: Logistic intercept.
-
-    Returns:
-        ``tanh((slope * cos + intercept) / 2)``, i.e. ``2 * sigmoid(slope * cos + intercept) - 1``.
-    """
-    return math.tanh((slope * cos + intercept) / 2.0)
-
-
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
     unit: np.ndarray = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)

@@ -179,11 +179,6 @@ def server_text(exc: BaseException) -> str:
     return text or str(getattr(exc, "message", "") or exc)
 
 
-def server_message(exc: BaseException, config: EndpointConfig) -> str:
-    """The server's own words on a failed request, as quoted in an error (:func:`excerpt`)."""
-    return excerpt(server_text(exc), config)
-
-
 def one_line(text: str) -> str:
     """``text`` on one line: whitespace runs as one space, other unprintable characters dropped.
 

@@ -20,12 +20,6 @@ REWRITE_EXAMPLES: tuple[tuple[str, str], ...] = (
 )
 
 
-def rewrite_prompt(question: str) -> str:
-    """Render the few-shot prompt as one text, ending with an open ``query:`` line."""
-    shots = "\n\n".join(f"question: {q}\nquery: {a}" for q, a in REWRITE_EXAMPLES)
-    return f"{REWRITE_INSTRUCTION}\n\n{shots}\n\nquestion: {question}\nquery:"
-
-
 def rewrite_turns(question: str) -> list[tuple[str, str]]:
     """The same prompt as chat turns: the instruction, each example as a user/assistant pair.
 

@@ -206,14 +206,3 @@ def lexical_ids(store: Any, query: str, k: int, where: dict[str, Any] | None = N
     if index is None:
         raise StoreError("lexical search is not available for a store on a Chroma server")
     return [chunk for chunk, _ in index.search(query, k, _allowed(store, where))]
-
-
-def lexical_search(
-    store: Any, query: str, k: int, where: dict[str, Any] | None = None
-) -> list[Document]:
-    """The ``k`` chunks BM25 ranks best for ``query``, best first, as documents.
-
-    Raises:
-        StoreError: The store cannot be read, or is on a Chroma server (not indexed).
-    """
-    return fetch_documents(store, lexical_ids(store, query, k, where))

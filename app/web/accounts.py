@@ -44,6 +44,8 @@ __all__ = [
 ]
 
 Role = Literal["admin", "member"]
+"""An account's role (docs/security.md): an ``admin`` sees and changes everything, a ``member``
+only their own threads, runs and documents. The one definition: credentials imports it."""
 KEY_PREFIX = "crag_"
 """API keys start with this, so a key pasted somewhere is recognisable (and revocable)."""
 MIN_PASSWORD_CHARS = 12

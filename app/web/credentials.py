@@ -38,7 +38,7 @@ from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Literal
 
-from crag.app.web.accounts import AccountError, Accounts, check_name
+from crag.app.web.accounts import AccountError, Accounts, Role, check_name
 from crag.app.web.sessions import COOKIE_PREFIX, Session, Sessions, cookie_name
 from crag.core.deployment import DeploymentSettings
 
@@ -74,7 +74,6 @@ PROXY_SECRET_HEADER = "x-crag-proxy-secret"
 ADMIN = "operator"
 """The one user of a server signed into with its token: the operator, who may do everything."""
 
-Role = Literal["admin", "member"]
 _TOKEN_CHARS = re.compile(r"[A-Za-z0-9_\-.~+/=]+")
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 

@@ -23,9 +23,10 @@ from crag.vectorstore.hybrid import search
 from crag.vectorstore.ingest import ingest_documents, ingest_paths, prune_missing, remove_sources
 from crag.vectorstore.lexical import META_FILE, digest, read_chunks
 from crag.vectorstore.lexical_store import (
+    fetch_documents,
     forget_lexical_indexes,
     index_directory,
-    lexical_search,
+    lexical_ids,
 )
 from crag.vectorstore.store import close_stores, open_store
 from crag.vectorstore.vector_memo import VectorMemo
@@ -57,6 +58,11 @@ def embeddings() -> Embeddings:
 @pytest.fixture(autouse=True)
 def fresh_cache() -> None:
     forget_lexical_indexes()
+
+
+def lexical_search(store: Chroma, query: str, k: int) -> list[Document]:
+    """The ``k`` chunks BM25 ranks best for ``query``, as documents, as hybrid search reads them."""
+    return fetch_documents(store, lexical_ids(store, query, k))
 
 
 def _doc(source: str, text: str, version: str = "1") -> LoadedDocument:

@@ -30,7 +30,7 @@ import pytest
 from langchain_chroma import Chroma
 from langchain_core.embeddings import Embeddings
 
-from crag.core.shared_database import SHARED_DATABASE_ENV
+from crag.core.shared_database import THREADS_DB_ENV
 from crag.documents.loaders import LoadedDocument
 from crag.vectorstore.locking import store_write_lock
 from crag.vectorstore.store import StoreError, open_store
@@ -190,7 +190,7 @@ def test_a_killed_writer_frees_the_store_and_a_waiting_writer_goes_on(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setenv(SHARED_DATABASE_ENV, postgres_uri)
+    monkeypatch.setenv(THREADS_DB_ENV, postgres_uri)
     folder = tmp_path / "sync"
     (holder,) = start_writers(1, "hold", postgres_uri, chroma, collection, folder)
     try:
@@ -227,7 +227,7 @@ def test_an_unreachable_shared_database_is_a_store_error_without_its_password(
     import psycopg  # noqa: F401 - missing, the test fails: it never skips
 
     monkeypatch.setenv(
-        SHARED_DATABASE_ENV, f"postgresql://crag:s3cret@/crag?host={tmp_path / 'nowhere'}"
+        THREADS_DB_ENV, f"postgresql://crag:s3cret@/crag?host={tmp_path / 'nowhere'}"
     )
     store = open_collection(chroma.host, chroma.port, collection)
     with pytest.raises(StoreError) as raised, store_write_lock(store):

@@ -21,13 +21,19 @@ from crag.evaluator.embedding import (
     DEFAULT_SLOPE,
     EmbeddingEvaluator,
     StripCalibration,
-    cosine_to_score,
 )
 from crag.evaluator.registry import BACKENDS, load_evaluator
 from crag.evaluator.t5 import T5Evaluator
 from crag.knowledge.words import question_overlap
 
 QUESTION = "Who painted the Mona Lisa?"
+
+
+def cosine_to_score(cos: float, slope: float, intercept: float) -> float:
+    """The oracle: the paper's map of a cosine alone, ``tanh((slope * cos + intercept) / 2)``."""
+    return math.tanh((slope * cos + intercept) / 2.0)
+
+
 MONA_LISA = (
     "The Mona Lisa is a half-length portrait painting by the Italian artist Leonardo da Vinci. "
     "Considered an archetypal masterpiece of the Italian Renaissance, it has been described as "
@@ -182,13 +188,31 @@ def test_embedding_rejects_bad_calibration() -> None:
         EmbeddingEvaluator(CountingEmbeddings(), slope=1.0, intercept=math.nan)
 
 
+class AngleEmbeddings(Embeddings):
+    """The question points along x; a passage ``cos=<c>`` has cosine ``c`` with it."""
+
+    def embed_query(self, text: str) -> list[float]:
+        return [1.0, 0.0]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        cosines = [float(text.removeprefix("cos=")) for text in texts]
+        return [[c, math.sqrt(max(0.0, 1.0 - c * c))] for c in cosines]
+
+
+def _cosine_evaluator(slope: float, intercept: float) -> EmbeddingEvaluator:
+    """The real evaluator with its heading and word features off: the score is the cosine's."""
+    return EmbeddingEvaluator(
+        AngleEmbeddings(), slope=slope, intercept=intercept, heading_weight=0.0, overlap_weight=0.0
+    )
+
+
 @pytest.mark.parametrize(
     ("slope", "intercept"),
     [(DEFAULT_SLOPE, DEFAULT_INTERCEPT), (1.0, 0.0), (20.0, -10.0), (50.0, 5.0), (0.1, -3.0)],
 )
-def test_cosine_to_score_is_monotonic_and_bounded(slope: float, intercept: float) -> None:
+def test_cosine_scores_are_monotonic_and_bounded(slope: float, intercept: float) -> None:
     cosines = [-1.0 + i / 50 for i in range(101)]
-    scores = [cosine_to_score(c, slope, intercept) for c in cosines]
+    scores = _cosine_evaluator(slope, intercept).score(QUESTION, [f"cos={c!r}" for c in cosines])
     assert all(-1.0 <= s <= 1.0 for s in scores)
     assert all(a <= b for a, b in itertools.pairwise(scores))
     assert scores[0] < scores[-1]
@@ -200,8 +224,10 @@ def test_cosine_to_score_is_monotonic_and_bounded(slope: float, intercept: float
     ("cos", "expected"),
     [(0.5, 0.0), (1.0, math.tanh(2.75)), (0.0, math.tanh(-2.75)), (-1.0, math.tanh(-8.25))],
 )
-def test_cosine_to_score_table(cos: float, expected: float) -> None:
-    assert cosine_to_score(cos, 11.0, -5.5) == pytest.approx(expected)
+def test_cosine_score_table(cos: float, expected: float) -> None:
+    assert _cosine_evaluator(11.0, -5.5).score(QUESTION, [f"cos={cos!r}"]) == pytest.approx(
+        [expected]
+    )
 
 
 # --------------------------------------------------------------------------- registry

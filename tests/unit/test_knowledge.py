@@ -5,7 +5,7 @@ from crag.knowledge.selection import best_passage_whole, select_top
 from crag.knowledge.strips import decompose, split_sentences
 from crag.knowledge.words import content_tokens, heading_named, heading_of
 from crag.nodes.generate import render_strip
-from crag.prompts.rewrite import rewrite_prompt, rewrite_turns
+from crag.prompts.rewrite import rewrite_turns
 from crag.websearch.keywords import clean_query, fallback_keywords
 
 
@@ -74,13 +74,13 @@ def test_fallback_keywords_is_deterministic(question: str, expected: str) -> Non
     assert fallback_keywords(question) == fallback_keywords(question)
 
 
-def test_rewrite_prompt_is_the_papers_few_shot_prompt() -> None:
-    prompt = rewrite_prompt("Who painted the Mona Lisa?")
-    assert prompt.startswith("Extract at most three keywords separated by comma")
-    assert (
-        "question: What is Henry Feilden's occupation?\nquery: Henry Feilden, occupation" in prompt
-    )
-    assert prompt.endswith("question: Who painted the Mona Lisa?\nquery:")
+def test_rewrite_turns_are_the_papers_few_shot_prompt() -> None:
+    turns = rewrite_turns("Who painted the Mona Lisa?")
+    assert turns[0][1].startswith("Extract at most three keywords separated by comma")
+    assert turns[1:3] == [
+        ("human", "question: What is Henry Feilden's occupation?"),
+        ("ai", "query: Henry Feilden, occupation"),
+    ]
 
 
 def test_strips_carry_the_passage_heading() -> None:

@@ -29,7 +29,7 @@ from langgraph.graph import END, START, StateGraph
 
 from crag.app.thread_run_lock import ThreadLockedGraph, one_run_per_thread
 from crag.core.advisory_lock import SharedLockError
-from crag.core.shared_database import SHARED_DATABASE_ENV
+from crag.core.shared_database import THREADS_DB_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,7 +44,7 @@ class Steps(TypedDict):
 @pytest.fixture
 def shared(postgres_uri: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """The PostgreSQL the replicas share, named as they name it."""
-    monkeypatch.setenv(SHARED_DATABASE_ENV, postgres_uri)
+    monkeypatch.setenv(THREADS_DB_ENV, postgres_uri)
     return postgres_uri
 
 
@@ -224,9 +224,9 @@ def test_without_a_shared_postgresql_no_lock_is_taken(
     graph = recording_graph(events, pause=0)
     for value in (None, str(tmp_path / "threads.sqlite")):
         if value is None:
-            monkeypatch.delenv(SHARED_DATABASE_ENV, raising=False)
+            monkeypatch.delenv(THREADS_DB_ENV, raising=False)
         else:
-            monkeypatch.setenv(SHARED_DATABASE_ENV, value)
+            monkeypatch.setenv(THREADS_DB_ENV, value)
         assert graph.invoke({"visits": []}, config("t", "s"))["visits"] == ["s:first", "s:second"]
         done = asyncio.run(graph.ainvoke({"visits": []}, config("t", "a")))
         assert done["visits"] == ["a:first", "a:second"]
@@ -247,7 +247,7 @@ def test_an_unreachable_shared_database_fails_the_run_without_its_password(
     import psycopg  # noqa: F401 - missing, the test fails: it never skips
 
     monkeypatch.setenv(
-        SHARED_DATABASE_ENV, f"postgresql://crag:s3cret@/crag?host={tmp_path / 'nowhere'}"
+        THREADS_DB_ENV, f"postgresql://crag:s3cret@/crag?host={tmp_path / 'nowhere'}"
     )
     graph = recording_graph([], pause=0)
     with pytest.raises(SharedLockError) as raised:
