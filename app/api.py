@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crag.app import graphs
+from crag.app.feedback_store import Feedback, FeedbackError
 from crag.app.threads import (
     DEFAULT_THREADS_PATH,
     ThreadsDatabaseError,
@@ -46,6 +47,8 @@ __all__ = [
     "OUTPUT_KEYS",
     "Context",
     "DeploymentSettings",
+    "Feedback",
+    "FeedbackError",
     "MethodConfig",
     "ThreadsDatabaseError",
     "aask",
@@ -57,6 +60,7 @@ __all__ = [
     "open_configured_store",
     "output_of",
     "persistent_graph",
+    "record_feedback",
     "remove_from_store",
     "thread_config",
     "thread_turns",
@@ -205,3 +209,89 @@ def thread_turns(graph_with_threads: CragGraph, thread_id: str) -> list[dict[str
         )
     turns.reverse()
     return turns
+
+
+def record_feedback(
+    graph_with_threads: CragGraph,
+    thread_id: str,
+    verdict: str,
+    *,
+    run_id: str = "",
+    expected: str = "",
+    comment: str = "",
+    better: str | None = None,
+    target: str | Path | None = None,
+    method: MethodConfig | None = None,
+    deployment: DeploymentSettings | None = None,
+) -> Feedback:
+    """Record feedback on the answer of a run of ``thread_id`` (of :func:`persistent_graph`).
+
+    Python acts as the operator, as it does for everything else here: the record's owner is
+    ``operator`` (the server's token's, whose records ``GET /crag/feedback`` lists too), and
+    no hourly quota applies. Feedback given again on the same run replaces the earlier one.
+    The run's record (question, answer, action, scores, knowledge, thresholds, generator:
+    :func:`crag.app.feedback_record.run_record`) is read from the thread's state now.
+
+    Args:
+        graph_with_threads: The checkpointed graph the thread's runs were made with.
+        thread_id: The thread.
+        verdict: ``"good"`` or ``"bad"``.
+        run_id: The run judged: a checkpoint's ``run_id`` metadata, or a checkpoint's id (what
+            a record's ``run_id`` is for a run without one); empty: the thread's latest run.
+        expected: The answer that was expected (at most 2,000 characters).
+        comment: A comment (at most 2,000 characters).
+        better: Which answer was better when standard RAG's was compared: ``"crag"``,
+            ``"rag"`` or ``"same"``.
+        target: The threads database the feedback is kept in; default: ``CRAG_THREADS_DB``,
+            else ``.crag/threads.sqlite`` (where :func:`persistent_graph` keeps threads).
+        method: The method whose thresholds the record names; default: the operator's.
+        deployment: The settings whose evaluator and generator it names; default: the
+            environment.
+
+    Raises:
+        FeedbackError: A wrong verdict, a text over its limit, no finished run of that id on
+            the thread, or a database that cannot be used.
+    """
+    from crag.app.feedback_record import run_record, run_settings
+    from crag.app.feedback_store import FeedbackStore, checked_input
+    from crag.app.web.account_store import AccountDatabase
+    from crag.app.web.credentials import ADMIN
+
+    given = checked_input(
+        {"thread_id": thread_id, "verdict": verdict, "run_id": run_id, "expected": expected}
+        | {"comment": comment, "better": better}
+    )
+    snapshot = _finished_run(graph_with_threads, given.thread_id, given.run_id)
+    metadata = snapshot.metadata or {}
+    record = run_record(snapshot.values, metadata, run_settings(method, deployment))
+    key = str(metadata.get("run_id") or snapshot.config["configurable"]["checkpoint_id"])
+    store = FeedbackStore(AccountDatabase(target or configured_threads_db()))
+    try:
+        saved, _ = store.save(ADMIN, given, key, record, per_hour=None)
+    finally:
+        store.database.close()
+    return saved
+
+
+def _finished_run(graph_with_threads: CragGraph, thread_id: str, run_id: str) -> Any:
+    """The state at the end of ``run_id`` on the thread (empty: its latest run).
+
+    Raises:
+        FeedbackError: The thread has no such run, or it has not ended with an answer (404).
+    """
+    from crag.app.feedback_record import finished
+
+    config = thread_config(thread_id)
+    snapshot = None
+    if run_id:
+        history = graph_with_threads.get_state_history(config, filter={"run_id": run_id})
+        snapshot = next(iter(history), None)
+        if snapshot is None:
+            configurable = {**config["configurable"], "checkpoint_id": run_id}
+            snapshot = graph_with_threads.get_state({"configurable": configurable})
+    else:
+        snapshot = graph_with_threads.get_state(config)
+    if not snapshot.values or not finished(snapshot.values, snapshot.next):
+        named = f" {run_id!r}" if run_id else ""
+        raise FeedbackError(f"the thread {thread_id!r} has no finished run{named}", 404)
+    return snapshot

@@ -11,7 +11,9 @@ the API's, HTTP and WebSocket alike. In this order, each refusal one sentence wi
 3. **Origin**: a request from a web page carries ``Origin``; it must be the server's own
    (``scheme://Host``) or one of ``server_origins``: 403 otherwise (``null``, a ``file://``
    page's, included). Only those listed origins get CORS headers (langgraph-api's own ``*``
-   is turned off in ``langgraph.json``), and their preflights are answered here.
+   is turned off in ``langgraph.json``), on every answer, each refusal below included (so a
+   page of theirs reads why, rather than "failed to connect"), and their preflights are
+   answered here, before any credential is asked for.
 4. **Sign-in**: ``POST /chat/token`` (the sign-in form's token field) with the right token
    starts the operator's session (:mod:`crag.app.web.sessions`), sets its cookie and sends the
    browser to ``/chat/``; so does ``GET /chat/?token=TOKEN``, the address ``make serve``
@@ -75,6 +77,7 @@ __all__ = [
     "IDENTITY_KEY",
     "LOOPBACK_HOSTS",
     "TOKEN_PATH",
+    "CallerLeftError",
     "Gate",
     "GateConfig",
     "end_session",
@@ -285,7 +288,19 @@ class Gate:
         return self._config if isinstance(self._config, GateConfig) else self._config()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Refuse what the module says, else pass the request on."""
+        """Refuse what the module says, else pass the request on; a caller that left, quietly.
+
+        A caller that hangs up while its body is read (here, or by any route behind: Starlette
+        raises ``ClientDisconnect``) is no error of the server's: one debug line, no traceback.
+        """
+        try:
+            await self._guard(scope, receive, send)
+        except _caller_left() as left:
+            path = str(scope.get("path", ""))[:200]
+            logger.debug("%s %s: the caller left (%s)", scope.get("method"), path, left)
+
+    async def _guard(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The checks, in the module's order; a listed origin's answers all carry CORS headers."""
         if scope["type"] not in {"http", "websocket"} or _internal(scope):
             await self.app(scope, receive, send)
             return
@@ -294,14 +309,21 @@ class Gate:
             await self.app(scope, receive, send)
             return
         config = self.config
+        listed = bool(request.origin) and request.origin in config.origins
+        answer = _with_cors(send, request.origin) if listed else send
         refusal = _where_refusal(request, config)
         if refusal is not None:
-            await _refuse(request, send, 403, refusal)
+            await _refuse(request, answer, 403, refusal)
             return
-        cross_origin = bool(request.origin) and request.origin in config.origins
-        if cross_origin and _is_preflight(request):
-            await _answer_preflight(send, request.origin)
+        if listed and _is_preflight(request):
+            await _answer_preflight(send, request)
             return
+        await self._checked(request, receive, answer, config)
+
+    async def _checked(
+        self, request: _Request, receive: Receive, send: Send, config: GateConfig
+    ) -> None:
+        """Sign-in, then the credential: the identified request passes on, else the refusal."""
         if _is_token_exchange(request):
             await _exchange_token(request, send, config)
             return
@@ -325,7 +347,7 @@ class Gate:
         except AccessDeniedError as denied:
             await self._unidentified(request, receive, send, denied)
             return
-        await self._identified(request, receive, send, identity, cross_origin)
+        await self._identified(request, receive, send, identity)
 
     async def _unidentified(
         self, request: _Request, receive: Receive, send: Send, denied: AccessDeniedError
@@ -348,7 +370,6 @@ class Gate:
         receive: Receive,
         send: Send,
         identity: Identity,
-        cross_origin: bool,
     ) -> None:
         """Check the body's type and size, then pass the request on with the identity."""
         config = self.config
@@ -368,8 +389,6 @@ class Gate:
         if identity.via == "proxy" and not identity.session and _is_session_read(request):
             identity, send = await _proxy_session(config, request, identity, send)
         request.scope[IDENTITY_KEY] = identity
-        if cross_origin:
-            send = _with_cors(send, request.origin)
         await self.app(request.scope, receive, send)
 
 
@@ -473,7 +492,7 @@ async def _read_limited(receive: Receive, config: GateConfig) -> bytes | tuple[i
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
-                    return 400, "the caller left before its request's body arrived"
+                    raise CallerLeftError("the caller left before its request's body arrived")
                 chunk = message.get("body", b"")
                 total += len(chunk)
                 if total > config.max_request_bytes:
@@ -489,6 +508,23 @@ async def _read_limited(receive: Receive, config: GateConfig) -> bytes | tuple[i
             f"the request's body did not arrive within {config.body_seconds:g} s "
             "(setting upload_seconds)"
         )
+
+
+class CallerLeftError(Exception):
+    """The caller hung up before its request's body arrived: nothing is left to answer."""
+
+
+@functools.cache
+def _caller_left() -> tuple[type[Exception], ...]:
+    """What tells the gate that the caller left: its own error, and Starlette's.
+
+    Starlette is imported here, not with the module: only the server has it.
+    """
+    try:
+        from starlette.requests import ClientDisconnect
+    except ImportError:  # pragma: no cover - the server's extra holds Starlette
+        return (CallerLeftError,)
+    return (CallerLeftError, ClientDisconnect)
 
 
 def _replaying(body: bytes, receive: Receive) -> Receive:
@@ -522,12 +558,35 @@ def _with_cors(send: Send, origin: str) -> Send:
     return sending
 
 
-async def _answer_preflight(send: Send, origin: str) -> None:
+_PREFLIGHT_HEADERS = ("authorization", "x-api-key", "content-type")
+_MAX_ASKED_HEADERS = 40
+
+
+def _allowed_headers(request: _Request) -> bytes:
+    """The headers a listed origin's preflight asked for (names only), and the key's and type's.
+
+    Echoed rather than ``*``: with credentials a browser takes ``*`` literally, and the SDK and
+    LangChain's Agent Chat UI send headers of their own. The origin is the operator's; what a
+    header may carry is still the gate's to check.
+    """
+    asked = _text(request.headers, "access-control-request-headers").lower().split(",")
+    names = [name.strip() for name in asked[:_MAX_ASKED_HEADERS]]
+    valid = [name for name in names if name and len(name) <= 80 and _is_token(name)]
+    return ", ".join(dict.fromkeys([*_PREFLIGHT_HEADERS, *valid])).encode()
+
+
+def _is_token(name: str) -> bool:
+    """Whether ``name`` is an HTTP header name (RFC 9110's token characters)."""
+    return all(char.isalnum() or char in "!#$%&'*+-.^_`|~" for char in name) and name.isascii()
+
+
+async def _answer_preflight(send: Send, request: _Request) -> None:
+    """204 to a listed origin's preflight: what it may send; the credential is checked later."""
     headers = [
-        (b"access-control-allow-origin", origin.encode()),
+        (b"access-control-allow-origin", request.origin.encode()),
         (b"access-control-allow-credentials", b"true"),
         (b"access-control-allow-methods", b"GET, POST, PUT, PATCH, DELETE, OPTIONS"),
-        (b"access-control-allow-headers", b"*, authorization, x-api-key, content-type"),
+        (b"access-control-allow-headers", _allowed_headers(request)),
         (b"access-control-max-age", b"600"),
         (b"vary", b"Origin"),
         (b"content-length", b"0"),

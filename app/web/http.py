@@ -245,19 +245,24 @@ def served_app() -> Starlette:
     """The app ``langgraph.json`` names: the chat page's routes, the gate, the refusals.
 
     :class:`crag.app.web.gate.Gate` (who may call, from where) is outermost, then
-    :class:`RefuseOtherKinds`.
+    :class:`crag.app.web.api_docs.ApiDocs` (``/docs`` and ``/openapi.json``, offline, which
+    langgraph-api serves before any route of this app), then :class:`RefuseOtherKinds`.
     """
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
 
+    from crag.app.web.api_docs import ApiDocs
     from crag.app.web.chat_page import chat_page_routes
+    from crag.app.web.feedback_routes import feedback_routes
     from crag.app.web.gate import Gate, gate_config
     from crag.app.web.oidc import oidc_routes
     from crag.core.deployment import deployment_settings
 
     return Starlette(
-        routes=oidc_routes(deployment_settings(), gate_config()) + chat_page_routes(),
-        middleware=[Middleware(Gate), Middleware(RefuseOtherKinds)],
+        routes=oidc_routes(deployment_settings(), gate_config())
+        + chat_page_routes()
+        + feedback_routes(),
+        middleware=[Middleware(Gate), Middleware(ApiDocs), Middleware(RefuseOtherKinds)],
     )
 
 

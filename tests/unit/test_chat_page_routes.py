@@ -19,6 +19,7 @@ import starlette  # noqa: F401 - missing, the test fails: it never skips
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
+from crag.app.web.api_docs import ApiDocs
 from crag.app.web.chat_page import DIST, PAGE_HEADERS, PAGE_POLICY, chat_page_routes
 from crag.app.web.gate import Gate, gate_config
 from crag.app.web.http import RefuseOtherKinds, served_app
@@ -402,7 +403,7 @@ def test_the_served_app_serves_the_built_page_and_reads_the_environment(
     gate_config.cache_clear()
     app = served_app()
     classes: list[object] = [middleware.cls for middleware in app.user_middleware]
-    assert classes == [Gate, RefuseOtherKinds]
+    assert classes == [Gate, ApiDocs, RefuseOtherKinds]
     # A program signs in with the token; the gate answers loopback host names only.
     client = TestClient(app, base_url="http://127.0.0.1", headers={"x-api-key": token})
     assert client.get("/chat", follow_redirects=False).headers["location"].endswith("/chat/")

@@ -187,6 +187,114 @@ def test_a_listed_origin_gets_its_preflight_and_cors_headers(reached: list[str])
     assert stranger.status_code == 403
 
 
+STUDIO = "https://smith.langchain.com"
+
+
+def _assert_cors(response: Any, origin: str) -> None:
+    assert response.headers["access-control-allow-origin"] == origin, response.headers
+    assert response.headers["access-control-allow-credentials"] == "true"
+    assert "origin" in response.headers["vary"].lower()
+    assert "x-pagination-total" in response.headers["access-control-expose-headers"]
+
+
+def test_every_refusal_to_a_listed_origin_carries_its_cors_headers(
+    accounts: Accounts, reached: list[str]
+) -> None:
+    settings = deployment_with(server_origins=STUDIO, server_max_request_bytes=2_000)
+    client = TestClient(_app(GateConfig.from_settings(settings, TOKEN, accounts), reached), BASE)
+    origin = {"origin": STUDIO}
+    refusals = [
+        (client.post("/threads/search", json={}, headers={**origin, "x-api-key": "x"}), 401),
+        (client.post("/threads/search", json={}, headers=origin), 401),
+        (client.get("/chat/", headers=origin), 401),  # the sign-in page
+        (client.post("/threads", content=b"{}", headers={**origin, **KEY}), 415),
+        (
+            client.post(
+                "/threads",
+                content=b"x" * 3_000,
+                headers={**origin, **KEY, "content-type": "application/json"},
+            ),
+            413,
+        ),
+        (client.get("/threads", headers={**origin, **KEY, "host": "rebind.example"}), 403),
+    ]
+    for response, status in refusals:
+        assert response.status_code == status, response.text
+        _assert_cors(response, STUDIO)
+    assert reached == []
+    stranger = client.post(
+        "/threads/search", json={}, headers={"origin": "https://evil.example", "x-api-key": "x"}
+    )
+    assert stranger.status_code == 403
+    assert not [name for name in stranger.headers if name.startswith("access-control-")]
+
+
+def test_a_listed_origins_preflight_allows_the_headers_it_asks_for(reached: list[str]) -> None:
+    config = GateConfig.from_settings(deployment_with(server_origins=STUDIO), TOKEN)
+    client = TestClient(_app(config, reached), base_url=BASE)
+    preflight = client.options(
+        "/threads/search",
+        headers={
+            "origin": STUDIO,
+            "access-control-request-method": "POST",
+            "access-control-request-headers": "X-Request-Id, x-api-key, x-b@d",
+            "x-api-key": "wrong",
+        },
+    )
+    assert preflight.status_code == 204
+    allowed = [
+        name.strip() for name in preflight.headers["access-control-allow-headers"].split(",")
+    ]
+    assert {"authorization", "x-api-key", "content-type", "x-request-id"} <= set(allowed)
+    assert "x-b@d" not in allowed
+    assert reached == []
+
+
+def _asgi_call(gate: Gate, scope: dict[str, Any], messages: list[dict[str, Any]]) -> list[Any]:
+    """Call ``gate`` with ``messages`` to receive (then a disconnect); what it sent."""
+    sent: list[Any] = []
+    pending = list(messages)
+
+    async def receive() -> dict[str, Any]:
+        return pending.pop(0) if pending else {"type": "http.disconnect"}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(gate(scope, receive, send))
+    return sent
+
+
+def _scope(method: str, path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    host = [(b"host", b"127.0.0.1:8123"), (b"x-api-key", TOKEN.encode())]
+    return {"type": "http", "method": method, "path": path, "headers": host + headers,
+            "query_string": b"", "scheme": "http", "client": ("127.0.0.1", 5)}  # fmt: skip
+
+
+def test_a_caller_that_leaves_mid_body_ends_quietly(
+    config: GateConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    from starlette.requests import Request
+
+    async def reads_its_body(scope: Any, receive: Any, send: Any) -> None:
+        await Request(scope, receive).body()  # raises ClientDisconnect: the caller left
+
+    gate = Gate(reads_its_body, config)
+    chunk = {"type": "http.request", "body": b'{"limit": ', "more_body": True}
+    typed = [(b"content-type", b"application/json")]
+    with caplog.at_level("DEBUG", logger="crag.app.web.gate"):
+        sized = _asgi_call(
+            gate, _scope("POST", "/threads", [*typed, (b"content-length", b"99")]), [chunk]
+        )
+        chunked = _asgi_call(
+            gate, _scope("POST", "/threads", [*typed, (b"transfer-encoding", b"chunked")]), [chunk]
+        )
+    assert sized == [] and chunked == []  # nothing to answer: nobody is there
+    left = [record for record in caplog.records if "the caller left" in record.getMessage()]
+    assert len(left) == 2 and all(record.levelname == "DEBUG" for record in left)
+    assert not [record for record in caplog.records if record.exc_info]
+
+
 # -- what ----------------------------------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from crag.app.web.api_docs import ApiDocs
 from crag.app.web.gate import Gate
 from crag.app.web.http import RefuseOtherKinds, refusal, served_app
 from crag.core.caller import AUTH_KEYS, SERVED_KEY
@@ -355,7 +356,7 @@ def test_langgraph_json_serves_the_middleware_app() -> None:
     assert isinstance(app, Starlette)
     assert app is served_app()
     classes: list[object] = [middleware.cls for middleware in app.user_middleware]
-    assert classes == [Gate, RefuseOtherKinds]  # the gate outermost
+    assert classes == [Gate, ApiDocs, RefuseOtherKinds]  # the gate outermost
     with pytest.raises(AttributeError, match="no attribute 'other'"):
         _ = http.other
 
