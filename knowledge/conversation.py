@@ -3,10 +3,19 @@
 A thread's ``messages`` hold what chat front-ends sent (human messages) and one AI message per
 finished run. Each AI message records the question it answered in ``additional_kwargs``, so
 the earlier turns are known whether the questions came as ``question`` or as ``messages``.
+
+Generic chat front-ends (LangChain's Agent Chat UI, assistant-ui's LangGraph runtime) show a
+message's text only, as Markdown, and read nothing of ``additional_kwargs``; so the AI
+message's text is the answer followed by what crag knows of it (:func:`message_text`): its
+citation markers, a line when a web search corrected the answer or crag abstained, and the
+cited sources, numbered as the markers. The plain answer stays in ``additional_kwargs``
+(``answer``): it is what the earlier turns hold (:func:`plain_answer`), so a follow-up's
+rewrite never reads the sources block.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple, NotRequired
 
@@ -83,7 +92,8 @@ def earlier_turns(messages: Sequence[BaseMessage], limit: int | None = MAX_TURNS
     """The thread's finished exchanges, oldest first, at most the last ``limit`` (None: all).
 
     An AI message's question is the one it recorded, else the human message before it (a
-    history a client sent itself).
+    history a client sent itself); its answer is the plain answer (:func:`plain_answer`),
+    never the sources block and note its text adds for chat front-ends.
     """
     turns: list[Turn] = []
     last_human = ""
@@ -93,7 +103,7 @@ def earlier_turns(messages: Sequence[BaseMessage], limit: int | None = MAX_TURNS
         elif _is_ai(message):
             recorded = message.additional_kwargs.get("question")
             question = recorded.strip() if isinstance(recorded, str) else last_human
-            answer = message.text.strip()
+            answer = plain_answer(message).strip()
             if question and answer:
                 turns.append(Turn(question, answer))
             last_human = ""
@@ -227,6 +237,175 @@ def citation_entries(knowledge: Sequence[KnowledgeStrip], numbers: Sequence[int]
     return [citation_entry(n, knowledge[n - 1]) for n in numbers if 1 <= n <= len(knowledge)]
 
 
+SOURCES_HEADING = "**Sources**"
+"""The line above the cited sources in an AI message's text."""
+
+NOTE_LINES = {
+    "incorrect": "Corrected by a web search: the stored documents did not answer the question, "
+    "so this answer is from the web.",
+    "ambiguous": "Completed by a web search: the stored documents were not conclusive, so this "
+    "answer also draws on the web.",
+    "abstained": "crag abstained: nothing it found was good enough to answer from, so no answer "
+    "was generated.",
+}
+"""The one line (in italics) an AI message's text adds when a web search corrected the
+answer (action ``incorrect`` or ``ambiguous``, and web knowledge cited) or crag abstained."""
+
+MAX_TITLE_CHARS = 200
+"""Longest title a source line shows (a heading line is short; a source may not be)."""
+
+CITED_TEXT_CHARS = 300
+"""Longest excerpt of a cited strip a citation annotation carries."""
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>!~|])")
+_URL = re.compile(r"https?://[^\s<>]+")
+_MARKERS_AT_END = re.compile(r"(?:\s\[\d+\])+\Z")
+_SOURCES_AT_END = re.compile(
+    r"\n\n" + re.escape(SOURCES_HEADING) + r"\n\n(?:- \[\d+\] [^\n]*(?:\n|\Z))+\Z"
+)
+
+
+def markdown_literal(text: str) -> str:
+    """``text`` on one line with Markdown's inline characters escaped, shown as it is.
+
+    Titles and sources come from documents and web pages: a title like ``[click](javascript:…)``
+    or ``<img …>`` must stay text in a front-end that renders the message as Markdown.
+    """
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(text.split()))
+
+
+def _location_markdown(strip: KnowledgeStrip) -> str:
+    """Where the strip is, as Markdown: a web page's URL as a link, else literal text."""
+    location = source_location(strip)
+    if strip["chunk"] is None and _URL.fullmatch(location):
+        return f"<{location}>"
+    return markdown_literal(location)
+
+
+def source_line(number: int, strip: KnowledgeStrip) -> str:
+    """``- [n] Title — where`` (``- [n] where`` when the title is the source), as ``crag ask``."""
+    title = source_title(strip)
+    where = _location_markdown(strip)
+    if title != strip["source"]:
+        where = f"{markdown_literal(clip_text(title, MAX_TITLE_CHARS))} — {where}"
+    writer = source_writer(strip)
+    return f"- [{number}] {where}{' ' + markdown_literal(writer) if writer else ''}"
+
+
+def note_line(cited: Sequence[KnowledgeStrip], action: str | None, abstained: bool) -> str:
+    """The message's note: crag abstained, or a web search corrected the answer; else empty.
+
+    Corrected: the action sent the run to the web and the answer cites web knowledge
+    (``cited``, the cited strips); a refusal cites nothing, so it is not said to be "from the
+    web".
+    """
+    if abstained:
+        return NOTE_LINES["abstained"]
+    used_web = any(k["origin"] == "external" for k in cited)
+    if used_web and action in ("incorrect", "ambiguous"):
+        return NOTE_LINES[action]
+    return ""
+
+
+def _cited(knowledge: Sequence[KnowledgeStrip], citations: Sequence[int]) -> list[int]:
+    """The cited entry numbers that are in ``knowledge``, each once, in citation order."""
+    return list(dict.fromkeys(n for n in citations if 1 <= n <= len(knowledge)))
+
+
+def message_text(
+    answer: str,
+    knowledge: Sequence[KnowledgeStrip],
+    citations: Sequence[int],
+    action: str | None,
+    abstained: bool,
+) -> str:
+    """The Markdown text of the AI message: what a chat front-end that knows nothing of crag shows.
+
+    The answer and its citation markers (`` [1] [3]``, as ``crag ask`` prints them), the note
+    line (:func:`note_line`) in italics, then the cited sources under
+    :data:`SOURCES_HEADING`, one ``- [n] Title — where`` line each, by number. A bullet list,
+    not a numbered one: Markdown renumbers ``2.``, ``5.`` as 2, 3.
+    """
+    cited = _cited(knowledge, citations)
+    parts = [answer + "".join(f" [{n}]" for n in cited)]
+    if note := note_line([knowledge[n - 1] for n in cited], action, abstained):
+        parts.append(f"*{note}*")
+    if cited:
+        lines = [source_line(n, knowledge[n - 1]) for n in sorted(cited)]
+        parts.append(SOURCES_HEADING + "\n\n" + "\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def strip_message_text(text: str) -> str:
+    """The answer in a text :func:`message_text` made: without the sources, note and markers.
+
+    For an AI message that lost its ``additional_kwargs`` (a client sending the history it
+    kept, ``{"role": "assistant", "content": ...}``); any other text is returned as it is.
+    """
+    stripped = _SOURCES_AT_END.sub("", text)
+    for note in NOTE_LINES.values():
+        if stripped.endswith(f"\n\n*{note}*"):
+            stripped = stripped[: -len(note) - 4]
+            break
+    if stripped == text:
+        return text
+    return _MARKERS_AT_END.sub("", stripped)
+
+
+def plain_answer(message: BaseMessage) -> str:
+    """The answer an AI message carries, without what :func:`message_text` added to it.
+
+    The ``answer`` its ``additional_kwargs`` record, else its text with the block stripped
+    (:func:`strip_message_text`). This is what the contextualizer reads of an earlier turn.
+    """
+    recorded = message.additional_kwargs.get("answer")
+    if isinstance(recorded, str):
+        return recorded
+    return strip_message_text(message.text)
+
+
+def citation_annotation(number: int, strip: KnowledgeStrip, text: str) -> dict[str, Any]:
+    """A LangChain standard ``citation`` annotation of entry ``number`` in the message ``text``.
+
+    Its ``start_index``/``end_index`` span the entry's ``[n]`` marker after the answer (the
+    first one); ``url`` is set for web knowledge; ``extras`` hold crag's citation entry.
+    """
+    marker = f"[{number}]"
+    start = text.find(f" {marker}") + 1
+    annotation: dict[str, Any] = {
+        "type": "citation",
+        "title": source_title(strip),
+        "start_index": start,
+        "end_index": start + len(marker),
+        "cited_text": clip_text(" ".join(strip["text"].split()), CITED_TEXT_CHARS),
+        "extras": dict(citation_entry(number, strip)),
+    }
+    if strip["chunk"] is None and _URL.fullmatch(strip["source"]):
+        annotation["url"] = strip["source"]
+    return annotation
+
+
+def message_content(
+    answer: str,
+    knowledge: Sequence[KnowledgeStrip],
+    citations: Sequence[int],
+    action: str | None,
+    abstained: bool,
+) -> list[str | dict[str, Any]]:
+    """The AI message's content: one standard text block, its citations as annotations.
+
+    Both Agent Chat UI (``getContentString``) and assistant-ui (``contentToParts``) show a
+    ``text`` block's ``text`` as Markdown; LangChain's ``content_blocks`` keep the
+    ``annotations`` (``langchain_core.messages.content.TextContentBlock``).
+    """
+    text = message_text(answer, knowledge, citations, action, abstained)
+    block: dict[str, Any] = {"type": "text", "text": text}
+    cited = _cited(knowledge, citations)
+    if cited:
+        block["annotations"] = [citation_annotation(n, knowledge[n - 1], text) for n in cited]
+    return [block]
+
+
 def answer_message(
     answer: str,
     *,
@@ -239,17 +418,22 @@ def answer_message(
 ) -> AIMessage:
     """The AI message a run appends to the thread's chat.
 
-    ``additional_kwargs`` carry the distinct ``sources``, the ``citations`` (number, title,
-    source, chunk and location of each cited entry), whether the run ``abstained``, the
-    ``question`` and the ``action``. ``message_id`` is the generator reply's id, so chat
-    front-ends merge the streamed tokens and the stored message into one.
+    Its content is the answer with what crag knows of it (:func:`message_content`), for chat
+    front-ends that show the text only. ``additional_kwargs`` carry the plain ``answer``
+    (what a follow-up reads, as ``state["answer"]``), the distinct ``sources``, the
+    ``citations`` (number, title, source, chunk and location of each cited entry), whether
+    the run ``abstained``, the ``question`` and the ``action``. ``message_id`` is the
+    generator reply's id, so chat front-ends merge the streamed tokens and the stored message
+    into one.
     """
     extra: dict[str, Any] = {
         "sources": sources_of(knowledge),
         "citations": citation_entries(knowledge, citations),
         "abstained": abstained,
         "question": question,
+        "answer": answer,
     }
     if action is not None:
         extra["action"] = action
-    return AIMessage(content=answer, id=message_id, additional_kwargs=extra)
+    content = message_content(answer, knowledge, citations, action, abstained)
+    return AIMessage(content=content, id=message_id, additional_kwargs=extra)

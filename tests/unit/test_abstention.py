@@ -15,6 +15,7 @@ from crag.core.method import MethodConfig
 from crag.core.run_settings import RunSettings
 from crag.graph.baselines import build_rag_graph
 from crag.graph.builder import CragGraph, build_graph
+from crag.knowledge.conversation import NOTE_LINES
 from crag.prompts.generate import ABSTENTION, NO_KNOWLEDGE
 from tests.fakes import FakeComponents, FixedScoreEvaluator, StaticStore, dict_context
 
@@ -42,7 +43,8 @@ def test_no_knowledge_abstains_without_the_generator(
         "(best -1.000); web: web search unavailable: search is off in this test",
     ]
     ai = out["messages"][-1]
-    assert ai.text == ABSTENTION
+    assert ai.additional_kwargs["answer"] == ABSTENTION
+    assert ai.text == f"{ABSTENTION}\n\n*{NOTE_LINES['abstained']}*"
     assert ai.additional_kwargs["abstained"] is True
     assert ai.additional_kwargs["citations"] == []
 

@@ -72,7 +72,11 @@ def test_numbered_knowledge_lets_the_models_citation_stand(
     assert out["answer"] == "It is held at the Louvre."
     assert out["citations"] == [2]
     ai = out["messages"][-1]
-    assert ai.text == out["answer"]
+    assert ai.additional_kwargs["answer"] == out["answer"]
+    # What a chat front-end shows: the answer, its marker, the cited source by its number.
+    assert ai.text == (
+        "It is held at the Louvre. [2]\n\n**Sources**\n\n- [2] wikipedia:Mona Lisa#1"
+    )
     assert ai.additional_kwargs["citations"] == [
         {"number": 2, "title": "wikipedia:Mona Lisa", "source": "wikipedia:Mona Lisa", "chunk": 1}
     ]

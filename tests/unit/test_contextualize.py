@@ -182,7 +182,8 @@ def test_messages_input_is_answered_with_an_ai_message(
     assert out["answer"] == ANSWER and out["action"] == "correct"
     human, ai = out["messages"]
     assert human.type == "human" and human.text == MONA
-    assert ai.type == "ai" and ai.text == ANSWER
+    assert ai.type == "ai"
+    assert ai.text == f"{ANSWER} [1]\n\n**Sources**\n\n- [1] wikipedia:Mona Lisa#0"
     assert ai.additional_kwargs == {
         "sources": ["wikipedia:Mona Lisa"],
         "citations": [
@@ -195,6 +196,7 @@ def test_messages_input_is_answered_with_an_ai_message(
         ],
         "abstained": False,
         "question": MONA,
+        "answer": ANSWER,
         "action": "correct",
     }
     assert rewrites(fake_components.chat) == []  # no earlier turns: no rewriting call

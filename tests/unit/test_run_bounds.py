@@ -493,7 +493,8 @@ def test_baselines_answer_chat_messages(fake_components: FakeComponents, build: 
     out = build(fake_components).invoke(said(user(MONA)))
     assert out["answer"] == ANSWER and out["standalone_question"] == MONA
     human, ai = out["messages"]
-    assert human.text == MONA and ai.text == ANSWER
+    assert human.text == MONA and ai.additional_kwargs["answer"] == ANSWER
+    assert ai.text.startswith(ANSWER)  # then its sources, for chat front-ends
     assert ai.additional_kwargs["question"] == MONA
     assert fake_components.store.queries[0] == (MONA, 10)
 

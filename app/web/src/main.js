@@ -4,7 +4,7 @@ import { answerColumn, failAnswer, finishAnswer, showCitation } from "./answer.j
 import { el } from "./dom.js";
 import { streamRun } from "./runs.js";
 import { chosenContext, drawSettings } from "./settings.js";
-import { drawThreadList, listThreads, newThreadId, threadTurns, titleThread } from "./threads.js";
+import { drawThreadList, listThreads, newThreadId, plainText, threadTurns, titleThread } from "./threads.js";
 
 const $ = (id) => document.getElementById(id);
 let client = null; // made once the session's CSRF token is known (start)
@@ -114,7 +114,7 @@ async function runGraph(graph, answers, question, context, timing) {
     ? { graph, threadId: page.threadId, assistantId: page.assistants.crag, input, context, signal: controller.signal,
         ifNotExists: page.running.newThread ? "create" : undefined }
     : { graph, threadId: null, assistantId: page.assistants.rag, context, signal: controller.signal,
-        input: { messages: [...page.messages.map(({ type, content }) => ({ role: type === "human" ? "user" : "assistant", content })), input.messages[0]] } };
+        input: { messages: [...page.messages.map((m) => ({ role: m.type === "human" ? "user" : "assistant", content: plainText(m) })), input.messages[0]] } };
   try {
     const result = await runInto(column, text, options, timing);
     if (graph === "crag" && result.values && result.values.messages) page.messages = result.values.messages;

@@ -50,6 +50,17 @@ function textOf(content) {
 }
 
 /**
+ * A message's text as the page shows and sends it: an AI message's plain answer (recorded in
+ * its additional_kwargs), not its content, which adds the sources and a note for chat
+ * front-ends that read nothing else (the page shows the sources itself).
+ */
+export function plainText(message) {
+  const kwargs = message.additional_kwargs || {};
+  if (message.type === "ai" && typeof kwargs.answer === "string") return kwargs.answer;
+  return textOf(message.content);
+}
+
+/**
  * The turns of a thread: [{question, values}] where values is the final state of the run that
  * answered (from the thread's history), or the stored answer alone when that state is gone.
  */
@@ -69,7 +80,7 @@ export async function threadTurns(client, threadId) {
     else if (message.type === "ai" && turns.length) {
       const kwargs = message.additional_kwargs || {};
       turns[turns.length - 1].values = finalStates.get(message.id) ||
-        { answer: textOf(message.content), action: kwargs.action, abstained: kwargs.abstained };
+        { answer: plainText(message), action: kwargs.action, abstained: kwargs.abstained };
     }
   }
   return { turns, messages };
