@@ -13,6 +13,9 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# No `crag ask` of a test starts a warm server it would leave behind (app/warm/autostart.py);
+# tests/integration/test_warm_autostart.py turns it on, and stops what it starts.
+os.environ["CRAG_SERVE_AUTOSTART"] = "0"
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # make test's workers already share the cores: torch's own threads on top of them spent a
     # third of the suite's CPU waiting on each other (docs/development.md). Servers the tests

@@ -141,6 +141,7 @@ def hash_server(
     socket_dir = Path(tempfile.mkdtemp(prefix="crag-sock-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRAG_")}
     env.update(PYTHONPATH=str(ROOT), CRAG_SERVE_SOCKET=str(socket_dir / "serve.sock"))
+    env["CRAG_SERVE_AUTOSTART"] = "0"  # a client that finds no server starts none
     server = subprocess.Popen(
         [sys.executable, "-c", HASH_SERVER, str(delay), str(started or ""), str(gate or "")],
         cwd=cwd,

@@ -570,6 +570,9 @@ def build_parser() -> argparse.ArgumentParser:
     from crag.app.cli.thresholds_command import add_thresholds_command
 
     add_thresholds_command(sub, store_options, _settings)
+    from crag.app.cli.feedback_command import add_feedback_command
+
+    add_feedback_command(sub)
     return parser
 
 
@@ -621,10 +624,24 @@ def _add_serve_command(
         description="Load the store, the evaluator and the generator once and answer `crag "
         f"ask` and `crag ingest` on a Unix socket (${SOCKET_ENV}, default {DEFAULT_SOCKET} "
         "for the working directory; mode 0600 in a private directory) until `crag serve "
-        "--stop`. The commands run in-process when no server answers, it is busy, or its "
-        "CRAG_* settings differ from theirs. The store options choose what is loaded first.",
+        "--stop`. When no server answers, `crag ask` and `crag ingest` start one like this "
+        "(--idle-timeout, --no-preload; not with --no-server or CRAG_SERVE_AUTOSTART=0); they "
+        "run in-process when it is busy, or its CRAG_* settings differ from theirs. The store "
+        "options choose what is loaded first.",
     )
     serve.add_argument("--stop", action="store_true", help="stop the running server")
+    serve.add_argument(
+        "--idle-timeout",
+        type=_idle_seconds,
+        metavar="SECONDS",
+        help="stop after SECONDS without a command (default: never; a server `crag ask` "
+        "starts: CRAG_SERVE_IDLE_TIMEOUT, else 900)",
+    )
+    serve.add_argument(
+        "--no-preload",
+        action="store_true",
+        help="listen at once and load the store and the models at the first command",
+    )
     store_options(serve)
     serve.set_defaults(func=cmd_serve)
     for command in warm_commands:
@@ -633,6 +650,17 @@ def _add_serve_command(
             action="store_true",
             help="run in this process even when `crag serve` is running",
         )
+
+
+def _idle_seconds(text: str) -> float:
+    """``--idle-timeout``'s value: seconds above 0."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}")
+    return seconds
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -646,13 +674,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return 1
         print_error(f"crag serve: stopped after answering {answered} command(s)")
         return 0
-    server = WarmServer(socket_path(), lambda argv: main(argv, reconfigure_logging=True))
+    server = WarmServer(
+        socket_path(),
+        lambda argv: main(argv, reconfigure_logging=True),
+        idle_timeout=args.idle_timeout,
+    )
     server.bind()
-    _warm_up(_settings(args).run_settings())
+    if not args.no_preload:
+        _warm_up(_settings(args).run_settings())
     collector.resume_if_paused()  # a long-lived process: collect, but never over the models
-    print_error(f"crag serve: ready on {server.path} (stop with `crag serve --stop`)")
+    print_error(f"crag serve: ready on {server.path} ({_how_it_stops(args.idle_timeout)})")
     server.serve_forever()
     return 0
+
+
+def _how_it_stops(idle_timeout: float | None) -> str:
+    """The ready line's note on how the server stops."""
+    if idle_timeout is None:
+        return "stop with `crag serve --stop`"
+    from crag.app.warm.autostart import duration_text
+
+    return f"stop with `crag serve --stop`; it stops after {duration_text(idle_timeout)} idle"
 
 
 def _warm_up(settings: RunSettings) -> None:

@@ -45,6 +45,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from crag.app.warm.sockets import (
+    CLIENT_ENV,
     SOCKET_ENV,
     SocketTrustError,
     WorkingDirectoryError,
@@ -124,7 +126,7 @@ def deployment_environment(environ: Mapping[str, str] | None = None) -> dict[str
     return {
         name: "sha256:" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
         for name, value in source.items()
-        if name.startswith("CRAG_") and name != SOCKET_ENV
+        if name.startswith("CRAG_") and name not in CLIENT_ENV
     }
 
 
@@ -174,15 +176,46 @@ def _note(message: str, *args: object) -> None:
     logger.info("crag serve: " + message + "; running in-process", *args)
 
 
-def _open_connection() -> socket.socket | None:
-    """A connection to this user's server, or ``None`` (warned) when it cannot be trusted."""
+def _open_connection(argv: Sequence[str], cwd: Path) -> socket.socket | None:
+    """A connection to this user's server, or ``None`` (warned) when it cannot be trusted.
+
+    When no server answers, one is started (:mod:`crag.app.warm.autostart`) unless that is
+    turned off or the command only asks for its help. A socket or directory that is not this
+    user's own is never started on: the command runs in-process, warned.
+    """
     path = socket_path()
     try:
-        return connect_trusted(path, timeout=CONNECT_TIMEOUT_S)
+        conn = connect_trusted(path, timeout=CONNECT_TIMEOUT_S)
     except SocketTrustError as exc:
         from crag.app.cli.terminal_text import terminal_text
 
         sys.stderr.write(f"crag: warning: not using the warm server: {terminal_text(exc)}\n")
+        return None
+    if conn is None and _may_start_server(argv):
+        return _started_server(path, cwd)
+    return conn
+
+
+def _may_start_server(argv: Sequence[str]) -> bool:
+    """Whether a command that finds no server starts one (not for ``--help``, nor when off)."""
+    from crag.app.warm.autostart import autostart_enabled
+
+    return autostart_enabled() and not any(a in ("-h", "--help") for a in argv)
+
+
+def _started_server(path: Path, cwd: Path) -> socket.socket | None:
+    """A connection to a server started for ``path``; ``None`` (said in one line) if none."""
+    from crag.app.warm.autostart import AutostartError, start_server
+
+    try:
+        return start_server(path, cwd, connect_timeout=CONNECT_TIMEOUT_S)
+    except (AutostartError, SocketTrustError, OSError) as exc:
+        from crag.app.cli.terminal_text import terminal_text
+
+        sys.stderr.write(
+            f"crag: warning: could not start a warm server: {terminal_text(exc)}; "
+            "running in-process\n"
+        )
         return None
 
 
@@ -203,7 +236,7 @@ def run_on_server(argv: Sequence[str]) -> int | None:
         return 2
     if NO_SERVER_OPTION in argv:
         return None
-    conn = _open_connection()
+    conn = _open_connection(argv, cwd)
     if conn is None:
         return None
     request = {
@@ -288,8 +321,6 @@ class _RequestError(ValueError):
 
 def _read_request(conn: socket.socket) -> dict[str, Any]:
     """The first line of ``conn`` as a JSON object, read within the time and size limits."""
-    import time
-
     deadline = time.monotonic() + REQUEST_TIMEOUT_S
     buffer = bytearray()
     while b"\n" not in buffer:
@@ -423,9 +454,17 @@ class _Job:
 class WarmServer:
     """Answers CLI commands on a Unix socket, one at a time, with the models kept loaded."""
 
-    def __init__(self, path: Path, run_cli: Callable[[Sequence[str]], int]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        run_cli: Callable[[Sequence[str]], int],
+        *,
+        idle_timeout: float | None = None,
+    ) -> None:
         self.path = path
         self.run_cli = run_cli
+        self.idle_timeout = idle_timeout
+        """Seconds without a command after which the server stops; ``None``: never."""
         self.environment = deployment_environment()
         self.answered = 0
         """Commands answered so far (``crag serve --stop`` reports it)."""
@@ -433,7 +472,7 @@ class WarmServer:
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         """Accepted commands for the main thread; ``None`` wakes it to look at :attr:`_stopping`."""
         self._state = threading.Lock()
-        """Guards the four fields below."""
+        """Guards the five fields below."""
         self._running = False
         """A command was accepted and has not finished (others are refused as busy)."""
         self._stopping = False
@@ -442,6 +481,10 @@ class WarmServer:
         """The ``--stop`` connections, answered once the server has stopped."""
         self._stopped = False
         """The ``--stop`` clients were answered: a later one is answered at once."""
+        self._last_active = time.monotonic()
+        """When the last command finished (or the server started): the idle timeout's start."""
+        self._bound: tuple[int, int] | None = None
+        """The socket file's device and inode: the one removed at the end, and no other."""
         self._readers = threading.BoundedSemaphore(MAX_PENDING_CONNECTIONS)
         self._stop_signal: tuple[int, Callable[[int, FrameType | None], Any]] | None = None
 
@@ -467,6 +510,9 @@ class WarmServer:
             os.umask(old_umask)
         listener.listen(MAX_PENDING_CONNECTIONS)
         self._listener = listener
+        with contextlib.suppress(OSError):
+            info = self.path.lstat()
+            self._bound = (info.st_dev, info.st_ino)
 
     def serve_forever(self) -> None:
         """Answer requests until ``{"stop": true}`` arrives or the process is interrupted.
@@ -484,11 +530,21 @@ class WarmServer:
             self._answer_until_stopped()
         finally:
             restore()
+            self._remove_socket()
             with contextlib.suppress(OSError):
                 self._listener.close()
-            with contextlib.suppress(OSError):
-                self.path.unlink(missing_ok=True)
             self._answer_stop_clients()
+
+    def _remove_socket(self) -> None:
+        """Remove the socket file, unless another server has bound its path since.
+
+        Removed before the listener is closed: a command that finds no socket then starts a
+        new server, where one that found this socket and nobody accepting would run in-process.
+        """
+        with contextlib.suppress(OSError):
+            info = self.path.lstat()
+            if self._bound is None or self._bound == (info.st_dev, info.st_ino):
+                self.path.unlink()
 
     def _answer_until_stopped(self) -> None:
         """Run the accepted commands in turn until stopped (by ``--stop`` or a signal)."""
@@ -500,6 +556,7 @@ class WarmServer:
                 finally:
                     with self._state:
                         self._running = False
+                        self._last_active = time.monotonic()
                 if self._stop_signal is not None:
                     signum, handler = self._stop_signal
                     handler(signum, None)
@@ -507,6 +564,28 @@ class WarmServer:
             with self._state:
                 if self._stopping and not self._running:
                     return
+            if self._stop_when_idle():
+                return
+
+    def _stop_when_idle(self) -> bool:
+        """Stop accepting when no command came for :attr:`idle_timeout`: whether it stopped.
+
+        Decided under the state lock, as a command is claimed: a command is either claimed
+        first (and runs), or refused as the server is stopping (and runs in its client).
+        """
+        if self.idle_timeout is None:
+            return False
+        with self._state:
+            if self._running or self._stopping:
+                return False
+            if time.monotonic() - self._last_active < self.idle_timeout:
+                return False
+            self._stopping = True
+        from crag.app.warm.autostart import duration_text
+
+        idle = duration_text(self.idle_timeout)
+        _tell_operator(f"crag serve: stopping after {idle} without a command")
+        return True
 
     def _next_job(self) -> _Job | None:
         """The next accepted command; ``None`` after half a second or when woken.

@@ -26,6 +26,16 @@ logger = logging.getLogger(__name__)
 SOCKET_ENV = "CRAG_SERVE_SOCKET"
 """Where the warm server listens (default: :func:`default_socket_path`)."""
 
+AUTOSTART_ENV = "CRAG_SERVE_AUTOSTART"
+"""``0`` (or ``off``, ``false``, ``no``): ``crag ask`` / ``crag ingest`` start no warm server."""
+
+IDLE_TIMEOUT_ENV = "CRAG_SERVE_IDLE_TIMEOUT"
+"""Seconds without a command after which a server ``crag ask`` started stops (default 900)."""
+
+CLIENT_ENV = frozenset({SOCKET_ENV, AUTOSTART_ENV, IDLE_TIMEOUT_ENV})
+"""The warm client's own ``CRAG_*`` variables: not deployment settings, so a server and its
+clients need not agree on them (:func:`crag.app.warm.server.deployment_environment`)."""
+
 MAX_SOCKET_PATH_BYTES = 100
 """A Unix socket's path must fit ``sun_path`` (108 bytes on Linux, 104 on macOS)."""
 

@@ -37,7 +37,7 @@ CLI = "import sys; from crag.app.cli.console import main; sys.exit(main())"
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRAG_")}
-    env.update(PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", **extra)
+    env.update(PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", CRAG_SERVE_AUTOSTART="0", **extra)
     return env
 
 

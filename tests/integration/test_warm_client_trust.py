@@ -42,6 +42,7 @@ def private_dir() -> Iterator[Path]:
 
 def _environment(sock: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRAG_")}
+    env["CRAG_SERVE_AUTOSTART"] = "0"  # a client that finds no server starts none
     return {**env, "PYTHONPATH": str(ROOT), "CRAG_SERVE_SOCKET": str(sock), **extra}
 
 

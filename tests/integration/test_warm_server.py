@@ -204,6 +204,7 @@ def hash_server(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path, d
     socket_dir = Path(tempfile.mkdtemp(prefix="crag-sock-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRAG_")}
     env.update(PYTHONPATH=str(ROOT), CRAG_SERVE_SOCKET=str(socket_dir / "serve.sock"))
+    env["CRAG_SERVE_AUTOSTART"] = "0"  # a client that finds no server starts none
     proc = subprocess.Popen(
         [sys.executable, "-c", HASH_SERVER, str(BATCH_DELAY_S)],
         cwd=tmp_path,

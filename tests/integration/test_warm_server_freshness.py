@@ -89,6 +89,7 @@ def fake_model_server(cwd: Path, hold: Path | None = None) -> Iterator[dict[str,
     socket_dir = Path(tempfile.mkdtemp(prefix="crag-sock-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRAG_")}
     env.update(PYTHONPATH=str(ROOT), CRAG_SERVE_SOCKET=str(socket_dir / "serve.sock"))
+    env["CRAG_SERVE_AUTOSTART"] = "0"  # a client that finds no server starts none
     server = subprocess.Popen(
         [sys.executable, "-c", SERVER, str(hold or "")], cwd=cwd, env=env, stderr=subprocess.PIPE
     )

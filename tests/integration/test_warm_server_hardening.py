@@ -254,7 +254,9 @@ def test_a_deleted_working_directory_is_one_line(tmp_path: Path, command: list[s
     gone.mkdir()
     gone = gone.resolve()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRAG_")}
-    env.update(PYTHONPATH=str(ROOT), XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    env.update(
+        PYTHONPATH=str(ROOT), XDG_RUNTIME_DIR=str(tmp_path / "run"), CRAG_SERVE_AUTOSTART="0"
+    )
     # as a shell does: in the directory when it is deleted, then the command starts there
     in_deleted = ["sh", "-c", 'rmdir -- "$PWD" && exec "$@"', "sh"]
     started = time.monotonic()
