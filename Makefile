@@ -69,7 +69,7 @@ dev-checked: install-dev
 test: install-browser
 	$(MAKE) --no-print-directory --jobs=2 --output-sync=target dev-checked install-cluster
 	.venv/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
-		tests/cluster tests/bench tests/integration tests/unit
+		--durations=30 tests/cluster tests/bench tests/integration tests/unit
 
 serve: install-dev
 	scripts/serve.sh $(PORT) $(JOBS) $(BATCH)
