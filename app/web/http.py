@@ -251,6 +251,7 @@ def served_app() -> Starlette:
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
 
+    from crag.app.mcp_tool import mcp_routes
     from crag.app.web.api_docs import ApiDocs
     from crag.app.web.chat_page import chat_page_routes
     from crag.app.web.feedback_routes import feedback_routes
@@ -261,7 +262,8 @@ def served_app() -> Starlette:
     return Starlette(
         routes=oidc_routes(deployment_settings(), gate_config())
         + chat_page_routes()
-        + feedback_routes(),
+        + feedback_routes()
+        + mcp_routes(),
         middleware=[Middleware(Gate), Middleware(ApiDocs), Middleware(RefuseOtherKinds)],
     )
 
