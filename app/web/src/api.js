@@ -105,3 +105,37 @@ export async function documentFileUrl(source) {
   const response = await fetch(url, { method: "HEAD" });
   return response.ok ? url : null;
 }
+
+export const FEEDBACK_PATH = "/crag/feedback";
+
+/** One call of the server's JSON API: its body, or an Error with its status and sentence. */
+async function jsonCall(url, init = {}) {
+  const response = await fetch(url, { cache: "no-store", ...init });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    const error = new Error(body.detail || `HTTP ${response.status}`);
+    error.status = response.status;
+    throw error;
+  }
+  return body;
+}
+
+/**
+ * Store the signed-in person's feedback on one answer (POST /crag/feedback): the record. Given
+ * again on the same run, it replaces theirs.
+ */
+export async function sendFeedback(feedback) {
+  return jsonCall(FEEDBACK_PATH, {
+    method: "POST", headers: { "Content-Type": "application/json", [CSRF_HEADER]: csrf }, body: JSON.stringify(feedback),
+  });
+}
+
+/** The signed-in person's feedback records on one thread. */
+export async function threadFeedback(threadId) {
+  return (await jsonCall(`${FEEDBACK_PATH}?thread_id=${encodeURIComponent(threadId)}`)).feedback || [];
+}
+
+/** Remove one of the signed-in person's feedback records. */
+export async function removeFeedback(feedbackId) {
+  return jsonCall(`${FEEDBACK_PATH}/${encodeURIComponent(feedbackId)}`, { method: "DELETE", headers: { [CSRF_HEADER]: csrf } });
+}

@@ -2,6 +2,7 @@
 import { assistantFor, fetchMethod, makeClient, sentenceFor, signOut, startSession, uploadFile } from "./api.js";
 import { answerColumn, failAnswer, finishAnswer, showCitation } from "./answer.js";
 import { el } from "./dom.js";
+import { feedbackBar, showThreadFeedback } from "./feedback.js";
 import { streamRun } from "./runs.js";
 import { chosenContext, drawSettings } from "./settings.js";
 import { drawThreadList, listThreads, newThreadId, plainText, threadTurns, titleThread } from "./threads.js";
@@ -43,25 +44,46 @@ function turnElement(question) {
   return answers;
 }
 
+/** A feedback bar under a finished CRAG answer (the run: `runId`, else the thread's latest). */
+function addFeedback(column, threadId, runId, compare) {
+  const bar = feedbackBar({ threadId, runId, compare });
+  column.append(bar.node);
+  return bar;
+}
+
+/** Draw a stored turn; its feedback bar goes into `byRun` (only the last turn's run may be unknown). */
+function drawStoredTurn(turn, threadId, last, byRun) {
+  const answers = turnElement(turn.question);
+  const { column } = answerColumn("crag");
+  answers.append(column);
+  if (!turn.values) {
+    failAnswer(column, "This question has no stored answer (its run failed or was stopped).");
+    return;
+  }
+  finishAnswer(column, { values: turn.values, path: [] }, page.method, openCitation);
+  if (turn.runId || last) byRun.set(turn.runId, addFeedback(column, threadId, turn.runId, false));
+}
+
 async function openThread(threadId) {
   if (page.running) return;
   showError("");
+  const byRun = new Map();
   try {
     const { turns, messages } = await threadTurns(client, threadId);
     page.threadId = threadId;
     page.messages = messages;
     $("turns").replaceChildren();
-    for (const turn of turns) {
-      const answers = turnElement(turn.question);
-      const { column } = answerColumn("crag");
-      answers.append(column);
-      if (turn.values) finishAnswer(column, { values: turn.values, path: [] }, page.method, openCitation);
-      else failAnswer(column, "This question has no stored answer (its run failed or was stopped).");
-    }
+    turns.forEach((turn, i) => drawStoredTurn(turn, threadId, i === turns.length - 1, byRun));
     await refreshThreads();
     $("question").focus();
   } catch (error) {
     showError(sentenceFor(error, "Opening the conversation"));
+    return;
+  }
+  try {
+    await showThreadFeedback(threadId, byRun);
+  } catch (error) {
+    showError(sentenceFor(error, "Reading your feedback"));
   }
 }
 
@@ -117,7 +139,9 @@ async function runGraph(graph, answers, question, context, timing) {
         input: { messages: [...page.messages.map((m) => ({ role: m.type === "human" ? "user" : "assistant", content: plainText(m) })), input.messages[0]] } };
   try {
     const result = await runInto(column, text, options, timing);
-    if (graph === "crag" && result.values && result.values.messages) page.messages = result.values.messages;
+    if (graph !== "crag") return;
+    if (result.values && result.values.messages) page.messages = result.values.messages;
+    addFeedback(column, options.threadId, result.runId, answers.classList.contains("side-by-side"));
   } catch (error) {
     const sentence = page.running.stopped ? "Stopped: the run was cancelled." : sentenceFor(error, "The answer");
     failAnswer(column, sentence);

@@ -61,8 +61,9 @@ export function plainText(message) {
 }
 
 /**
- * The turns of a thread: [{question, values}] where values is the final state of the run that
- * answered (from the thread's history), or the stored answer alone when that state is gone.
+ * The turns of a thread: [{question, values, runId}] where values is the final state of the run
+ * that answered (from the thread's history), or the stored answer alone when that state is
+ * gone, and runId that run's id (null when its state is gone).
  */
 export async function threadTurns(client, threadId) {
   const history = await client.threads.getHistory(threadId, { limit: 200 });
@@ -71,16 +72,19 @@ export async function threadTurns(client, threadId) {
     if (state.next && state.next.length) continue;
     const messages = (state.values && state.values.messages) || [];
     const last = messages[messages.length - 1];
-    if (last && last.type === "ai" && !finalStates.has(last.id)) finalStates.set(last.id, state.values);
+    if (last && last.type === "ai" && !finalStates.has(last.id)) {
+      finalStates.set(last.id, { values: state.values, runId: (state.metadata && state.metadata.run_id) || null });
+    }
   }
   const messages = (history[0] && history[0].values && history[0].values.messages) || [];
   const turns = [];
   for (const message of messages) {
-    if (message.type === "human") turns.push({ question: textOf(message.content), values: null });
+    if (message.type === "human") turns.push({ question: textOf(message.content), values: null, runId: null });
     else if (message.type === "ai" && turns.length) {
       const kwargs = message.additional_kwargs || {};
-      turns[turns.length - 1].values = finalStates.get(message.id) ||
-        { answer: plainText(message), action: kwargs.action, abstained: kwargs.abstained };
+      const final = finalStates.get(message.id);
+      Object.assign(turns[turns.length - 1], final ||
+        { values: { answer: plainText(message), action: kwargs.action, abstained: kwargs.abstained }, runId: null });
     }
   }
   return { turns, messages };
