@@ -570,6 +570,9 @@ def build_parser() -> argparse.ArgumentParser:
     from crag.app.cli.thresholds_command import add_thresholds_command
 
     add_thresholds_command(sub, store_options, _settings)
+    from crag.app.cli.eval_command import add_eval_command
+
+    add_eval_command(sub, store_options, _settings)
     from crag.app.cli.feedback_command import add_feedback_command
 
     add_feedback_command(sub)

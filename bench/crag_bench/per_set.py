@@ -24,14 +24,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from crag.knowledge.evaluation_stats import ACTIONS
+from crag.knowledge.evaluation_stats import by_action as split_by_action
 from crag.prompts.generate import NO_ANSWER
 from crag_bench.significance import MEASURES, compare_outcomes, format_p, report_pairs
 
 POOLED = "all"
 """The name of the group that pools every set."""
-
-ACTIONS: tuple[str, ...] = ("correct", "ambiguous", "incorrect")
-"""CRAG's actions, in the order the tables show them."""
 
 BASELINES: dict[str, str] = {
     "crag": "rag",
@@ -132,7 +131,8 @@ def by_action(
     """CRAG experiment → action → its share of the questions and both pipelines' rates there.
 
     Only the experiments of :data:`BASELINES` whose rows carry an action; RAG's rates are over
-    the same questions (``None`` when the run has no RAG row for them).
+    the same questions (``None`` when the run has no RAG row for them). The split is crag's
+    own (:func:`crag.knowledge.evaluation_stats.by_action`, as ``crag eval`` reports it).
     """
     found: dict[str, dict[str, dict[str, Any]]] = {}
     for crag, rag in BASELINES.items():
@@ -140,16 +140,7 @@ def by_action(
         if not rows:
             continue
         rag_rows = {str(r["id"]): r for r in by_experiment.get(rag, [])}
-        found[crag] = {}
-        for action in ACTIONS:
-            taken = [r for r in rows if r["action"] == action]
-            paired = [rag_rows[str(r["id"])] for r in taken if str(r["id"]) in rag_rows]
-            found[crag][action] = {
-                "questions": len(taken),
-                "share": len(taken) / len(rows),
-                "crag": _experiment(taken) if taken else None,
-                "rag": _experiment(paired) if taken and len(paired) == len(taken) else None,
-            }
+        found[crag] = split_by_action(rows, rag_rows, _experiment)
     return found
 
 

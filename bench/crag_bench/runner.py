@@ -37,6 +37,7 @@ from crag.app.cli.settings import CommandSettings
 from crag.core.cancellation import cancellation_scope
 from crag.core.context import Context
 from crag.core.run_settings import RunSettings
+from crag.knowledge.evaluation_stats import spread
 from crag.nodes.components import Components
 from crag_bench.answers import answer_in_text, is_looping
 from crag_bench.bench_settings import method_with, settings_by_kind
@@ -492,21 +493,6 @@ def _run_plan(
 # --- figures ---------------------------------------------------------------------------------
 
 
-def _p95(values: Sequence[float]) -> float:
-    """The 95th percentile, interpolated between the closest ranks (as numpy's default)."""
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=20, method="inclusive")[-1]
-
-
-def _spread(values: Sequence[float]) -> dict[str, float | None]:
-    return {
-        "median": statistics.median(values) if values else None,
-        "p95": _p95(values) if values else None,
-        "n": len(values),
-    }
-
-
 def _rates(rows: Sequence[Row]) -> dict[str, Any]:
     """Questions, correct answers, accuracy and knowledge recall of some rows."""
     n = len(rows)
@@ -582,16 +568,16 @@ def latency_figures(rows: Sequence[Row]) -> dict[str, Any]:
     """Median and p95 of the whole run and of each stage (over the runs that had it)."""
     stages: dict[str, dict[str, float | None]] = {}
     for stage in STAGE_ORDER:
-        spread = _spread([r.stages[stage] for r in rows if stage in r.stages])
-        spread["mean_per_query"] = (
+        figures = spread([r.stages[stage] for r in rows if stage in r.stages])
+        figures["mean_per_query"] = (
             sum(r.stages.get(stage, 0.0) for r in rows) / len(rows) if rows else None
         )
-        stages[stage] = spread
-    total = _spread([r.seconds for r in rows])
+        stages[stage] = figures
+    total = spread([r.seconds for r in rows])
     total["mean"] = statistics.fmean(r.seconds for r in rows) if rows else None
     return {
         "total": total,
-        "without_search": _spread([r.seconds - r.stages.get("search", 0.0) for r in rows]),
+        "without_search": spread([r.seconds - r.stages.get("search", 0.0) for r in rows]),
         "stages": stages,
     }
 

@@ -279,7 +279,7 @@ def test_every_printed_command_names_what_exists() -> None:
 
 
 def test_a_wrong_command_is_caught() -> None:
-    assert "invalid choice" in (command_problem(["crag", "eval", "--limit", "5"]) or "")
+    assert "invalid choice" in (command_problem(["crag", "evaluate", "--limit", "5"]) or "")
     assert "unknown experiment" in (
         command_problem(["crag-bench", "eval", "--experiments", "crag,crag-web-paragraphs"]) or ""
     )
