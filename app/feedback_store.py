@@ -114,7 +114,20 @@ def _text(payload: Mapping[str, Any], name: str, limit: int) -> str:
         raise FeedbackError(
             f"the feedback's {name} is {len(value):,} characters; it may have at most {limit:,}"
         )
+    if "\x00" in value or not _encodes(value):
+        # PostgreSQL's text refuses a NUL, and no database a lone surrogate (JSON's "\ud800").
+        raise FeedbackError(
+            f"the feedback's {name} holds a character no database keeps (a NUL or a lone surrogate)"
+        )
     return value.strip()
+
+
+def _encodes(value: str) -> bool:
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _choice(payload: Mapping[str, Any], name: str, allowed: tuple[str, ...], required: bool) -> Any:

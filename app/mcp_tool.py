@@ -27,8 +27,10 @@ is told to use an API key.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +62,7 @@ RUN_SECONDS = 600.0
 _FORWARDED = ("authorization", "x-api-key")
 """The caller's credential headers, passed on to the run's request."""
 _ARGUMENTS = ("question", "thread_id")
+_MAX_ID_CHARS = 200
 _INVALID_PARAMS = -32602
 _METHOD_NOT_FOUND = -32601
 _INVALID_REQUEST = -32600
@@ -221,9 +224,24 @@ def parsed_call(params: Mapping[str, Any]) -> tuple[str, str | None, dict[str, A
     if not isinstance(question, str):
         raise ToolCallError("the question must be text")
     thread_id = arguments.get("thread_id")
-    if thread_id is not None and (not isinstance(thread_id, str) or not thread_id.strip()):
-        raise ToolCallError("thread_id must be the thread_id of an earlier answer")
+    if thread_id is not None:
+        thread_id = _thread_id(thread_id)
     return question, thread_id, _settings(arguments, params.get("context"))
+
+
+def _thread_id(given: Any) -> str:
+    """``given`` as a thread's id (a UUID, lower-case), the one part of the run's path it names.
+
+    Anything else never reaches that path: ``ID/copy?`` or ``../assistants/search?`` would send
+    the tool's request, with the caller's key, to another of the server's routes.
+
+    Raises:
+        ToolCallError: ``given`` is not a thread's id.
+    """
+    if isinstance(given, str) and len(given) <= _MAX_ID_CHARS:
+        with contextlib.suppress(ValueError):
+            return str(uuid.UUID(given.strip()))
+    raise ToolCallError("thread_id must be the thread_id of an earlier answer")
 
 
 def _detail(response: httpx.Response) -> str:
@@ -369,6 +387,12 @@ async def handle_mcp(request: Request) -> Response:
         return Response(status_code=405, headers={"allow": "POST"})
     try:
         message = json.loads(await request.body())
+        # JSON's "\ud800" is no text: it would fail where it is encoded, with Python's error.
+        json.dumps(message, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return _rpc_error(
+            -32700, "the request's JSON holds a string that is not Unicode text (a lone surrogate)"
+        )
     except (ValueError, RecursionError):
         return _rpc_error(-32700, "the request is not JSON")
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":

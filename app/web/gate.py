@@ -140,11 +140,17 @@ class GateConfig:
     """The names that are admins when the provider or the proxy signs them in."""
 
     def proxied(self, headers: Mapping[bytes, bytes], scope: Mapping[str, Any]) -> Identity | None:
-        """The person the trusted proxy names, or ``None`` (see :func:`proxy_identity`)."""
+        """The person the trusted proxy names, or ``None`` (see :func:`proxy_identity`).
+
+        A peer address that the request's own ``X-Forwarded-For`` names is no proxy's: uvicorn
+        (``proxy_headers``, on by default for 127.0.0.1) takes the client from that header, so
+        any process of this host could otherwise say it is the proxy.
+        """
         client = scope.get("client") or ("", 0)
+        peer = str(client[0])
         return proxy_identity(
             headers,
-            str(client[0]),
+            "" if peer in _forwarded_for(scope) else peer,
             self.proxy_header,
             self.proxy_addresses,
             self.admins,
@@ -216,6 +222,16 @@ def gate_config() -> GateConfig:
     database = configured_threads_db()
     accounts = Accounts(database)
     return GateConfig.from_settings(settings, server_token(settings), accounts)
+
+
+def _forwarded_for(scope: Mapping[str, Any]) -> set[str]:
+    """Every address the request's ``X-Forwarded-For`` headers (each of them) name."""
+    return {
+        part.strip()
+        for name, value in scope.get("headers") or ()
+        if bytes(name).lower() == b"x-forwarded-for"
+        for part in bytes(value).decode("latin-1").split(",")
+    }
 
 
 def _items(value: str) -> list[str]:

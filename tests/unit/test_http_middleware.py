@@ -348,7 +348,12 @@ def test_lifespan_and_websockets_pass_through() -> None:
 def test_langgraph_json_serves_the_middleware_app() -> None:
     served = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8"))
     # langgraph-api's own CORS answers no origin: the gate answers the operator's.
-    assert served["http"] == {"app": "crag.app.web.http:app", "cors": {"allow_origins": []}}
+    # langgraph-api's own /mcp is off: crag serves its own (crag.app.mcp_tool).
+    assert served["http"] == {
+        "app": "crag.app.web.http:app",
+        "cors": {"allow_origins": []},
+        "disable_mcp": True,
+    }
     assert served["auth"] == {"path": "crag.app.web.server_auth:auth", "disable_studio_auth": True}
     import crag.app.web.http as http
 
