@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from crag.app.cli.eval_question import EvalQuestion
+from crag.app.cli.question_answers import answers_of as _answers_of
 from crag.app.cli.terminal_text import terminal_text
-from crag.app.cli.thresholds_command import _answers_of
 from crag.knowledge.answer_match import holds_answer
 
 if TYPE_CHECKING:

@@ -1,22 +1,24 @@
 """``crag thresholds FILE``: fit the action trigger's thresholds to the operator's own questions.
 
-Every question of FILE (JSON Lines of ``{"question": ..., "answers": [...]}``) is retrieved and
-graded by the graph's own ``retrieve`` and ``grade`` nodes, under the command's settings (store,
-evaluator, ``top_k``, retrieval mode). Its best score and whether its passages hold an answer
-(:mod:`crag.knowledge.answer_match`) feed the fitting (:mod:`crag.knowledge.threshold_fit`); the
-command prints the fitted pair beside the current one, what each does to the questions, and the
-line that sets them.
+Every question of FILE (JSON Lines of ``{"question": ..., "answers": [...]}``, or the lines of
+``crag feedback export``, read by ``crag eval``'s reader: :func:`read_questions` says which
+feedback lines tell an answer) is retrieved and graded by the graph's own ``retrieve`` and
+``grade`` nodes, under the command's settings (store, evaluator, ``top_k``, retrieval mode).
+Its best score and whether its passages hold an answer (:mod:`crag.knowledge.answer_match`)
+feed the fitting (:mod:`crag.knowledge.threshold_fit`); the command prints the fitted pair
+beside the current one, what each does to the questions, and the line that sets them;
+``--write`` sets them in the server's ``.env`` (:mod:`crag.app.cli.env_file`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
-import json
 import logging
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,94 +27,147 @@ from crag.core.setting_checks import env_name
 from crag.knowledge.answer_match import holds_answer
 
 if TYPE_CHECKING:  # the rest is imported where used: every crag command builds this parser
+    from crag.app.cli.env_file import Change
+    from crag.app.cli.eval_question import EvalQuestion
     from crag.app.cli.settings import CommandSettings
     from crag.core.run_settings import RunSettings
     from crag.core.state import Action
     from crag.knowledge.threshold_fit import Observation, PairOutcome, ThresholdFit
 
-__all__ = ["QuestionWithAnswers", "add_thresholds_command", "read_questions"]
+__all__ = ["QuestionWithAnswers", "QuestionsFile", "add_thresholds_command", "read_questions"]
 
 logger = logging.getLogger(__name__)
 
-ANSWER_KEYS = ("answers", "possible_answers")
-"""Where a line's answers are: ``answers``, or ``possible_answers`` as the benchmark's files."""
 PROGRESS_EVERY = 50
 """Questions between two progress lines (``-v``)."""
+NO_ANSWERS = 'no answers: "answers" must be a list of non-empty strings'
 
 
 @dataclass(frozen=True)
 class QuestionWithAnswers:
-    """One line of the questions file."""
+    """One line of the questions file that tells its answers."""
 
     question: str
     answers: list[str]
 
 
-def _answers_of(record: dict[str, Any]) -> list[str]:
-    """The line's answers, non-blank strings; empty when it has none."""
-    for key in ANSWER_KEYS:
-        value = record.get(key)
-        if value is not None:
-            if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
-                return []
-            return [answer for answer in value if answer.strip()]
-    return []
+@dataclass(frozen=True)
+class QuestionsFile:
+    """The questions of a file, and its feedback lines that cannot say what the answer is."""
+
+    questions: list[QuestionWithAnswers]
+    bad_without_expected: int = 0
+    """``bad`` verdicts without an expected answer: crag's answer was wrong, the right unknown."""
+    good_without_answer: int = 0
+    """``good`` verdicts whose record holds no answer (nor an expected one)."""
+    good_by_record: int = 0
+    """``good`` verdicts without an expected answer, fitted on the answer crag gave then."""
+
+    def _reasons(self) -> list[tuple[int, str, str]]:
+        """(lines, what they are, what they cannot say) of each kind of line left out."""
+        kinds = [
+            (
+                self.bad_without_expected,
+                "marked bad without an expected answer",
+                "whether the passages hold an answer",
+            ),
+            (
+                self.good_without_answer,
+                "marked good whose record holds no answer",
+                "what the answer is",
+            ),
+        ]
+        return [kind for kind in kinds if kind[0]]
+
+    def feedback_lines(self) -> list[str]:
+        """Why lines were left out of the fit, and which answers are crag's own (if any)."""
+        lines = [
+            f"left out: {_feedback_lines(count)} {what} ({_they(count)} cannot say {unknown})"
+            for count, what, unknown in self._reasons()
+        ]
+        if self.good_by_record:
+            lines.append(
+                f"answers from crag: {_feedback_lines(self.good_by_record)} marked good without "
+                "an expected answer: the answer crag gave then is the answer (passages hold it "
+                "only if they hold all its words in order)"
+            )
+        return lines
+
+    def none_left(self) -> str:
+        """Why no line is left to fit on (all were feedback lines left out)."""
+        return " and ".join(
+            f"{_feedback_lines(count)} {what} {'was' if count == 1 else 'were'} left out"
+            for count, what, _ in self._reasons()
+        )
+
+    def as_json(self) -> dict[str, int]:
+        """The lines left out, by kind (``--json``'s ``left_out``)."""
+        return {
+            "bad_without_expected": self.bad_without_expected,
+            "good_without_answer": self.good_without_answer,
+        }
+
+    def sources_json(self) -> dict[str, int]:
+        """How many questions' answers are crag's own answer, marked good."""
+        return {"good_by_record": self.good_by_record}
 
 
-def _parse_line(raw: bytes, max_question_chars: int) -> QuestionWithAnswers:
-    """One non-blank line.
+def _feedback_lines(count: int) -> str:
+    return f"{count} feedback line" + ("" if count == 1 else "s")
+
+
+def _they(count: int) -> str:
+    return "it" if count == 1 else "they"
+
+
+def _with_answers(item: EvalQuestion) -> QuestionWithAnswers | None:
+    """The line's question and answers; ``None`` for a feedback line that tells no answer.
+
+    A feedback line's answers are its expected answer; without one, a ``good`` verdict makes
+    the answer crag gave then the answer (the person said it was right). A ``bad`` one without
+    an expected answer says only that crag's answer was wrong, not what the right one is.
 
     Raises:
-        ValueError: the line's problem, in a few words.
+        ValueError: a line that is no feedback line has no answers.
     """
-    try:
-        record = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ValueError("not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc.msg}, column {exc.colno})") from None
-    if not isinstance(record, dict):
-        raise ValueError(f"a JSON object was expected, not {type(record).__name__}")
-    question = record.get("question")
-    if not isinstance(question, str) or not question.strip():
-        raise ValueError('empty question: "question" must be a non-empty string')
-    from crag.core.validation import InvalidQuestionError, validate_question
-
-    try:
-        question = validate_question(question, max_question_chars)
-    except InvalidQuestionError as exc:
-        raise ValueError(str(exc)) from None
-    answers = _answers_of(record)
-    if not answers:
-        raise ValueError('no answers: "answers" must be a list of non-empty strings')
-    return QuestionWithAnswers(question, answers)
+    if item.answers:
+        return QuestionWithAnswers(item.question, item.answers)
+    if item.verdict is None:
+        raise ValueError(NO_ANSWERS)
+    recorded = (item.recorded_answer or "").strip()
+    if item.verdict == "good" and recorded:
+        return QuestionWithAnswers(item.question, [recorded])
+    return None
 
 
-def read_questions(path: Path, max_question_chars: int) -> list[QuestionWithAnswers]:
-    """The questions of a JSON Lines file; blank lines are skipped.
+def read_questions(path: Path, max_question_chars: int) -> QuestionsFile:
+    """The questions of a JSON Lines file (``crag eval``'s reader: feedback lines too).
 
     Raises:
-        ValueError: one line naming the file (and the line) and what is wrong with it.
+        ValueError: one line naming the file (and the line) and what is wrong with it, or
+            saying that no line tells an answer.
     """
-    try:
-        lines = path.read_bytes().splitlines()
-    except FileNotFoundError:
-        raise ValueError(f"questions file {path} does not exist") from None
-    except IsADirectoryError:
-        raise ValueError(f"questions file {path} is a directory, not a JSON Lines file") from None
-    except OSError as exc:
-        raise ValueError(f"cannot read questions file {path}: {exc.strerror}") from None
-    questions = []
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
+    from crag.app.cli.eval_command import read_eval_questions
+
+    questions: list[QuestionWithAnswers] = []
+    left_out = {"bad": 0, "good": 0}
+    by_record = 0
+    for item in read_eval_questions(path, max_question_chars):
         try:
-            questions.append(_parse_line(raw, max_question_chars))
+            found = _with_answers(item)
         except ValueError as exc:
-            raise ValueError(f"{path}, line {number}: {exc}") from None
+            raise ValueError(f"{path}, line {item.line}: {exc}") from None
+        if found is None:
+            left_out[item.verdict or "bad"] += 1
+        else:
+            questions.append(found)
+            by_record += not item.answers
+    read = QuestionsFile(questions, left_out["bad"], left_out["good"], by_record)
     if not questions:
-        raise ValueError(f"questions file {path} holds no questions")
-    return questions
+        raise ValueError(
+            f"questions file {path} holds no question with an answer: {read.none_left()}"
+        )
+    return read
 
 
 def _retrieve_and_grade(settings: CommandSettings) -> Any:
@@ -196,30 +251,47 @@ class ThresholdReport:
 
     source: str
     run: RunSettings
-    questions: list[QuestionWithAnswers]
+    read: QuestionsFile
     observations: list[Observation]
     targets: tuple[float, float]
     """(correct_precision, incorrect_miss)."""
     fit: ThresholdFit
     fitted: PairOutcome
     current: PairOutcome
+    env_file: Path | None = None
+    """The ``.env`` file ``--write`` set the fitted pair in, if it did."""
+    changes: list[Change] = field(default_factory=list)
+    """What ``--write`` changed there."""
 
     @property
     def holding_answer(self) -> int:
         return sum(o.holds_answer for o in self.observations)
 
-    def environment_line(self) -> str:
+    def environment(self) -> dict[str, str]:
         """The variables that set the fitted pair for ``crag ask`` and the server."""
-        return (
-            f"{env_name('upper_threshold')}={self.fit.upper} "
-            f"{env_name('lower_threshold')}={self.fit.lower}"
-        )
+        return {
+            env_name("upper_threshold"): str(self.fit.upper),
+            env_name("lower_threshold"): str(self.fit.lower),
+        }
+
+    def environment_line(self) -> str:
+        """The variables as one line: ``CRAG_UPPER_THRESHOLD=... CRAG_LOWER_THRESHOLD=...``."""
+        return " ".join(f"{name}={value}" for name, value in self.environment().items())
+
+    def written_json(self) -> dict[str, Any] | None:
+        """What ``--write`` did: the file and each variable's old and new value."""
+        if self.env_file is None:
+            return None
+        changes = [{"variable": c.name, "old": c.old, "new": c.new} for c in self.changes]
+        return {"path": str(self.env_file), "changes": changes}
 
     def as_json(self) -> dict[str, Any]:
         total = len(self.observations)
         return {
             "questions_file": self.source,
             "questions": total,
+            "left_out": self.read.as_json(),
+            "answers_from": self.read.sources_json(),
             "holding_answer": self.holding_answer,
             "holding_answer_share": _share(self.holding_answer, total),
             "evaluator": self.run.deployment.evaluator,
@@ -234,9 +306,10 @@ class ThresholdReport:
             "fitted": _pair_json(self.fitted),
             "current": _pair_json(self.current),
             "environment": self.environment_line(),
+            "env_file": self.written_json(),
             "scores": [
                 {"question": q.question, "best_score": o.best_score, "holds_answer": o.holds_answer}
-                for q, o in zip(self.questions, self.observations, strict=True)
+                for q, o in zip(self.read.questions, self.observations, strict=True)
             ],
         }
 
@@ -307,6 +380,7 @@ def report_lines(report: ThresholdReport) -> list[str]:
     return [
         f"questions: {total} from {report.source} (top_k {run.top_k}, {run.retrieval} "
         f"retrieval, {run.deployment.evaluator} evaluator)",
+        *report.read.feedback_lines(),
         f"passages hold an answer: {_percent(report.holding_answer, total)}",
         *_fit_lines(report),
         "",
@@ -316,20 +390,24 @@ def report_lines(report: ThresholdReport) -> list[str]:
         *_cost_lines("current", report.current),
         "",
         report.environment_line(),
+        *_written_lines(report),
     ]
 
 
-def cmd_thresholds(
-    args: argparse.Namespace, settings_of: Callable[[argparse.Namespace], CommandSettings]
-) -> int:
-    """Fit the thresholds on FILE's questions and print them beside the current ones."""
+def _written_lines(report: ThresholdReport) -> list[str]:
+    """What ``--write`` changed: the file, then ``NAME: old -> new`` for each variable."""
+    if report.env_file is None:
+        return []
+    return [f"wrote {report.env_file}:", *(change.line() for change in report.changes)]
+
+
+def fit_report(args: argparse.Namespace, settings: CommandSettings) -> ThresholdReport:
+    """Retrieve and grade FILE's questions and fit the pair on them."""
     from crag.knowledge.threshold_fit import fit_thresholds, pair_outcome
 
-    if args.top_k is not None:
-        args.set = [*(args.set or []), f"top_k={args.top_k}"]
-    settings = settings_of(args)
     run = settings.run_settings()
-    questions = read_questions(Path(args.file), run.deployment.max_question_chars)
+    read = read_questions(Path(args.file), run.deployment.max_question_chars)
+    questions = read.questions
     logger.info("fitting the thresholds on %d questions from %s", len(questions), args.file)
     observations = observe(questions, settings)
     current = run.action_thresholds()
@@ -339,16 +417,38 @@ def cmd_thresholds(
         incorrect_miss=args.incorrect_miss,
         current=current,
     )
-    report = ThresholdReport(
+    return ThresholdReport(
         source=args.file,
         run=run,
-        questions=questions,
+        read=read,
         observations=observations,
         targets=(args.correct_precision, args.incorrect_miss),
         fit=fit,
         fitted=pair_outcome(observations, fit.upper, fit.lower),
         current=pair_outcome(observations, *current),
     )
+
+
+def cmd_thresholds(
+    args: argparse.Namespace, settings_of: Callable[[argparse.Namespace], CommandSettings]
+) -> int:
+    """Fit the thresholds on FILE's questions and print them beside the current ones.
+
+    With ``--write``, the fitted pair is set in the ``.env`` file first; the report then says
+    what each variable was and is.
+    """
+    from crag.app.cli.env_file import default_env_file, set_variables
+
+    if args.env_file is not None and not args.write:
+        raise ValueError("--env-file names the file --write changes: give --write too")
+    if args.top_k is not None:
+        args.set = [*(args.set or []), f"top_k={args.top_k}"]
+    report = fit_report(args, settings_of(args))
+    if args.write:
+        env_file = Path(args.env_file) if args.env_file else default_env_file(Path.cwd())
+        changes = set_variables(env_file, report.environment())
+        logger.info("set the fitted thresholds in %s", env_file)
+        report = dataclasses.replace(report, env_file=env_file, changes=changes)
     if args.json:
         sys.stdout.write(json_text(report.as_json()) + "\n")
     else:
@@ -377,11 +477,14 @@ def add_thresholds_command(
         "thresholds",
         help="fit the action trigger's two thresholds to your own questions",
         description="Retrieve and grade every question of FILE (JSON Lines: "
-        '{"question": "...", "answers": ["..."]}) as `crag ask` does, then fit the upper '
+        '{"question": "...", "answers": ["..."]}, or the lines `crag feedback export` writes) '
+        "as `crag ask` does, then fit the upper "
         "threshold (Correct: the passages hold an answer) and the lower one (Incorrect: they "
         "do not), and print what the fitted and the current pair do to the questions.",
     )
-    thresholds.add_argument("file", metavar="FILE", help="questions with answers (JSON Lines)")
+    thresholds.add_argument(
+        "file", metavar="FILE", help="questions with answers, or feedback (JSON Lines)"
+    )
     thresholds.add_argument(
         "--top-k", type=int, metavar="N", help="passages retrieved per question (setting top_k)"
     )
@@ -401,5 +504,16 @@ def add_thresholds_command(
         help="largest share of Incorrect questions whose passages hold an answer (default 0.1)",
     )
     thresholds.add_argument("--json", action="store_true", help="print the report as JSON")
+    thresholds.add_argument(
+        "--write",
+        action="store_true",
+        help="set the fitted pair in the .env file the server reads (CRAG_UPPER_THRESHOLD, "
+        "CRAG_LOWER_THRESHOLD), keeping its other lines, and print each old and new value",
+    )
+    thresholds.add_argument(
+        "--env-file",
+        metavar="PATH",
+        help="the file --write changes (default: the .env langgraph.json names, here: .env)",
+    )
     store_options(thresholds)
     thresholds.set_defaults(func=functools.partial(cmd_thresholds, settings_of=settings_of))

@@ -5,12 +5,16 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from crag.app.cli.commands import main
+from crag.app.feedback_store import FeedbackInput, FeedbackStore, Verdict
+from crag.app.web.account_store import AccountDatabase
 from crag.core.method import operator_method
 from crag.knowledge.threshold_fit import Observation, fit_thresholds, pair_outcome
 from tests.integration_support import build_small_store
@@ -129,7 +133,8 @@ def test_recorded_scores_are_those_the_graph_grades(
         ),
         ('{"question": "Who?"}\n', 'line 1: no answers: "answers" must be'),
         ('\n{"question": "Who?", "answers": []}\n', "line 2: no answers"),
-        ('{"question": "Who?", "possible_answers": "x"}\n', "line 1: no answers"),
+        ('{"question": "Who?", "possible_answers": "x"}\n', 'line 1: "possible_answers" must be'),
+        ('{"question": "Who?", "verdict": "meh"}\n', 'line 1: "verdict" must be "good" or "bad"'),
         ('{"question": "  ", "answers": ["x"]}\n', "line 1: empty question"),
         ('{"answers": ["x"]}\n', "line 1: empty question"),
         ('["Who?", ["x"]]\n', "line 1: a JSON object was expected, not list"),
@@ -174,3 +179,148 @@ def test_a_share_outside_zero_to_one_is_refused(
         main(["thresholds", str(questions), "--correct-precision", "1.5"])
     assert exit_info.value.code == 2
     assert "not a share between 0 and 1" in capsys.readouterr().err
+
+
+def _json_report(*args: str) -> dict[str, Any]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["thresholds", *args, "--top-k", "3", "--json"]) == 0
+    parsed: dict[str, Any] = json.loads(out.getvalue())
+    return parsed
+
+
+def _feedback_export(tmp_path: Path) -> Path:
+    """A file of ``crag feedback export``, from feedback stored as the server stores it."""
+    database = tmp_path / "threads.sqlite"
+    store = FeedbackStore(AccountDatabase(database))
+    given: list[tuple[Verdict, str, str, str]] = [  # verdict, expected, question, crag's answer
+        ("good", "", "Who painted the Mona Lisa?", "Leonardo da Vinci."),
+        ("bad", "Paris", "In which city is the Louvre museum?", "Lyon."),
+        ("bad", "", "Who wrote the novel Moby-Dick?", "Mark Twain."),
+    ]
+    try:
+        for number, (verdict, expected, question, answer) in enumerate(given):
+            feedback = FeedbackInput(thread_id=f"t{number}", verdict=verdict, expected=expected)
+            record = {"question": question, "answer": answer}
+            store.save("alice", feedback, f"r{number}", record, per_hour=None)
+    finally:
+        store.database.close()
+    exported = tmp_path / "feedback.jsonl"
+    assert main(["feedback", "export", "--threads-db", str(database), "-o", str(exported)]) == 0
+    return exported
+
+
+def test_a_feedback_export_is_fitted_on_the_lines_that_tell_an_answer(
+    store: Path, report: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Good: the answer crag gave; an expected answer; bad without one is left out, and said."""
+    exported = _feedback_export(tmp_path)
+    capsys.readouterr()
+    fitted = _json_report(str(exported), "--store", str(store))
+    assert fitted["questions"] == 2
+    assert fitted["left_out"] == {"bad_without_expected": 1, "good_without_answer": 0}
+    assert fitted["answers_from"] == {"good_by_record": 1}
+    plain = {s["question"]: s for s in report["scores"]}
+    for scored in fitted["scores"]:  # the same passages; the answers of the feedback
+        assert scored["best_score"] == plain[scored["question"]]["best_score"]
+    held = [s["holds_answer"] for s in fitted["scores"]]
+    assert held == [
+        plain[q]["holds_answer"]
+        for q in ("Who painted the Mona Lisa?", "In which city is the Louvre museum?")
+    ]
+
+    assert main(["thresholds", str(exported), "--store", str(store), "--top-k", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"questions: 2 from {exported}")
+    assert (
+        "left out: 1 feedback line marked bad without an expected answer (it cannot say "
+        "whether the passages hold an answer)" in out
+    )
+    assert out[2].startswith("answers from crag: 1 feedback line marked good without an ")
+
+
+def test_only_bad_feedback_without_answers_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "feedback.jsonl"
+    path.write_text('{"question": "Who?", "verdict": "bad", "record": {"answer": "Bob."}}\n')
+    assert main(["thresholds", str(path), "--store", str(tmp_path / "no-store")]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"crag: error: questions file {path} holds no question with an answer: 1 feedback line "
+        "marked bad without an expected answer was left out\n"
+    )
+
+
+ENV_TEXT = (
+    "# the server's settings\r\n"  # a CRLF line: kept as it is
+    "HF_HUB_OFFLINE=1\n"
+    "export CRAG_UPPER_THRESHOLD=0.59   # the paper's\n"
+    "\n"
+    "# CRAG_LOWER_THRESHOLD=\n"
+    "CRAG_TOP_K=5"  # no end on the last line
+)
+
+
+def test_write_sets_the_fitted_pair_in_the_env_file_and_keeps_the_rest(
+    store: Path,
+    questions: Path,
+    report: dict[str, Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    env = tmp_path / "server.env"
+    env.write_bytes(ENV_TEXT.encode())
+    env.chmod(0o640)
+    upper, lower = report["upper_threshold"], report["lower_threshold"]
+    args = [str(questions), "--store", str(store), "--write", "--env-file", str(env)]
+    assert main(["thresholds", *args, "--top-k", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-3:] == [
+        f"wrote {env}:",
+        f"CRAG_UPPER_THRESHOLD: 0.59 -> {upper}",
+        f"CRAG_LOWER_THRESHOLD: unset -> {lower}",
+    ]
+    assert (
+        env.read_bytes()
+        == (
+            ENV_TEXT.replace(
+                "export CRAG_UPPER_THRESHOLD=0.59   # the paper's", f"CRAG_UPPER_THRESHOLD={upper}"
+            )
+            + f"\nCRAG_LOWER_THRESHOLD={lower}\n"
+        ).encode()
+    )
+    assert stat.S_IMODE(env.stat().st_mode) == 0o640
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary
+
+    # again, with --json: the same file now holds the pair; the report says so
+    written = _json_report(*args, "--store", str(store))["env_file"]
+    assert written == {
+        "path": str(env),
+        "changes": [
+            {"variable": "CRAG_UPPER_THRESHOLD", "old": str(upper), "new": str(upper)},
+            {"variable": "CRAG_LOWER_THRESHOLD", "old": str(lower), "new": str(lower)},
+        ],
+    }
+    assert env.read_text().count("CRAG_LOWER_THRESHOLD=") == 2  # the comment, and the line
+
+
+def test_write_to_a_folder_is_one_line(
+    questions: Path, store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [str(questions), "--store", str(store), "--top-k", "3"]
+    assert main(["thresholds", *args, "--write", "--env-file", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"crag: error: env file {tmp_path} is a directory, not a file\n"
+    assert os.listdir(tmp_path) == []
+
+
+def test_env_file_without_write_is_refused_before_any_work(
+    questions: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = tmp_path / ".env"
+    args = [str(questions), "--store", str(tmp_path / "no-store"), "--env-file", str(env)]
+    assert main(["thresholds", *args]) == 2
+    err = capsys.readouterr().err
+    assert err == "crag: error: --env-file names the file --write changes: give --write too\n"
+    assert not env.exists()
