@@ -23,18 +23,15 @@ import hashlib
 import html
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Iterator
 from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["DOCS_PATH", "OPENAPI_PATH", "ApiDocs", "render_reference", "with_security"]
 
 logger = logging.getLogger(__name__)
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 DOCS_PATH = "/docs"
 OPENAPI_PATH = "/openapi.json"

@@ -48,10 +48,12 @@ import hmac
 import html
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 from urllib.parse import parse_qs
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crag.app.web.accounts import MAX_PASSWORD_CHARS, Account, Accounts
 from crag.app.web.credentials import (
@@ -87,11 +89,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 IDENTITY_KEY = "crag.identity"
 """The scope key under which the gate leaves the caller's identity for the routes."""

@@ -38,8 +38,10 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crag.core.caller import AUTH_KEYS, SERVED_KEY
 from crag.core.setting_kinds import other_kind_error
@@ -50,11 +52,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RefuseOtherKinds", "refusal", "served_app", "served_fastapi_app"]
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _RUNS = r"(?:/threads/[^/]+)?/runs(?:/stream|/wait|/crons)?|/runs/batch"
 _COMMANDS = re.compile(r"/threads/[^/]+/commands/?")
