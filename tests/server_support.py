@@ -106,6 +106,44 @@ def langgraph_server(workdir: Path, env: Mapping[str, str]) -> Iterator[DevServe
         server.stop()
 
 
+MEMBER_PASSWORD = "correct horse battery"
+"""The password of the members :func:`member_keys` makes."""
+
+
+def member_keys(threads_db: Path, names: tuple[str, ...] = ("alice", "bob")) -> dict[str, str]:
+    """Members' API keys, made as the operator makes them (``crag users add``)."""
+    from crag.app.web.accounts import Accounts
+
+    made = Accounts(threads_db)
+    return {name: made.add(name, MEMBER_PASSWORD) for name in names}
+
+
+@contextmanager
+def team_server(
+    workdir: Path, store_dir: Path, extra: Mapping[str, str] | None = None
+) -> Iterator[DevServer]:
+    """A team's server: the small store in ``store_dir``, its threads database (and accounts)
+    there too, and a SearxNG stand-in that answers 500 (no web knowledge); ``extra`` settings.
+    """
+    from tests.websearch_server import WebsearchServer
+
+    store = build_server_store(store_dir / "chroma")
+    with WebsearchServer() as search:
+        search.search_status = 500
+        env = {
+            "CRAG_STORE_PATH": str(store),
+            "CRAG_COLLECTION": "crag",
+            "CRAG_DEFAULT_CORPUS": "false",
+            "CRAG_SEARCH_PROVIDER": "searxng",
+            "CRAG_SEARCH_URL": search.url,
+            "CRAG_ALLOWED_HOSTS": "127.0.0.1",
+            "CRAG_THREADS_DB": str(store_dir / "threads.sqlite"),
+            **(extra or {}),
+        }
+        with langgraph_server(workdir, env) as started:
+            yield started
+
+
 @dataclass
 class ChromaServer:
     """A running ``chroma run``."""

@@ -21,16 +21,14 @@ import langgraph_api  # noqa: F401 - missing, the test fails: it never skips
 import langgraph_sdk
 import pytest
 
-from crag.app.web.accounts import Accounts
 from crag_bench.dev_server import DevServer
-from tests.server_support import build_server_store, langgraph_server
-from tests.websearch_server import WebsearchServer
+from tests.server_support import MEMBER_PASSWORD, member_keys, team_server
 
 sync_client: Any = langgraph_sdk.get_sync_client
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(600)]
 
-PASSWORD = "correct horse battery"
+PASSWORD = MEMBER_PASSWORD
 MONA = "Who painted the Mona Lisa?"
 
 
@@ -41,29 +39,15 @@ def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def keys(store_dir: Path) -> dict[str, str]:
-    """Two members' API keys, made as the operator makes them (``crag users add``)."""
-    made = Accounts(store_dir / "threads.sqlite")
-    return {name: made.add(name, PASSWORD) for name in ("alice", "bob")}
+    return member_keys(store_dir / "threads.sqlite")
 
 
 @pytest.fixture(scope="module")
 def server(
     tmp_path_factory: pytest.TempPathFactory, store_dir: Path, keys: dict[str, str]
 ) -> Iterator[DevServer]:
-    store = build_server_store(store_dir / "chroma")
-    with WebsearchServer() as search:
-        search.search_status = 500
-        env = {
-            "CRAG_STORE_PATH": str(store),
-            "CRAG_COLLECTION": "crag",
-            "CRAG_DEFAULT_CORPUS": "false",
-            "CRAG_SEARCH_PROVIDER": "searxng",
-            "CRAG_SEARCH_URL": search.url,
-            "CRAG_ALLOWED_HOSTS": "127.0.0.1",
-            "CRAG_THREADS_DB": str(store_dir / "threads.sqlite"),
-        }
-        with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as started:
-            yield started
+    with team_server(tmp_path_factory.mktemp("langgraph_dev"), store_dir) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")
