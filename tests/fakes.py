@@ -203,3 +203,24 @@ class CountingEmbeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self.inner.embed_query(text)
+
+
+class _MonaLisaScorer(FixedScoreEvaluator):
+    """Scores as :class:`FixedScoreEvaluator` for Mona Lisa questions, -1 for any other."""
+
+    def score(self, question: str, passages: Any) -> list[float]:
+        scores = super().score(question, passages)
+        return scores if "Mona" in question else [-1.0] * len(scores)
+
+
+def mona_lisa_app_components(monkeypatch: MonkeyPatch) -> FakeComponents:
+    """The app's components, faked: Mona Lisa questions are Correct; any other is Incorrect
+    and web search is down. The CLI's and the Python API's graphs use them too."""
+    fakes = FakeComponents(
+        store=StaticStore(corpus_documents()),
+        scorer=_MonaLisaScorer({"Leonardo": 0.9}),
+        chat=scripted_chat(),
+        web=StaticSearch(error="search is off in this test"),
+    )
+    use_app_components(monkeypatch, fakes)
+    return fakes

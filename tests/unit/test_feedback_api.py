@@ -19,13 +19,7 @@ from crag.app.cli.commands import main
 from crag.core.deployment import deployment_settings
 from crag.core.method import operator_method
 from tests.fakes import (
-    FakeComponents,
-    FixedScoreEvaluator,
-    StaticSearch,
-    StaticStore,
-    corpus_documents,
-    scripted_chat,
-    use_app_components,
+    mona_lisa_app_components,
 )
 
 MONA = "Who painted the Mona Lisa?"
@@ -35,20 +29,7 @@ NITROGEN = "What is the boiling point of liquid nitrogen?"
 @pytest.fixture
 def components(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Mona Lisa questions are Correct; anything else is Incorrect and web search is down."""
-
-    class ByQuestion(FixedScoreEvaluator):
-        def score(self, question: str, passages: Any) -> list[float]:
-            scores = super().score(question, passages)
-            return scores if "Mona" in question else [-1.0] * len(scores)
-
-    fakes = FakeComponents(
-        store=StaticStore(corpus_documents()),
-        scorer=ByQuestion({"Leonardo": 0.9}),
-        chat=scripted_chat(),
-        web=StaticSearch(error="search is off in this test"),
-    )
-    use_app_components(monkeypatch, fakes)
-    return fakes
+    return mona_lisa_app_components(monkeypatch)
 
 
 def test_feedback_records_the_run_as_it_was(tmp_path: Path, components: Any) -> None:

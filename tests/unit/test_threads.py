@@ -16,13 +16,7 @@ import pytest
 from crag.app.api import apersistent_graph, persistent_graph, thread_config, thread_turns
 from crag.app.cli.commands import main
 from tests.fakes import (
-    FakeComponents,
-    FixedScoreEvaluator,
-    StaticSearch,
-    StaticStore,
-    corpus_documents,
-    scripted_chat,
-    use_app_components,
+    mona_lisa_app_components,
 )
 
 MONA = "Who painted the Mona Lisa?"
@@ -32,20 +26,7 @@ NITROGEN = "What is the boiling point of liquid nitrogen?"
 @pytest.fixture
 def components(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Mona Lisa questions are Correct; anything else is Incorrect and web search is down."""
-
-    class ByQuestion(FixedScoreEvaluator):
-        def score(self, question: str, passages: Any) -> list[float]:
-            scores = super().score(question, passages)
-            return scores if "Mona" in question else [-1.0] * len(scores)
-
-    fakes = FakeComponents(
-        store=StaticStore(corpus_documents()),
-        scorer=ByQuestion({"Leonardo": 0.9}),
-        chat=scripted_chat(),
-        web=StaticSearch(error="search is off in this test"),
-    )
-    use_app_components(monkeypatch, fakes)  # the CLI's graphs too
-    return fakes
+    return mona_lisa_app_components(monkeypatch)
 
 
 def test_thread_survives_reopening_and_each_run_resets_its_fields(
