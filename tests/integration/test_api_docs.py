@@ -16,7 +16,7 @@ import langgraph_api  # noqa: F401 - missing, the test fails: it never skips
 import pytest
 
 from crag_bench.dev_server import DevServer
-from tests.browser_support import browser, chromium_missing
+from tests.browser_support import chromium_missing
 from tests.server_support import langgraph_server
 
 if chromium_missing():
@@ -35,12 +35,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     }
     with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as started:
         yield started
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    with browser() as launched:
-        yield launched
 
 
 def test_the_openapi_document_declares_the_keys_headers(server: DevServer) -> None:

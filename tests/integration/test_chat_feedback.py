@@ -22,11 +22,10 @@ import pytest
 from crag.app.web.accounts import Accounts
 from crag_bench.dev_server import DevServer
 from tests.browser_support import DESKTOP, screenshot
-from tests.integration.test_chat_page import (  # noqa: F401 - chromium, search_server, shots: fixtures
+from tests.integration.test_chat_page import (  # noqa: F401 - search_server, shots: fixtures
     ANSWER_TIMEOUT,
     MONA_QUESTION,
     ask,
-    chromium,
     search_server,
     shots,
 )
@@ -72,7 +71,7 @@ def server(
         yield started
 
 
-def signed_in(chromium: Any, server: DevServer, name: str) -> Any:  # noqa: F811
+def signed_in(chromium: Any, server: DevServer, name: str) -> Any:
     """A new browser page where ``name`` signed in with the page's form, ready to ask."""
     page = chromium.new_context(viewport=DESKTOP).new_page()
     page.goto(f"{server.url}/chat/")
@@ -125,7 +124,7 @@ def pressed(answer: Any, verdict: str) -> Any:
 
 def test_a_vote_is_stored_replaced_and_shown_again_and_only_its_owner_sees_it(
     server: DevServer,
-    chromium: Any,  # noqa: F811
+    chromium: Any,
     keys: dict[str, str],
     shots: Path,  # noqa: F811
 ) -> None:
@@ -182,7 +181,7 @@ def test_a_vote_is_stored_replaced_and_shown_again_and_only_its_owner_sees_it(
 
 def test_side_by_side_the_better_answer_is_chosen_and_saved_with_the_vote(
     server: DevServer,
-    chromium: Any,  # noqa: F811
+    chromium: Any,
     keys: dict[str, str],
     shots: Path,  # noqa: F811
 ) -> None:
@@ -213,7 +212,7 @@ def test_side_by_side_the_better_answer_is_chosen_and_saved_with_the_vote(
 
 def test_a_refused_vote_is_told_in_the_servers_sentence_beside_the_buttons(
     server: DevServer,
-    chromium: Any,  # noqa: F811
+    chromium: Any,
     keys: dict[str, str],
     shots: Path,  # noqa: F811
 ) -> None:

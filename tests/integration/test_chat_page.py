@@ -25,7 +25,7 @@ import pytest
 
 from crag.core.context import Context
 from crag_bench.dev_server import DevServer
-from tests.browser_support import PHONE, browser, chromium_missing, open_page, screenshot
+from tests.browser_support import PHONE, chromium_missing, open_page, screenshot
 from tests.document_factory import PAGES, ZEPHYR, write_pdf
 from tests.server_support import build_server_store, langgraph_server, served_environment
 from tests.websearch_server import WebsearchServer
@@ -67,12 +67,6 @@ def server(
     env = served_environment(store, search_server.url, ingest_root)
     with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as started:
         yield started
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    with browser() as launched:
-        yield launched
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ import langgraph_api  # noqa: F401 - missing, the test fails: it never skips
 import pytest
 
 from crag_bench.dev_server import HOST, DevServer, free_port
-from tests.browser_support import browser, chromium_missing
+from tests.browser_support import chromium_missing
 from tests.server_support import langgraph_server
 
 if chromium_missing():
@@ -90,12 +90,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, listed_site: str) -> Iterat
     }
     with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as started:
         yield started
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    with browser() as launched:
-        yield launched
 
 
 def _fetch_from(chromium: Any, site: str, server: DevServer, key: str, kind: str) -> Any:

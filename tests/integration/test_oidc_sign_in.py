@@ -27,7 +27,7 @@ import pytest
 from crag.app.web.accounts import Account, Accounts
 from crag.app.web.provider_identities import ProviderIdentities, ProviderUser
 from crag_bench.dev_server import DevServer
-from tests.browser_support import browser, chromium_missing
+from tests.browser_support import chromium_missing
 from tests.server_support import langgraph_server
 
 if chromium_missing():
@@ -83,12 +83,6 @@ def server(
     }
     with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as started:
         yield started
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    with browser() as launched:
-        yield launched
 
 
 def _sign_in_at_the_provider(chromium: Any, server: DevServer, choice: str) -> Any:

@@ -27,7 +27,7 @@ import langgraph_sdk
 import pytest
 
 from crag_bench.dev_server import HOST, DevServer, free_port
-from tests.browser_support import browser, chromium_missing
+from tests.browser_support import chromium_missing
 from tests.server_support import MEMBER_PASSWORD, member_keys, team_server
 
 sync_client: Any = langgraph_sdk.get_sync_client
@@ -139,12 +139,6 @@ def server(
 @pytest.fixture(scope="module")
 def client(server: DevServer) -> Any:
     return sync_client(url=server.url, api_key=server.token, timeout=120)
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    with browser() as launched:
-        yield launched
 
 
 def _planted(client: Any) -> list[Any]:
