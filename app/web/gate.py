@@ -4,7 +4,8 @@
 langgraph-api's own (CORS, logging, authentication) and of every route, the chat page's and
 the API's, HTTP and WebSocket alike. In this order, each refusal one sentence with its status:
 
-1. ``GET /ok`` answers anyone: it tells only that the server is up.
+1. ``GET /ok`` answers anyone: it tells only that the server is up (to a listed origin with
+   the CORS headers, so a page can tell that its server is up).
 2. **Host**: the ``Host`` header must name a loopback name (127.0.0.1, localhost, [::1]) or one
    of ``server_hosts``: 403 otherwise, so a page cannot reach the server through a name it
    controls (DNS rebinding).
@@ -318,12 +319,12 @@ class Gate:
             await self.app(scope, receive, send)
             return
         request = _Request(scope, _headers(scope))
-        if request.is_http and request.path == "/ok" and request.method in {"GET", "HEAD"}:
-            await self.app(scope, receive, send)
-            return
         config = self.config
         listed = bool(request.origin) and request.origin in config.origins
         answer = _with_cors(send, request.origin) if listed else send
+        if request.is_http and request.path == "/ok" and request.method in {"GET", "HEAD"}:
+            await self.app(scope, receive, answer)
+            return
         refusal = _where_refusal(request, config)
         if refusal is not None:
             await _refuse(request, answer, 403, refusal)
@@ -554,21 +555,38 @@ def _with_cors(send: Send, origin: str) -> Send:
 
     async def sending(message: Message) -> None:
         if message["type"] == "http.response.start":
+            given = message.get("headers", [])
             headers = [
                 (name, value)
-                for name, value in message.get("headers", [])
-                if not name.lower().startswith(b"access-control-")
+                for name, value in given
+                if not name.lower().startswith(b"access-control-") and name.lower() != b"vary"
             ]
             headers += [
                 (b"access-control-allow-origin", origin.encode()),
                 (b"access-control-allow-credentials", b"true"),
                 (b"access-control-expose-headers", _EXPOSED.encode()),
-                (b"vary", b"Origin"),
+                (b"vary", _vary_with_origin(given)),
             ]
             message["headers"] = headers
         await send(message)
 
     return sending
+
+
+def _vary_with_origin(headers: list[tuple[bytes, bytes]]) -> bytes:
+    """One ``Vary`` value: the response's own (the server behind may add ``Origin`` too) and ours.
+
+    Two ``Vary: Origin`` lines are legal but were seen as one doubled value by proxies and
+    tests; the names are merged without repeats, case-insensitively.
+    """
+    names: dict[bytes, bytes] = {}
+    for name, value in headers:
+        if name.lower() == b"vary":
+            for part in value.split(b","):
+                if part.strip():
+                    names.setdefault(part.strip().lower(), part.strip())
+    names.setdefault(b"origin", b"Origin")
+    return b", ".join(names.values())
 
 
 _PREFLIGHT_HEADERS = ("authorization", "x-api-key", "content-type")

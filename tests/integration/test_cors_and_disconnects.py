@@ -158,6 +158,25 @@ def test_refusals_carry_cors_headers_for_the_listed_origin_only(
     assert not [name for name in unlisted.headers if name.startswith("access-control-")]
 
 
+def test_a_listed_origins_success_and_health_check_carry_one_vary_and_the_cors_headers(
+    server: DevServer, listed_site: str, unlisted_site: str
+) -> None:
+    ok = httpx.post(
+        f"{server.url}/threads/search",
+        json={},
+        headers={"origin": listed_site, "x-api-key": server.token},
+    )
+    assert ok.status_code == 200
+    vary = [v.strip().lower() for value in ok.headers.get_list("vary") for v in value.split(",")]
+    assert vary.count("origin") == 1, ok.headers.get_list("vary")
+    health = httpx.get(f"{server.url}/ok", headers={"origin": listed_site})
+    assert health.status_code == 200
+    assert health.headers["access-control-allow-origin"] == listed_site
+    other = httpx.get(f"{server.url}/ok", headers={"origin": unlisted_site})
+    assert other.status_code == 200
+    assert not [name for name in other.headers if name.startswith("access-control-")]
+
+
 def _leave_mid_body(server: DevServer, path: str, length_header: bytes, part: bytes) -> None:
     """Send a request's head and part of its body, then hang up."""
     port = int(server.url.rsplit(":", 1)[1])
