@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar, cast, overload
 
+import cachetools
 from langgraph.runtime import Runtime
 
 from crag.core.cancellation import cancellable_node
@@ -55,7 +55,9 @@ class GraphSettings:
         self.method = method
         self.deployment = deployment
         self._lock = threading.Lock()
-        self._recent: OrderedDict[tuple[int, int, int], tuple[object, ...]] = OrderedDict()
+        self._recent: cachetools.LRUCache[tuple[int, int, int], tuple[object, ...]] = (
+            cachetools.LRUCache(_RECENT)
+        )
 
     def for_run(self, context: object) -> RunSettings:
         """The settings a node of the run with ``context`` reads.
@@ -75,13 +77,10 @@ class GraphSettings:
             if hit is not None and all(
                 a is b for a, b in zip(hit[:3], (run, method, deployment), strict=True)
             ):
-                self._recent.move_to_end(key)
                 return cast("RunSettings", hit[3])
         settings = RunSettings.combine(run, method, deployment)
         with self._lock:
             self._recent[key] = (run, method, deployment, settings)
-            while len(self._recent) > _RECENT:
-                self._recent.popitem(last=False)
         return settings
 
 

@@ -113,11 +113,6 @@ def _endpoint_of(spec: str, endpoint: EndpointConfig | None) -> EndpointConfig |
     return endpoint or EndpointConfig.from_settings()
 
 
-def clear_evaluator_cache() -> None:
-    """Forget loaded evaluators, so the next :func:`load_evaluator` call loads afresh."""
-    _load_cached.cache_clear()
-
-
 @lru_cache(maxsize=8)
 def _load_cached(
     name: str,

@@ -151,6 +151,15 @@ def retry_delay(exc: BaseException, attempt: int) -> float | None:
     Statuses of :data:`RETRY_STATUSES` wait for the server's ``Retry-After`` where it gave one,
     else for an exponential back-off; a connection that could not be made backs off too, unless
     TLS failed (that is a setting, which no retry mends).
+
+    Not the OpenAI client's own retries (``max_retries``, which also read ``Retry-After`` and
+    ``retry-after-ms``; openai 2.x, ``_base_client``): they are switched off
+    (:mod:`crag.generator.endpoint`) because they retry inside one call, so the error that
+    comes out cannot say how many tries were made, how long they took, nor what the server
+    asked (:func:`describe_status`); each try gets the whole timeout instead of sharing one
+    deadline (:func:`crag.generator.endpoint_loop.request` gives up at once when the wait
+    would not fit); and they also retry a timeout, a failed TLS handshake, HTTP 409 and every
+    5xx, which crag does not.
     """
     status = status_of(exc)
     if status is not None and status not in RETRY_STATUSES:

@@ -22,7 +22,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # start inherit it.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from crag.evaluator.registry import clear_evaluator_cache
 from crag.graph.builder import CragGraph, build_graph
 from tests import network_guard
 from tests.fakes import (
@@ -34,6 +33,7 @@ from tests.fakes import (
     scripted_chat,
     use_app_components,
 )
+from tests.process_caches import clear_evaluator_cache
 from tests.tiny_cross_encoder import build_tiny_cross_encoder
 from tests.tiny_t5 import build_tiny_t5
 

@@ -164,12 +164,6 @@ def refresh_lexical_index(store: Any) -> None:
         logger.warning("could not refresh the lexical index (the next search will): %s", exc)
 
 
-def forget_lexical_indexes() -> None:
-    """Drop the indexes this process holds in memory (tests; the files stay)."""
-    with _guard:
-        _cache.clear()
-
-
 def _allowed(store: Any, where: dict[str, Any] | None) -> set[str] | None:
     """The ids of the chunks ``where`` lets through (``None``: no filter)."""
     if not where:

@@ -680,7 +680,7 @@ def _as_int(value: Any) -> int:
 
 
 def close_stores() -> None:
-    """Close every cached Chroma client (tests, or before deleting a store directory)."""
+    """Close every cached Chroma client (``crag serve`` reopening changed stores, or tests)."""
     with _clients_lock:
         for key, client in list(_clients.items()):
             _close_client(client)

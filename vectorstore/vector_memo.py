@@ -18,10 +18,10 @@ store built with another model of the same dimension already retrieves nonsense)
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+import cachetools
 import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -43,7 +43,7 @@ class VectorMemo:
         if max_entries < 0:
             raise ValueError(f"max_entries must not be negative, got {max_entries}")
         self.max_entries = max_entries
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._vectors: cachetools.LRUCache[str, np.ndarray] = cachetools.LRUCache(max_entries)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -70,18 +70,11 @@ class VectorMemo:
                 if not array.size or not np.isfinite(array).all():
                     continue
                 self._vectors[text] = array
-                self._vectors.move_to_end(text)
-            while len(self._vectors) > self.max_entries:
-                self._vectors.popitem(last=False)
 
     def recall(self, texts: Sequence[str]) -> list[np.ndarray | None]:
         """The kept vector of each text, or ``None`` where none is kept."""
         with self._lock:
-            found = [self._vectors.get(text) for text in texts]
-            for text, vector in zip(texts, found, strict=True):
-                if vector is not None:
-                    self._vectors.move_to_end(text)
-        return found
+            return [self._vectors.get(text) for text in texts]
 
     def clear(self) -> None:
         """Forget every vector."""

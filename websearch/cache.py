@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
+
+import cachetools
 
 from crag.websearch.base import SearchResult
 from crag.websearch.pages import PageText
@@ -30,7 +31,10 @@ class TTLCache(Generic[K, V]):
     """A bounded, thread-safe mapping whose entries expire.
 
     The time-to-live is given per lookup, so runs with different ``web_cache_ttl`` settings
-    can share one cache.
+    can share one cache. That is why this is not :class:`cachetools.TTLCache` (one ttl fixed
+    when it is built, an entry dropped once past it): here an entry too old for one run is still
+    found by another run with a longer ttl. The bound and the least-recently-used order are a
+    :class:`cachetools.LRUCache` of ``(stored at, value)``.
 
     Args:
         maxsize: Most entries kept; the least recently used go first.
@@ -43,7 +47,7 @@ class TTLCache(Generic[K, V]):
             raise ValueError(f"maxsize must be positive, got {maxsize!r}")
         self.maxsize = maxsize
         self.clock = clock
-        self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
+        self._entries: cachetools.LRUCache[K, tuple[float, V]] = cachetools.LRUCache(maxsize)
         self._lock = threading.Lock()
 
     def get(self, key: K, ttl: float) -> V | None:
@@ -55,18 +59,12 @@ class TTLCache(Generic[K, V]):
             if entry is None:
                 return None
             stored_at, value = entry
-            if self.clock() - stored_at >= ttl:
-                return None
-            self._entries.move_to_end(key)
-            return value
+            return None if self.clock() - stored_at >= ttl else value
 
     def put(self, key: K, value: V) -> None:
         """Store ``value`` under ``key`` (now), evicting the oldest entries past ``maxsize``."""
         with self._lock:
             self._entries[key] = (self.clock(), value)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.maxsize:
-                self._entries.popitem(last=False)
 
     def clear(self) -> None:
         """Forget every entry."""

@@ -1,6 +1,7 @@
 """Fetch web pages safely: bounded in time and size, checked at every hop, without cookies.
 
-:class:`PageFetcher` wraps one ``httpx.AsyncClient`` for a batch of pages:
+:class:`PageFetcher` wraps one guarded ``httpx.AsyncClient``
+(:func:`crag.websearch.guarded_client.guarded_async_client`) for a batch of pages:
 
 * **Addresses.** Every URL (the first and each redirect target) must pass
   :func:`crag.websearch.safety.check_url`. Host names are resolved by the client's guarded
@@ -21,8 +22,8 @@
   when asked for (``pdf=True``), anything else is skipped. A missing or generic type is
   decided from the first bytes.
 * **No credentials.** User names and passwords are removed from URLs, no ``Authorization``
-  header is sent, ``.netrc`` is not read and a cookie jar that refuses every cookie means a
-  cookie set by one page (or hop) is never sent back.
+  header is sent, ``.netrc`` is not read and the guarded client's cookie jar refuses every
+  cookie, so a cookie set by one page (or hop) is never sent back.
 """
 
 from __future__ import annotations
@@ -31,17 +32,15 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.cookiejar import Cookie, CookieJar, DefaultCookiePolicy
 from types import TracebackType
 from urllib.parse import urljoin
-from urllib.request import Request
 
 import httpx
 
 from crag.websearch.guarded_client import (
     ReplyRefusedError,
     ReplyTooLargeError,
-    guarded_async_transport,
+    guarded_async_client,
 )
 from crag.websearch.safety import AddressPolicy, HostLookupError, UnsafeURLError, check_url
 
@@ -124,16 +123,6 @@ class FetchedPage:
         return self.media_type in PDF_TYPES
 
 
-class _NoCookies(DefaultCookiePolicy):
-    """Accept no cookie and send none."""
-
-    def set_ok(self, cookie: Cookie, request: Request) -> bool:
-        return False
-
-    def return_ok(self, cookie: Cookie, request: Request) -> bool:
-        return False
-
-
 def _status_text(status: int) -> str:
     try:
         return f"HTTP {status} {HTTPStatus(status).phrase}"
@@ -166,17 +155,12 @@ class PageFetcher:
         self._client: httpx.AsyncClient | None = None
 
     async def __aenter__(self) -> PageFetcher:
-        self._client = httpx.AsyncClient(
-            transport=guarded_async_transport(self.options.policy, self.options.max_bytes),
-            follow_redirects=False,
-            trust_env=False,
-            timeout=httpx.Timeout(self.options.timeout),
-            cookies=CookieJar(policy=_NoCookies()),
-            headers={
-                "User-Agent": self.options.user_agent,
-                "Accept": _ACCEPT,
-                "Accept-Encoding": "identity",
-            },
+        options = self.options
+        self._client = guarded_async_client(
+            options.policy,
+            options.timeout,
+            options.max_bytes,
+            headers={"User-Agent": options.user_agent, "Accept": _ACCEPT},
         )
         return self
 
@@ -265,8 +249,8 @@ class PageFetcher:
             if self.options.pdf:
                 return
             raise PageError(
-                "a PDF, and reading PDFs needs the optional pypdf package "
-                "(pip install 'crag[pdf]')",
+                "a PDF, and reading PDFs needs the pypdf package, which is not installed "
+                "(reinstall crag)",
                 skipped=True,
             )
         raise PageError(f"not a web page ({media_type or 'unknown type'})", skipped=True)

@@ -6,8 +6,8 @@ title. Here the page is cleaned first: navigation and other boilerplate (``nav``
 banners or dialogs) is removed, citation markers such as ``[12]`` are dropped, very short
 paragraphs (menus, buttons, captions) are skipped and very long ones are cut at sentence
 boundaries into pieces the evaluator can score. A page without ``<p>`` elements falls back to
-its text blocks. PDF documents are read with ``pypdf`` when it is installed
-(``pip install 'crag[pdf]'``).
+its text blocks. PDF documents are read with ``pypdf`` (a dependency of crag; a page that is a
+PDF is skipped, with a note, where it is missing).
 """
 
 from __future__ import annotations
@@ -335,7 +335,8 @@ def pdf_text(data: bytes) -> tuple[str, list[str]]:
         from pypdf import PdfReader
     except ImportError:
         raise PageError(
-            "a PDF, and reading PDFs needs the optional pypdf package (pip install 'crag[pdf]')",
+            "a PDF, and reading PDFs needs the pypdf package, which is not installed "
+            "(reinstall crag)",
             skipped=True,
         ) from None
     try:

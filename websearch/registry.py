@@ -120,8 +120,3 @@ def get_search_provider(settings: SearchSettings) -> SearchProvider:
     provider ignores do not make new ones (:meth:`SearchSettings.relevant`).
     """
     return _cached_provider(settings.relevant())
-
-
-def clear_search_provider_cache() -> None:
-    """Forget the providers made by :func:`get_search_provider` (for tests)."""
-    _cached_provider.cache_clear()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-import time
+
+import tenacity
 
 from crag.websearch.base import SearchProvider, SearchResult, SearchUnavailableError
 
@@ -45,14 +46,17 @@ def search_with_retry(
     """
     retries = SEARCH_RETRIES if retries is None else retries
     backoff = SEARCH_BACKOFF if backoff is None else backoff
-    attempt = 0
-    while True:
-        try:
-            return provider.search(query, max_results)
-        except TransientSearchError as exc:
-            if attempt >= retries:
-                raise
-            delay = backoff * 2**attempt
-            attempt += 1
-            logger.info("%s search failed (%s); retrying in %.1f s", provider.name, exc, delay)
-            time.sleep(delay)
+
+    def log_retry(state: tenacity.RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        delay = state.next_action.sleep if state.next_action else 0.0
+        logger.info("%s search failed (%s); retrying in %.1f s", provider.name, error, delay)
+
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type(TransientSearchError),
+        stop=tenacity.stop_after_attempt(retries + 1),
+        wait=tenacity.wait_exponential(multiplier=backoff, exp_base=2, min=0),
+        before_sleep=log_retry,
+        reraise=True,
+    )
+    return retrying(provider.search, query, max_results)

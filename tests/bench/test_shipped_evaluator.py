@@ -12,9 +12,10 @@ import crag.evaluator.shipped as shipped
 from crag.evaluator.base import EvaluatorError
 from crag.evaluator.cross_encoder import CrossEncoderEvaluator
 from crag.evaluator.prior_cross_encoder import PriorCrossEncoderEvaluator, prior_of
-from crag.evaluator.registry import clear_evaluator_cache, load_evaluator
+from crag.evaluator.registry import load_evaluator
 from crag_bench.evaluator_training import TrainingOptions, train_evaluator
 from tests.bench.test_training import FAST, PAIRS, tiny_bert  # noqa: F401 - fixture
+from tests.process_caches import clear_evaluator_cache
 
 
 @pytest.fixture

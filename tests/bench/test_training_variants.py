@@ -11,11 +11,12 @@ import torch
 from safetensors.torch import load_file
 
 from crag.evaluator.prior_cross_encoder import PriorCrossEncoderEvaluator
-from crag.evaluator.registry import clear_evaluator_cache, load_evaluator
+from crag.evaluator.registry import load_evaluator
 from crag_bench.evaluator_training import METADATA_FILE, TrainingError, TrainingOptions
 from crag_bench.evaluator_training.data import epoch_order
 from crag_bench.evaluator_training.trainer import train_evaluator
 from tests.bench.test_training import FAST, PAIRS, class_means, tiny_bert  # noqa: F401 - fixture
+from tests.process_caches import clear_evaluator_cache
 
 BASE_KEYS = ("embeddings.word_embeddings.weight", "encoder.layer.0.attention.self.query.weight")
 

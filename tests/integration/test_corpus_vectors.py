@@ -27,10 +27,10 @@ from crag.vectorstore.corpus import (
 )
 from crag.vectorstore.embeddings import load_embeddings, locked_embeddings
 from crag.vectorstore.hybrid import search
-from crag.vectorstore.lexical_store import forget_lexical_indexes
 from crag.vectorstore.store import close_stores, open_store
 from crag.vectorstore.vector_memo import VectorMemo
 from tests.fakes import CountingEmbeddings
+from tests.process_caches import forget_lexical_indexes
 
 pytestmark = pytest.mark.integration
 

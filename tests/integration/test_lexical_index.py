@@ -24,12 +24,12 @@ from crag.vectorstore.ingest import ingest_documents, ingest_paths, prune_missin
 from crag.vectorstore.lexical import META_FILE, digest, read_chunks
 from crag.vectorstore.lexical_store import (
     fetch_documents,
-    forget_lexical_indexes,
     index_directory,
     lexical_ids,
 )
 from crag.vectorstore.store import close_stores, open_store
 from crag.vectorstore.vector_memo import VectorMemo
+from tests.process_caches import forget_lexical_indexes
 
 pytestmark = pytest.mark.integration
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import ipaddress
+import socket
 import ssl
 import threading
 import time
@@ -42,7 +43,9 @@ from crag.core.guarded_transport import (
 from crag.generator.endpoint import EndpointChatModel, server_context_length
 from crag.generator.endpoint_config import EndpointConfig, EndpointError
 from crag.websearch.base import SearchResult, SearchUnavailableError
+from crag.websearch.guarded_client import guarded_async_client, guarded_client
 from crag.websearch.reader import ReaderOptions, read_results
+from crag.websearch.safety import AddressPolicy
 from crag.websearch.searxng import SearxngSearch
 from tests import websearch_server as _shared
 from tests.model_server import chunk
@@ -360,3 +363,51 @@ def test_a_refused_host_is_never_connected_to(server: WebsearchServer) -> None:
     ):
         client.get(server.url_for("/anything"))
     assert server.requests == []
+
+
+# -- DNS rebinding: the address checked is the address connected to ------------------------------
+
+
+@pytest.fixture
+def rebinding_dns(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """``rebind.test`` resolves to 127.0.0.1 once, then to 10.0.0.1 (an attacker's DNS server).
+
+    Returns the list of lookups of ``rebind.test``, one entry per lookup.
+    """
+    asked: list[str] = []
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        if host != "rebind.test":
+            return real(host, port, *args, **kwargs)
+        address = "10.0.0.1" if asked else "127.0.0.1"
+        asked.append(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, int(port)))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return asked
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_name_rebinding_after_the_check_still_reaches_only_the_checked_address(
+    server: WebsearchServer, rebinding_dns: list[str], kind: str
+) -> None:
+    """The name is resolved once per request: a second answer (10.0.0.1) is never asked for,
+    so it is never connected to, and the checked address is reached with the name as Host."""
+    server.add_route("/page", b"checked")
+    url = f"http://rebind.test:{server.port}/page"
+    policy = AddressPolicy.from_setting("127.0.0.1")  # the address, not the name
+    if kind == "sync":
+        with guarded_client(policy, timeout=5) as client:
+            body = client.get(url).content
+    else:
+
+        async def fetch() -> bytes:
+            async with guarded_async_client(policy, timeout=5) as client:
+                return (await client.get(url)).content
+
+        body = asyncio.run(fetch())
+    assert body == b"checked"
+    assert rebinding_dns == ["rebind.test"]
+    (request,) = server.requests_to("/page")
+    assert request.headers["host"] == f"rebind.test:{server.port}"

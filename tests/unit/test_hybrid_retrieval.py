@@ -15,12 +15,12 @@ from crag.documents.loaders import LoadedDocument
 from crag.nodes.retrieve import retrieve
 from crag.vectorstore.hybrid import candidates, fuse, search
 from crag.vectorstore.ingest import ingest_documents
-from crag.vectorstore.lexical_store import forget_lexical_indexes
 from crag.vectorstore.store import close_stores, open_store
 from crag.vectorstore.vector_memo import VectorMemo
 from crag_bench.eval_components import SourceFilter, SourceFilteringStore
 from tests.fakes import FakeComponents, StaticStore, scripted_chat
 from tests.hash_embeddings import HashEmbeddings
+from tests.process_caches import forget_lexical_indexes
 
 OTTERS = "Sea otters hold hands while they sleep so that they do not drift apart."
 WOMBATS = "Wombat droppings are cube-shaped, which keeps them from rolling away."

@@ -385,8 +385,8 @@ def test_pdf_without_pypdf_is_skipped(
     url = server.add_route("/doc.pdf", tiny_pdf("T", "text"), content_type="application/pdf")
     reading = read([hit(url, snippet="PDF snippet.")])
     assert reading.notes == [
-        f"skipped {url}: a PDF, and reading PDFs needs the optional pypdf package "
-        "(pip install 'crag[pdf]'), used its search snippet"
+        f"skipped {url}: a PDF, and reading PDFs needs the pypdf package, which is not "
+        "installed (reinstall crag), used its search snippet"
     ]
 
 

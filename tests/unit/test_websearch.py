@@ -24,13 +24,13 @@ from crag.websearch.ranking import is_wikipedia, normalize_url, rank_results, wi
 from crag.websearch.registry import (
     SEARCH_PROVIDERS,
     SearchSettings,
-    clear_search_provider_cache,
     create_search_provider,
     get_search_provider,
 )
 from crag.websearch.safety import AddressPolicy
 from crag.websearch.searxng import SearxngSearch
 from tests import websearch_server as _shared
+from tests.process_caches import clear_search_provider_cache
 from tests.websearch_server import LOOPBACK, LOOPBACK_HOSTS, WebsearchServer
 
 # The shared fixture, registered here under a shorter name (pytest uses the attribute name).
