@@ -10,9 +10,11 @@ components and models are those of :mod:`crag.app.graphs`: one set per process.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import aclosing
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
@@ -20,16 +22,69 @@ from langgraph.typing import ContextT, InputT, OutputT, StateT
 
 from crag.app import graphs
 from crag.app.thread_run_lock import ThreadLockedGraph
-from crag.core.caller import SERVED_KEY
+from crag.core.caller import ADMIN_PERMISSION, AUTH_KEYS, SERVED_KEY
+
+if TYPE_CHECKING:
+    from crag.app.web.accounts import Accounts
 
 __all__ = ["graph", "ingest_graph", "rag_graph", "served", "tutorial_graph"]
 
 
 def _marked(config: RunnableConfig | None) -> RunnableConfig:
-    """``config`` with the served-run mark set (a copy; the caller's value is overridden)."""
+    """``config`` marked as served, its caller as the accounts say now (a copy).
+
+    The caller's own value of the mark is overridden; the caller is :func:`_caller_now`'s.
+    Blocking: the caller's account is looked up in the threads database.
+    """
     marked: dict[str, Any] = dict(config or {})
-    marked["configurable"] = {**(marked.get("configurable") or {}), SERVED_KEY: True}
+    configurable = {**(marked.get("configurable") or {}), SERVED_KEY: True}
+    marked["configurable"] = _caller_now(configurable)
     return marked  # type: ignore[return-value]
+
+
+@functools.cache
+def _accounts(database: str) -> Accounts:
+    from crag.app.web.accounts import Accounts
+
+    return Accounts(database)
+
+
+def _caller_name(configurable: dict[str, Any]) -> str:
+    """The caller's identity in a run's config (the id, else the user object's); ``""``: none."""
+    user = configurable.get("langgraph_auth_user_id")
+    if isinstance(user, str) and user:
+        return user
+    found = configurable.get("langgraph_auth_user")
+    name = found.get("identity") if isinstance(found, dict) else getattr(found, "identity", None)
+    return name if isinstance(name, str) else ""
+
+
+def _caller_now(configurable: dict[str, Any]) -> dict[str, Any]:
+    """``configurable`` with its caller's permissions as their account has them now.
+
+    langgraph-api writes the caller's permissions into a run's config when the run is created,
+    and runs it with them whenever it starts (``after_seconds``, a queued run): an admin made a
+    member must not still read every member's documents through it, nor a removed account's
+    run act for it (its identity is dropped: the run is refused, :class:`NoCallerError`). A
+    name no account ever had (the operator, a person the trusted proxy names) is kept as given.
+    """
+    from crag.app.threads import configured_threads_db
+    from crag.app.web.credentials import ADMIN
+
+    name = _caller_name(configurable)
+    if not name or name == ADMIN:
+        return configurable
+    standing = _accounts(configured_threads_db()).standing(name)
+    if standing is None:
+        return configurable
+    if standing == "removed":
+        return {key: value for key, value in configurable.items() if key not in AUTH_KEYS}
+    permissions = [ADMIN_PERMISSION] if standing == "admin" else []
+    return {
+        **configurable,
+        "langgraph_auth_user_id": name,
+        "langgraph_auth_permissions": permissions,
+    }
 
 
 class ServedGraph(ThreadLockedGraph[StateT, ContextT, InputT, OutputT]):
@@ -49,7 +104,8 @@ class ServedGraph(ThreadLockedGraph[StateT, ContextT, InputT, OutputT]):
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> AsyncIterator[dict[str, Any] | Any]:
         """The run, marked as served."""
-        inner = cast("AsyncGenerator[Any, None]", super().astream(input, _marked(config), **kwargs))
+        marked = await asyncio.to_thread(_marked, config)
+        inner = cast("AsyncGenerator[Any, None]", super().astream(input, marked, **kwargs))
         async with aclosing(inner) as chunks:
             async for chunk in chunks:
                 yield chunk

@@ -239,6 +239,22 @@ class Accounts:
             found = row.fetchone()
         return Account(found[0], found[1]) if found else None
 
+    def standing(self, name: str) -> Role | Literal["removed"] | None:
+        """The role of the account ``name`` now; ``"removed"`` when its name is retired.
+
+        ``None``: no account of this database ever had the name (the operator, a person the
+        trusted proxy names). A served run checks its caller with it when it starts.
+        """
+        if not self.database.exists():
+            return None
+        with self._connection() as db:
+            row = db.execute("SELECT role FROM crag_accounts WHERE name = ?", (name,)).fetchone()
+            if row is not None:
+                role: Role = row[0]
+                return role
+            retired = db.execute("SELECT 1 FROM crag_retired_names WHERE name = ?", (name,))
+            return "removed" if retired.fetchone() is not None else None
+
     def by_key(self, key: str) -> Account | None:
         """The account an API key belongs to, or ``None``."""
         if not key.startswith(KEY_PREFIX) or not self.database.exists():
