@@ -384,6 +384,13 @@ class ServerDeployment(BaseModel):
         le=24.0 * 366,
         description="Hours a chat page sign-in lasts; the page then asks for the token again.",
     )
+    eval_dir: str = Field(
+        "",
+        description="Directory of the evaluations the chat page's quality view shows (admins "
+        "only): the newest results.json in it or in one of its folders, written by crag eval "
+        "FILE --output DIR (with report.svg beside it). Empty: 'eval' beside the store "
+        "(.crag/eval by default).",
+    )
 
 
 class ModelServerDeployment(BaseModel):

@@ -24,10 +24,15 @@ from typing import IO, Any
 from crag.app.feedback_store import FeedbackStore, export_line
 from crag.app.web.account_store import AccountDatabase
 
-__all__ = ["add_feedback_command"]
+__all__ = ["add_feedback_command", "write_export"]
 
 
-def _write(store: FeedbackStore, out: IO[str]) -> int:
+def write_export(store: FeedbackStore, out: IO[str]) -> int:
+    """Write every record of ``store`` to ``out``, one JSON line each, oldest first: the count.
+
+    What ``crag feedback export`` writes, and what the chat page's quality view downloads
+    (:mod:`crag.app.web.quality_routes`).
+    """
     count = 0
     for feedback in store.all():
         out.write(export_line(feedback) + "\n")
@@ -49,11 +54,11 @@ def cmd_feedback_export(args: argparse.Namespace) -> int:
     store = FeedbackStore(AccountDatabase(args.threads_db or configured_threads_db()))
     try:
         if args.output in (None, "-"):
-            count = _write(store, sys.stdout)
+            count = write_export(store, sys.stdout)
             where = "standard output"
         else:
             with _private_file(args.output) as out:
-                count = _write(store, out)
+                count = write_export(store, out)
             where = args.output
     finally:
         store.database.close()

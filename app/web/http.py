@@ -105,6 +105,18 @@ def _checkpoint_names(payload: Any) -> Iterator[str]:
             yield from checkpoint
 
 
+def _webhooks(payload: Any) -> Iterator[Any]:
+    """The ``webhook`` values a run payload (a list: each item) sets, empty ones left out.
+
+    langgraph-api would post the run's output there when it ends, and blocks only loopback
+    targets by default (not private networks): ``langgraph.json`` turns webhooks off
+    (``"http": {"disable_webhooks": true}``) and a run that asks for one is told so.
+    """
+    for item in payload if isinstance(payload, list) else [payload]:
+        if isinstance(item, dict) and item.get("webhook"):
+            yield item["webhook"]
+
+
 def _run_payloads(payload: Any, path: str) -> Any:
     """What in ``payload`` holds a run's ``context`` and ``config``, as the route reads it.
 
@@ -136,6 +148,11 @@ def refusal(body: bytes, path: str = "/runs") -> str | None:
     except RecursionError:
         return "the request's JSON is nested too deeply to read"
     payloads = _run_payloads(payload, path)
+    if any(_webhooks(payloads)):
+        return (
+            "webhook: this server sends no webhooks (a run's webhook would have the server "
+            "post its answer to an address the caller chose)"
+        )
     names = list(_given_names(payloads))
     forged = sorted({*names, *_checkpoint_names(payloads)} & {*AUTH_KEYS, SERVED_KEY})
     if forged:
@@ -254,12 +271,14 @@ def served_app() -> Starlette:
     from crag.app.web.feedback_routes import feedback_routes
     from crag.app.web.gate import Gate, gate_config
     from crag.app.web.oidc import oidc_routes
+    from crag.app.web.quality_routes import quality_routes
     from crag.core.deployment import deployment_settings
 
     return Starlette(
         routes=oidc_routes(deployment_settings(), gate_config())
         + chat_page_routes()
         + feedback_routes()
+        + quality_routes()
         + mcp_routes(),
         middleware=[Middleware(Gate), Middleware(ApiDocs), Middleware(RefuseOtherKinds)],
     )

@@ -629,6 +629,7 @@ ATTEMPTS: dict[str, Any] = {
     "proxy_user_header": "X-Forwarded-User",
     "proxy_secret": "evil",
     "proxy_addresses": "0.0.0.0/0",
+    "eval_dir": "/",
 }
 # What a caller might try on the method: force or remove an action, move the thresholds, keep
 # more strips. The method is the operator's (CRAG_<NAME>), the same for every run.

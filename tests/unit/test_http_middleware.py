@@ -139,6 +139,20 @@ def test_a_run_may_not_send_the_callers_identity_or_the_served_mark(
     }
 
 
+@pytest.mark.parametrize("path", RUN_ROUTES)
+def test_a_run_asking_for_a_webhook_is_refused(client: TestClient, path: str) -> None:
+    """langgraph-api would post the run's output there, private networks included."""
+    response = client.post(
+        path, json={"assistant_id": "crag", "webhook": "http://10.0.0.7:8080/collect"}
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"].startswith("webhook: this server sends no webhooks")
+    batch = client.post(path, json=[{"assistant_id": "crag"}, {"webhook": "http://10.0.0.7/"}])
+    assert batch.status_code == 422, batch.text
+    empty = client.post(path, json={"assistant_id": "crag", "webhook": None})
+    assert empty.status_code != 422, empty.text
+
+
 @pytest.mark.parametrize("path", PATCH_ROUTES)
 def test_an_assistant_or_cron_patched_with_another_kind_is_refused(
     client: TestClient, path: str
@@ -353,6 +367,7 @@ def test_langgraph_json_serves_the_middleware_app() -> None:
         "app": "crag.app.web.http:app",
         "cors": {"allow_origins": []},
         "disable_mcp": True,
+        "disable_webhooks": True,
     }
     assert served["auth"] == {"path": "crag.app.web.server_auth:auth", "disable_studio_auth": True}
     import crag.app.web.http as http

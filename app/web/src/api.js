@@ -109,7 +109,7 @@ export async function documentFileUrl(source) {
 export const FEEDBACK_PATH = "/crag/feedback";
 
 /** One call of the server's JSON API: its body, or an Error with its status and sentence. */
-async function jsonCall(url, init = {}) {
+export async function jsonCall(url, init = {}) {
   const response = await fetch(url, { cache: "no-store", ...init });
   const body = await response.json().catch(() => ({}));
   if (!response.ok) {

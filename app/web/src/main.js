@@ -3,6 +3,7 @@ import { assistantFor, fetchMethod, makeClient, sentenceFor, signOut, startSessi
 import { answerColumn, failAnswer, finishAnswer, showCitation } from "./answer.js";
 import { el } from "./dom.js";
 import { feedbackBar, showThreadFeedback } from "./feedback.js";
+import { installQuality } from "./quality.js";
 import { streamRun } from "./runs.js";
 import { chosenContext, drawSettings } from "./settings.js";
 import { drawThreadList, listThreads, newThreadId, plainText, threadTurns, titleThread } from "./threads.js";
@@ -257,6 +258,7 @@ async function start() {
     const session = await startSession();
     page.user = session.user;
     $("signed-in").textContent = `Signed in as ${session.user}`;
+    if (session.role === "admin") installQuality($("signed-in").parentElement, $("documents-panel"), toggle);
   } catch (error) {
     showError(sentenceFor(error, "Signing in"));
     return;
