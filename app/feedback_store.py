@@ -14,7 +14,8 @@ file, or PostgreSQL shared by every server: :class:`~crag.app.web.account_store.
 in the table ``crag_feedback``. One record per owner, thread and run: feedback given again on
 the same answer replaces the caller's own. What a caller may write is bounded: text fields of
 at most :data:`MAX_TEXT_CHARS` characters, ids of at most :data:`MAX_ID_CHARS`, and at most
-:data:`FEEDBACK_PER_HOUR` new records an hour per owner on the server. Every refusal is one
+:data:`FEEDBACK_PER_HOUR` new records an hour per owner on the server (records made, counted in
+``crag_feedback_given``: deleting one frees no place). Every refusal is one
 sentence naming the field and the limit (:class:`FeedbackError`, with the HTTP status it is
 answered with).
 """
@@ -77,7 +78,18 @@ SCHEMA = (
     UNIQUE (owner, thread_id, run_id)
 )""",
     "CREATE INDEX IF NOT EXISTS crag_feedback_by_owner ON crag_feedback (owner, created)",
+    # When each owner's records were made, for the hourly quota: a deleted record still
+    # counts, so deleting one frees no place. An owner's rows older than an hour are pruned
+    # when they make the next one.
+    """CREATE TABLE IF NOT EXISTS crag_feedback_given (
+    owner TEXT NOT NULL,
+    created DOUBLE PRECISION NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS crag_feedback_given_by_owner "
+    "ON crag_feedback_given (owner, created)",
 )
+QUOTA_WINDOW_S = 3600.0
+"""The quota's window: records made in the last hour count, kept or deleted since."""
 _COLUMNS = (
     "id, owner, thread_id, run_id, verdict, expected, comment, better, record, created, updated"
 )
@@ -304,8 +316,8 @@ class FeedbackStore:
                 "better = excluded.better, record = excluded.record, updated = excluded.updated",
                 (str(uuid.uuid4()), owner, given.thread_id, run_id, *values, text, now, now),
             )
-            if not existed and per_hour is not None:
-                self._check_quota(db, owner, per_hour, now)
+            if not existed:
+                self._count_new(db, owner, per_hour, now)
             saved = self._find(db, owner, given.thread_id, run_id)
         assert saved is not None  # written in this transaction
         return saved, not existed
@@ -320,11 +332,24 @@ class FeedbackStore:
         return None if row is None else _feedback(row)
 
     @staticmethod
-    def _check_quota(db: Cursor, owner: str, per_hour: int, now: float) -> None:
-        """Refuse (and so roll back) a new record past ``per_hour`` in the last hour."""
+    def _count_new(db: Cursor, owner: str, per_hour: int | None, now: float) -> None:
+        """Note that ``owner`` made a record now; refuse (and so roll back) one past ``per_hour``.
+
+        The times are kept in ``crag_feedback_given``, not read from the records, so that a
+        deleted record still counts for its hour. The note is written before the count, so
+        that in SQLite the write lock orders two saves of the same owner as PostgreSQL's
+        advisory lock does.
+        """
+        db.execute(  # the owner's own only: under its advisory lock, no other save waits
+            "DELETE FROM crag_feedback_given WHERE owner = ? AND created <= ?",
+            (owner, now - QUOTA_WINDOW_S),
+        )
+        db.execute("INSERT INTO crag_feedback_given (owner, created) VALUES (?, ?)", (owner, now))
+        if per_hour is None:
+            return
         given = db.execute(
-            "SELECT COUNT(*) FROM crag_feedback WHERE owner = ? AND created > ?",
-            (owner, now - 3600.0),
+            "SELECT COUNT(*) FROM crag_feedback_given WHERE owner = ? AND created > ?",
+            (owner, now - QUOTA_WINDOW_S),
         ).fetchone()[0]
         if int(given) > per_hour:
             raise FeedbackError(

@@ -16,18 +16,22 @@ bounded. The records are :mod:`crag.app.feedback_store`'s, in the threads databa
 * ``DELETE /crag/feedback/{id}``: remove one of the caller's records (an admin: anyone's);
   another's and an unknown one are the same 404.
 
-Threads are read from langgraph-api in the same process (``langgraph_sdk.get_client(url=None)``,
-the server's loopback, which skips its authentication): the owner check is made here, on the
-thread's ``metadata.owner`` that :mod:`crag.app.web.server_auth` stamped, before anything of the
-thread is read. Every error is ``{"detail": "<one sentence>"}`` with its status.
+Threads are read from the server in the same process: under langgraph-api through its loopback
+(``langgraph_sdk.get_client(url=None)``, which skips its authentication), under Aegra (``make
+cluster``, which has no such client) from Aegra's database and served graphs
+(:class:`AegraThreads`). The owner check is made here, on the thread's ``metadata.owner`` that
+:mod:`crag.app.web.server_auth` stamped, before anything of the thread is read. Every error
+is ``{"detail": "<one sentence>"}`` with its status.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import json
 import logging
+import sys
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -49,7 +53,16 @@ from crag.app.web.credentials import Identity
 from crag.app.web.gate import IDENTITY_KEY, gate_config
 from crag.core.setting_checks import InvalidSettingError
 
-__all__ = ["FEEDBACK_PATH", "MAX_BODY_BYTES", "RunState", "ThreadSource", "feedback_routes"]
+__all__ = [
+    "FEEDBACK_PATH",
+    "MAX_BODY_BYTES",
+    "AegraThreads",
+    "RunState",
+    "ServerThreads",
+    "ThreadSource",
+    "feedback_routes",
+    "served_threads",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -101,10 +114,7 @@ class ServerThreads:
         """
         import httpx
 
-        try:
-            if str(uuid.UUID(thread_id)) != thread_id.lower():  # braces, urn:uuid:, no dashes
-                return None
-        except ValueError:
+        if not _thread_uuid(thread_id):
             return None
         try:
             thread = await self._client.threads.get(thread_id)
@@ -132,6 +142,83 @@ class ServerThreads:
             metadata=state.get("metadata") or {},
             checkpoint_id=str(checkpoint.get("checkpoint_id") or ""),
         )
+
+
+def _thread_uuid(thread_id: str) -> bool:
+    """Whether ``thread_id`` is a server's thread id, a UUID written as the servers write it.
+
+    Anything else is no thread, and is never put into a loopback request's path
+    (``../assistants/...`` would name another of the server's resources) or a query.
+    """
+    try:
+        return str(uuid.UUID(thread_id)) == thread_id.lower()  # not braces, urn:uuid:, no dashes
+    except ValueError:
+        return False
+
+
+def _run_state(snapshot: Any) -> RunState:
+    """A LangGraph ``StateSnapshot`` as a :class:`RunState`."""
+    configurable = (snapshot.config or {}).get("configurable") or {}
+    return RunState(
+        values=snapshot.values or {},
+        pending=tuple(snapshot.next or ()),
+        metadata=snapshot.metadata or {},
+        checkpoint_id=str(configurable.get("checkpoint_id") or ""),
+    )
+
+
+class AegraThreads:
+    """The threads of the Aegra server this process runs (``make cluster``).
+
+    Aegra has no in-process loopback client: the thread's row (its ``metadata``: the owner
+    :mod:`crag.app.web.server_auth` stamped, and the graph it runs) is read from Aegra's
+    database through its own ORM session, and the run's state through the graph Aegra serves,
+    with Aegra's checkpointer attached (what its ``/threads/{id}/state`` does).
+    """
+
+    @staticmethod
+    def _aegra(module: str) -> Any:
+        """One of Aegra's own modules: the server this process runs, not a dependency of crag.
+
+        Aegra is installed beside crag by scripts/install_cluster.sh (it needs Python 3.12),
+        and only a process that runs it reaches this class (:func:`served_threads`).
+        """
+        return importlib.import_module(f"aegra_api.{module}")
+
+    async def _metadata(self, thread_id: str) -> dict[str, Any] | None:
+        """The thread's metadata in Aegra's database; ``None`` when there is no such thread."""
+        if not _thread_uuid(thread_id):
+            return None
+        orm = self._aegra("core.orm")
+        async with orm.get_session_maker()() as session:
+            row = await session.get(orm.Thread, thread_id)  # by its primary key
+        return None if row is None else dict(row.metadata_json or {})
+
+    async def owner(self, thread_id: str) -> str | None:
+        """The thread's ``metadata.owner``; ``None`` when Aegra has no such thread."""
+        metadata = await self._metadata(thread_id)
+        return None if metadata is None else str(metadata.get("owner") or "")
+
+    async def run(self, thread_id: str, run_id: str) -> RunState | None:
+        """The thread's current state, or the newest checkpoint ``run_id`` wrote."""
+        service = self._aegra("services.langgraph_service")
+        graph_id = ((await self._metadata(thread_id)) or {}).get("graph_id")
+        if not graph_id:  # a thread no run has used yet: no run, nothing finished
+            return None if run_id else RunState({}, (), {}, "")
+        config = service.create_thread_config(thread_id, None)
+        async with service.get_langgraph_service().get_graph(
+            graph_id, config=config, access_context="threads.read"
+        ) as graph:
+            if not run_id:
+                return _run_state(await graph.aget_state(config))
+            found = graph.aget_state_history(config, filter={"run_id": run_id}, limit=1)
+            states = [snapshot async for snapshot in found]
+        return _run_state(states[0]) if states else None
+
+
+def served_threads() -> ThreadSource:
+    """The threads of the server this process runs: Aegra's, or langgraph-api's."""
+    return AegraThreads() if "aegra_api" in sys.modules else ServerThreads()
 
 
 def _error(status: int, detail: str) -> JSONResponse:
@@ -300,7 +387,8 @@ def feedback_routes(
 
     Args:
         store: Where the records are kept; ``None``: the served gate's threads database.
-        threads: Where threads are read; ``None``: this process's langgraph-api server.
+        threads: Where threads are read; ``None``: this process's server's
+            (:func:`served_threads`: langgraph-api's or Aegra's).
         per_hour: The most new records an owner gives an hour; ``None``:
             :data:`~crag.app.feedback_store.FEEDBACK_PER_HOUR`.
     """
@@ -308,7 +396,7 @@ def feedback_routes(
 
     chosen = (lambda: store) if store is not None else _served_store
     feedback = _Feedback(
-        chosen, threads or ServerThreads(), FEEDBACK_PER_HOUR if per_hour is None else per_hour
+        chosen, threads or served_threads(), FEEDBACK_PER_HOUR if per_hour is None else per_hour
     )
     return [
         _route(FEEDBACK_PATH, GET=feedback.get, POST=feedback.post),

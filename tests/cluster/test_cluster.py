@@ -147,6 +147,36 @@ def test_members_stay_apart_through_nginx(cluster: Cluster) -> None:
     assert [t["thread_id"] for t in alice.threads.search()] == [thread["thread_id"]]
 
 
+def test_feedback_on_a_members_run_is_recorded_by_either_replica(cluster: Cluster) -> None:
+    fay_key, gus_key = add_member(cluster, "fay"), add_member(cluster, "gus")
+    fay = client(cluster.url, fay_key)
+    thread_id = fay.threads.create()["thread_id"]
+    out: Any = fay.runs.wait(thread_id, "crag", input=QUESTION, context=CONTEXT)
+    given = {"thread_id": thread_id, "verdict": "good", "expected": "Leonardo da Vinci"}
+    answered = []
+    for number in (1, 2):  # Aegra's threads, read on each replica: recorded, then replaced
+        answered.append(
+            httpx.post(
+                f"{cluster.replica_url(number)}/crag/feedback",
+                json=given,
+                headers={"X-Api-Key": fay_key},
+                timeout=60,
+            )
+        )
+    assert [r.status_code for r in answered] == [201, 200], answered[0].text
+    record = answered[1].json()
+    assert record["owner"] == "fay" and record["thread_id"] == thread_id
+    assert record["record"]["question"] == QUESTION["question"]
+    assert record["record"]["answer"] == out["answer"]
+    refused = httpx.post(
+        f"{cluster.url}/crag/feedback", json=given, headers={"X-Api-Key": gus_key}, timeout=60
+    )
+    assert refused.status_code == 404, refused.text
+    assert refused.json()["detail"] == f"there is no thread {thread_id!r} of yours"
+    listed = httpx.get(f"{cluster.url}/crag/feedback", headers={"X-Api-Key": fay_key}, timeout=60)
+    assert [f["id"] for f in listed.json()["feedback"]] == [record["id"]]
+
+
 SHARED = {"web_search": False, "max_new_tokens": 256}
 """Long enough that two runs started at once would overlap, were nothing to queue them."""
 

@@ -2,6 +2,8 @@
 
 One evaluation is stopped by SIGTERM after its first rows (a real ``crag`` process) and run
 again with the same ``--output``: it resumes, and its figures are checked against its rows.
+Another answers through a real model server (``transformers serve``) that is killed mid-run,
+and resumes once the server is back.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -25,6 +28,7 @@ from crag.app.cli.commands import main
 from crag.knowledge.evaluation_stats import mcnemar_exact, wilson_interval
 from crag_bench.dev_server import free_port, stop_process_group
 from tests.integration_support import build_small_store
+from tests.model_server import ModelServer, transformers_serve
 from tests.websearch_server import LOOPBACK_HOSTS, WebsearchServer
 
 pytestmark = pytest.mark.integration
@@ -239,6 +243,74 @@ def test_a_model_server_that_cannot_be_reached_stops_the_run_where_it_was(
     assert kept < len(SYSTEMS)  # the first question's runs that ended before the failure
     assert f"the {kept} rows done are kept in {out / 'rows.jsonl'}" in err
     assert not (out / "results.json").exists()
+
+
+ANSWERED_BEFORE_THE_KILL = 2
+"""Questions the model server answers (on every system) before the test kills it."""
+
+
+def _kill_once_answered(server: ModelServer, out: Path, evaluated: threading.Event) -> None:
+    """Kill ``server`` once :data:`ANSWERED_BEFORE_THE_KILL` questions' rows are written."""
+    while len(_rows(out)) < ANSWERED_BEFORE_THE_KILL * len(SYSTEMS) and not evaluated.is_set():
+        time.sleep(0.02)
+    stop_process_group(server.process)
+
+
+def _evaluate_until_killed(
+    command: list[str], workdir: Path, out: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[int, int]:
+    """``crag eval`` through a model server killed mid-run: the exit code and the server's port."""
+    with transformers_serve(workdir) as server:
+        for name, value in server.env(CRAG_LLM_MAX_RETRIES="0").items():
+            monkeypatch.setenv(name, value)
+        evaluated = threading.Event()
+        killer = threading.Thread(target=_kill_once_answered, args=(server, out, evaluated))
+        killer.start()
+        try:
+            code = main(command)
+        finally:
+            evaluated.set()
+            killer.join()
+    return code, server.port
+
+
+def test_a_model_server_killed_mid_run_keeps_the_rows_and_the_same_command_resumes(
+    store: Path, questions: Path, search_down: WebsearchServer, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    out = tmp_path / "run"
+    options = [*_options(store, search_down), "--set", "generator=endpoint"]
+    command = ["eval", str(questions), "--output", str(out), *options]
+    code, port = _evaluate_until_killed(command, tmp_path / "first", out, monkeypatch)
+    err = capsys.readouterr().err
+    kept = _rows(out)
+    stopped = [line for line in err.splitlines() if line.startswith("crag eval: stopped")]
+    assert code == 1 and len(stopped) == 1, err[-3000:]
+    at = len(kept) // len(SYSTEMS) + 1  # the question the dead server did not answer
+    assert at > ANSWERED_BEFORE_THE_KILL and len(kept) < len(QUESTIONS) * len(SYSTEMS)
+    assert stopped[0].startswith(
+        f"crag eval: stopped at question {at} of {len(QUESTIONS)} (line {at} of the file): "
+        "EndpointError: "
+    ), stopped[0]
+    assert stopped[0].endswith(
+        f"; the {len(kept)} rows done are kept in {out / 'rows.jsonl'}; "
+        "run the same command again to resume"
+    ), stopped[0]
+    assert not (out / "results.json").exists()
+    # The server comes back at the same address; the same command asks only what is left.
+    monkeypatch.setattr("tests.model_server.free_port", lambda: port)
+    with transformers_serve(tmp_path / "again") as again:
+        assert again.base_url == os.environ["CRAG_LLM_BASE_URL"]
+        assert main(command) == 0
+    err = capsys.readouterr().err
+    assert f"crag eval: resuming: {len(kept)} rows already in" in err
+    rows = _rows(out)
+    assert rows[: len(kept)] == kept
+    asked = [(r["key"], r["system"]) for r in rows[len(kept) :]]
+    every = [(r["key"], r["system"]) for r in rows]
+    assert len(every) == len(set(every)) == len(QUESTIONS) * len(SYSTEMS)
+    assert not set(asked) & {(r["key"], r["system"]) for r in kept}
+    assert json.loads((out / "results.json").read_text())["questions"] == len(QUESTIONS)
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,7 @@ def store(accounts: Accounts) -> Iterator[FeedbackStore]:
     finally:
         with made.database.transaction() as db:
             db.execute("DELETE FROM crag_feedback")
+            db.execute("DELETE FROM crag_feedback_given")
 
 
 def _give(store: FeedbackStore, owner: str, thread: str, run: str = "r1", **fields: Any) -> Any:
@@ -104,6 +105,25 @@ def test_the_hourly_quota_refuses_the_record_past_it_and_keeps_nothing_of_it(
     # An hour later the older ones no longer count.
     store.save("alice", given[2], "r", RECORD, per_hour=2, now=start + 3_601)
     assert len(store.records("alice")) == 3
+
+
+def test_a_deleted_record_still_counts_toward_the_hourly_quota(store: FeedbackStore) -> None:
+    start = 1_000_000.0
+    first, _ = store.save("alice", FeedbackInput("t0", "good"), "r", RECORD, per_hour=2, now=start)
+    store.save("alice", FeedbackInput("t1", "good"), "r", RECORD, per_hour=2, now=start + 1_800)
+    store.delete(first.id, "alice")  # deleting frees no place: the quota counts records made
+    for thread in ("t2", "t0"):  # a new thread, and again on the deleted record's run
+        with pytest.raises(FeedbackError) as refused:
+            store.save(
+                "alice", FeedbackInput(thread, "good"), "r", RECORD, per_hour=2, now=start + 1_801
+            )
+        assert refused.value.status == 429
+    assert [f.thread_id for f in store.records("alice")] == ["t1"]
+    # Replacing a kept record is still free; an hour after the first, one place is free again.
+    store.save("alice", FeedbackInput("t1", "bad"), "r", RECORD, per_hour=2, now=start + 1_802)
+    store.save("alice", FeedbackInput("t2", "good"), "r", RECORD, per_hour=2, now=start + 3_601)
+    with pytest.raises(FeedbackError):  # t1's place is still taken
+        store.save("alice", FeedbackInput("t3", "good"), "r", RECORD, per_hour=2, now=start + 3_602)
 
 
 @pytest.mark.parametrize(
