@@ -21,7 +21,10 @@ from crag_bench.prompt_recording import (
 from crag_bench.reader_swap import NOT_REPLAYABLE, distinct_prompts, questions_of, reanswer
 from crag_bench.runner import Row
 
-MAIN_RUN = ["--limit", "3", "--corpus-size", "40", "--experiments", "main", "--no-performance"]
+MAIN_RUN = [
+    *("--limit", "3", "--corpus-size", "40", "--experiments", "main", "--no-performance"),
+    "--no-gold-removal-curve",  # the curve-only runs: more prompts, nothing more to replay
+]
 
 
 def _rows(out: Path) -> list[dict[str, Any]]:
@@ -250,12 +253,30 @@ def test_prompts_only_run_records_without_answering(
     assert "## Prompts only" in report and "| crag |" not in report
     assert not list(out.glob("*.png"))
     capsys.readouterr()
+    one = _first_question(out, tmp_path / "one-question")
     answered = tmp_path / "answered"
-    assert main(["eval-reader", str(out), "--generator", "smollm2", "--out", str(answered)]) == 0
+    assert main(["eval-reader", str(one), "--generator", "smollm2", "--out", str(answered)]) == 0
     assert "| crag |" in capsys.readouterr().out
     assert _results(answered)["meta"]["reader_swap"]["recorded_prompts_only"] is True
     new = {(r["experiment"], r["id"], r["gold_removed"]): r["answer"] for r in _rows(answered)}
-    assert new == {key: r["answer"] for key, r in recorded.items()}
+    first_id = rows[0]["id"]
+    assert {e for e, _, _ in new} == {r["experiment"] for r in rows}
+    assert new == {key: r["answer"] for key, r in recorded.items() if key[1] == first_id}
+
+
+def _first_question(run: Path, folder: Path) -> Path:
+    """A copy of ``run`` holding only its first question's rows (every experiment's).
+
+    The reader replays each experiment's prompts of that question; replaying the other
+    questions' prompts again would only repeat what the test above proves on the full run.
+    """
+    folder.mkdir()
+    (folder / "results.json").write_bytes((run / "results.json").read_bytes())
+    lines = (run / "rows.jsonl").read_text(encoding="utf-8").splitlines()
+    first_id = json.loads(lines[0])["id"]
+    kept = [line for line in lines if json.loads(line)["id"] == first_id]
+    (folder / "rows.jsonl").write_text("\n".join(kept) + "\n", encoding="utf-8")
+    return folder
 
 
 def test_eval_reader_needs_a_run_with_prompts(
