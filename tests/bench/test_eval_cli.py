@@ -1,4 +1,4 @@
-"""`crag-bench eval` from the command line: a real --limit 5 run, a PopQA file over a user corpus,
+"""`crag-bench eval` from the command line: a real --limit 3 run, a PopQA file over a user corpus,
 determinism and bad input."""
 
 import json
@@ -9,10 +9,15 @@ import pytest
 
 from crag_bench.cli import main
 from crag_bench.experiments import EXPERIMENTS
+from crag_bench.runner import removed_count
 
 pytestmark = pytest.mark.integration
 
 EXPECTED_PLOTS = ("accuracy.png", "gold_removal.png", "actions.png", "latency.png")
+LIMIT = 3
+"""Dev questions of the CI run: enough for every experiment, both sides of the gold removal."""
+REMOVED = removed_count(LIMIT, 50)
+"""Questions whose gold documents the default 50% removal hides."""
 
 
 def _results(out: Path) -> dict[str, Any]:
@@ -27,31 +32,35 @@ def _rows(out: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The CI run: five dev questions, every experiment, performance measured."""
-    out = tmp_path_factory.mktemp("eval") / "limit5"
-    assert main(["eval", "--limit", "5", "--corpus-size", "40", "--out", str(out)]) == 0
+    """The CI run: three dev questions, every experiment, performance measured."""
+    out = tmp_path_factory.mktemp("eval") / "limit3"
+    assert main(["eval", "--limit", str(LIMIT), "--corpus-size", "40", "--out", str(out)]) == 0
     return out
 
 
-def test_limit_5_run_writes_every_figure(quick_run: Path) -> None:
+def test_limit_3_run_writes_every_figure(quick_run: Path) -> None:
     results = _results(quick_run)
-    assert results["meta"]["questions"] == 5
+    assert results["meta"]["questions"] == LIMIT
     assert "simulated" in results["meta"]["web"]
     names = [e["name"] for e in results["experiments"]]
     assert names == [e.name for e in EXPERIMENTS]
     for experiment in results["experiments"]:
-        assert experiment["questions"] == 5, experiment["name"]
+        assert experiment["questions"] == LIMIT, experiment["name"]
         assert 0.0 <= experiment["accuracy"] <= 1.0
         assert experiment["errors"] == 0, experiment["name"]
     crag = next(e for e in results["experiments"] if e["name"] == "crag")
-    assert sum(crag["actions"].values()) == 5
+    assert sum(crag["actions"].values()) == LIMIT
     only = next(e for e in results["experiments"] if e["name"] == "crag-only-incorrect")
-    assert only["actions"]["incorrect"] == 5 and only["searched_web"] == 5
-    assert results["gold_removal"]["questions"] == 5
+    assert only["actions"]["incorrect"] == LIMIT and only["searched_web"] == LIMIT
+    assert results["gold_removal"]["questions"] == LIMIT
     assert results["gold_removal"]["share"] == 50
-    assert results["gold_removal"]["removed_questions"] == 3
+    assert 0 < REMOVED < LIMIT
+    assert results["gold_removal"]["removed_questions"] == REMOVED
     removed = next(e for e in results["experiments"] if e["name"] == "rag-gold-removed")
-    assert (removed["removed"]["questions"], removed["kept"]["questions"]) == (3, 2)
+    assert (removed["removed"]["questions"], removed["kept"]["questions"]) == (
+        REMOVED,
+        LIMIT - REMOVED,
+    )
     comparisons = results["statistics"]["comparisons"]
     assert {(c["a"], c["b"], c["scope"]) for c in comparisons} >= {
         ("crag", "rag", "all"),
@@ -69,7 +78,7 @@ def test_limit_5_run_writes_every_figure(quick_run: Path) -> None:
     assert all(v is not None for curve in results["gold_removal"]["curves"].values() for v in curve)
     latency = results["latency"]["experiments"]
     assert set(latency) == {"no-retrieval", "rag", "crag"}
-    assert latency["crag"]["stages"]["grade"]["n"] == 5
+    assert latency["crag"]["stages"]["grade"]["n"] == LIMIT
     assert results["latency"]["crag_over_rag"]["median_total"] > 0
     performance = results["performance"]
     assert performance["cold_start"]["error"] is None
@@ -80,14 +89,14 @@ def test_limit_5_run_writes_every_figure(quick_run: Path) -> None:
     assert performance["web_searches"] > 0
 
 
-def test_limit_5_rows_show_what_each_run_did(quick_run: Path) -> None:
+def test_limit_3_rows_show_what_each_run_did(quick_run: Path) -> None:
     rows = _rows(quick_run)
     counted = [r for r in rows if r["counted"]]
-    assert len(counted) == 5 * len(EXPERIMENTS)
-    # The 2 questions outside the removed share run once more per gold-removed experiment.
-    assert len(rows) == len(counted) + 2 * sum(e.gold_removed for e in EXPERIMENTS)
+    assert len(counted) == LIMIT * len(EXPERIMENTS)
+    # The questions outside the removed share run once more per gold-removed experiment.
+    assert len(rows) == len(counted) + (LIMIT - REMOVED) * sum(e.gold_removed for e in EXPERIMENTS)
     removed = [r for r in rows if r["experiment"] == "rag-gold-removed" and r["gold_removed"]]
-    assert len(removed) == 5 and all(r["gold_in_top_k"] is False for r in removed)
+    assert len(removed) == LIMIT and all(r["gold_in_top_k"] is False for r in removed)
     oracle = [r for r in rows if r["experiment"] == "oracle"]
     assert all(r["gold_in_top_k"] is True and 0 < r["passages"] <= 10 for r in oracle)
     no_retrieval = [r for r in rows if r["experiment"] == "no-retrieval"]
@@ -97,12 +106,12 @@ def test_limit_5_rows_show_what_each_run_did(quick_run: Path) -> None:
     assert all(r["answer"] for r in rows)
 
 
-def test_limit_5_report_and_plots(quick_run: Path) -> None:
+def test_limit_3_report_and_plots(quick_run: Path) -> None:
     report = (quick_run / "report.md").read_text(encoding="utf-8")
     assert "simulated" in report
     assert "| crag |" in report
     assert "## Is CRAG better? Paired statistics" in report
-    assert "**crag vs rag** (5 questions)" in report
+    assert f"**crag vs rag** ({LIMIT} questions)" in report
     for plot in EXPECTED_PLOTS:
         data = (quick_run / plot).read_bytes()
         assert data.startswith(b"\x89PNG"), plot
@@ -117,13 +126,13 @@ def test_same_questions_give_the_same_answers(quick_run: Path, tmp_path: Path) -
     curve-only runs would triple the run's time and prove nothing more about determinism.
     """
     again = tmp_path / "again"
-    args = ["eval", "--limit", "5", "--corpus-size", "40", "--out", str(again)]
+    args = ["eval", "--limit", str(LIMIT), "--corpus-size", "40", "--out", str(again)]
     extra = ["--experiments", "crag,crag-gold-removed", "--no-gold-removal-curve"]
     assert main([*args, *extra, "--no-performance"]) == 0
     first = {(r["experiment"], r["id"], r["gold_removed"]): r["answer"] for r in _rows(quick_run)}
     second = {(r["experiment"], r["id"], r["gold_removed"]): r["answer"] for r in _rows(again)}
     assert {e for e, _, _ in second} == {"crag", "crag-gold-removed"}
-    assert len(second) == 5 + 5 and sum(removed for _, _, removed in second) == 3
+    assert len(second) == 2 * LIMIT and sum(removed for _, _, removed in second) == REMOVED
     assert second == {key: first[key] for key in second}
 
 
