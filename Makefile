@@ -6,6 +6,9 @@
 #                                             and Studio on 127.0.0.1:$(PORT), $(JOBS) runs at
 #                                             once, generator batches of $(BATCH)
 #   make page                                 rebuild the chat page (npm; app/web/dist)
+#   make agent-chat-ui                        ask the README's question in LangChain's Agent Chat
+#                                             UI (npm, headless Chromium) on a crag server: its
+#                                             answer and sources must show (docs/agent-chat-ui.md)
 #   make bench                                load test: runs at concurrency levels $(LEVELS) on a
 #                                             local server (RUNS=N: one level of N runs)
 #   make eval EVAL_ARGS="--limit 5"           the benchmark: CRAG vs RAG, ablations (crag-bench eval)
@@ -36,7 +39,7 @@ REPLICAS ?= 2
 CLUSTER_PORT ?= 8200
 
 .PHONY: ask install install-dev install-browser install-cluster dev-checked test lint serve bench eval \
-	dockerfile page cluster cluster-stop
+	dockerfile page cluster cluster-stop agent-chat-ui
 
 install:
 	scripts/bootstrap.sh
@@ -91,6 +94,12 @@ dockerfile: install-dev
 # in the wheel: only this needs Node.js and npm, at development time.
 page:
 	cd app/web && npm ci --no-audit --no-fund && npm run build
+
+# Agent Chat UI from npm (create-agent-chat-app's templates/nextjs) in a scratch folder outside
+# the repository (/tmp/acui), a crag server with its token, headless Chromium: a few minutes,
+# so not part of `make test`.
+agent-chat-ui: install-dev install-browser
+	.venv/bin/python scripts/agent_chat_ui.py
 
 cluster: install-cluster
 	REPLICAS=$(REPLICAS) CLUSTER_PORT=$(CLUSTER_PORT) deploy/cluster/start.sh
