@@ -2,14 +2,16 @@
 
 The server is the chat page's (:mod:`tests.integration.test_chat_page`: the shipped models, the
 small store, the SearxNG stand-in) with a threads database holding two members' accounts,
-alice and bob, made as ``crag users add`` makes them. They sign in with the page's form, as a
-person does. Alice votes on an answer with the buttons under it; the record is then read back
-through ``/crag/feedback`` with her API key, the way a script of hers would. Bob sees none of
-it.
+alice and bob, and an admin's, ada, made as ``crag users add`` makes them. They sign in with
+the page's form, as a person does. Alice votes on an answer with the buttons under it; the
+record is then read back through ``/crag/feedback`` with her API key, the way a script of hers
+would. Bob sees none of it. At the end both vote, ada downloads the export from her quality
+view, and ``crag eval`` on that file answers both questions.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ import langgraph_api  # noqa: F401 - missing, the test fails: it never skips
 import langgraph_sdk
 import pytest
 
+from crag.app.cli.commands import main
 from crag.app.web.accounts import Accounts
 from crag_bench.dev_server import DevServer
 from tests.browser_support import DESKTOP, screenshot
@@ -50,24 +53,31 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def keys(data: Path) -> dict[str, str]:
     """Two members' API keys; their passwords sign them in on the page."""
     made = Accounts(data / "threads.sqlite")
-    return {name: made.add(name, PASSWORD) for name in ("alice", "bob")}
+    keys = {name: made.add(name, PASSWORD) for name in ("alice", "bob")}
+    keys["ada"] = made.add("ada", PASSWORD, "admin")
+    return keys
+
+
+@pytest.fixture(scope="module")
+def environment(
+    data: Path,
+    search_server: WebsearchServer,  # noqa: F811 - the fixture imported above
+) -> dict[str, str]:
+    """The operator's settings of the server (and of their own ``crag eval``)."""
+    store = build_server_store(data / "chroma")
+    ingest_root = data / "ingest_root"
+    ingest_root.mkdir()
+    return {
+        **served_environment(store, search_server.url, ingest_root),
+        "CRAG_THREADS_DB": str(data / "threads.sqlite"),
+    }
 
 
 @pytest.fixture(scope="module")
 def server(
-    tmp_path_factory: pytest.TempPathFactory,
-    data: Path,
-    keys: dict[str, str],
-    search_server: WebsearchServer,  # noqa: F811 - the fixture imported above
+    tmp_path_factory: pytest.TempPathFactory, environment: dict[str, str], keys: dict[str, str]
 ) -> Iterator[DevServer]:
-    store = build_server_store(data / "chroma")
-    ingest_root = data / "ingest_root"
-    ingest_root.mkdir()
-    env = {
-        **served_environment(store, search_server.url, ingest_root),
-        "CRAG_THREADS_DB": str(data / "threads.sqlite"),
-    }
-    with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as started:
+    with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), environment) as started:
         yield started
 
 
@@ -230,3 +240,47 @@ def test_a_refused_vote_is_told_in_the_servers_sentence_beside_the_buttons(
     assert answer.locator(".vote[aria-pressed='true']").count() == 0
     assert page.locator("#error").is_hidden()
     screenshot(page, shots, "chat-feedback-refused")
+
+
+MUSEUM_QUESTION = "Which museum holds the Mona Lisa?"
+
+
+def test_two_members_vote_the_admin_exports_both_and_crag_eval_answers_both(
+    server: DevServer,
+    chromium: Any,
+    keys: dict[str, str],
+    environment: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The loop of docs/evaluation.md: votes on the page, the admin's download, ``crag eval``."""
+    from tests.integration.test_chat_quality import opened_quality
+
+    alices = signed_in(chromium, server, "alice")
+    vote(ask(alices, MONA_QUESTION), "good")
+    pressed(alices.locator(".turn").last.locator(".answer.graph-crag"), "good")
+    bobs = signed_in(chromium, server, "bob")
+    answer = ask(bobs, MUSEUM_QUESTION)
+    vote(answer, "bad")
+    pressed(answer, "bad")
+    answer.get_by_label("The right answer (optional)").fill("the Louvre")
+    answer.get_by_role("button", name="Send").click()
+    answer.locator(".feedback-form").wait_for(state="hidden", timeout=SAVED_TIMEOUT)
+    bobs_thread = current_thread(bobs)
+    assert feedback_of(server, keys["alice"], bobs_thread) == []  # each sees only their own
+    view = opened_quality(signed_in(chromium, server, "ada"))
+    with view.page.expect_download() as downloading:
+        view.get_by_role("link", name="Download the feedback export").click()
+    export = tmp_path / "feedback.jsonl"
+    downloading.value.save_as(export)
+    lines = [json.loads(line) for line in export.read_text(encoding="utf-8").splitlines()]
+    assert {"alice", "bob"} <= {line["owner"] for line in lines}
+    assert {line["question"] for line in lines} == {MONA_QUESTION, MUSEUM_QUESTION}
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    out = tmp_path / "eval"
+    assert main(["eval", str(export), "--output", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["questions"] == len(lines)
+    picture = (out / "report.svg").read_text(encoding="utf-8")
+    assert MONA_QUESTION in picture and MUSEUM_QUESTION in picture
