@@ -4,7 +4,8 @@
 #                                             import layers (lint-imports), test
 #   make serve                                LangGraph server, its chat page (printed address)
 #                                             and Studio on 127.0.0.1:$(PORT), $(JOBS) runs at
-#                                             once, generator batches of $(BATCH)
+#                                             once, generator batches of $(BATCH); STUDIO=1:
+#                                             Studio's origin listed, its address printed
 #   make page                                 rebuild the chat page (npm; app/web/dist)
 #   make agent-chat-ui                        ask the README's question in LangChain's Agent Chat
 #                                             UI (npm, headless Chromium) on a crag server: its
@@ -24,6 +25,8 @@ LEVELS ?= 1,4,16,32
 RUNS ?=
 # Runs the server executes at once: plain `langgraph dev` runs one at a time.
 JOBS ?= 10
+# 1: LangGraph Studio's origin may read the server's answers (it still needs the token).
+STUDIO ?=
 # Generator requests of overlapping runs decoded together (CRAG_GENERATOR_BATCH_SIZE; 1: off).
 # A CRAG_GENERATOR_BATCH_SIZE line in .env takes precedence: the server applies .env last.
 BATCH ?= 8
@@ -75,7 +78,7 @@ test: install-browser
 		--durations=30 tests/cluster tests/bench tests/integration tests/unit
 
 serve: install-dev
-	scripts/serve.sh $(PORT) $(JOBS) $(BATCH)
+	STUDIO=$(STUDIO) scripts/serve.sh $(PORT) $(JOBS) $(BATCH)
 
 bench: install-dev
 	.venv/bin/crag-bench server $(if $(RUNS),--runs $(RUNS),--levels $(LEVELS)) --jobs $(BENCH_JOBS) \
