@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crag.app import graphs
-from crag.app.feedback_store import Feedback, FeedbackError
+from crag.app.feedback_store import Feedback, FeedbackError, FeedbackInput
 from crag.app.threads import (
     DEFAULT_THREADS_PATH,
     ThreadsDatabaseError,
@@ -252,22 +252,53 @@ def record_feedback(
         FeedbackError: A wrong verdict, a text over its limit, no finished run of that id on
             the thread, or a database that cannot be used.
     """
-    from crag.app.feedback_record import run_record, run_settings
-    from crag.app.feedback_store import FeedbackStore, checked_input
-    from crag.app.web.account_store import AccountDatabase
-    from crag.app.web.credentials import ADMIN
+    from crag.app.feedback_store import checked_input
 
     given = checked_input(
-        {"thread_id": thread_id, "verdict": verdict, "run_id": run_id, "expected": expected}
-        | {"comment": comment, "better": better}
+        {
+            "thread_id": thread_id,
+            "verdict": verdict,
+            "run_id": run_id,
+            "expected": expected,
+            "comment": comment,
+            "better": better,
+        }
     )
+    key, record = _judged_run(graph_with_threads, given, method, deployment)
+    return _saved_as_operator(given, key, record, target)
+
+
+def _judged_run(
+    graph_with_threads: CragGraph,
+    given: FeedbackInput,
+    method: MethodConfig | None,
+    deployment: DeploymentSettings | None,
+) -> tuple[str, dict[str, Any]]:
+    """The judged run's key (its ``run_id``, else its checkpoint's id) and its record.
+
+    Raises:
+        FeedbackError: The thread has no such finished run (404).
+    """
+    from crag.app.feedback_record import run_record, run_settings
+
     snapshot = _finished_run(graph_with_threads, given.thread_id, given.run_id)
     metadata = snapshot.metadata or {}
     record = run_record(snapshot.values, metadata, run_settings(method, deployment))
     key = str(metadata.get("run_id") or snapshot.config["configurable"]["checkpoint_id"])
+    return key, record
+
+
+def _saved_as_operator(
+    given: FeedbackInput, key: str, record: Mapping[str, Any], target: str | Path | None
+) -> Feedback:
+    """Store the feedback as the operator's, with no hourly quota, in the threads database."""
+    from crag.app.feedback_store import FeedbackStore
+    from crag.app.web.account_store import AccountDatabase
+    from crag.app.web.credentials import OPERATOR
+
     store = FeedbackStore(AccountDatabase(target or configured_threads_db()))
     try:
-        saved, _ = store.save(ADMIN, given, key, record, per_hour=None)
+        saved, _ = store.save(OPERATOR, given, key, record, per_hour=None)
     finally:
         store.database.close()
     return saved

@@ -69,10 +69,10 @@ def _caller_now(configurable: dict[str, Any]) -> dict[str, Any]:
     name no account ever had (the operator, a person the trusted proxy names) is kept as given.
     """
     from crag.app.threads import configured_threads_db
-    from crag.app.web.credentials import ADMIN
+    from crag.app.web.credentials import OPERATOR
 
     name = _caller_name(configurable)
-    if not name or name == ADMIN:
+    if not name or name == OPERATOR:
         return configurable
     standing = _accounts(configured_threads_db()).standing(name)
     if standing is None:

@@ -318,12 +318,7 @@ def load_file(
     limits = limits or operator_limits()
     path = Path(path)
     _check_name(path)
-    suffix = path.suffix.lower()
-    if suffix not in SUPPORTED_EXTENSIONS:
-        kind = f"extension {suffix!r}" if suffix else "no extension"
-        raise LoaderError(
-            f"{path}: unsupported file type ({kind}); supported: {', '.join(SUPPORTED_EXTENSIONS)}"
-        )
+    suffix = _supported_suffix(path)
     binary = suffix in BINARY_EXTENSIONS
     data = _checked_bytes(path, limits, data, text=not binary)
     source = str(path.expanduser().absolute())
@@ -340,13 +335,35 @@ def load_file(
         if reason is not None:
             raise LoaderError(f"{path}: {reason}")
         text, title, sections = _text_sections(suffix, text, path, limits)
-    # Sections without a location say nothing the text does not: plain text stays one piece.
-    located = tuple(sections) if any(s.location for s in sections) else ()
-    return [
-        LoadedDocument(
-            source=source, text=text.strip(), sha256=_sha256(data), title=title, sections=located
+    return [_document(source, text, data, title, sections)]
+
+
+def _supported_suffix(path: Path) -> str:
+    """The file's extension, lower-cased, when it is one of :data:`SUPPORTED_EXTENSIONS`.
+
+    Raises:
+        LoaderError: It is not (or the file has none).
+    """
+    suffix = path.suffix.lower()
+    if suffix not in SUPPORTED_EXTENSIONS:
+        kind = f"extension {suffix!r}" if suffix else "no extension"
+        raise LoaderError(
+            f"{path}: unsupported file type ({kind}); supported: {', '.join(SUPPORTED_EXTENSIONS)}"
         )
-    ]
+    return suffix
+
+
+def _document(
+    source: str, text: str, data: bytes, title: str | None, sections: list[Section]
+) -> LoadedDocument:
+    """The file's one document, its sections kept only where they carry locations.
+
+    Sections without a location say nothing the text does not: plain text stays one piece.
+    """
+    located = tuple(sections) if any(s.location for s in sections) else ()
+    return LoadedDocument(
+        source=source, text=text.strip(), sha256=_sha256(data), title=title, sections=located
+    )
 
 
 def _is_folder(path: Path) -> bool:

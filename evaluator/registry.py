@@ -122,42 +122,63 @@ def _load_cached(
     int8: bool,
     endpoint: EndpointConfig | None = None,
 ) -> RetrievalEvaluator:
+    """The evaluator ``name`` names (any other name: the embedding one), loaded once."""
     if name == "t5":
         from crag.evaluator.t5 import T5Evaluator
 
         return T5Evaluator(model, batch_size=batch_size, int8=int8)
     if name == "cross-encoder":
-        from crag.evaluator.cross_encoder import CrossEncoderEvaluator
-        from crag.evaluator.prior_cross_encoder import (
-            PriorCrossEncoderEvaluator,
-            correction_of,
-            prior_of,
-        )
-
-        cross_encoder = CrossEncoderEvaluator(model, batch_size=batch_size, int8=int8)
-        prior = prior_of(cross_encoder.metadata)
-        if prior is None:
-            return cross_encoder
-        logger.info("cross-encoder %s corrects its embedding prior %s", model, prior)
-        return PriorCrossEncoderEvaluator(
-            cross_encoder,
-            _shared_embeddings(embeddings_name),
-            prior,
-            correction_of(cross_encoder.metadata),
-        )
+        return _cross_encoder(model, batch_size, embeddings_name, int8)
     if name == "llm":
-        from crag.evaluator.llm import LLMEvaluator
-        from crag.generator.factory import load_chat_model
+        return _llm_evaluator(model, endpoint)
+    return _embedding_evaluator(embeddings_name)
 
-        try:
-            chat_model = load_chat_model(model, endpoint=endpoint)
-        except Exception as exc:
-            raise EvaluatorError(
-                f"the llm evaluator could not load the chat model {model!r}: {exc}"
-            ) from exc
-        logger.info("llm evaluator on %s", model)
-        return LLMEvaluator(chat_model)
 
+def _cross_encoder(
+    model: str, batch_size: int, embeddings_name: str, int8: bool
+) -> RetrievalEvaluator:
+    """The cross-encoder, wrapped to correct its embedding prior when its checkpoint has one."""
+    from crag.evaluator.cross_encoder import CrossEncoderEvaluator
+    from crag.evaluator.prior_cross_encoder import (
+        PriorCrossEncoderEvaluator,
+        correction_of,
+        prior_of,
+    )
+
+    cross_encoder = CrossEncoderEvaluator(model, batch_size=batch_size, int8=int8)
+    prior = prior_of(cross_encoder.metadata)
+    if prior is None:
+        return cross_encoder
+    logger.info("cross-encoder %s corrects its embedding prior %s", model, prior)
+    return PriorCrossEncoderEvaluator(
+        cross_encoder,
+        _shared_embeddings(embeddings_name),
+        prior,
+        correction_of(cross_encoder.metadata),
+    )
+
+
+def _llm_evaluator(model: str, endpoint: EndpointConfig | None) -> RetrievalEvaluator:
+    """A chat model asked the paper's yes/no question about each passage.
+
+    Raises:
+        EvaluatorError: The chat model cannot be loaded.
+    """
+    from crag.evaluator.llm import LLMEvaluator
+    from crag.generator.factory import load_chat_model
+
+    try:
+        chat_model = load_chat_model(model, endpoint=endpoint)
+    except Exception as exc:
+        raise EvaluatorError(
+            f"the llm evaluator could not load the chat model {model!r}: {exc}"
+        ) from exc
+    logger.info("llm evaluator on %s", model)
+    return LLMEvaluator(chat_model)
+
+
+def _embedding_evaluator(embeddings_name: str) -> RetrievalEvaluator:
+    """Question-passage cosine similarity of the store's embedder, calibrated (zero-shot)."""
     from crag.evaluator.embedding import DEFAULT_INTERCEPT, DEFAULT_SLOPE, EmbeddingEvaluator
 
     embeddings = _shared_embeddings(embeddings_name)

@@ -279,12 +279,12 @@ def generate(state: State, runtime: Runtime[RunSettings], components: Components
 
     The knowledge is bounded first (:func:`bounded_knowledge`: the lowest-ranked entries
     dropped past ``max_knowledge_chars`` or the model's context, with a note) and numbered in
-    the prompt when ``number_knowledge`` is on. The answer's
-    valid ``[n]`` markers become ``citations`` (and leave the answer text); an
-    answer without one cites the entries it shares the most content words with
-    (:mod:`crag.knowledge.attribution`). The answer is also appended to ``messages`` as an AI
-    message carrying the sources, citations and action (what chat front-ends show). A model
-    server's empty answer ends the run as its other failures do (:func:`empty_answer`).
+    the prompt when ``number_knowledge`` is on. The answer's valid ``[n]`` markers become
+    ``citations`` (and leave the answer text); an answer without one cites the entries it
+    shares the most content words with (:mod:`crag.knowledge.attribution`). The answer is
+    also appended to ``messages`` as an AI message carrying the sources, citations and action
+    (what chat front-ends show). A model server's empty answer ends the run as its other
+    failures do (:func:`empty_answer`).
     """
     model = components.chat_model(runtime.context)
     knowledge, notes = bounded_knowledge(
@@ -301,12 +301,34 @@ def generate(state: State, runtime: Runtime[RunSettings], components: Components
         internal=internal,
         external=len(knowledge) - internal,
     )
-    reply = model.invoke(messages)
-    if not reply.text.strip() and (failure := empty_answer(model, reply)) is not None:
-        raise failure
+    reply = _reply(model, messages)
     answer, citations, method = attribute_answer(reply.text.strip(), knowledge, state["question"])
     logger.info("generate: cites %s (%s)", citations, method)
     emit(runtime, "generate", "generated", chars=len(answer))
+    if not knowledge:
+        notes.append("no knowledge reached the generator; the answer is unsupported")
+    return _answer_update(state, knowledge, answer, citations, reply, notes)
+
+
+def _reply(model: Any, messages: list[BaseMessage]) -> BaseMessage:
+    """The model's reply; a model server's empty one raises (:func:`empty_answer`)."""
+    reply: BaseMessage = model.invoke(messages)
+    if not reply.text.strip():
+        failure = empty_answer(model, reply)
+        if failure is not None:
+            raise failure
+    return reply
+
+
+def _answer_update(
+    state: State,
+    knowledge: list[KnowledgeStrip],
+    answer: str,
+    citations: list[int],
+    reply: BaseMessage,
+    notes: list[str],
+) -> StateUpdate:
+    """The answer, its knowledge and citations, and the AI message chat front-ends show."""
     message = answer_message(
         answer,
         question=state["question"],
@@ -322,8 +344,6 @@ def generate(state: State, runtime: Runtime[RunSettings], components: Components
         "abstained": False,
         "messages": [message],
     }
-    if not knowledge:
-        notes.append("no knowledge reached the generator; the answer is unsupported")
     if notes:
         update["notes"] = notes
     return update

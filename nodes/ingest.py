@@ -332,23 +332,15 @@ def ingest_node(
 
     Every file read (named or found in a named directory) must have its real path, symbolic
     links followed, inside ``CRAG_INGEST_ROOT``, or inside the upload folder when that is
-    unset. Chunks are written as
-    a served run's, which may not replace the operator's documents (see the module).
+    unset. Chunks are written as a served run's, which may not replace the operator's
+    documents (see the module).
     """
     settings = IngestSettings.combine(resolve_ingest_context(runtime.context), deployment)
     _check_run_cost(settings)
     caller = run_caller()
     member = caller.member if caller is not None else None
     confinement = _confinement(settings.deployment, member)
-    folders = (
-        ServedFolders.of(
-            settings.deployment.upload_dir,
-            settings.deployment.ingest_root,
-            settings.deployment.store_path,
-        )
-        if caller is not None
-        else None
-    )
+    folders = _served_folders(settings.deployment) if caller is not None else None
     paths = _paths(state.get("paths"), confinement, folders)
     docs = _documents(state.get("documents"), settings.deployment.max_document_chars)
     tags = _tags(state.get("tags"))
@@ -358,16 +350,40 @@ def ingest_node(
             "{'documents': [{'text': '...', 'source': '...', 'title': '...'}]}"
         )
     emit(runtime, "ingest", "started", paths=len(paths), documents=len(docs))
+    report = _served_ingestion(runtime, settings, paths, docs, tags, confinement.root, member)
+    emit(runtime, "ingest", "done", **_counts(report))
+    return _output(report, folders, member)
+
+
+def _served_folders(deployment: DeploymentSettings) -> ServedFolders:
+    """The server's folders, which a served run's output never names (:func:`_output`)."""
+    return ServedFolders.of(deployment.upload_dir, deployment.ingest_root, deployment.store_path)
+
+
+def _served_ingestion(
+    runtime: Runtime[IngestContext],
+    settings: IngestSettings,
+    paths: list[str],
+    docs: list[dict[str, Any]],
+    tags: list[str],
+    root: Path,
+    member: str | None,
+) -> IngestReport:
+    """Store the files and documents as a served run's, its progress emitted as it goes.
+
+    Raises:
+        InvalidIngestInputError: They would take more chunks than ``ingest_max_chunks``.
+    """
 
     def on_progress(done: int, total: int) -> None:
         emit(runtime, "ingest", "embedding", done=done, total=total)
 
     try:
-        report = ingest_into_store(
+        return ingest_into_store(
             paths,
             settings,
             documents=_inline_documents(docs, member),
-            root=confinement.root,
+            root=root,
             progress=False,
             on_progress=on_progress,
             writer=served_writer(settings.deployment.ingest_run_replace, owner=member or ""),
@@ -376,8 +392,6 @@ def ingest_node(
         )
     except ChunkLimitError as exc:
         raise InvalidIngestInputError(str(exc)) from None
-    emit(runtime, "ingest", "done", **_counts(report))
-    return _output(report, folders, member)
 
 
 def _inline_documents(docs: list[dict[str, Any]], member: str | None) -> list[LoadedDocument]:

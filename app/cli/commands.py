@@ -481,37 +481,54 @@ def cmd_server_token(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser for ``crag``."""
+    """The argument parser for ``crag``: one helper per command, in the order ``--help`` lists."""
     parser = argparse.ArgumentParser(
         prog="crag", description="Corrective RAG over your documents (LangGraph)."
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     sub = parser.add_subparsers(dest="command", required=True)
+    ask = _add_ask_command(sub)
+    _add_history_command(sub)
+    ingest = _add_ingest_command(sub, _store_options)
+    _add_remove_command(sub)
+    graph_cmd = sub.add_parser("graph", help="print the graph as mermaid")
+    graph_cmd.set_defaults(func=cmd_graph)
+    _add_server_token_command(sub)
+    _add_serve_command(sub, _store_options, warm_commands=(ask, ingest))
+    _add_team_and_quality_commands(sub)
+    return parser
 
-    def store_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--store", help="Chroma store directory (default: .crag/chroma)")
-        p.add_argument("--collection", help=f"collection name (default: {DEFAULT_COLLECTION})")
-        p.add_argument(
-            "--set",
-            action="append",
-            metavar="KEY=VALUE",
-            help="any setting, of any kind: per-run (--set top_k=5), the method's "
-            "(--set strips_kept=3) or deployment (--set generator=endpoint); repeatable; "
-            "docs/configuration.md lists them",
-        )
 
+def _store_options(p: argparse.ArgumentParser) -> None:
+    """``--store``, ``--collection`` and ``--set``: which store, and any setting."""
+    p.add_argument("--store", help="Chroma store directory (default: .crag/chroma)")
+    p.add_argument("--collection", help=f"collection name (default: {DEFAULT_COLLECTION})")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="any setting, of any kind: per-run (--set top_k=5), the method's "
+        "(--set strips_kept=3) or deployment (--set generator=endpoint); repeatable; "
+        "docs/configuration.md lists them",
+    )
+
+
+def _thread_options(p: argparse.ArgumentParser) -> None:
+    """``--threads-db``: where the conversation threads are kept."""
     from crag.app.threads import DEFAULT_THREADS_PATH, THREADS_DB_ENV, configured_threads_db
 
-    def thread_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--threads-db",
-            default=configured_threads_db(),
-            metavar="PATH_OR_URL",
-            help="SQLite file or PostgreSQL URL (postgresql://...) keeping the threads "
-            f"(default: ${THREADS_DB_ENV}, else {DEFAULT_THREADS_PATH})",
-        )
+    p.add_argument(
+        "--threads-db",
+        default=configured_threads_db(),
+        metavar="PATH_OR_URL",
+        help="SQLite file or PostgreSQL URL (postgresql://...) keeping the threads "
+        f"(default: ${THREADS_DB_ENV}, else {DEFAULT_THREADS_PATH})",
+    )
 
-    ask = sub.add_parser("ask", help="answer a question")
+
+def _add_ask_command(sub: Any) -> argparse.ArgumentParser:
+    """``crag ask``."""
+    ask: argparse.ArgumentParser = sub.add_parser("ask", help="answer a question")
     ask.add_argument("question")
     ask.add_argument("--json", action="store_true", help="print the output state as JSON")
     ask.add_argument("-q", "--quiet", action="store_true", help="no per-node progress")
@@ -520,18 +537,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="run on this conversation thread, kept across invocations (SQLite)",
     )
-    thread_options(ask)
-    store_options(ask)
+    _thread_options(ask)
+    _store_options(ask)
     ask.set_defaults(func=cmd_ask)
+    return ask
 
+
+def _add_history_command(sub: Any) -> None:
+    """``crag history``."""
     history = sub.add_parser("history", help="print the questions and answers of a thread")
     history.add_argument("thread", metavar="ID")
     history.add_argument("--json", action="store_true", help="print the turns as JSON")
-    thread_options(history)
+    _thread_options(history)
     history.set_defaults(func=cmd_history)
 
-    ingest = _add_ingest_command(sub, store_options)
 
+def _add_remove_command(sub: Any) -> None:
+    """``crag remove``."""
     remove = sub.add_parser("remove", help="remove documents from the store by source")
     remove.add_argument(
         "sources",
@@ -540,12 +562,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a stored source (file path, FILE.jsonl#lineN, wikipedia:Title, inline:...); "
         "a .jsonl file removes all its lines",
     )
-    store_options(remove)
+    _store_options(remove)
     remove.set_defaults(func=cmd_remove)
 
-    graph_cmd = sub.add_parser("graph", help="print the graph as mermaid")
-    graph_cmd.set_defaults(func=cmd_graph)
 
+def _add_server_token_command(sub: Any) -> None:
+    """``crag server-token``."""
     token_cmd = sub.add_parser(
         "server-token",
         help="print the LangGraph server's token (made on first use)",
@@ -560,23 +582,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace the token with a new one (restart the server: the old links and "
         "sign-ins stop working)",
     )
-    store_options(token_cmd)
+    _store_options(token_cmd)
     token_cmd.set_defaults(func=cmd_server_token)
 
-    _add_serve_command(sub, store_options, warm_commands=(ask, ingest))
+
+def _add_team_and_quality_commands(sub: Any) -> None:
+    """``crag users``, ``thresholds``, ``eval`` and ``feedback``, from their own modules."""
+    from crag.app.cli.eval_command import add_eval_command
+    from crag.app.cli.feedback_command import add_feedback_command
+    from crag.app.cli.thresholds_command import add_thresholds_command
     from crag.app.cli.users_command import add_users_command
 
     add_users_command(sub)
-    from crag.app.cli.thresholds_command import add_thresholds_command
-
-    add_thresholds_command(sub, store_options, _settings)
-    from crag.app.cli.eval_command import add_eval_command
-
-    add_eval_command(sub, store_options, _settings)
-    from crag.app.cli.feedback_command import add_feedback_command
-
+    add_thresholds_command(sub, _store_options, _settings)
+    add_eval_command(sub, _store_options, _settings)
     add_feedback_command(sub)
-    return parser
 
 
 def _add_ingest_command(

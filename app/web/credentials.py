@@ -43,8 +43,8 @@ from crag.app.web.sessions import COOKIE_PREFIX, Session, Sessions, cookie_name
 from crag.core.deployment import DeploymentSettings
 
 __all__ = [
-    "ADMIN",
     "CSRF_HEADER",
+    "OPERATOR",
     "PROXY_SECRET_HEADER",
     "SESSION_COOKIE",
     "TOKEN_ENV",
@@ -71,8 +71,11 @@ SESSION_COOKIE = COOKIE_PREFIX
 CSRF_HEADER = "x-crag-csrf"
 PROXY_SECRET_HEADER = "x-crag-proxy-secret"
 """The header in which the trusted reverse proxy sends ``proxy_secret`` with each request."""
-ADMIN = "operator"
-"""The one user of a server signed into with its token: the operator, who may do everything."""
+OPERATOR = "operator"
+"""The one user of a server signed into with its token: the operator, who may do everything.
+
+A user's name (the operator's identity, as a thread's or record's owner), not a role: the
+operator's role is ``"admin"``, which team accounts may have too."""
 
 _TOKEN_CHARS = re.compile(r"[A-Za-z0-9_\-.~+/=]+")
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -269,7 +272,7 @@ def proxy_identity(
 def _by_key(presented: str, token: str, accounts: Accounts | None) -> Identity:
     """The caller a key names: the server's token, or an account's API key."""
     if hmac.compare_digest(presented.encode(), token.encode()):
-        return Identity(ADMIN, "admin", "key")
+        return Identity(OPERATOR, "admin", "key")
     account = accounts.by_key(presented) if accounts is not None else None
     if account is not None:
         return Identity(account.name, account.role, "key")
@@ -319,7 +322,7 @@ def _by_session(
     csrf = csrf_token(token, session_id)
     _check_browser(headers, method, csrf)
     if found.kind == "operator":
-        return Identity(ADMIN, "admin", "session", csrf=csrf, session=session_id)
+        return Identity(OPERATOR, "admin", "session", csrf=csrf, session=session_id)
     account = accounts.get(found.name) if accounts is not None else None
     if account is None:
         raise AccessDeniedError("that sign-in's account no longer exists: sign in again")

@@ -58,7 +58,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crag.app.web.accounts import MAX_PASSWORD_CHARS, Account, Accounts
 from crag.app.web.credentials import (
-    ADMIN,
+    OPERATOR,
     AccessDeniedError,
     Identity,
     csrf_token,
@@ -671,7 +671,7 @@ def set_session_cookie(config: GateConfig, user: str, secure: bool) -> str:
     sessions = config.sessions
     if sessions is None:
         raise AccessDeniedError("this server keeps no sessions: sign in with X-Api-Key")
-    kind: Literal["operator", "account"] = "operator" if user == ADMIN else "account"
+    kind: Literal["operator", "account"] = "operator" if user == OPERATOR else "account"
     try:
         session_id = sessions.start(user, kind)
     except sessions.database.integrity_errors():
@@ -716,7 +716,7 @@ async def _token_sign_in(request: _Request, send: Send, config: GateConfig, give
         await _sign_in_page(send, "That token is not this server's.", oidc=config.oidc)
         return
     try:
-        cookie = await asyncio.to_thread(set_session_cookie, config, ADMIN, _secure(request))
+        cookie = await asyncio.to_thread(set_session_cookie, config, OPERATOR, _secure(request))
     except AccessDeniedError as denied:
         await _sign_in_page(send, str(denied), oidc=config.oidc)
         return

@@ -23,9 +23,6 @@ is set, so its answers do not depend on which prompts meet)."""
 
 def add_eval_command(sub: Any) -> None:
     """Register ``crag-bench eval`` on the CLI's subparsers."""
-    from crag_bench.datasets import dataset_names
-    from crag_bench.experiments import DEFAULT_GOLD_REMOVED_SHARE, PRESETS, experiment_names
-
     run = sub.add_parser(
         "eval",
         help="benchmark CRAG against RAG, ablations and a peer baseline",
@@ -33,6 +30,18 @@ def add_eval_command(sub: Any) -> None:
         "open-domain QA set, or a PopQA-format question file) and write results.json, "
         "rows.jsonl, report.md and PNG plots.",
     )
+    _question_options(run)
+    _output_and_store_options(run)
+    _experiment_options(run)
+    _workload_options(run)
+    _recording_options(run)
+    run.set_defaults(func=cmd_eval)
+
+
+def _question_options(run: argparse.ArgumentParser) -> None:
+    """Which questions (FanOutQA ids, a PopQA-format file or a bundled set), over which corpus."""
+    from crag_bench.datasets import dataset_names
+
     questions = run.add_mutually_exclusive_group()
     questions.add_argument(
         "--ids",
@@ -62,6 +71,10 @@ def add_eval_command(sub: Any) -> None:
         "ingested into OUT/store (default: the bundled Wikipedia summaries)",
     )
     run.add_argument("--limit", type=int, default=0, metavar="N", help="first N questions only")
+
+
+def _output_and_store_options(run: argparse.ArgumentParser) -> None:
+    """Where the results go, and which store (or smaller store) the questions are asked of."""
     run.add_argument(
         "--out",
         type=Path,
@@ -79,6 +92,12 @@ def add_eval_command(sub: Any) -> None:
         help="a smaller store in OUT/store: the questions' gold summaries plus N others "
         "(seeded); 0: the whole bundled corpus",
     )
+
+
+def _experiment_options(run: argparse.ArgumentParser) -> None:
+    """Which experiments, the gold-removed share, the seed and the settings they all share."""
+    from crag_bench.experiments import DEFAULT_GOLD_REMOVED_SHARE, PRESETS, experiment_names
+
     run.add_argument(
         "--experiments",
         metavar="NAMES",
@@ -111,6 +130,10 @@ def add_eval_command(sub: Any) -> None:
         "(e.g. top_k), a parameter of the method (e.g. strips_kept; an experiment's own "
         "parameters override it) or a deployment setting (e.g. evaluator, generator)",
     )
+
+
+def _workload_options(run: argparse.ArgumentParser) -> None:
+    """How much is run beside the experiments, and how many questions at once."""
     run.add_argument(
         "--no-performance",
         action="store_true",
@@ -141,6 +164,10 @@ def add_eval_command(sub: Any) -> None:
         "level (--no-gold-removal-curve: only the removed share, about half the work of the "
         "gold-removed experiments)",
     )
+
+
+def _recording_options(run: argparse.ArgumentParser) -> None:
+    """What is kept besides the answers (prompts), and how the figures are printed."""
     run.add_argument(
         "--record-prompts",
         action="store_true",
@@ -153,7 +180,6 @@ def add_eval_command(sub: Any) -> None:
         "input of `crag-bench eval-reader` on a machine with a faster generator",
     )
     run.add_argument("--json", action="store_true", help="print every figure as JSON")
-    run.set_defaults(func=cmd_eval)
 
 
 def _fanoutqa(ids_file: Path | None) -> tuple[list[Any], str]:

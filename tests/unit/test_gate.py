@@ -29,8 +29,8 @@ from starlette.testclient import TestClient
 
 from crag.app.web.accounts import Accounts
 from crag.app.web.credentials import (
-    ADMIN,
     CSRF_HEADER,
+    OPERATOR,
     PROXY_SECRET_HEADER,
     AccessDeniedError,
     csrf_token,
@@ -107,9 +107,9 @@ def test_only_ok_answers_without_the_token(client: TestClient, reached: list[str
 
 
 def test_a_program_signs_in_with_the_token_as_a_key_or_a_bearer(client: TestClient) -> None:
-    assert client.post("/threads/search", json={}, headers=KEY).json() == {"user": ADMIN}
+    assert client.post("/threads/search", json={}, headers=KEY).json() == {"user": OPERATOR}
     bearer = {"authorization": f"Bearer {TOKEN}"}
-    assert client.post("/threads/search", json={}, headers=bearer).json() == {"user": ADMIN}
+    assert client.post("/threads/search", json={}, headers=bearer).json() == {"user": OPERATOR}
     _detail(client.post("/threads/search", json={}, headers={"x-api-key": "x" * 40}), 401, "wrong")
     _detail(client.post("/threads/search", headers={"authorization": "Basic eDp5"}), 401, "sign in")
 
@@ -398,7 +398,7 @@ def test_the_token_in_the_address_becomes_a_cookie_and_leaves_the_address(
         assert flag in cookie
     assert TOKEN not in cookie
     page = client.get("/chat/")
-    assert page.json() == {"user": ADMIN}
+    assert page.json() == {"user": OPERATOR}
 
 
 def test_without_a_credential_the_page_is_the_sign_in_page(
@@ -479,7 +479,7 @@ def test_the_token_is_made_once_beside_the_store_and_kept_private(tmp_path: Path
 
 def test_no_refusal_repeats_a_secret(config: GateConfig, accounts: Accounts) -> None:
     assert config.sessions is not None
-    session = config.sessions.start(ADMIN, "operator")
+    session = config.sessions.start(OPERATOR, "operator")
     name = config.cookie_name(False)
     attempts: list[dict[bytes, bytes]] = [
         {b"x-api-key": b"wrong-" + TOKEN.encode()},
