@@ -61,6 +61,7 @@ __all__ = [
     "ServerThreads",
     "ThreadSource",
     "feedback_routes",
+    "served_feedback_store",
     "served_threads",
 ]
 
@@ -369,7 +370,7 @@ class _Feedback:
 
 
 @functools.cache
-def _served_store() -> FeedbackStore:
+def served_feedback_store() -> FeedbackStore:
     """The feedback of the served gate's threads database (its accounts' connections)."""
     accounts = gate_config().accounts
     if accounts is None:  # pragma: no cover - the served gate always has its accounts
@@ -394,7 +395,7 @@ def feedback_routes(
     """
     from crag.app.feedback_store import FEEDBACK_PER_HOUR
 
-    chosen = (lambda: store) if store is not None else _served_store
+    chosen = (lambda: store) if store is not None else served_feedback_store
     feedback = _Feedback(
         chosen, threads or served_threads(), FEEDBACK_PER_HOUR if per_hour is None else per_hour
     )

@@ -28,7 +28,6 @@ but ``results.json`` and ``report.svg`` is read from it.
 from __future__ import annotations
 
 import asyncio
-import functools
 import io
 import json
 import logging
@@ -45,7 +44,8 @@ from starlette.routing import BaseRoute, Route
 
 from crag.app.feedback_store import Feedback, FeedbackError, FeedbackStore
 from crag.app.web.credentials import Identity
-from crag.app.web.gate import IDENTITY_KEY, gate_config
+from crag.app.web.feedback_routes import served_feedback_store
+from crag.app.web.gate import IDENTITY_KEY
 from crag.core.deployment import DeploymentSettings, deployment_settings
 from crag.core.setting_checks import InvalidSettingError
 
@@ -307,15 +307,6 @@ class _Quality:
         )
 
 
-@functools.cache
-def _served_store() -> FeedbackStore:
-    """The feedback of the served gate's threads database (its accounts' connections)."""
-    accounts = gate_config().accounts
-    if accounts is None:  # pragma: no cover - the served gate always has its accounts
-        raise FeedbackError("this server keeps no threads database for feedback", 503)
-    return FeedbackStore(accounts.database)
-
-
 def quality_routes(
     store: FeedbackStore | None = None, *, deployment: DeploymentSettings | None = None
 ) -> list[BaseRoute]:
@@ -326,7 +317,7 @@ def quality_routes(
         deployment: The settings (``eval_dir``, the evaluator); ``None``: the operator's, read
             at each request.
     """
-    quality = _Quality((lambda: store) if store is not None else _served_store, deployment)
+    quality = _Quality((lambda: store) if store is not None else served_feedback_store, deployment)
     return [
         _route(QUALITY_PATH, quality.view),
         _route(QUALITY_PATH + "/" + PICTURE, quality.picture),
