@@ -386,10 +386,10 @@ class ServerDeployment(BaseModel):
     )
     eval_dir: str = Field(
         "",
-        description="Directory of the evaluations the chat page's quality view shows (admins "
-        "only): the newest results.json in it or in one of its folders, written by crag eval "
-        "FILE --output DIR (with report.svg beside it). Empty: 'eval' beside the store "
-        "(.crag/eval by default).",
+        description="Directory of the evaluations: crag eval FILE writes each run in a new "
+        "folder of it (unless given --output), and the chat page's quality view (admins only) "
+        "shows the newest results.json in it or in one of its folders, with report.svg beside "
+        "it. Empty: 'eval' beside the store (.crag/eval by default).",
     )
 
 
@@ -461,6 +461,17 @@ class DeploymentSettings(
 
 MEMBERS_FOLDER = "members"
 """The part of the upload folder that holds each member's own uploads (``members/NAME``)."""
+
+
+def evaluations_folder(eval_dir: str, store_path: str) -> Path:
+    """Where the evaluations are, absolute (setting ``eval_dir``; empty: ``eval`` beside the store).
+
+    ``crag eval`` writes each run in a folder of it unless told otherwise, and the chat page's
+    quality view shows the newest.
+    """
+    if eval_dir.strip():
+        return Path(eval_dir).expanduser().resolve()
+    return (Path(store_path).expanduser().parent / "eval").resolve()
 
 
 def uploads_folder(

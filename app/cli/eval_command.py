@@ -11,9 +11,11 @@ An answer is right when it holds one of the question's answers
 (:mod:`crag.knowledge.evaluation_stats`, shared with crag-bench). A question without answers
 is run and counted, but only its feedback verdict judges it (:mod:`crag.app.cli.eval_output`).
 
-With ``--output DIR`` every finished run is appended to ``DIR/rows.jsonl`` as it ends, so a
-run that stops (a model server that dies, Ctrl-C, SIGTERM) keeps what it did; the same command
-again resumes, skipping the runs already there.
+Every finished run is appended to ``DIR/rows.jsonl`` as it ends, so a run that stops (a model
+server that dies, Ctrl-C, SIGTERM) keeps what it did; the same command with ``--output DIR``
+again resumes, skipping the runs already there. Without ``--output`` DIR is a new folder
+``FILE-STEM-YYYYMMDD-HHMMSS`` in the evaluations folder (setting ``eval_dir``: ``.crag/eval``
+by default), where the chat page's quality view finds the newest.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from crag.knowledge.answer_match import holds_answer
 
 if TYPE_CHECKING:
     from crag.app.cli.settings import CommandSettings
+    from crag.core.deployment import DeploymentSettings
 
 __all__ = ["EvalQuestion", "add_eval_command", "read_eval_questions"]
 
@@ -325,10 +328,23 @@ def evaluate(
                 logger.info("answered %d of %d questions", progress.done, len(questions))
 
 
-def _stopped_line(progress: Progress, rows: RowsFile, reason: str) -> str:
+def default_output(file: str, deployment: DeploymentSettings) -> Path:
+    """A new folder for a run given no ``--output``: FILE's stem and the time, in ``eval_dir``."""
+    from crag.core.deployment import evaluations_folder
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    folder = evaluations_folder(deployment.eval_dir, deployment.store_path)
+    return folder / f"{Path(file).stem or 'questions'}-{stamp}"
+
+
+def _stopped_line(progress: Progress, rows: RowsFile, reason: str, given: bool) -> str:
+    again = (
+        "run the same command again to resume"
+        if given
+        else f"to resume, run the same command with --output {rows.directory}"
+    )
     kept = (
-        f"the {len(rows.rows)} rows done are kept in {rows.path}; run the same command again "
-        "to resume"
+        f"the {len(rows.rows)} rows done are kept in {rows.path}; {again}"
         if rows.path is not None
         else "no rows were kept (give --output DIR to keep them and resume)"
     )
@@ -350,8 +366,10 @@ def cmd_eval(
     settings = settings_of(args)
     run = settings.run_settings()
     questions = read_eval_questions(Path(args.file), run.deployment.max_question_chars)
-    output = Path(args.output) if args.output else None
+    output = Path(args.output) if args.output else default_output(args.file, run.deployment)
     rows = RowsFile(output, run_fingerprint(settings))
+    if not args.output:
+        _print_error(f"crag eval: writing to {output} (--output DIR to choose)")
     earlier = rows.load()
     if earlier:
         _print_error(f"crag eval: resuming: {earlier} rows already in {rows.path}")
@@ -365,17 +383,18 @@ def cmd_eval(
                 token.cancel()  # a parallel branch's model work stops too
                 raise
     except KeyboardInterrupt:
-        _print_error(_stopped_line(progress, rows, "interrupted"))
+        _print_error(_stopped_line(progress, rows, "interrupted", bool(args.output)))
         raise
     except Exception as exc:  # any failure of a run stops the evaluation here
         logger.debug("the evaluation stopped", exc_info=True)
-        _print_error(_stopped_line(progress, rows, f"{type(exc).__name__}: {exc}"))
+        _print_error(
+            _stopped_line(progress, rows, f"{type(exc).__name__}: {exc}", bool(args.output))
+        )
         return 1
     results = evaluation_results(questions, rows.rows, list(graphs), run, args.file)
     sys.stdout.write("".join(terminal_text(line) + "\n" for line in table_lines(results)))
-    if output is not None:
-        write_outputs(output, results)
-        _print_error(f"crag eval: wrote results.json, report.md and report.svg to {output}")
+    write_outputs(output, results)
+    _print_error(f"crag eval: wrote results.json, report.md and report.svg to {output}")
     return 0
 
 
@@ -403,8 +422,9 @@ def add_eval_command(
         "--output",
         "-o",
         metavar="DIR",
-        help="write results.json, report.md, report.svg and rows.jsonl there; run again with "
-        "the same DIR to resume a run that stopped",
+        help="write results.json, report.md, report.svg and rows.jsonl there (default: a new "
+        "folder FILE-STEM-DATE-TIME in the evaluations folder, setting eval_dir: .crag/eval); "
+        "run again with the same DIR to resume a run that stopped",
     )
     store_options(parser)
     parser.set_defaults(func=functools.partial(cmd_eval, settings_of=settings_of))

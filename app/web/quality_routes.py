@@ -20,8 +20,8 @@ without a known caller 401. What the view shows is the whole team's, so no membe
 
 **The last evaluation** is found by one rule, the operator's: the newest ``results.json``
 (by its modification time) directly in the deployment setting ``eval_dir`` or in one of its
-folders, ``eval`` beside the store (``.crag/eval``) when the setting is empty. ``crag eval FILE
---output .crag/eval/NAME`` writes one there. The folder is never named by a caller, and nothing
+folders, ``eval`` beside the store (``.crag/eval``) when the setting is empty. ``crag eval FILE``
+writes one there. The folder is never named by a caller, and nothing
 but ``results.json`` and ``report.svg`` is read from it.
 """
 
@@ -46,14 +46,13 @@ from crag.app.feedback_store import Feedback, FeedbackError, FeedbackStore
 from crag.app.web.credentials import Identity
 from crag.app.web.feedback_routes import served_feedback_store
 from crag.app.web.gate import IDENTITY_KEY
-from crag.core.deployment import DeploymentSettings, deployment_settings
+from crag.core.deployment import DeploymentSettings, deployment_settings, evaluations_folder
 from crag.core.setting_checks import InvalidSettingError
 
 __all__ = [
     "EXPORT_NAME",
     "QUALITY_PATH",
     "SVG_HEADERS",
-    "evaluations_folder",
     "feedback_counts",
     "latest_evaluation",
     "quality_routes",
@@ -111,11 +110,8 @@ class _Refused(Exception):
         self.status = status
 
 
-def evaluations_folder(settings: DeploymentSettings) -> Path:
-    """Where the evaluations are (setting ``eval_dir``; empty: ``eval`` beside the store)."""
-    if settings.eval_dir.strip():
-        return Path(settings.eval_dir).expanduser().resolve()
-    return (Path(settings.store_path).expanduser().parent / "eval").resolve()
+def _evaluations_folder(settings: DeploymentSettings) -> Path:
+    return evaluations_folder(settings.eval_dir, settings.store_path)
 
 
 def latest_evaluation(folder: Path) -> Path | None:
@@ -206,8 +202,8 @@ def feedback_counts(records: Iterable[Feedback]) -> dict[str, Any]:
 
 def _no_evaluation(folder: Path) -> str:
     return (
-        f"No evaluation yet: run crag eval QUESTIONS.jsonl --output {folder}/NAME (the folder "
-        "is the server's setting eval_dir; a feedback export makes a questions file) and "
+        "No evaluation yet: run crag eval QUESTIONS.jsonl on the server's machine (it writes "
+        f"in {folder}, the setting eval_dir; a feedback export makes a questions file) and "
         "reload this view."
     )
 
@@ -265,7 +261,7 @@ class _Quality:
         return {"upper_threshold": upper, "lower_threshold": lower, "evaluator": settings.evaluator}
 
     def _view(self) -> Response:
-        folder = evaluations_folder(self.settings())
+        folder = _evaluations_folder(self.settings())
         body: dict[str, Any] = {
             "feedback": feedback_counts(self.store().records(None)),
             "thresholds": self._thresholds(),
@@ -283,7 +279,7 @@ class _Quality:
         return JSONResponse(body, headers=_API_HEADERS)
 
     def _picture(self) -> Response:
-        folder = evaluations_folder(self.settings())
+        folder = _evaluations_folder(self.settings())
         run = latest_evaluation(folder)
         if run is None:
             raise _Refused(404, _no_evaluation(folder))

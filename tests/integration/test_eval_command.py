@@ -335,6 +335,26 @@ def test_bad_input_names_the_line_and_exits_2(
     assert err.startswith("crag: error: ") and message in err, err
 
 
+def test_without_output_the_rows_go_to_a_new_folder_of_the_evaluations_folder(
+    store: Path, questions: Path, search_down: WebsearchServer, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Where the quality view looks (``eval_dir``), and the stop says how to resume there."""
+    evaluations = tmp_path / "evaluations"
+    monkeypatch.setenv("CRAG_EVAL_DIR", str(evaluations))
+    monkeypatch.setenv("CRAG_LLM_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
+    monkeypatch.setenv("CRAG_LLM_MODEL", "nothing-listens")
+    monkeypatch.setenv("CRAG_LLM_MAX_RETRIES", "0")
+    options = [*_options(store, search_down), "--set", "generator=endpoint"]
+    assert main(["eval", str(questions), *options]) == 1
+    err = capsys.readouterr().err
+    [folder] = list(evaluations.iterdir())
+    assert folder.name.startswith(f"{questions.stem}-")
+    assert f"crag eval: writing to {folder} (--output DIR to choose)" in err
+    assert f"to resume, run the same command with --output {folder}" in err
+    assert (folder / "rows.jsonl").exists()
+
+
 def test_rows_of_other_settings_are_not_resumed(
     store: Path, questions: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -109,7 +109,7 @@ def test_an_admin_sees_the_counts_the_thresholds_and_that_there_is_no_evaluation
     }
     assert body["evaluation"] is None
     assert body["note"].startswith("No evaluation yet: run crag eval ")
-    assert f"--output {team.dir / 'eval'}/NAME" in body["note"]
+    assert f"(it writes in {team.dir / 'eval'}, the setting eval_dir;" in body["note"]
     picture = _get(team, "/crag/quality/report.svg", "ada")
     assert picture.status_code == 404 and picture.json()["detail"].startswith("No evaluation yet")
 
