@@ -67,11 +67,6 @@ PACKAGE = "create-agent-chat-app@0.1.6"
 TEMPLATE = "package/templates/nextjs/"
 GRAPH_ID = "crag"
 QUESTION = "Who painted the Mona Lisa?"
-MONA_LISA = "wikipedia:Mona Lisa"
-OTHER_DOCUMENTS = 40
-OFF_TOPIC_WORDS = ("paint", "leonardo", "nitrogen")
-"""Summaries mentioning these stay out of the store (as in tests/server_support.py): the shipped
-135M generator is easily led astray by another painter."""
 VIEWPORT = {"width": 1100, "height": 800}
 DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "acui"
 DEFAULT_SCREENSHOT = Path(__file__).resolve().parent.parent / "docs/images/agent-chat-ui-answer.png"
@@ -167,23 +162,11 @@ def build_store(workdir: Path, result: Result) -> Path:
     if done.is_file():
         return path
     shutil.rmtree(path, ignore_errors=True)
-    from crag.vectorstore.corpus import load_corpus
-    from crag.vectorstore.embeddings import load_embeddings
-    from crag.vectorstore.ingest import ingest_documents
-    from crag.vectorstore.store import open_store
+    from crag_bench.mona_lisa_store import ingest_mona_lisa_store
 
     with result.timed("store build"):
-        docs = load_corpus()
-        mona = [d for d in docs if d.source == MONA_LISA]
-        unrelated = [
-            d
-            for d in docs
-            if d.source != MONA_LISA and not any(w in d.text.lower() for w in OFF_TOPIC_WORDS)
-        ]
-        others = unrelated[:: len(unrelated) // OTHER_DOCUMENTS][:OTHER_DOCUMENTS]
-        store = open_store(str(path), "crag", load_embeddings("all-MiniLM-L6-v2"), create=True)
-        report = ingest_documents(mona + others, store, progress=False)
-    if not report.ok or not mona:
+        report, found = ingest_mona_lisa_store(path)
+    if not report.ok or not found:
         raise CheckFailed(f"the store could not be built: {report.failed}")
     done.write_text("ok\n", encoding="utf-8")
     return path

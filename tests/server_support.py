@@ -28,14 +28,9 @@ from crag_bench.dev_server import (
     start_dev_server,
     stop_process_group,
 )
+from crag_bench.mona_lisa_store import OTHER_DOCUMENTS, ingest_mona_lisa_store
 from tests.store_copies import store_copy
 
-MONA_LISA = "wikipedia:Mona Lisa"
-OTHER_DOCUMENTS = 40
-# Other summaries mentioning these are left out, so that the store holds exactly one passage
-# about the painting (the 135M generator is easily led astray by another painter) and nothing
-# about nitrogen (the unanswerable question must stay unanswerable).
-OFF_TOPIC_WORDS = ("paint", "leonardo", "nitrogen")
 CHROMA_STARTUP_TIMEOUT = 60.0
 SERVER_JOBS = 10
 """Runs the test server executes at once, as ``make serve`` starts it: plain ``langgraph dev``
@@ -53,22 +48,8 @@ def build_server_store(path: Path) -> Path:
 
 def _ingest_server_store(path: Path) -> None:
     """Ingest the Mona Lisa summary and 40 unrelated ones into a new store at ``path``."""
-    from crag.vectorstore.corpus import load_corpus
-    from crag.vectorstore.embeddings import load_embeddings
-    from crag.vectorstore.ingest import ingest_documents
-    from crag.vectorstore.store import open_store
-
-    docs = load_corpus()
-    mona = [d for d in docs if d.source == MONA_LISA]
-    assert len(mona) == 1, "the bundled corpus has no Mona Lisa summary"
-    unrelated = [
-        d
-        for d in docs
-        if d.source != MONA_LISA and not any(w in d.text.lower() for w in OFF_TOPIC_WORDS)
-    ]
-    others = unrelated[:: len(unrelated) // OTHER_DOCUMENTS][:OTHER_DOCUMENTS]
-    store = open_store(str(path), "crag", load_embeddings("all-MiniLM-L6-v2"), create=True)
-    report = ingest_documents(mona + others, store, progress=False)
+    report, found = ingest_mona_lisa_store(path)
+    assert found == 1, "the bundled corpus has no Mona Lisa summary"
     assert report.ok, report.failed
     assert len(report.added) == OTHER_DOCUMENTS + 1
 

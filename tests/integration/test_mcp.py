@@ -26,8 +26,8 @@ from mcp.shared.exceptions import MCPError
 
 from crag.core.setting_kinds import other_kind_error
 from crag_bench.dev_server import DevServer
+from crag_bench.mona_lisa_store import MONA_LISA
 from tests.server_support import (
-    MONA_LISA,
     build_server_store,
     langgraph_server,
     served_environment,

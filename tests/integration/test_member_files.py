@@ -21,8 +21,7 @@ import pytest
 
 from crag.app.web.accounts import Accounts
 from crag_bench.dev_server import DevServer
-from tests.server_support import build_server_store, langgraph_server
-from tests.websearch_server import WebsearchServer
+from tests.server_support import team_server
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
@@ -52,22 +51,9 @@ def keys(places: dict[str, Path]) -> dict[str, str]:
 def server(
     tmp_path_factory: pytest.TempPathFactory, places: dict[str, Path], keys: dict[str, str]
 ) -> Iterator[DevServer]:
-    store = build_server_store(places["data"] / "chroma")
-    with WebsearchServer() as search:
-        search.search_status = 500
-        env = {
-            "CRAG_STORE_PATH": str(store),
-            "CRAG_COLLECTION": "crag",
-            "CRAG_DEFAULT_CORPUS": "false",
-            "CRAG_SEARCH_PROVIDER": "searxng",
-            "CRAG_SEARCH_URL": search.url,
-            "CRAG_ALLOWED_HOSTS": "127.0.0.1",
-            "CRAG_THREADS_DB": str(places["data"] / "threads.sqlite"),
-            "CRAG_INGEST_ROOT": str(places["root"]),
-            "CRAG_INGEST_RUN_REPLACE": "served",
-        }
-        with langgraph_server(tmp_path_factory.mktemp("langgraph_dev"), env) as started:
-            yield started
+    extra = {"CRAG_INGEST_ROOT": str(places["root"]), "CRAG_INGEST_RUN_REPLACE": "served"}
+    with team_server(tmp_path_factory.mktemp("langgraph_dev"), places["data"], extra) as started:
+        yield started
 
 
 def client_of(server: DevServer, key: str) -> Any:

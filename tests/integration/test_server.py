@@ -47,8 +47,8 @@ from crag.core.method import operator_method
 from crag.core.run_settings import RunSettings
 from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES, other_kind_error
 from crag_bench.dev_server import REPO, DevServer
+from crag_bench.mona_lisa_store import MONA_LISA
 from tests.server_support import (
-    MONA_LISA,
     build_server_store,
     langgraph_server,
     served_environment,
