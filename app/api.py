@@ -32,6 +32,7 @@ from crag.vectorstore.configured_store import (
     open_configured_store,
     remove_from_store,
 )
+from crag.vectorstore.ingest_options import IngestOptions
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -49,6 +50,7 @@ __all__ = [
     "DeploymentSettings",
     "Feedback",
     "FeedbackError",
+    "IngestOptions",
     "MethodConfig",
     "ThreadsDatabaseError",
     "aask",

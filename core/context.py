@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Literal
 
+from pydantic import Field
+
 from crag.core.scope_settings import check_tags, normal_file_types, normal_folder
-from crag.core.setting_checks import InvalidSettingError, Settings, refusing_unknown_names
-from crag.core.setting_kinds import refusing_other_kinds
+from crag.core.setting_checks import InvalidSettingError, StringList
+from crag.core.setting_kinds import PerRunSettings
 
 __all__ = [
     "Context",
@@ -29,109 +30,84 @@ __all__ = [
 ]
 
 
-@refusing_other_kinds
-@refusing_unknown_names
-@dataclass(kw_only=True)
-class Context(Settings):
+class Context(PerRunSettings):
     """The settings a run of the question graphs may choose."""
 
     # What the store is asked
-    top_k: int = field(
+    top_k: int = Field(
         default=10,
-        metadata={
-            "ge": 1,
-            "le": 100,
-            "description": "How many passages to retrieve from your documents (paper: 10).",
-        },
+        ge=1,
+        le=100,
+        description="How many passages to retrieve from your documents (paper: 10).",
     )
-    retrieval: Literal["dense", "lexical", "hybrid"] = field(
+    retrieval: Literal["dense", "lexical", "hybrid"] = Field(
         default="dense",
-        metadata={
-            "description": "How your documents are searched: 'dense', by meaning (nearest "
-            "embeddings); 'lexical', by words (BM25: finds rare exact terms such as codes and "
-            "names); 'hybrid', both. Lexical and hybrid need a store on disk (on a Chroma "
-            "server they search by meaning)."
-        },
+        description="How your documents are searched: 'dense', by meaning (nearest "
+        "embeddings); 'lexical', by words (BM25: finds rare exact terms such as codes and "
+        "names); 'hybrid', both. Lexical and hybrid need a store on disk (on a Chroma "
+        "server they search by meaning).",
     )
     # Where to look: each set scope narrows the search (they combine); empty: everything
-    scope_tags: list[str] = field(
+    scope_tags: StringList = Field(
         default_factory=list,
-        metadata={
-            "description": "Search only documents ingested with any of these tags (`crag "
-            "ingest --tag NAME`; tags are case-sensitive). On the command line: comma-separated."
-        },
+        description="Search only documents ingested with any of these tags (`crag "
+        "ingest --tag NAME`; tags are case-sensitive). On the command line: comma-separated.",
     )
-    scope_folder: str = field(
+    scope_folder: str = Field(
         default="",
-        metadata={
-            "description": "Search only files ingested from this folder or below it (an "
-            "absolute path on the machine that ingested them; a served run may name a folder "
-            "of the server's as its runs show it: shared:docs, upload:members/NAME)."
-        },
+        description="Search only files ingested from this folder or below it (an "
+        "absolute path on the machine that ingested them; a served run may name a folder "
+        "of the server's as its runs show it: shared:docs, upload:members/NAME).",
     )
-    scope_file_types: list[str] = field(
+    scope_file_types: StringList = Field(
         default_factory=list,
-        metadata={
-            "description": "Search only documents of these types: file extensions such as "
-            "'pdf' or 'md', 'wikipedia' (the bundled corpus) or 'inline' (documents given as "
-            "text). On the command line: comma-separated."
-        },
+        description="Search only documents of these types: file extensions such as "
+        "'pdf' or 'md', 'wikipedia' (the bundled corpus) or 'inline' (documents given as "
+        "text). On the command line: comma-separated.",
     )
-    search_collection: str = field(
+    search_collection: str = Field(
         default="",
-        metadata={
-            "description": "Which collection to search (empty: the default one): one of those "
-            "the operator lets runs read."
-        },
+        description="Which collection to search (empty: the default one): one of those "
+        "the operator lets runs read.",
     )
     # The web, when your documents do not hold the answer
-    web_search: bool = field(
+    web_search: bool = Field(
         default=True,
-        metadata={
-            "description": "Search the web when the retrieved passages are judged wrong or "
-            "doubtful; off: answer from your documents only (nothing leaves the server)."
-        },
+        description="Search the web when the retrieved passages are judged wrong or "
+        "doubtful; off: answer from your documents only (nothing leaves the server).",
     )
-    web_results: int = field(
+    web_results: int = Field(
         default=5,
-        metadata={
-            "ge": 1,
-            "le": 50,
-            "description": "How many web results to use per search (paper: top 5).",
-        },
+        ge=1,
+        le=50,
+        description="How many web results to use per search (paper: top 5).",
     )
-    pages_to_read: int = field(
+    pages_to_read: int = Field(
         default=5,
-        metadata={
-            "ge": 0,
-            "le": 20,
-            "description": "How many of those result pages to read, best first (paper: 5); the "
-            "others give their search snippets. 0: snippets only.",
-        },
+        ge=0,
+        le=20,
+        description="How many of those result pages to read, best first (paper: 5); the "
+        "others give their search snippets. 0: snippets only.",
     )
-    only_wikipedia: bool = field(
+    only_wikipedia: bool = Field(
         default=False,
-        metadata={"description": "Use Wikipedia results only (drop every other web page)."},
+        description="Use Wikipedia results only (drop every other web page).",
     )
-    search_region: str = field(
+    search_region: str = Field(
         default="us-en",
-        metadata={
-            "description": "Web search region and language, 'country-language' (e.g. 'us-en', "
-            "'uk-en', 'de-de'); also picks the Wikipedia language (DuckDuckGo only)."
-        },
+        description="Web search region and language, 'country-language' (e.g. 'us-en', "
+        "'uk-en', 'de-de'); also picks the Wikipedia language (DuckDuckGo only).",
     )
-    search_safesearch: Literal["on", "moderate", "off"] = field(
+    search_safesearch: Literal["on", "moderate", "off"] = Field(
         default="moderate",
-        metadata={"description": "Safe search of the web results: 'on', 'moderate' or 'off'."},
+        description="Safe search of the web results: 'on', 'moderate' or 'off'.",
     )
     # The answer
-    max_new_tokens: int = field(
+    max_new_tokens: int = Field(
         default=128,
-        metadata={
-            "ge": 1,
-            "le": 1024,
-            "description": "Longest answer, in tokens (about three quarters of a word).",
-        },
+        ge=1,
+        le=1024,
+        description="Longest answer, in tokens (about three quarters of a word).",
     )
 
     def check_together(self) -> None:
@@ -146,22 +122,19 @@ class Context(Settings):
             raise InvalidSettingError(str(exc)) from None
 
 
-@refusing_other_kinds
-@refusing_unknown_names
-@dataclass(kw_only=True)
-class IngestContext(Settings):
+class IngestContext(PerRunSettings):
     """The settings a run of the ingestion graph may choose: how documents are chunked."""
 
-    chunk_size: int = field(
+    chunk_size: int = Field(
         default=1000,
-        metadata={"ge": 1, "le": 100_000, "description": "Largest chunk, in characters."},
+        ge=1,
+        le=100_000,
+        description="Largest chunk, in characters.",
     )
-    chunk_overlap: int = field(
+    chunk_overlap: int = Field(
         default=100,
-        metadata={
-            "ge": 0,
-            "description": "Characters shared by consecutive chunks (below chunk_size).",
-        },
+        ge=0,
+        description="Characters shared by consecutive chunks (below chunk_size).",
     )
 
     def check_together(self) -> None:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from crag.core.setting_checks import ENV_PREFIX, env_name, setting_error
@@ -31,6 +31,16 @@ DEFAULT_CHROMA_PORT = 8000
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 MAX_GENERATOR_BATCH_SIZE = 128
 """Rows one decoding step holds at most (and their caches' memory)."""
+
+EvaluatorName = Literal["embedding", "t5", "cross-encoder", "llm"]
+"""The evaluator backends (``crag.evaluator.registry.BACKENDS``; a test keeps the two in step)."""
+EVALUATORS: tuple[str, ...] = get_args(EvaluatorName)
+
+
+def _lower_case(value: Any) -> Any:
+    """A name as the operator may type it (`` T5 ``), in the form it is declared in (``t5``)."""
+    return value.strip().lower() if isinstance(value, str) else value
+
 
 CHROMA_HOST_DESCRIPTION = (
     "Host name or IP of a Chroma server (`chroma run`) holding the store; empty: the on-disk "
@@ -125,7 +135,7 @@ class QuestionDeployment(BaseModel):
         description="Seconds a web search or page stays cached in this process, so it is not "
         "fetched twice (0: no cache).",
     )
-    evaluator: str = Field(
+    evaluator: Annotated[EvaluatorName, BeforeValidator(_lower_case)] = Field(
         "embedding",
         description="Retrieval evaluator backend: 'embedding' (shipped MiniLM, offline "
         "default), 't5' (the paper's T5 regression evaluator), 'cross-encoder' "

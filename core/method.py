@@ -12,20 +12,12 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass, field, fields
 from typing import Literal
 
-from crag.core.setting_checks import (
-    InvalidSettingError,
-    Settings,
-    env_name,
-    parse_text,
-    refusing_unknown_names,
-)
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-EVALUATORS: tuple[str, ...] = ("embedding", "t5", "cross-encoder", "llm")
-"""The evaluator backends (``crag.evaluator.registry.BACKENDS``; a test keeps the two in step),
-named here so that a bad ``evaluator`` fails when the settings are built, not after retrieval."""
+from crag.core.setting_checks import ENV_PREFIX, InvalidSettingError, Settings, env_name
 
 PAPER_THRESHOLDS: tuple[float, float] = (0.59, -0.99)
 """The paper's action thresholds (upper, lower), set for its fine-tuned T5 on PopQA."""
@@ -62,222 +54,174 @@ answered more from the strips, so an operator with a small reader sets ``knowled
 Action = Literal["", "correct", "incorrect", "ambiguous"]
 
 
-@refusing_unknown_names
-@dataclass(kw_only=True)
 class MethodConfig(Settings):
     """The method's parameters (the paper's, and the ablations of its Tables 2 and 3)."""
 
     # Action trigger
-    upper_threshold: float | None = field(
+    upper_threshold: float | None = Field(
         default=None,
-        metadata={
-            "ge": -1,
-            "le": 1,
-            "description": "Correct if any passage scores above this. Unset (null): the "
-            "evaluator's own: -0.4 for the default embedding evaluator (calibrated on the "
-            "open-domain dev sets), the paper's 0.59 for 't5', 'cross-encoder' and 'llm'.",
-        },
+        ge=-1,
+        le=1,
+        description="Correct if any passage scores above this. Unset (null): the "
+        "evaluator's own: -0.4 for the default embedding evaluator (calibrated on the "
+        "open-domain dev sets), the paper's 0.59 for 't5', 'cross-encoder' and 'llm'.",
     )
-    lower_threshold: float | None = field(
+    lower_threshold: float | None = Field(
         default=None,
-        metadata={
-            "ge": -1,
-            "le": 1,
-            "description": "Incorrect if every passage scores below this. Unset (null): the "
-            "evaluator's own: -0.9 for the default embedding evaluator (P(relevant) = 0.05 on "
-            "its scale, calibrated on the open-domain dev sets), the paper's -0.99 for 't5', "
-            "'cross-encoder' and 'llm'.",
-        },
+        ge=-1,
+        le=1,
+        description="Incorrect if every passage scores below this. Unset (null): the "
+        "evaluator's own: -0.9 for the default embedding evaluator (P(relevant) = 0.05 on "
+        "its scale, calibrated on the open-domain dev sets), the paper's -0.99 for 't5', "
+        "'cross-encoder' and 'llm'.",
     )
     # Knowledge refinement
-    strip_mode: Literal["sentences", "words", "passage"] = field(
+    strip_mode: Literal["sentences", "words", "passage"] = Field(
         default="sentences",
-        metadata={
-            "description": "How passages are decomposed into strips: groups of sentences, "
-            "fixed-size word windows, or whole passages (no decomposition)."
-        },
+        description="How passages are decomposed into strips: groups of sentences, "
+        "fixed-size word windows, or whole passages (no decomposition).",
     )
-    strip_scoring: Literal["strips", "passages"] = field(
+    strip_scoring: Literal["strips", "passages"] = Field(
         default="strips",
-        metadata={
-            "description": "How strips are scored: 'strips', with the evaluator's strip "
-            "calibration where it has one (the embedding evaluator: cosine, heading and the "
-            "question's words, fitted on strips that state the answer); 'passages', with the "
-            "map used to grade whole passages."
-        },
+        description="How strips are scored: 'strips', with the evaluator's strip "
+        "calibration where it has one (the embedding evaluator: cosine, heading and the "
+        "question's words, fitted on strips that state the answer); 'passages', with the "
+        "map used to grade whole passages.",
     )
-    strip_size: int = field(
+    strip_size: int = Field(
         default=1,
-        metadata={
-            "ge": 1,
-            "le": 1000,
-            "description": "Sentences per strip ('sentences' mode) or words per strip "
-            "('words' mode). A passage of at most two sentences stays one strip.",
-        },
+        ge=1,
+        le=1000,
+        description="Sentences per strip ('sentences' mode) or words per strip "
+        "('words' mode). A passage of at most two sentences stays one strip.",
     )
-    strips_kept: int = field(
+    strips_kept: int = Field(
         default=5,
-        metadata={
-            "ge": 1,
-            "le": 100,
-            "description": "Strips kept after filtering, best first (paper: top 5).",
-        },
+        ge=1,
+        le=100,
+        description="Strips kept after filtering, best first (paper: top 5).",
     )
-    strip_threshold: float = field(
+    strip_threshold: float = Field(
         default=-0.99,
-        metadata={
-            "ge": -1,
-            "le": 1,
-            "description": "Strips scoring at or below this are dropped (paper: -0.5 on its "
-            "T5's scale; -0.99 here, the lower threshold: the embedding evaluator scores single "
-            "sentences lower than passages, and at -0.5 it dropped most answer-bearing strips).",
-        },
+        ge=-1,
+        le=1,
+        description="Strips scoring at or below this are dropped (paper: -0.5 on its "
+        "T5's scale; -0.99 here, the lower threshold: the embedding evaluator scores single "
+        "sentences lower than passages, and at -0.5 it dropped most answer-bearing strips).",
     )
-    strip_margin: float = field(
+    strip_margin: float = Field(
         default=1.0,
-        metadata={
-            "ge": 0,
-            "le": 100,
-            "description": "Strips whose logit (2 atanh(score)) is more than this below the "
-            "best kept strip's are dropped too, store and web alike: distractors the reader "
-            "would copy (1.0: more right answers on the dev sets, see Benchmark). 0: off.",
-        },
+        ge=0,
+        le=100,
+        description="Strips whose logit (2 atanh(score)) is more than this below the "
+        "best kept strip's are dropped too, store and web alike: distractors the reader "
+        "would copy (1.0: more right answers on the dev sets, see Benchmark). 0: off.",
     )
     # External knowledge
-    prefer_wikipedia: bool = field(
+    prefer_wikipedia: bool = Field(
         default=True,
-        metadata={
-            "description": "Bias the web query towards Wikipedia and rank Wikipedia pages first "
-            "(as the paper does)."
-        },
+        description="Bias the web query towards Wikipedia and rank Wikipedia pages first "
+        "(as the paper does).",
     )
-    fetch_pages: bool = field(
+    fetch_pages: bool = Field(
         default=True,
-        metadata={
-            "description": "Read the pages of the top results and select their paragraphs "
-            "(as the paper does); off: use the search snippets only (ablation)."
-        },
+        description="Read the pages of the top results and select their paragraphs "
+        "(as the paper does); off: use the search snippets only (ablation).",
     )
-    rewrite_for_search: bool = field(
+    rewrite_for_search: bool = Field(
         default=False,
-        metadata={
-            "description": "Rewrite the question into at most three search keywords with the "
-            "paper's few-shot prompt before searching; off (default): search for the question "
-            "as asked, which found the answer more often on the dev sets and saves a generator "
-            "call."
-        },
+        description="Rewrite the question into at most three search keywords with the "
+        "paper's few-shot prompt before searching; off (default): search for the question "
+        "as asked, which found the answer more often on the dev sets and saves a generator "
+        "call.",
     )
-    select_web_knowledge: bool = field(
+    select_web_knowledge: bool = Field(
         default=True,
-        metadata={
-            "description": "Score web paragraphs and keep the best; off: the first "
-            "strips_kept paragraphs in result order, unscored (ablation)."
-        },
+        description="Score web paragraphs and keep the best; off: the first "
+        "strips_kept paragraphs in result order, unscored (ablation).",
     )
-    refine_web_knowledge: bool = field(
+    refine_web_knowledge: bool = Field(
         default=False,
-        metadata={
-            "description": "Off (default): whole web paragraphs are scored by the evaluator and "
-            "the best strips_kept above strip_threshold kept (the relevant paragraphs), which "
-            "answered more dev questions; on: they are refined as retrieved knowledge is "
-            "(decomposed into strips, scored, the best kept), as the paper refines web "
-            "knowledge."
-        },
+        description="Off (default): whole web paragraphs are scored by the evaluator and "
+        "the best strips_kept above strip_threshold kept (the relevant paragraphs), which "
+        "answered more dev questions; on: they are refined as retrieved knowledge is "
+        "(decomposed into strips, scored, the best kept), as the paper refines web "
+        "knowledge.",
     )
     # Answering
-    abstain_without_knowledge: bool = field(
+    abstain_without_knowledge: bool = Field(
         default=True,
-        metadata={
-            "description": "When no knowledge passed the strip threshold (nothing kept from "
-            "the store, and the web failed or gave nothing relevant), answer with a fixed "
-            "sentence saying so, without asking the generator (abstained: true); off: the "
-            "generator answers with no knowledge (crag graph only)."
-        },
+        description="When no knowledge passed the strip threshold (nothing kept from "
+        "the store, and the web failed or gave nothing relevant), answer with a fixed "
+        "sentence saying so, without asking the generator (abstained: true); off: the "
+        "generator answers with no knowledge (crag graph only).",
     )
-    abstention_threshold: float | None = field(
+    abstention_threshold: float | None = Field(
         default=None,
-        metadata={
-            "ge": -1,
-            "le": 1,
-            "description": "Abstain also when knowledge was kept but none of it scores above "
-            "this (strips with no score always count); -1: only a run with no knowledge at "
-            "all abstains, and the reader judges the rest. Unset (null): the reader's own: "
-            "-0.9 for the shipped SmolLM2 (P(the strip states the answer) = 0.05 on the "
-            "embedding evaluator's strip map; SmolLM2 answers from weak knowledge rather than "
-            "say it lacks the answer), -1 for any other generator (abstaining on weak "
-            "knowledge threw away answers a stronger reader got right).",
-        },
+        ge=-1,
+        le=1,
+        description="Abstain also when knowledge was kept but none of it scores above "
+        "this (strips with no score always count); -1: only a run with no knowledge at "
+        "all abstains, and the reader judges the rest. Unset (null): the reader's own: "
+        "-0.9 for the shipped SmolLM2 (P(the strip states the answer) = 0.05 on the "
+        "embedding evaluator's strip map; SmolLM2 answers from weak knowledge rather than "
+        "say it lacks the answer), -1 for any other generator (abstaining on weak "
+        "knowledge threw away answers a stronger reader got right).",
     )
-    knowledge_form: KnowledgeForm | None = field(
+    knowledge_form: KnowledgeForm | None = Field(
         default=None,
-        metadata={
-            "description": "What the reader is given: 'strips', the paper's refinement (the "
-            "best strips_kept strips, recomposed); 'passages', whole passages within the words "
-            "of the top_k retrieved passages (what standard RAG gives): a Correct run reads "
-            "every retrieved passage, an Ambiguous one the best-scored of the passages and "
-            "the web's paragraphs together, an Incorrect one the web's best paragraphs. Unset "
-            "(null): the reader's own: 'strips' for the shipped SmolLM2 (it reads short "
-            "knowledge better), 'passages' for any other generator (a stronger reader lost "
-            "answers to the strips' lower recall).",
-        },
+        description="What the reader is given: 'strips', the paper's refinement (the "
+        "best strips_kept strips, recomposed); 'passages', whole passages within the words "
+        "of the top_k retrieved passages (what standard RAG gives): a Correct run reads "
+        "every retrieved passage, an Ambiguous one the best-scored of the passages and "
+        "the web's paragraphs together, an Incorrect one the web's best paragraphs. Unset "
+        "(null): the reader's own: 'strips' for the shipped SmolLM2 (it reads short "
+        "knowledge better), 'passages' for any other generator (a stronger reader lost "
+        "answers to the strips' lower recall).",
     )
-    ambiguous_knowledge: Literal["both", "pooled"] = field(
+    ambiguous_knowledge: Literal["both", "pooled"] = Field(
         default="pooled",
-        metadata={
-            "description": "What an Ambiguous run reads: 'pooled', the best strips_kept of "
-            "the refined store strips and the selected web strips together; 'both', each "
-            "branch's strips side by side (up to 2 x strips_kept), as the paper concatenates "
-            "them."
-        },
+        description="What an Ambiguous run reads: 'pooled', the best strips_kept of "
+        "the refined store strips and the selected web strips together; 'both', each "
+        "branch's strips side by side (up to 2 x strips_kept), as the paper concatenates "
+        "them.",
     )
-    knowledge_order: Literal["original", "score"] = field(
+    knowledge_order: Literal["original", "score"] = Field(
         default="original",
-        metadata={
-            "description": "Order of the knowledge in the generator's prompt: 'original', "
-            "store strips then web strips, each in passage order, as the paper recomposes; "
-            "'score', best-scored first (no better on the dev sets: +3 points on nq-dev, -4 "
-            "on trivia-dev)."
-        },
+        description="Order of the knowledge in the generator's prompt: 'original', "
+        "store strips then web strips, each in passage order, as the paper recomposes; "
+        "'score', best-scored first (no better on the dev sets: +3 points on nq-dev, -4 "
+        "on trivia-dev).",
     )
-    number_knowledge: bool = field(
+    number_knowledge: bool = Field(
         default=False,
-        metadata={
-            "description": "Number the knowledge in the generator's prompt ([1] ...) so the "
-            "generator can cite entries itself (its valid [n] become the citations; without "
-            "them citations come from word overlap). Off by default: SmolLM2-135M never "
-            "cites and read numbered knowledge worse on the dev sets."
-        },
+        description="Number the knowledge in the generator's prompt ([1] ...) so the "
+        "generator can cite entries itself (its valid [n] become the citations; without "
+        "them citations come from word overlap). Off by default: SmolLM2-135M never "
+        "cites and read numbered knowledge worse on the dev sets.",
     )
     # Ablations (the paper's Tables 2 and 3); the defaults run the full method
-    force_action: Action = field(
+    force_action: Action = Field(
         default="",
-        metadata={
-            "description": "Take this action whatever the scores ('' : the action trigger "
-            "decides). Ablation: CRAG with only one action."
-        },
+        description="Take this action whatever the scores ('' : the action trigger "
+        "decides). Ablation: CRAG with only one action.",
     )
-    disable_action: Action = field(
+    disable_action: Action = Field(
         default="",
-        metadata={
-            "description": "Remove one action, as the paper's Table 2 does: without correct or "
-            "incorrect, that case becomes ambiguous; without ambiguous, one threshold halfway "
-            "between lower_threshold and upper_threshold splits correct from incorrect."
-        },
+        description="Remove one action, as the paper's Table 2 does: without correct or "
+        "incorrect, that case becomes ambiguous; without ambiguous, one threshold halfway "
+        "between lower_threshold and upper_threshold splits correct from incorrect.",
     )
-    refine_knowledge: bool = field(
+    refine_knowledge: bool = Field(
         default=True,
-        metadata={
-            "description": "Decompose, filter and recompose the retrieved passages; off: the "
-            "passages not judged irrelevant go to the generator whole (ablation)."
-        },
+        description="Decompose, filter and recompose the retrieved passages; off: the "
+        "passages not judged irrelevant go to the generator whole (ablation).",
     )
-    best_passage_whole: bool = field(
+    best_passage_whole: bool = Field(
         default=False,
-        metadata={
-            "description": "Refinement keeps the passage of the best-scored strip whole, in "
-            "place of its strips (one entry among the strips_kept), so the generator reads the "
-            "most relevant passage as written; off: strips only, as the paper refines."
-        },
+        description="Refinement keeps the passage of the best-scored strip whole, in "
+        "place of its strips (one entry among the strips_kept), so the generator reads the "
+        "most relevant passage as written; off: strips only, as the paper refines.",
     )
 
     def thresholds_for(self, evaluator: str, evaluator_model: str = "") -> tuple[float, float]:
@@ -339,22 +283,33 @@ class MethodConfig(Settings):
             self.check_thresholds("embedding")
 
 
+def _variable(name: str) -> str:
+    return f"environment variable {env_name(name)}"
+
+
+class _OperatorMethod(BaseSettings, MethodConfig):
+    """The method read from ``CRAG_<NAME>`` by pydantic-settings, as the deployment settings are.
+
+    Environment variables are text, so they are read in pydantic's lax mode (``on`` is true,
+    ``0.5`` a number); an error names the variable.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_ignore_empty=True,
+        extra="ignore",
+        strict=False,
+        str_strip_whitespace=True,
+    )
+    subject = _variable
+
+
 @functools.lru_cache(maxsize=4)
-def _method_under(environment: tuple[tuple[str, str], ...]) -> MethodConfig:
+def _method_under(environment: tuple[str | None, ...]) -> MethodConfig:
     """The method under one value of its environment variables (the cache key)."""
-    hints = MethodConfig.declared_types()
-    values = {
-        name.removeprefix("CRAG_").lower(): raw.strip() for name, raw in environment if raw.strip()
-    }
-    parsed = {
-        name: parse_text(raw, hints[name], f"environment variable {env_name(name)}")
-        for name, raw in values.items()
-    }
-    try:
-        return MethodConfig(**parsed)
-    except InvalidSettingError as exc:
-        names = ", ".join(env_name(name) for name in sorted(parsed))
-        raise InvalidSettingError(f"{exc} (from the environment: {names})") from None
+    del environment  # the key only: pydantic-settings reads os.environ itself
+    read = _OperatorMethod()
+    return MethodConfig(**{name: getattr(read, name) for name in MethodConfig.model_fields})
 
 
 def operator_method() -> MethodConfig:
@@ -366,5 +321,5 @@ def operator_method() -> MethodConfig:
     Raises:
         InvalidSettingError: a variable is set to a value of the wrong type or out of bounds.
     """
-    names = [env_name(spec.name) for spec in fields(MethodConfig)]
-    return _method_under(tuple((name, os.environ.get(name, "")) for name in names))
+    names = [env_name(name) for name in MethodConfig.model_fields]
+    return _method_under(tuple(os.environ.get(name) for name in names))

@@ -7,25 +7,19 @@ gets there), a ``config.configurable`` sent instead of ``context`` is copied int
 LangGraph then calls the schema's constructor with what is left (``schema(**context)``).
 
 The schemas here are :class:`~crag.core.context.Context` and
-:class:`~crag.core.context.IngestContext` (each setting's bounds are in its metadata, which Studio
-shows as the JSON schema's minimum and maximum) and, for the question graphs, a served
-run's ``scope_folder`` checked to be absolute (a relative one would be resolved in the server's
+:class:`~crag.core.context.IngestContext` (pydantic models: Studio shows each setting's bounds as
+the JSON schema's minimum and maximum) and, for the question graphs, a served run's
+``scope_folder`` checked to be absolute (a relative one would be resolved in the server's
 working directory).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from crag.core.context import Context, IngestContext
 from crag.core.scope_settings import check_served_folder
-from crag.core.setting_checks import InvalidSettingError, refusing_unknown_names
-from crag.core.setting_kinds import refusing_other_kinds
+from crag.core.setting_checks import InvalidSettingError
 
 
-@refusing_other_kinds
-@refusing_unknown_names
-@dataclass(kw_only=True)
 class RunContext(Context):
     """The context schema of the served question graphs (``crag``, ``rag``, ``crag-tutorial``).
 
@@ -43,9 +37,6 @@ class RunContext(Context):
         super().check_together()
 
 
-@refusing_other_kinds
-@refusing_unknown_names
-@dataclass(kw_only=True)
 class RunIngestContext(IngestContext):
     """The context schema of the served ingestion graph (``ingest``): an ``IngestContext``."""
 

@@ -12,32 +12,23 @@ never a schema: no caller builds it from what a run sends.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Self
+
+from pydantic import Field
 
 from crag.core.allowed_hosts import parse_allowed_hosts
 from crag.core.context import Context, IngestContext
 from crag.core.deployment import DeploymentSettings, deployment_settings, deployment_with
-from crag.core.method import EVALUATORS, KnowledgeForm, MethodConfig
+from crag.core.method import KnowledgeForm, MethodConfig
 from crag.core.scope_settings import searched_collection
-from crag.core.setting_checks import (
-    InvalidSettingError,
-    check_choice,
-    check_generator_spec,
-    refusing_unknown_names,
-)
+from crag.core.setting_checks import InvalidSettingError, check_generator_spec
 
 
-def _names(cls: type) -> tuple[str, ...]:
-    return tuple(spec.name for spec in fields(cls))
+def _values(part: object, names: type) -> dict[str, Any]:
+    """``part``'s values of the settings ``names`` declares (a settings class)."""
+    return {name: getattr(part, name) for name in names.model_fields}  # type: ignore[attr-defined]
 
 
-def _values(part: object, names: tuple[str, ...]) -> dict[str, Any]:
-    return {name: getattr(part, name) for name in names}
-
-
-@refusing_unknown_names
-@dataclass(kw_only=True)
 class RunSettings(Context, MethodConfig):
     """A question run's settings of all three kinds, as the nodes read them.
 
@@ -45,7 +36,7 @@ class RunSettings(Context, MethodConfig):
     kind's class); the operator's are :attr:`deployment`, read as ``settings.deployment.NAME``.
     """
 
-    deployment: DeploymentSettings = field(default_factory=deployment_settings)
+    deployment: DeploymentSettings = Field(default_factory=deployment_settings)
 
     @classmethod
     def combine(
@@ -61,18 +52,18 @@ class RunSettings(Context, MethodConfig):
                 does not let runs read, thresholds out of order for the evaluator).
         """
         return cls(
-            **_values(context, _names(Context)),
-            **_values(method or MethodConfig(), _names(MethodConfig)),
+            **_values(context, Context),
+            **_values(method or MethodConfig(), MethodConfig),
             deployment=deployment or deployment_settings(),
         )
 
     def context(self) -> Context:
         """The per-run part."""
-        return Context(**_values(self, _names(Context)))
+        return Context(**_values(self, Context))
 
     def method(self) -> MethodConfig:
         """The method's part."""
-        return MethodConfig(**_values(self, _names(MethodConfig)))
+        return MethodConfig(**_values(self, MethodConfig))
 
     def action_thresholds(self) -> tuple[float, float]:
         """The action trigger's (upper, lower): each as set, else the evaluator's own."""
@@ -87,19 +78,16 @@ class RunSettings(Context, MethodConfig):
         return self.knowledge_form_for(self.deployment.generator)
 
     def check_components(self) -> None:
-        """A known evaluator and well-formed generator specs, before any work is done.
+        """Well-formed generator specs, before any work is done (the evaluator is a choice).
 
         Only names and forms: a local path or a remote provider is tried when it is loaded.
         """
         deployment = self.deployment
-        evaluator = check_choice("evaluator", deployment.evaluator, EVALUATORS)
-        if evaluator != deployment.evaluator:  # the operator's " T5 " reads as "t5"
-            self.deployment = deployment.model_copy(update={"evaluator": evaluator})
         check_generator_spec("generator", deployment.generator)
         for role in ("rewriter", "contextualizer"):
             if getattr(deployment, role).strip():
                 check_generator_spec(role, getattr(deployment, role))
-        if evaluator == "llm" and deployment.evaluator_model.strip():
+        if deployment.evaluator == "llm" and deployment.evaluator_model.strip():
             check_generator_spec("evaluator_model", deployment.evaluator_model)
 
     def check_together(self) -> None:
@@ -133,7 +121,7 @@ class RunSettings(Context, MethodConfig):
             deployment.collection, deployment.readable_collections, self.search_collection
         )
 
-    def replaced(self, **changes: Any) -> RunSettings:
+    def replaced(self, **changes: Any) -> Self:
         """These settings with ``changes`` applied (checked anew), deployment settings too."""
         operator = {
             name: changes.pop(name)
@@ -141,8 +129,7 @@ class RunSettings(Context, MethodConfig):
             if name in DeploymentSettings.model_fields
         }
         deployment = deployment_with(self.deployment, **operator) if operator else self.deployment
-        values = _values(self, _names(RunSettings))
-        return RunSettings(**{**values, "deployment": deployment, **changes})
+        return type(self)(**{**self.values(), "deployment": deployment, **changes})
 
     def for_role(self, role: Literal["rewriter", "contextualizer"]) -> RunSettings:
         """These settings with ``generator`` set to the model of an LLM role.
@@ -156,17 +143,15 @@ class RunSettings(Context, MethodConfig):
         return self.replaced(generator=spec)
 
 
-@refusing_unknown_names
-@dataclass(kw_only=True)
 class IngestSettings(IngestContext):
     """An ingestion run's chunking and the operator's store and limits, as ingestion reads them."""
 
-    deployment: DeploymentSettings = field(default_factory=deployment_settings)
+    deployment: DeploymentSettings = Field(default_factory=deployment_settings)
 
     @classmethod
     def combine(cls, context: IngestContext, deployment: DeploymentSettings | None = None) -> Self:
         """One ingestion run's ``context`` under ``deployment`` (default: the operator's)."""
         return cls(
-            **_values(context, _names(IngestContext)),
+            **_values(context, IngestContext),
             deployment=deployment or deployment_settings(),
         )

@@ -1,38 +1,34 @@
-"""Checks shared by the settings: types, ranges, names, environment variables.
+"""The base of the per-run and method settings, and the checks every kind of setting shares.
 
-LangGraph builds a run's context from the JSON a caller sends without checking types, so every
-settings dataclass checks its own values when it is built (``__post_init__``): a wrong type
-(``top_k: "ten"``) or a value out of range is an :class:`InvalidSettingError` naming the
-setting, never an unrelated error deep inside a node. Every kind is checked one way, by
-pydantic: the dataclasses' fields through a model made from their declarations
-(:func:`_checker`), the deployment settings by their own model; :func:`setting_error` turns
-what pydantic found into that one line.
+Every setting is declared one way: a pydantic field with its type, default, bounds and
+description, on a :class:`Settings` model (the per-run settings, the method's parameters) or on
+pydantic-settings' ``BaseSettings`` (the deployment settings, :mod:`crag.core.deployment`), and
+every environment variable is read by pydantic-settings. LangGraph builds a run's context from
+the JSON a caller sends (``schema(**context)``) without checking it, so a :class:`Settings`
+model checks every value when it is built: a wrong type (``top_k: "ten"``), a value out of range
+or an unknown name is an :class:`InvalidSettingError` naming the setting (:func:`setting_error`
+turns what pydantic found into that one line), never an unrelated error deep inside a node.
 """
 
 from __future__ import annotations
 
-import functools
 import types
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import fields
-from typing import Annotated, Any, Self, TypeVar, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, ClassVar, Self, get_args, get_origin
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
-    Field,
-    InstanceOf,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
-    create_model,
+    model_validator,
 )
 
 ENV_PREFIX = "CRAG_"
-"""Every deployment setting is read from ``CRAG_<NAME>`` (``store_path``: ``CRAG_STORE_PATH``)."""
+"""Every setting the operator sets is read from ``CRAG_<NAME>`` (``top_k``: ``CRAG_TOP_K``)."""
 
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
 _TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 
 
@@ -99,33 +95,9 @@ def check_generator_spec(setting: str, spec: str) -> None:
         raise InvalidSettingError(f"setting {setting} {problem}, not {spec!r}")
 
 
-def check_choice(setting: str, value: str, choices: Iterable[str]) -> str:
-    """``value`` stripped and lower-cased if it is one of ``choices``, else a setting error."""
-    normal = value.strip().lower()
-    listed = tuple(choices)
-    if normal not in listed:
-        names = ", ".join(repr(choice) for choice in listed)
-        raise InvalidSettingError(f"setting {setting} must be one of {names}, not {value!r}")
-    return normal
-
-
 def env_name(setting: str) -> str:
     """The environment variable of a deployment setting: ``CRAG_`` and its name in capitals."""
     return ENV_PREFIX + setting.upper()
-
-
-def parse_bool(raw: str, what: str) -> bool:
-    """``true/false``, ``yes/no``, ``on/off`` or ``1/0`` (any case) as a bool.
-
-    Raises:
-        InvalidSettingError: anything else; the message starts with ``what``.
-    """
-    lowered = raw.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise InvalidSettingError(f"{what} must be true or false, not {raw!r}")
 
 
 def optional_arm(declared: Any) -> Any:
@@ -150,29 +122,25 @@ def _text_type(declared: Any) -> type:
 
 
 def parse_text(raw: str, declared: Any, what: str) -> Any:
-    """Text (a command-line value or an environment variable) as a value of a setting's type.
+    """A command-line value (``--set KEY=VALUE``) as a value of a setting's declared type.
 
-    One parser for ``--set KEY=VALUE`` and ``CRAG_<NAME>``: ``declared`` is the setting's
-    declared type (``bool``, ``int``, ``float``, ``str``, a ``Literal`` of strings, read as
-    text, or ``list[str]``, comma-separated); booleans are :func:`parse_bool`'s.
+    Read as pydantic-settings reads an environment variable (pydantic's lax mode: ``true``,
+    ``yes``, ``on`` or ``1`` is true); a list is comma-separated. Choices and bounds are left to
+    the settings' own check.
 
     Raises:
         InvalidSettingError: the text is not a value of that type; the message starts with
             ``what``.
     """
     if get_origin(declared) is list:
-        return raw.split(",")  # checked and cleaned by check_value (string_list)
+        return raw.split(",")  # checked and cleaned by the settings (string_list)
     kind = _text_type(declared)
-    if kind is bool:
-        return parse_bool(raw, what)
+    if kind not in (bool, int, float):
+        return raw
     try:
-        if kind is int:
-            return int(raw.strip())
-        if kind is float:
-            return float(raw.strip())
-    except ValueError:
+        return TypeAdapter(kind).validate_python(raw.strip(), strict=False)
+    except ValidationError:
         raise InvalidSettingError(f"{what} must be {_TYPE_WORDS[kind]}, not {raw!r}") from None
-    return raw
 
 
 def check_known(given: Iterable[str], known: Iterable[str]) -> None:
@@ -189,36 +157,6 @@ def check_known(given: Iterable[str], known: Iterable[str]) -> None:
         raise InvalidSettingError(
             f"unknown setting{plural} {names}; valid: {', '.join(sorted(valid))}"
         )
-
-
-C = TypeVar("C", bound=type)
-
-
-def refusing_unknown_names(cls: C) -> C:
-    """Make a settings dataclass refuse unknown names with :class:`InvalidSettingError`.
-
-    A dataclass's generated ``__init__`` raises ``TypeError`` for a keyword it does not take
-    (``Context(bogus=1)``); every other mistake in a setting is an ``InvalidSettingError``
-    naming it, so the constructor checks the names first (:func:`check_known`: the unknown
-    ones and every valid one) and refuses positional values. Apply it above ``@dataclass``;
-    the wrapper keeps the generated signature (``functools.wraps``), which LangGraph and
-    pydantic read. A subclass built with ``make_dataclass`` gets an ``__init__`` of its own.
-    """
-    generated: Callable[..., None] = cls.__init__  # type: ignore[misc]
-
-    @functools.wraps(generated)
-    def __init__(self: Any, *args: Any, **values: Any) -> None:
-        if args:
-            plural = "s" if len(args) > 1 else ""
-            raise InvalidSettingError(
-                f"{type(self).__name__} takes settings as keywords (name=value), not "
-                f"{len(args)} positional value{plural}"
-            )
-        check_known(values, type(self).setting_names())
-        generated(self, **values)
-
-    cls.__init__ = __init__  # type: ignore[misc]
-    return cls
 
 
 def string_list(value: Any, info: ValidationInfo) -> list[str]:
@@ -291,93 +229,78 @@ def setting_error(
     return InvalidSettingError(f"{where} must be {wanted}, not {shown}")
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+StringList = Annotated[list[str], BeforeValidator(string_list)]
+"""A list setting: a JSON list of strings, or one comma-separated string (:func:`string_list`)."""
 
 
-def _type_hints(cls: type) -> dict[str, Any]:
-    """A class's resolved annotations, looked up once (every built instance checks them)."""
-    hints = _HINTS.get(cls)
-    if hints is None:
-        hints = _HINTS[cls] = get_type_hints(cls)
-    return hints
+class Settings(BaseModel):
+    """Base of the per-run and method settings: every value is checked when an instance is built.
 
-
-_CHECKERS: dict[type, type[BaseModel]] = {}
-
-
-def _checker(cls: type) -> type[BaseModel]:
-    """A pydantic model of ``cls``'s fields: their declared types, strictly, and their bounds.
-
-    Strict, as a caller's JSON is: ``"10"`` is not an integer, nor ``true`` a number; an
-    integer is a number. A list setting also takes one comma-separated string
-    (:func:`string_list`), and a part of the settings (``RunSettings.deployment``) must be an
-    instance of its class.
-    """
-    if cls in _CHECKERS:
-        return _CHECKERS[cls]
-    hints = _type_hints(cls)
-    declared: dict[str, Any] = {}
-    for spec in fields(cls):
-        annotation = hints[spec.name]
-        if get_origin(annotation) is list:
-            annotation = Annotated[annotation, BeforeValidator(string_list)]
-        elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            annotation = Annotated[annotation, InstanceOf()]  # type: ignore[type-arg]  # mypy sees pydantic's alias, not the class
-        bounds = {key: spec.metadata[key] for key in ("ge", "le") if key in spec.metadata}
-        declared[spec.name] = (annotation, Field(**bounds))
-    config = ConfigDict(strict=True, allow_inf_nan=False)
-    model: type[BaseModel] = create_model(f"{cls.__name__}Check", __config__=config, **declared)
-    return _CHECKERS.setdefault(cls, model)
-
-
-class Settings:
-    """Base of the settings dataclasses: checks every value when an instance is built.
-
-    Each field declares its description and bounds in its metadata, in pydantic's words
-    (``metadata={"description": ..., "ge": 1, "le": 100}``), as the deployment settings do in
-    theirs; subclasses may add cross-field checks in :meth:`check_together`.
+    Strict, as a caller's JSON is: ``"10"`` is not an integer, nor ``true`` a number; an integer
+    is a number. Names are checked first (:meth:`check_names`: the unknown ones and every valid
+    one), the checks across settings last (:meth:`check_together`); each mistake is one
+    :class:`InvalidSettingError`.
     """
 
-    def __post_init__(self) -> None:
-        self.check()
+    model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="forbid")
 
-    def check(self) -> None:
-        """Check (and normalise) every value with pydantic, then those that depend on each other.
+    subject: ClassVar[Callable[[str], str] | None] = None
+    """How an error names a setting (default: ``setting NAME``)."""
 
-        Raises:
-            InvalidSettingError: the first bad value, in one line (:func:`setting_error`).
-        """
-        checker = _checker(type(self))
-        values = {spec.name: getattr(self, spec.name) for spec in fields(self)}  # type: ignore[arg-type]
+    def __init__(self, *args: Any, **values: Any) -> None:
+        if args:
+            plural = "s" if len(args) > 1 else ""
+            raise InvalidSettingError(
+                f"{type(self).__name__} takes settings as keywords (name=value), not "
+                f"{len(args)} positional value{plural}"
+            )
+        type(self).check_names(values)
         try:
-            checked = checker.model_validate(values)
+            super().__init__(**values)
         except ValidationError as error:
-            raise setting_error(error, checker) from None
-        for name in values:
-            setattr(self, name, getattr(checked, name))
+            raise setting_error(error, type(self), type(self).subject) from None
+
+    @model_validator(mode="after")
+    def _checked_together(self) -> Self:
         self.check_together()
+        return self
+
+    @classmethod
+    def check_names(cls, given: Iterable[str]) -> None:
+        """Refuse a name that is not one of these settings (the message lists the valid ones)."""
+        check_known(given, cls.model_fields)
 
     def check_together(self) -> None:
         """Checks across settings (e.g. threshold order); none by default."""
 
+    def values(self) -> dict[str, Any]:
+        """Every setting's value by name (a part such as ``deployment`` as it is)."""
+        return {name: getattr(self, name) for name in type(self).model_fields}
+
+    def replaced(self, **changes: Any) -> Self:
+        """These settings with ``changes`` applied, checked anew."""
+        return type(self)(**{**self.values(), **changes})
+
     @classmethod
     def declared_types(cls) -> dict[str, Any]:
         """The type every setting is checked against (its annotation)."""
-        return dict(_type_hints(cls))
+        return {name: info.annotation for name, info in cls.model_fields.items()}
 
     @classmethod
     def setting_names(cls) -> set[str]:
         """The names of every setting."""
-        return {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        return set(cls.model_fields)
 
     @classmethod
     def bounds(cls) -> dict[str, tuple[float | None, float | None]]:
         """Each bounded setting's (lowest, highest) allowed value, ``None`` where unbounded."""
-        return {
-            f.name: (f.metadata.get("ge"), f.metadata.get("le"))
-            for f in fields(cls)  # type: ignore[arg-type]
-            if "ge" in f.metadata or "le" in f.metadata
-        }
+        found: dict[str, tuple[float | None, float | None]] = {}
+        for name, info in cls.model_fields.items():
+            low = next((float(m.ge) for m in info.metadata if hasattr(m, "ge")), None)
+            high = next((float(m.le) for m in info.metadata if hasattr(m, "le")), None)
+            if low is not None or high is not None:
+                found[name] = (low, high)
+        return found
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> Self:
@@ -387,4 +310,4 @@ class Settings:
             InvalidSettingError: an unknown name (the message lists the valid ones), a wrong
                 type or a value out of range.
         """
-        return cls(**dict(values or {}))  # the constructor checks the names
+        return cls(**dict(values or {}))

@@ -8,24 +8,22 @@
   read from the environment.
 
 A run's context that names a method parameter or a deployment setting is refused with an error
-naming it (by the per-run classes' constructors, and by the server's middleware,
+naming it (by the per-run classes, :class:`PerRunSettings`, and by the server's middleware,
 :mod:`crag.app.web.http`, before langgraph-api would drop it without a word).
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable
-from dataclasses import fields
-from typing import Any, Literal, TypeVar
+from collections.abc import Iterable
+from typing import Literal
 
 from crag.core.deployment import DeploymentSettings
 from crag.core.method import MethodConfig
-from crag.core.setting_checks import InvalidSettingError, env_name
+from crag.core.setting_checks import InvalidSettingError, Settings, env_name
 
 Kind = Literal["method", "deployment"]
 
-METHOD_NAMES: frozenset[str] = frozenset(spec.name for spec in fields(MethodConfig))
+METHOD_NAMES: frozenset[str] = frozenset(MethodConfig.model_fields)
 """The method's parameters."""
 DEPLOYMENT_NAMES: frozenset[str] = frozenset(DeploymentSettings.model_fields)
 """The deployment settings."""
@@ -79,23 +77,16 @@ def other_kind_error(given: Iterable[str]) -> InvalidSettingError | None:
     return method_error(method) if method else None
 
 
-C = TypeVar("C", bound=type)
+class PerRunSettings(Settings):
+    """Base of the per-run settings: a method parameter or a deployment setting is refused by name.
 
-
-def refusing_other_kinds(cls: C) -> C:
-    """Make a per-run settings class refuse method parameters and deployment settings by name.
-
-    Apply above :func:`~crag.core.setting_checks.refusing_unknown_names`: a known setting of
-    another kind gets an error saying who sets it, not "unknown setting".
+    A known setting of another kind gets an error saying who sets it, not "unknown setting".
     """
-    inner: Callable[..., None] = cls.__init__  # type: ignore[misc]
 
-    @functools.wraps(inner)
-    def __init__(self: Any, *args: Any, **values: Any) -> None:
-        error = other_kind_error(set(values) - type(self).setting_names())
+    @classmethod
+    def check_names(cls, given: Iterable[str]) -> None:
+        """Refuse another kind's settings by name, then any unknown name."""
+        error = other_kind_error(set(given) - cls.setting_names())
         if error is not None:
             raise error
-        inner(self, *args, **values)
-
-    cls.__init__ = __init__  # type: ignore[misc]
-    return cls
+        super().check_names(given)

@@ -96,6 +96,7 @@ from crag.documents.document import LoadedDocument
 from crag.documents.limits import ChunkLimitError
 from crag.documents.loaders import LoaderError, iter_paths, real_path
 from crag.vectorstore.configured_store import ingest_into_store, inline_document
+from crag.vectorstore.ingest_options import IngestOptions
 from crag.vectorstore.report import IngestReport
 from crag.vectorstore.sources import served_writer
 
@@ -378,18 +379,17 @@ def _served_ingestion(
     def on_progress(done: int, total: int) -> None:
         emit(runtime, "ingest", "embedding", done=done, total=total)
 
+    options = IngestOptions(
+        root=root,
+        progress=False,
+        on_progress=on_progress,
+        writer=served_writer(settings.deployment.ingest_run_replace, owner=member or ""),
+        tags=tags,
+        max_chunks=settings.deployment.ingest_max_chunks,
+    )
+    documents = _inline_documents(docs, member)
     try:
-        return ingest_into_store(
-            paths,
-            settings,
-            documents=_inline_documents(docs, member),
-            root=root,
-            progress=False,
-            on_progress=on_progress,
-            writer=served_writer(settings.deployment.ingest_run_replace, owner=member or ""),
-            tags=tags,
-            max_chunks=settings.deployment.ingest_max_chunks,
-        )
+        return ingest_into_store(paths, settings, options, documents=documents)
     except ChunkLimitError as exc:
         raise InvalidIngestInputError(str(exc)) from None
 

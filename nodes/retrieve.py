@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 from langchain_core.documents import Document
@@ -42,7 +41,7 @@ def _with_server_folder(settings: RunSettings, folders: ServedFolders | None) ->
             f"setting scope_folder: {folder!r} names no folder of this server's (upload:... "
             "names one in its upload folder, shared:... one under its ingest_root)"
         )
-    return dataclasses.replace(settings, scope_folder=path)
+    return settings.replaced(scope_folder=path)
 
 
 def _passages(

@@ -1,12 +1,11 @@
 """Write docs/configuration.md from the settings' declarations, or check that it is current.
 
-Settings are of three kinds, each declared once with its type, default, bounds and
-description: the per-run settings (:class:`crag.core.context.Context` for the question graphs,
-:class:`crag.core.context.IngestContext` for the ingestion graph; ``metadata["description"]``,
-bounds as ``metadata["ge"]`` and ``metadata["le"]``), the method's parameters
-(:class:`crag.core.method.MethodConfig`, declared the same way) and the deployment settings
-(:class:`crag.core.deployment.DeploymentSettings`, pydantic fields with ``ge``/``le`` bounds,
-grouped by who reads them: one part class per group).
+Settings are of three kinds, each declared once as a pydantic field with its type, default,
+``ge``/``le`` bounds and description: the per-run settings (:class:`crag.core.context.Context`
+for the question graphs, :class:`crag.core.context.IngestContext` for the ingestion graph), the
+method's parameters (:class:`crag.core.method.MethodConfig`) and the deployment settings
+(:class:`crag.core.deployment.DeploymentSettings`, grouped by who reads them: one part class
+per group).
 The page gets one section per kind, kept apart, each setting in a table with its type, default
 (the declared one: never the environment's), bounds and description, and for the method and the
 deployment its ``CRAG_<NAME>`` environment variable.
@@ -21,7 +20,6 @@ import argparse
 import sys
 import types
 from collections.abc import Sequence
-from dataclasses import MISSING, Field, fields
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Union, get_args, get_origin
 
@@ -30,7 +28,6 @@ from pydantic.fields import FieldInfo
 
 from crag.core.context import Context, IngestContext
 from crag.core.deployment import (
-    DeploymentSettings,
     IngestDeployment,
     ModelServerDeployment,
     QuestionDeployment,
@@ -38,7 +35,7 @@ from crag.core.deployment import (
     StoreDeployment,
 )
 from crag.core.method import MethodConfig
-from crag.core.setting_checks import Settings, env_name
+from crag.core.setting_checks import env_name
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "docs" / "configuration.md"
@@ -203,28 +200,7 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def _declared_default(spec: Field[Any]) -> Any:
-    if spec.default_factory is not MISSING:
-        return spec.default_factory()
-    return spec.default
-
-
-def dataclass_rows(cls: type[Settings]) -> list[Row]:
-    """The settings of a per-run or method class, in declaration order."""
-    hints = cls.declared_types()
-    return [
-        Row(
-            name=spec.name,
-            kind=shown_type(hints[spec.name]),
-            default=shown_value(_declared_default(spec)),
-            bounds=shown_bounds(spec.metadata.get("ge"), spec.metadata.get("le")),
-            description=spec.metadata.get("description", ""),
-        )
-        for spec in fields(cls)  # type: ignore[arg-type]
-    ]
-
-
-def _pydantic_bound(info: FieldInfo, kind: str) -> float | None:
+def _bound(info: FieldInfo, kind: str) -> float | None:
     for constraint in info.metadata:
         value = getattr(constraint, kind, None)
         if value is not None:
@@ -232,16 +208,18 @@ def _pydantic_bound(info: FieldInfo, kind: str) -> float | None:
     return None
 
 
-def deployment_row(name: str) -> Row:
-    """One deployment setting, its default the declared one (never the environment's)."""
-    info = DeploymentSettings.model_fields[name]
-    return Row(
-        name=name,
-        kind=shown_type(info.annotation),
-        default=shown_value(info.get_default(call_default_factory=True)),
-        bounds=shown_bounds(_pydantic_bound(info, "ge"), _pydantic_bound(info, "le")),
-        description=info.description or "",
-    )
+def rows(part: type[BaseModel]) -> list[Row]:
+    """The settings ``part`` declares, in order, each default the declared one (not the env's)."""
+    return [
+        Row(
+            name=name,
+            kind=shown_type(info.annotation),
+            default=shown_value(info.get_default(call_default_factory=True)),
+            bounds=shown_bounds(_bound(info, "ge"), _bound(info, "le")),
+            description=info.description or "",
+        )
+        for name, info in part.model_fields.items()
+    ]
 
 
 def table(rows: list[Row], *, with_env: bool) -> list[str]:
@@ -278,7 +256,7 @@ def deployment_section() -> list[str]:
         parts += [f"### {title}", ""]
         if intro:
             parts += [intro, ""]
-        parts += table([deployment_row(name) for name in part.model_fields], with_env=True)
+        parts += table(rows(part), with_env=True)
     return parts
 
 
@@ -286,11 +264,11 @@ def render() -> str:
     """The whole page."""
     parts = [PREAMBLE, "## Per-run settings", "", PER_RUN_INTRO, ""]
     parts += ["### The question graphs (`Context`)", ""]
-    parts += table(dataclass_rows(Context), with_env=False)
+    parts += table(rows(Context), with_env=False)
     parts += ["### The ingestion graph (`IngestContext`)", ""]
-    parts += table(dataclass_rows(IngestContext), with_env=False)
+    parts += table(rows(IngestContext), with_env=False)
     parts += ["## The method's parameters", "", METHOD_INTRO, ""]
-    parts += table(dataclass_rows(MethodConfig), with_env=True)
+    parts += table(rows(MethodConfig), with_env=True)
     parts += deployment_section()
     return "\n".join(parts).rstrip("\n") + "\n"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from crag.vectorstore.corpus import load_corpus
 from crag.vectorstore.embeddings import load_embeddings
-from crag.vectorstore.ingest import ingest_documents
+from crag.vectorstore.ingest import QUIET, ingest_documents
 from crag.vectorstore.store import open_store
 from tests.store_copies import store_copy
 
@@ -29,5 +29,5 @@ def _ingest_small_store(path: Path, others: int) -> None:
     chosen = [d for d in corpus if d.source in wanted]
     chosen += [d for d in corpus[::150] if d.source not in wanted][:others]
     store = open_store(path, "crag", load_embeddings(), create=True)
-    report = ingest_documents(chosen, store, progress=False)
+    report = ingest_documents(chosen, store, QUIET)
     assert not report.failed, report.failed

@@ -14,20 +14,21 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from langchain_core.embeddings import Embeddings
 
 from crag.core.run_settings import IngestSettings, RunSettings
 from crag.core.scope_settings import check_tags
-from crag.vectorstore.sources import OPERATOR_WRITER, Writer
+from crag.vectorstore.ingest_options import DEFAULT_OPTIONS, IngestOptions
 
 if TYPE_CHECKING:
     from langchain_chroma import Chroma
 
     from crag.documents.loaders import LoadedDocument
-    from crag.vectorstore.ingest import ChunkProgress, IngestReport
+    from crag.vectorstore.ingest import IngestReport
 
 INLINE_SOURCE_PREFIX = "inline:"
 """Source of an inline document given without one: ``inline:`` and a hash of its text."""
@@ -85,35 +86,21 @@ def open_configured_store(
     )
 
 
-def _chunking(settings: RunSettings | IngestSettings) -> dict[str, int]:
-    """The chunking arguments an :class:`IngestSettings` sets (none for a plain context)."""
+def _chunked_as(options: IngestOptions, settings: RunSettings | IngestSettings) -> IngestOptions:
+    """``options`` with the chunking an :class:`IngestSettings` sets (a plain context sets none)."""
     if isinstance(settings, IngestSettings):
-        return {"chunk_size": settings.chunk_size, "chunk_overlap": settings.chunk_overlap}
-    return {}
-
-
-def _shared(
-    settings: RunSettings | IngestSettings, max_chunks: int | None, given: dict[str, Any]
-) -> dict[str, Any]:
-    """What files and inline documents share: chunking, progress, who writes, tags, budget."""
-    from crag.documents.limits import ChunkBudget
-
-    budget = ChunkBudget(max_chunks) if max_chunks is not None else None
-    return {**given, "tags": check_tags(given["tags"]), "budget": budget, **_chunking(settings)}
+        return replace(
+            options, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap
+        )
+    return options
 
 
 def ingest_into_store(
     paths: Sequence[str | Path],
     settings: RunSettings | IngestSettings | None = None,
+    options: IngestOptions = DEFAULT_OPTIONS,
     *,
     documents: Sequence[LoadedDocument] = (),
-    prune: bool = False,
-    root: str | Path | None = None,
-    progress: bool = True,
-    on_progress: ChunkProgress | None = None,
-    writer: Writer = OPERATOR_WRITER,
-    tags: Sequence[str] = (),
-    max_chunks: int | None = None,
 ) -> IngestReport:
     """Ingest files, directories and inline documents into the configured store.
 
@@ -123,21 +110,15 @@ def ingest_into_store(
     Args:
         paths: Files and/or directories (searched recursively).
         settings: Which store (``store_path`` or ``chroma_host``/``chroma_port``, and
-            ``collection``) and embedder; an :class:`IngestSettings` also sets the chunking.
+            ``collection``) and embedder, and the per-file limits; an :class:`IngestSettings`
+            also sets the chunking (its ``chunk_size`` and ``chunk_overlap`` replace the
+            options').
+        options: How to ingest (see :class:`~crag.vectorstore.ingest_options.IngestOptions`):
+            ``prune``, ``root``, the progress bar and ``on_progress`` (files first, then inline
+            documents), the writer (the operator by default: anything may be replaced), the
+            tags (a document's tags are those of its latest ingestion) and ``max_chunks`` (files
+            and documents together). Files: its ``limits``, else the settings' per-file limits.
         documents: Documents given as text (see :func:`inline_document`).
-        prune: Also remove the stored documents under ``paths`` whose files no longer exist.
-        root: Read only files whose real path lies in this directory (symbolic links
-            followed); the others are listed in ``report.failed``.
-        progress: Show a progress bar on stderr.
-        on_progress: Called with ``(chunks_written, chunks_to_write)`` as chunks are written
-            (files first, then inline documents).
-        writer: Who writes: the operator (the default: anything may be replaced) or a served
-            run (see :mod:`crag.vectorstore.ingest`).
-        tags: Tags for every document given, for scoped search (:mod:`crag.vectorstore.scope`); a
-            document's tags are those of its latest ingestion (an unchanged one is relabelled
-            without being embedded again).
-        max_chunks: Most chunks embedded, files and documents together (a served run's
-            ``ingest_max_chunks``); ``None``: no limit. Files: the settings' per-file limits.
 
     Returns:
         One report for files and documents: added, skipped, replaced, relabelled, removed,
@@ -152,15 +133,15 @@ def ingest_into_store(
     from crag.vectorstore.ingest import IngestReport, ingest_documents, ingest_paths
 
     settings = settings or RunSettings()
-    given = {"progress": progress, "on_progress": on_progress, "writer": writer, "tags": tags}
-    shared = _shared(settings, max_chunks, given)
+    options = replace(_chunked_as(options, settings), tags=check_tags(options.tags))
+    budget = options.chunk_budget()  # one count for the files and the documents
     store = open_configured_store(settings, create=True, writable=True)
     report = IngestReport()
     if paths:
-        limits = FileLimits.configured(settings.deployment)
-        report = ingest_paths(list(paths), store, root=root, prune=prune, limits=limits, **shared)
+        limits = options.limits or FileLimits.configured(settings.deployment)
+        report = ingest_paths(list(paths), store, replace(options, limits=limits), budget=budget)
     if documents:
-        report.extend(ingest_documents(documents, store, **shared))
+        report.extend(ingest_documents(documents, store, options, budget=budget))
     return report
 
 

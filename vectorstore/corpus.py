@@ -26,7 +26,7 @@ import sys
 import zipfile
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from tqdm import tqdm
 from crag.core.file_digest import file_sha256
 from crag.documents.loaders import LoadedDocument
 from crag.vectorstore.ingest import IngestReport, ingest_documents, split_text
+from crag.vectorstore.ingest_options import IngestOptions
 from crag.vectorstore.locking import store_write_lock
 from crag.vectorstore.records import chunk_id
 from crag.vectorstore.sources import SOURCE_PREFIX, normalise_source
@@ -460,24 +461,16 @@ def _fill(
     shipped: PrecomputedEmbeddings | None,
 ) -> IngestReport:
     """Ingest ``docs``; from ``shipped`` vectors the bar says "storing" (nothing is embedded)."""
+    options = IngestOptions(chunk_size=chunk_size, chunk_overlap=chunk_overlap, progress=progress)
     if shipped is None or not progress:
-        return ingest_documents(
-            docs, store, chunk_size=chunk_size, chunk_overlap=chunk_overlap, progress=progress
-        )
+        return ingest_documents(docs, store, options)
     with tqdm(desc="storing", unit="chunk", file=sys.stderr, leave=False) as bar:
 
         def stored(done: int, total: int) -> None:
             bar.total = total
             bar.update(done - bar.n)
 
-        return ingest_documents(
-            docs,
-            store,
-            chunk_size=chunk_size,
-            chunk_overlap=chunk_overlap,
-            progress=False,
-            on_progress=stored,
-        )
+        return ingest_documents(docs, store, replace(options, progress=False, on_progress=stored))
 
 
 def ensure_default_corpus(

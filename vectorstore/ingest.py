@@ -3,6 +3,8 @@
 Each chunk's id is ``"{sha1(source)}:{index}"`` and its metadata records the document's SHA-256,
 so ingesting the same document twice embeds nothing, and a changed document replaces its old
 chunks. A file that cannot be loaded is reported and skipped; the others are still ingested.
+How a call chunks, labels and writes (and, for files, which it reads) is one
+:class:`~crag.vectorstore.ingest_options.IngestOptions`, passed down whole.
 
 Every write holds the store's write lock (:mod:`crag.vectorstore.locking`), so a second ingestion of
 the same files waits for the first and then finds them unchanged. The documents being written
@@ -61,6 +63,13 @@ from crag.documents.loaders import (
     shown_path,
 )
 from crag.vectorstore.chunk_writer import ChunkBatches, ChunkWriter, Recheck
+from crag.vectorstore.ingest_options import (
+    DEFAULT_OPTIONS,
+    EMBED_BATCH_SIZE,
+    QUIET,
+    ChunkProgress,
+    IngestOptions,
+)
 from crag.vectorstore.lexical_store import refresh_lexical_index
 from crag.vectorstore.locking import store_write_lock
 from crag.vectorstore.pending import repair_interrupted
@@ -76,7 +85,6 @@ from crag.vectorstore.report import IngestReport
 from crag.vectorstore.scope import NO_LABELS, ScopeLabels, relabel_unchanged
 from crag.vectorstore.sources import (
     OPERATOR,
-    OPERATOR_WRITER,
     REPLACE_SETTING,
     Writer,
     normalise_path,
@@ -88,8 +96,11 @@ from crag.vectorstore.sources import (
 from crag.vectorstore.store import StoreError, store_directory
 
 __all__ = [
+    "DEFAULT_OPTIONS",
     "EMBED_BATCH_SIZE",
+    "QUIET",
     "ChunkProgress",
+    "IngestOptions",
     "IngestReport",
     "chunk_id",
     "ingest_documents",
@@ -101,17 +112,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-EMBED_BATCH_SIZE = 512
-"""Chunks embedded and written per batch.
-
-Large batches matter on CPU: sentence-transformers sorts each call's texts by length before
-padding, so one call of 512 chunks pads far less than eight calls of 64 (about twice the
-throughput measured on the bundled corpus).
-"""
-
-ChunkProgress = Callable[[int, int], None]
-"""Called as chunks are written: ``(chunks_written, chunks_to_write)``, first with 0."""
 
 
 def _stored_by(writer: str) -> str:
@@ -158,17 +158,31 @@ def split_document(
 
 
 @dataclass(frozen=True)
-class _WriteOptions:
-    """How documents are chunked and written (see :func:`ingest_documents` for each field)."""
+class _Run:
+    """One call's :class:`IngestOptions`, with what is made of them before anything is loaded."""
 
+    options: IngestOptions
     splitter: RecursiveCharacterTextSplitter
-    progress: bool
-    batch_size: int
-    on_progress: ChunkProgress | None
-    writer: Writer = OPERATOR_WRITER
+    writer: Writer
+    """``options.writer``; on a store without a lock across processes, its unlocked variant."""
     scope: ScopeLabels = NO_LABELS
     budget: ChunkBudget | None = None
     """The chunks a served run may still embed (``None``: no limit, the operator's runs)."""
+
+
+def _run_of(
+    store: Chroma, options: IngestOptions, budget: ChunkBudget | None, *, files: bool
+) -> _Run:
+    """Check the chunking and tags (``ValueError``), and resolve the writer and the budget.
+
+    ``files``: the documents are files (their labels say so, see :mod:`crag.vectorstore.scope`).
+    """
+    splitter = _splitter(options.chunk_size, options.chunk_overlap)
+    writer = options.writer
+    scope = ScopeLabels.given(options.tags, files=files, owner=writer.owner)
+    writer = unlocked_writer(writer) if store_directory(store) is None else writer
+    budget = budget if budget is not None else options.chunk_budget()
+    return _Run(options, splitter, writer, scope, budget)
 
 
 @dataclass(frozen=True)
@@ -247,7 +261,7 @@ def _plan(
     report: IngestReport,
     docs: Iterable[LoadedDocument],
     stored: dict[str, StoredRecord],
-    options: _WriteOptions,
+    run: _Run,
 ) -> list[_Planned]:
     """The documents to write with their chunks; the others go to the report."""
     plan: list[_Planned] = []
@@ -257,17 +271,17 @@ def _plan(
         if previous is not None and previous.sha256 == doc.sha256:
             report.skipped.append(doc.source)
             continue
-        refusal = _refusal(doc, previous, options.writer)
+        refusal = _refusal(doc, previous, run.writer)
         if refusal is not None:
             logger.info("%s", refusal)  # listed in report.failed, for the caller to show
             report.failed.append((doc.source, refusal))
             continue
-        chunks, locations = split_document(doc, options.splitter)
+        chunks, locations = split_document(doc, run.splitter)
         if not chunks:
             report.failed.append((doc.source, f"{doc.source}: no text to index (empty document)"))
             continue
-        if options.budget is not None:
-            options.budget.take(len(chunks))  # refused here: nothing embedded or written yet
+        if run.budget is not None:
+            run.budget.take(len(chunks))  # refused here: nothing embedded or written yet
         plan.append(_Planned(doc, chunks, previous is not None, locations))
     return plan
 
@@ -292,40 +306,39 @@ def _write_documents(
     report: IngestReport,
     docs: Iterable[LoadedDocument],
     store: Chroma,
-    options: _WriteOptions,
+    run: _Run,
 ) -> None:
     """Plan and write the documents that are new or changed; the caller holds the lock."""
-    if options.batch_size <= 0:
-        raise ValueError(f"batch_size must be positive, got {options.batch_size}")
+    batch_size, on_progress = run.options.batch_size, run.options.on_progress
+    if batch_size <= 0:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
     unique = _unique(docs)
     stored = stored_records(store, list(unique))
     # Plan first so the progress bar knows how many chunks will be embedded.
-    plan = _plan(report, unique.values(), stored, options)
-    _take_over(store, report.skipped, stored, options.writer)
+    plan = _plan(report, unique.values(), stored, run)
+    _take_over(store, report.skipped, stored, run.writer)
     unchanged = [unique[source] for source in report.skipped if source in unique]
-    relabel_unchanged(report, store, unchanged, options.scope, options.writer, stored)
+    relabel_unchanged(report, store, unchanged, run.scope, run.writer, stored)
     total = sum(len(planned.chunks) for planned in plan)
-    writer = ChunkWriter(store, _recheck(store, options.writer))
-    if options.on_progress is not None:
-        options.on_progress(0, total)
+    writer = ChunkWriter(store, _recheck(store, run.writer))
+    if on_progress is not None:
+        on_progress(0, total)
     with tqdm(
         total=total,
         desc="embedding",
         unit="chunk",
         file=sys.stderr,
-        disable=not options.progress or total == 0,
+        disable=not run.options.progress or total == 0,
         leave=False,
     ) as bar:
 
         def flushed(count: int, written: int) -> None:
             bar.update(count)
             report.chunks_added += count
-            if options.on_progress is not None:
-                options.on_progress(written, total)
+            if on_progress is not None:
+                on_progress(written, total)
 
-        batches = ChunkBatches(
-            writer, options.batch_size, flushed, options.writer.name, options.scope
-        )
+        batches = ChunkBatches(writer, batch_size, flushed, run.writer.name, run.scope)
         try:
             for planned in plan:
                 (report.replaced if planned.exists else report.added).append(planned.doc.source)
@@ -345,7 +358,7 @@ def _write_under_lock(
     report: IngestReport,
     docs: Iterable[LoadedDocument],
     store: Chroma,
-    options: _WriteOptions,
+    run: _Run,
     then: Callable[[], None] | None = None,
 ) -> IngestReport:
     """Write ``docs`` under the store's write lock; ``then`` runs before it is released.
@@ -354,7 +367,7 @@ def _write_under_lock(
     """
     with store_write_lock(store) as directory:
         repair_interrupted(store, exclusive=directory is not None)
-        _write_documents(report, docs, store, options)
+        _write_documents(report, docs, store, run)
         if then is not None:
             then()
         if report.added or report.replaced or report.removed:
@@ -410,14 +423,8 @@ def _prune_file(
 def ingest_documents(
     docs: Iterable[LoadedDocument],
     store: Chroma,
+    options: IngestOptions = DEFAULT_OPTIONS,
     *,
-    chunk_size: int = 1000,
-    chunk_overlap: int = 100,
-    progress: bool = True,
-    batch_size: int = EMBED_BATCH_SIZE,
-    on_progress: ChunkProgress | None = None,
-    writer: Writer = OPERATOR_WRITER,
-    tags: Sequence[str] = (),
     budget: ChunkBudget | None = None,
 ) -> IngestReport:
     """Chunk, embed and store documents; unchanged documents are skipped.
@@ -430,17 +437,11 @@ def ingest_documents(
             (:func:`~crag.vectorstore.sources.normalise_source`: a name in NFC with its
             whitespace collapsed, a path with its characters kept).
         store: The vector store to write to.
-        chunk_size: Largest chunk, in characters.
-        chunk_overlap: Characters shared by consecutive chunks.
-        progress: Show a progress bar over chunks on stderr.
-        batch_size: Chunks embedded per batch.
-        on_progress: Called with ``(chunks_written, chunks_to_write)`` after each batch.
-        writer: Who is writing (recorded on every chunk), and what it may replace (see the
-            module).
-        tags: Recorded on every chunk, for scoped search (see :mod:`crag.vectorstore.scope`); an
-            unchanged document gets them without being embedded again.
-        budget: The chunks this run may embed (a served run's, see
-            :class:`~crag.documents.limits.ChunkBudget`); ``None``: no limit.
+        options: The chunking, progress, writer, tags and chunk limit (see
+            :class:`~crag.vectorstore.ingest_options.IngestOptions`); those for files only
+            (``root``, ``prune``, ``limits``) do not apply to documents given as text.
+        budget: The run's chunk count when it spans several calls (files, then documents);
+            ``None``: a fresh one from ``options.max_chunks``.
 
     Returns:
         What was added, skipped, replaced, relabelled or failed.
@@ -448,23 +449,13 @@ def ingest_documents(
     Raises:
         StoreError: The store cannot be read or written (or is read-only).
         ValueError: Invalid chunking parameters or tags.
-        ChunkLimitError: The documents would take more chunks than ``budget`` has left
+        ChunkLimitError: The documents would take more chunks than the budget has left
             (nothing is written).
         RunCancelledError: The run was cancelled; its unfinished documents were removed.
     """
-    scope = ScopeLabels.given(tags, owner=writer.owner)
-    writer = unlocked_writer(writer) if store_directory(store) is None else writer
-    options = _WriteOptions(
-        _splitter(chunk_size, chunk_overlap),
-        progress,
-        batch_size,
-        on_progress,
-        writer,
-        scope,
-        budget,
-    )
+    run = _run_of(store, options, budget, files=False)
     named = (replace(doc, source=normalise_source(doc.source)) for doc in docs)
-    return _write_under_lock(IngestReport(), named, store, options)
+    return _write_under_lock(IngestReport(), named, store, run)
 
 
 def _load_paths(
@@ -512,25 +503,11 @@ def _remove_stale(
         report.removed.extend(prune_missing(store, pruned))
 
 
-def _file_labels(tags: Sequence[str], writer: Writer) -> ScopeLabels:
-    """The scope labels of files ``writer`` ingests with ``tags`` (its member's, if any)."""
-    return ScopeLabels.given(tags, files=True, owner=writer.owner)
-
-
 def ingest_paths(
     paths: Sequence[str | Path],
     store: Chroma,
+    options: IngestOptions = DEFAULT_OPTIONS,
     *,
-    chunk_size: int = 1000,
-    chunk_overlap: int = 100,
-    progress: bool = True,
-    batch_size: int = EMBED_BATCH_SIZE,
-    on_progress: ChunkProgress | None = None,
-    root: str | Path | None = None,
-    prune: bool = False,
-    writer: Writer = OPERATOR_WRITER,
-    tags: Sequence[str] = (),
-    limits: FileLimits | None = None,
     budget: ChunkBudget | None = None,
 ) -> IngestReport:
     """Ingest files and directories (searched recursively) into the store.
@@ -541,19 +518,10 @@ def ingest_paths(
     Args:
         paths: Files and/or directories.
         store: The vector store to write to.
-        chunk_size: Largest chunk, in characters.
-        chunk_overlap: Characters shared by consecutive chunks.
-        progress: Show a progress bar over chunks on stderr.
-        batch_size: Chunks embedded per batch.
-        on_progress: Called with ``(chunks_written, chunks_to_write)`` after each batch.
-        root: Only files whose real path (symbolic links followed) lies in this directory are
-            read; the others are refused and listed in ``report.failed``.
-        prune: Also remove the stored documents under ``paths`` whose files no longer exist
-            (see :func:`prune_missing`); the operator's alone.
-        writer: Who is writing (recorded on every chunk), and what it may replace or remove
-            (see the module).
-        tags: As for :func:`ingest_documents`.
-        limits: Most pages, paragraphs, characters read per file (default: the operator's).
+        options: As for :func:`ingest_documents`, and for files: ``root`` (only files whose
+            real path lies in it are read), ``prune`` (also remove the stored documents under
+            ``paths`` whose files no longer exist, see :func:`prune_missing`; the operator's
+            alone) and ``limits`` (most pages, paragraphs, characters read per file).
         budget: As for :func:`ingest_documents`.
 
     Returns:
@@ -565,15 +533,15 @@ def ingest_paths(
             than the operator.
         ChunkLimitError, RunCancelledError: As for :func:`ingest_documents`.
     """
-    if prune and writer.name != OPERATOR:
+    if options.prune and options.writer.name != OPERATOR:
         raise ValueError("pruning is for the operator only (crag ingest --prune)")
-    # The splitter and tags first: bad chunking parameters or tags fail fast, before loading.
-    splitter, scope = _splitter(chunk_size, chunk_overlap), _file_labels(tags, writer)
-    writer = unlocked_writer(writer) if store_directory(store) is None else writer
-    options = _WriteOptions(splitter, progress, batch_size, on_progress, writer, scope, budget)
+    # Bad chunking parameters or tags fail fast, before loading.
+    run = _run_of(store, options, budget, files=True)
+    root = options.root
     base = Path(root).expanduser().resolve() if root is not None else None
     report = IngestReport()
-    docs, multi_files = _load_paths(paths, base, report, limits or FileLimits.configured())
-    pruned = paths if prune else None
-    then = functools.partial(_remove_stale, report, store, multi_files, writer, pruned)
-    return _write_under_lock(report, docs, store, options, then=then)
+    limits = options.limits or FileLimits.configured()
+    docs, multi_files = _load_paths(paths, base, report, limits)
+    pruned = paths if options.prune else None
+    then = functools.partial(_remove_stale, report, store, multi_files, run.writer, pruned)
+    return _write_under_lock(report, docs, store, run, then=then)

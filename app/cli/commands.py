@@ -429,9 +429,11 @@ def cmd_history(args: argparse.Namespace) -> int:
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Ingest files or directories into the store (with ``--prune``, drop vanished files)."""
     from crag.vectorstore.configured_store import ingest_into_store
+    from crag.vectorstore.ingest_options import IngestOptions
 
     settings = _settings(args).ingest_settings()
-    report = ingest_into_store(args.paths, settings, prune=args.prune, tags=args.tags or ())
+    options = IngestOptions(prune=args.prune, tags=args.tags or ())
+    report = ingest_into_store(args.paths, settings, options)
     for source, error in report.failed:
         # a loader's message already starts with the file's path: print it once
         print_error(

@@ -8,7 +8,6 @@ operator's environment (:func:`~crag.core.deployment.deployment_with`).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -99,7 +98,7 @@ def parse_settings(pairs: list[str], base: dict[str, Any] | None = None) -> Comm
     operator = operator_method()
     settings = CommandSettings(
         context=Context(**run),
-        method=dataclasses.replace(operator, **method) if method else operator,
+        method=operator.replaced(**method) if method else operator,
         deployment=deployment_with(**deployment),
     )
     settings.run_settings()  # the checks across kinds (components, thresholds), before any work

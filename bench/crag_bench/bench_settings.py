@@ -9,7 +9,6 @@ operator's environment (:class:`~crag.core.deployment.DeploymentSettings`).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,4 +59,4 @@ def method_with(method: MethodConfig, changes: Mapping[str, Any]) -> MethodConfi
         InvalidSettingError: a name that is no parameter of the method, or a bad value.
     """
     check_known(changes, METHOD_NAMES)
-    return dataclasses.replace(method, **changes)
+    return method.replaced(**changes)

@@ -232,7 +232,7 @@ def _small_store(
     others = [d for d in corpus if d.source not in gold]
     chosen += random.Random(seed).sample(others, min(size, len(others)))
     path, store = _open_eval_store(out, collection, embedder)
-    ingest_documents(chosen, store, progress=True)
+    ingest_documents(chosen, store)  # with a progress bar
     return path
 
 
@@ -241,7 +241,7 @@ def _user_store(out: Path, paths: list[Path], collection: str, embedder: str) ->
     from crag.vectorstore.ingest import ingest_paths
 
     path, store = _open_eval_store(out, collection, embedder)
-    report = ingest_paths(paths, store, progress=True)
+    report = ingest_paths(paths, store)  # with a progress bar
     for source, error in report.failed:
         logger.warning("not ingested: %s: %s", source, error)
     return path

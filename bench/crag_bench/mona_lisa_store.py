@@ -26,7 +26,7 @@ def ingest_mona_lisa_store(path: Path) -> tuple[Any, int]:
     """
     from crag.vectorstore.corpus import load_corpus
     from crag.vectorstore.embeddings import load_embeddings
-    from crag.vectorstore.ingest import ingest_documents
+    from crag.vectorstore.ingest import QUIET, ingest_documents
     from crag.vectorstore.store import open_store
 
     docs = load_corpus()
@@ -38,4 +38,4 @@ def ingest_mona_lisa_store(path: Path) -> tuple[Any, int]:
     ]
     others = unrelated[:: len(unrelated) // OTHER_DOCUMENTS][:OTHER_DOCUMENTS]
     store = open_store(str(path), "crag", load_embeddings("all-MiniLM-L6-v2"), create=True)
-    return ingest_documents(mona + others, store, progress=False), len(mona)
+    return ingest_documents(mona + others, store, QUIET), len(mona)

@@ -95,7 +95,7 @@ def measure_ingestion(embedder: str, documents: int, seed: int = 0) -> dict[str,
     """
     from crag.vectorstore.corpus import load_corpus
     from crag.vectorstore.embeddings import load_embeddings
-    from crag.vectorstore.ingest import EMBED_BATCH_SIZE, ingest_documents, split_text
+    from crag.vectorstore.ingest import EMBED_BATCH_SIZE, QUIET, ingest_documents, split_text
     from crag.vectorstore.store import open_store
 
     corpus = load_corpus()
@@ -115,7 +115,7 @@ def measure_ingestion(embedder: str, documents: int, seed: int = 0) -> dict[str,
     with scratch as folder:
         store = open_store(folder, "ingestion-bench", embeddings, create=True)
         started = time.perf_counter()
-        report = ingest_documents(docs, store, progress=False)
+        report = ingest_documents(docs, store, QUIET)
         ingest_seconds = time.perf_counter() - started
     written = report.chunks_added
     return {

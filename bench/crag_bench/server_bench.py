@@ -391,7 +391,7 @@ def build_bench_store(path: Path, documents: int = 50) -> Path:
     """Ingest ``documents`` bundled summaries, the answering pages included, into ``path``."""
     from crag.vectorstore.corpus import load_corpus
     from crag.vectorstore.embeddings import locked_embeddings
-    from crag.vectorstore.ingest import ingest_documents
+    from crag.vectorstore.ingest import QUIET, ingest_documents
     from crag.vectorstore.store import open_store
 
     corpus = load_corpus()
@@ -408,7 +408,7 @@ def build_bench_store(path: Path, documents: int = 50) -> Path:
     step = max(1, len(fillers) // max(1, wanted))
     chosen = anchors + fillers[::step][:wanted]
     store = open_store(path, "crag", locked_embeddings("all-MiniLM-L6-v2"), create=True)
-    report = ingest_documents(chosen, store, progress=False)
+    report = ingest_documents(chosen, store, QUIET)
     if report.failed:
         raise BenchError(f"building the bench store failed: {report.failed[:3]}")
     logger.info("bench store at %s: %s", path, report.summary())

@@ -54,7 +54,7 @@ def bench(path: Path, repeats: int) -> list[tuple[str, float]]:
     """``(stage, median seconds)`` for loading, ingesting in process, and ``crag ingest``."""
     from crag.documents.loaders import load_file
     from crag.vectorstore.embeddings import load_embeddings
-    from crag.vectorstore.ingest import ingest_paths
+    from crag.vectorstore.ingest import QUIET, ingest_paths
     from crag.vectorstore.store import open_store
 
     embeddings = load_embeddings()
@@ -62,7 +62,7 @@ def bench(path: Path, repeats: int) -> list[tuple[str, float]]:
 
         def in_process(repeat: int) -> None:
             store = open_store(Path(scratch) / f"inproc{repeat}", "bench", embeddings, create=True)
-            report = ingest_paths([path], store, progress=False)
+            report = ingest_paths([path], store, QUIET)
             if report.failed:
                 raise SystemExit(f"ingestion failed: {report.failed}")
 

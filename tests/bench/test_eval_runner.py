@@ -557,7 +557,7 @@ def test_each_experiment_graph_runs_its_method_over_the_base_settings(
     graphs = experiment_graphs(EXPERIMENTS, base, eval_components)
     assert list(graphs) == [e.name for e in EXPERIMENTS]
     for experiment in EXPERIMENTS:
-        method = dataclasses.replace(base.method, **experiment.settings)
+        method = base.method.replaced(**experiment.settings)
         expected = RunSettings.combine(base.context, method, base.deployment)
         assert graphs[experiment.name].settings == expected, experiment.name
     assert graphs["crag"].settings.strips_kept == 7  # --set

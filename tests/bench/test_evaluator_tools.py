@@ -474,7 +474,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small real store: gold pages of the test questions in the corpus, plus distractors."""
     from crag.vectorstore.corpus import load_corpus
     from crag.vectorstore.embeddings import load_embeddings
-    from crag.vectorstore.ingest import ingest_documents
+    from crag.vectorstore.ingest import QUIET, ingest_documents
     from crag.vectorstore.store import open_store
 
     titles = {leaf.gold_title for leaf in leaf_questions([*TRAIN_IDS, *DEV_IDS])}
@@ -484,7 +484,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     chosen += [doc for doc in corpus[::400] if doc.title not in titles][: 30 - len(chosen)]
     path = tmp_path_factory.mktemp("evaluator_tools") / "chroma"
     report = ingest_documents(
-        chosen, open_store(path, "crag", load_embeddings(), create=True), progress=False
+        chosen, open_store(path, "crag", load_embeddings(), create=True), QUIET
     )
     assert not report.failed
     return path

@@ -10,7 +10,6 @@ page is shown to work offline. The last test stops the server in the middle of a
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import time
@@ -112,7 +111,7 @@ def test_the_page_is_served_offline_with_the_run_settings_from_the_schema(
     assert "default-src 'self'" in response.headers["content-security-policy"]
     page, watch = open_page(chromium, server.url, token=server.token)
     names = page.eval_on_selector_all("#settings-form [name]", "els => els.map(e => e.name)")
-    assert set(names) == {f.name for f in dataclasses.fields(Context)}, names
+    assert set(names) == set(Context.model_fields), names
     assert page.locator(".error").is_hidden()
     assert watch.foreign == [] and watch.console_errors == []
     page.locator("#toggle-settings").click()

@@ -25,7 +25,7 @@ from crag.core.deployment import deployment_with
 from crag.core.run_settings import IngestSettings, RunSettings
 from crag.documents.loaders import LoadedDocument
 from crag.vectorstore.embeddings import load_embeddings
-from crag.vectorstore.ingest import chunk_id, ingest_documents, ingest_paths
+from crag.vectorstore.ingest import QUIET, IngestOptions, chunk_id, ingest_documents, ingest_paths
 from crag.vectorstore.pending import PENDING_PREFIX
 from crag.vectorstore.store import StoreError, count, open_store, retrieve
 from crag_bench.dev_server import free_port
@@ -97,7 +97,7 @@ def docs(*texts: str, prefix: str = "mem") -> list[LoadedDocument]:
 
 def test_ingest_and_retrieve(open_in: StoreOpener, collection: str) -> None:
     store = open_in(collection, create=True)
-    report = ingest_documents(docs(OTTERS, BREAD, VOLCANO), store, progress=False)
+    report = ingest_documents(docs(OTTERS, BREAD, VOLCANO), store, QUIET)
     assert report.added == ["mem:0", "mem:1", "mem:2"] and report.chunks_added == 3
     assert count(store) == 3
     best = retrieve(store, "Which animal holds hands when sleeping?", 2)[0]
@@ -115,10 +115,10 @@ def test_second_ingest_embeds_nothing(
     folder.mkdir()
     (folder / "a.txt").write_text(OTTERS)
     (folder / "b.md").write_text(f"# Bread\n\n{BREAD}")
-    first = ingest_paths([folder], store, progress=False)
+    first = ingest_paths([folder], store, QUIET)
     assert len(first.added) == 2
     embedded, chunks = counting.documents, count(store)
-    second = ingest_paths([folder], store, progress=False)
+    second = ingest_paths([folder], store, QUIET)
     assert sorted(second.skipped) == sorted(first.added)
     assert second.added == [] and second.replaced == [] and second.chunks_added == 0
     assert counting.documents == embedded, "an unchanged document was embedded again"
@@ -127,9 +127,9 @@ def test_second_ingest_embeds_nothing(
 
 def test_changed_document_replaces_its_chunks(open_in: StoreOpener, collection: str) -> None:
     store = open_in(collection, create=True)
-    ingest_documents(docs(OTTERS, BREAD), store, progress=False)
+    ingest_documents(docs(OTTERS, BREAD), store, QUIET)
     changed = [LoadedDocument(source="mem:1", text=VOLCANO, sha256="new")]
-    report = ingest_documents(changed, store, progress=False)
+    report = ingest_documents(changed, store, QUIET)
     assert report.replaced == ["mem:1"]
     assert count(store) == 2
     stored = store.get(include=["documents"])["documents"]
@@ -142,9 +142,9 @@ def test_interrupted_ingestions_leave_nothing_partial(
     interrupting = InterruptingEmbeddings(counting, interrupt_on=2)
     store = open_in(collection, create=True, embeddings=interrupting)
     long = LoadedDocument(source="mem:long", text="\n\n".join([OTTERS] * 6), sha256="l")
-    small: dict[str, Any] = {"chunk_size": 100, "chunk_overlap": 0, "batch_size": 2}
+    small = IngestOptions(chunk_size=100, chunk_overlap=0, batch_size=2, progress=False)
     with pytest.raises(KeyboardInterrupt):  # one batch of two chunks written, then Ctrl-C
-        ingest_documents([long], store, progress=False, **small)
+        ingest_documents([long], store, small)
     assert count(store) == 0
 
     # Runs killed outright leave their record and partial chunks: one long ago, one just now.
@@ -156,7 +156,7 @@ def test_interrupted_ingestions_leave_nothing_partial(
         PENDING_PREFIX + "running": json.dumps({"time": time.time(), "sources": ["mem:in-flight"]}),
     }
     store._collection.modify(metadata=records)
-    ingest_documents(docs(BREAD), store, progress=False)
+    ingest_documents(docs(BREAD), store, QUIET)
     sources = {m["source"] for m in store.get(include=["metadatas"])["metadatas"]}
     if mode == "disk":  # the store's lock rules out another writer: both records are abandoned
         assert sources == {"mem:0"}
@@ -201,7 +201,7 @@ def test_a_server_gone_after_the_store_was_opened_is_named(
         store = open_store("", "crag", counting, create=True, host="127.0.0.1", port=gone.port)
         where = f"http://127.0.0.1:{gone.port}"
     with pytest.raises(StoreError) as info:
-        ingest_documents(docs(OTTERS, prefix="gone"), store, progress=False)
+        ingest_documents(docs(OTTERS, prefix="gone"), store, QUIET)
     message = str(info.value)
     assert f"on the Chroma server at {where}" in message, message
     assert "\n" not in message
@@ -232,8 +232,8 @@ def test_graph_retrieves_from_the_chroma_server(chroma: ChromaServer, collection
     report = ingest_into_store(
         [],
         IngestSettings(deployment=deployment_with(collection=collection, **chroma.settings())),
+        QUIET,
         documents=[inline_document(OTTERS, source="notes:otters", title="Otters")],
-        progress=False,
     )
     assert report.added == ["notes:otters"]
 

@@ -18,7 +18,7 @@ import pytest
 from langchain_chroma import Chroma
 
 from crag.vectorstore.configured_store import inline_document
-from crag.vectorstore.ingest import ingest_documents
+from crag.vectorstore.ingest import QUIET, IngestOptions, ingest_documents
 from crag.vectorstore.sources import OPERATOR_WRITER, served_writer
 from crag.vectorstore.store import open_store
 from tests.hash_embeddings import HashEmbeddings
@@ -57,9 +57,11 @@ def test_a_served_run_replaces_nothing_on_a_chroma_server(
 ) -> None:
     store = on_server(chroma, collection)
     mona = inline_document(OPERATOR_TEXT, source="wikipedia:Mona Lisa")
-    assert ingest_documents([mona], store, progress=False).added == ["wikipedia:Mona Lisa"]
+    assert ingest_documents([mona], store, QUIET).added == ["wikipedia:Mona Lisa"]
     poison = inline_document(POISON, source="wikipedia:Mona Lisa")
-    report = ingest_documents([poison], store, progress=False, writer=served_writer("all"))
+    report = ingest_documents(
+        [poison], store, IngestOptions(progress=False, writer=served_writer("all"))
+    )
     assert report.replaced == [] and report.chunks_added == 0
     assert "on a Chroma server" in report.failed[0][1]
     assert stored(store, "wikipedia:Mona Lisa") == ([OPERATOR_TEXT], {"operator"})
@@ -74,15 +76,17 @@ def test_a_source_the_operator_writes_during_a_served_run_stays_the_operators(
     def operator_writes_meanwhile(done: int, total: int) -> None:
         if done == 0:  # planned (the source was free), nothing written yet
             mona = inline_document(OPERATOR_TEXT, source="wikipedia:Mona Lisa")
-            ingest_documents([mona], operator_store, progress=False, writer=OPERATOR_WRITER)
+            ingest_documents(
+                [mona], operator_store, IngestOptions(progress=False, writer=OPERATOR_WRITER)
+            )
 
     poison = inline_document(POISON, source="wikipedia:Mona Lisa")
     report = ingest_documents(
         [poison, other],
         served_store,
-        progress=False,
-        writer=served_writer("none"),
-        on_progress=operator_writes_meanwhile,
+        IngestOptions(
+            progress=False, writer=served_writer("none"), on_progress=operator_writes_meanwhile
+        ),
     )
     assert report.added == ["otters"]
     assert [source for source, _ in report.failed] == ["wikipedia:Mona Lisa"]
@@ -100,17 +104,21 @@ def test_a_source_the_operator_writes_between_two_batches_of_a_served_run_stays_
     def operator_writes_after_the_first_batch(done: int, total: int) -> None:
         if done == 1:
             mona = inline_document(OPERATOR_TEXT, source="wikipedia:Mona Lisa")
-            ingest_documents([mona], operator_store, progress=False, writer=OPERATOR_WRITER)
+            ingest_documents(
+                [mona], operator_store, IngestOptions(progress=False, writer=OPERATOR_WRITER)
+            )
 
     report = ingest_documents(
         [long_poison],
         served_store,
-        progress=False,
-        writer=served_writer("none"),
-        chunk_size=100,
-        chunk_overlap=0,
-        batch_size=1,
-        on_progress=operator_writes_after_the_first_batch,
+        IngestOptions(
+            progress=False,
+            writer=served_writer("none"),
+            chunk_size=100,
+            chunk_overlap=0,
+            batch_size=1,
+            on_progress=operator_writes_after_the_first_batch,
+        ),
     )
     assert report.added == [] and [s for s, _ in report.failed] == ["wikipedia:Mona Lisa"]
     assert stored(served_store, "wikipedia:Mona Lisa") == ([OPERATOR_TEXT], {"operator"})

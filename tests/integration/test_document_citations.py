@@ -18,7 +18,7 @@ from crag.app.cli.commands import main
 from crag.core.context import Context
 from crag.core.method import MethodConfig
 from crag.graph.builder import build_graph
-from crag.vectorstore.ingest import IngestReport, chunk_id, ingest_paths
+from crag.vectorstore.ingest import IngestOptions, IngestReport, chunk_id, ingest_paths
 from crag.vectorstore.store import open_store
 from tests.document_factory import (
     PAGES,
@@ -56,7 +56,9 @@ def ingested(
     for name in BROKEN:
         shutil.copy(SAMPLES / name, folder / name)
     store = open_store(root / "store", "docs", embeddings, create=True)
-    report = ingest_paths([folder], store, chunk_size=300, chunk_overlap=0, progress=False)
+    report = ingest_paths(
+        [folder], store, IngestOptions(chunk_size=300, chunk_overlap=0, progress=False)
+    )
     return folder, store, report
 
 

@@ -40,7 +40,7 @@ from crag.vectorstore.index_health import (
     matching_chunks,
     watch_index,
 )
-from crag.vectorstore.ingest import ingest_documents
+from crag.vectorstore.ingest import QUIET, ingest_documents
 from crag.vectorstore.locking import LOCK_FILE
 from crag.vectorstore.removal import remove_sources
 from crag.vectorstore.store import close_stores, count, open_store
@@ -106,9 +106,9 @@ def _build(directory: Path | str, collection: str = "docs", **server: Any) -> Ch
     """Ingest the topics and the repeated document, then remove the latter."""
     store = open_store(directory, collection, EMBEDDINGS, create=True, **server)
     topics = [_document(f"wikipedia:Topic {i}", _topic(i)) for i in range(TOPICS)]
-    ingest_documents(topics, store, progress=False)
+    ingest_documents(topics, store, QUIET)
     repeated = _document(REPEATED, "\n\n".join([PAGE] * REPEATS))
-    report = ingest_documents([repeated], store, progress=False)
+    report = ingest_documents([repeated], store, QUIET)
     assert report.chunks_added == REPEATS, "each page is one chunk, all alike"
     remove_sources(store, [REPEATED])
     assert count(store) == TOPICS
@@ -195,7 +195,7 @@ def test_another_handle_on_the_rebuilt_collection_reopens_it(
 def test_a_filter_that_matches_few_chunks_is_not_taken_for_damage(tmp_path: Path) -> None:
     store = open_store(tmp_path / "store", "docs", EMBEDDINGS, create=True)
     ingest_documents(
-        [_document(f"wikipedia:Topic {i}", _topic(i)) for i in range(30)], store, progress=False
+        [_document(f"wikipedia:Topic {i}", _topic(i)) for i in range(30)], store, QUIET
     )
     collection_id = store._collection.id
     where = {"source": "wikipedia:Topic 3"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -12,7 +13,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from langchain_chroma import Chroma
@@ -20,10 +20,13 @@ from langchain_huggingface import HuggingFaceEmbeddings
 
 from crag.core.context import IngestContext
 from crag.core.deployment import deployment_with
+from crag.documents.limits import ChunkLimitError
 from crag.documents.loaders import LoadedDocument
 from crag.graph.ingest_graph import build_ingest_graph
 from crag.nodes.ingest import InvalidIngestInputError
 from crag.vectorstore.ingest import (
+    QUIET,
+    IngestOptions,
     IngestReport,
     chunk_id,
     ingest_documents,
@@ -93,7 +96,7 @@ def test_ingest_every_format_and_retrieve(
 ) -> None:
     files = write_corpus(tmp_path / "docs")
     report = ingest_paths(
-        [tmp_path / "docs"], store, chunk_size=200, chunk_overlap=0, progress=False
+        [tmp_path / "docs"], store, IngestOptions(chunk_size=200, chunk_overlap=0, progress=False)
     )
     jsonl = str(files["jsonl"].absolute())
     assert sorted(report.added) == sorted(
@@ -126,7 +129,9 @@ def test_ingest_every_format_and_retrieve(
 def test_chunk_ids_and_metadata(tmp_path: Path, store: Chroma) -> None:
     files = write_corpus(tmp_path / "docs")
     ingest_paths(
-        [files["txt"], files["html"]], store, chunk_size=200, chunk_overlap=0, progress=False
+        [files["txt"], files["html"]],
+        store,
+        IngestOptions(chunk_size=200, chunk_overlap=0, progress=False),
     )
     txt = str(files["txt"].absolute())
     digest = hashlib.sha256(files["txt"].read_bytes()).hexdigest()
@@ -145,11 +150,11 @@ def test_second_ingest_embeds_nothing(
 ) -> None:
     write_corpus(tmp_path / "docs")
     first = ingest_paths(
-        [tmp_path / "docs"], store, chunk_size=200, chunk_overlap=0, progress=False
+        [tmp_path / "docs"], store, IngestOptions(chunk_size=200, chunk_overlap=0, progress=False)
     )
     embedded, chunks = counting.documents, count(store)
     second = ingest_paths(
-        [tmp_path / "docs"], store, chunk_size=200, chunk_overlap=0, progress=False
+        [tmp_path / "docs"], store, IngestOptions(chunk_size=200, chunk_overlap=0, progress=False)
     )
     assert sorted(second.skipped) == sorted(first.added)
     assert second.added == [] and second.replaced == [] and second.chunks_added == 0
@@ -162,14 +167,16 @@ def test_changed_file_replaces_its_chunks(
     tmp_path: Path, store: Chroma, counting: CountingEmbeddings
 ) -> None:
     files = write_corpus(tmp_path / "docs")
-    ingest_paths([tmp_path / "docs"], store, chunk_size=200, chunk_overlap=0, progress=False)
+    ingest_paths(
+        [tmp_path / "docs"], store, IngestOptions(chunk_size=200, chunk_overlap=0, progress=False)
+    )
     before = count(store)
     txt = str(files["txt"].absolute())
     files["txt"].write_text("Tea was first drunk in China as a medicine.\n")
     embedded = counting.documents
 
     report = ingest_paths(
-        [tmp_path / "docs"], store, chunk_size=200, chunk_overlap=0, progress=False
+        [tmp_path / "docs"], store, IngestOptions(chunk_size=200, chunk_overlap=0, progress=False)
     )
     assert report.replaced == [txt]
     assert report.added == [] and len(report.skipped) == 4
@@ -186,10 +193,10 @@ def test_changed_file_replaces_its_chunks(
 
 def test_jsonl_lines_removed_from_file_leave_the_store(tmp_path: Path, store: Chroma) -> None:
     files = write_corpus(tmp_path / "docs")
-    ingest_paths([files["jsonl"]], store, progress=False)
+    ingest_paths([files["jsonl"]], store, QUIET)
     jsonl = str(files["jsonl"].absolute())
     files["jsonl"].write_text(json.dumps({"title": "Mars", "text": "Mars has two moons."}) + "\n")
-    report = ingest_paths([files["jsonl"]], store, progress=False)
+    report = ingest_paths([files["jsonl"]], store, QUIET)
     assert report.replaced == [f"{jsonl}#line1"]
     assert report.removed == [f"{jsonl}#line2"]
     assert sources_in(store) == [f"{jsonl}#line1"]
@@ -221,7 +228,7 @@ def test_bad_files_are_reported_and_the_rest_ingested(
         return real_read_bytes(self)
 
     monkeypatch.setattr(Path, "read_bytes", read_bytes)
-    report = ingest_paths([docs, explicit_odt, missing], store, progress=False)
+    report = ingest_paths([docs, explicit_odt, missing], store, QUIET)
     failed = dict(report.failed)
     assert set(failed) == {
         str(docs / "broken.jsonl"),
@@ -251,9 +258,9 @@ def test_progress_bar_goes_to_stderr(
     tmp_path: Path, store: Chroma, capsys: pytest.CaptureFixture[str]
 ) -> None:
     files = write_corpus(tmp_path / "docs")
-    ingest_paths([files["md"]], store, progress=False)
+    ingest_paths([files["md"]], store, QUIET)
     assert capsys.readouterr().err == ""
-    ingest_paths([files["html"]], store, progress=True)
+    ingest_paths([files["html"]], store, IngestOptions(progress=True))
     captured = capsys.readouterr()
     assert "embedding" in captured.err and "chunk" in captured.err
     assert captured.out == ""
@@ -264,18 +271,38 @@ def test_ingest_documents_batches_and_dedupes(store: Chroma, counting: CountingE
         LoadedDocument(source=f"mem:{i}", text=f"Fact number {i} about counting.", sha256=str(i))
         for i in range(7)
     ]
-    report = ingest_documents([*docs, docs[0]], store, progress=False, batch_size=3)
+    report = ingest_documents([*docs, docs[0]], store, IngestOptions(progress=False, batch_size=3))
     assert report.added == [d.source for d in docs]
     assert report.chunks_added == 7 == count(store) == counting.documents
-    again = ingest_documents(docs, store, progress=False)
+    again = ingest_documents(docs, store, QUIET)
     assert again.skipped == [d.source for d in docs] and again.chunks_added == 0
+
+
+def test_one_options_object_serves_many_runs(store: Chroma) -> None:
+    """Options hold no run's state: each run counts its own chunks, tags are copied in."""
+    tags = ["facts"]
+    options = IngestOptions(progress=False, max_chunks=2, tags=tags)
+    tags.append("later")  # the caller's list, changed afterwards, changes nothing
+
+    def facts(prefix: str, n: int) -> list[LoadedDocument]:
+        return [
+            LoadedDocument(source=f"mem:{prefix}{i}", text=f"Fact {prefix}{i}.", sha256=prefix)
+            for i in range(n)
+        ]
+
+    assert ingest_documents(facts("a", 2), store, options).chunks_added == 2
+    assert ingest_documents(facts("b", 2), store, options).chunks_added == 2  # a fresh budget
+    with pytest.raises(ChunkLimitError, match="more than 2 chunks"):
+        ingest_documents(facts("c", 3), store, options)
+    assert store.get(where={"source": "mem:b1"})["metadatas"][0]["tags"] == ["facts"]
+    assert count(store) == 4
 
 
 def test_bad_chunking_parameters(tmp_path: Path, store: Chroma) -> None:
     with pytest.raises(ValueError, match="chunk_overlap"):
-        ingest_paths([tmp_path], store, chunk_size=100, chunk_overlap=100)
+        ingest_paths([tmp_path], store, IngestOptions(chunk_size=100, chunk_overlap=100))
     with pytest.raises(ValueError, match="chunk_size"):
-        ingest_paths([tmp_path], store, chunk_size=0)
+        ingest_paths([tmp_path], store, IngestOptions(chunk_size=0))
 
 
 def test_report_summary_wording() -> None:
@@ -327,7 +354,9 @@ def test_symlink_out_of_the_ingest_root_is_refused(
     with pytest.raises(InvalidIngestInputError, match="outside"):
         served.invoke({"paths": [str(root / "leak.txt")]}, context=context)
     # The same confinement in the Python API, for named paths and walked files alike.
-    direct = ingest_paths([root / "leak.txt", root], store, root=root, progress=False)
+    direct = ingest_paths(
+        [root / "leak.txt", root], store, IngestOptions(root=root, progress=False)
+    )
     assert [source for source, _ in direct.failed] == [str(root / "leak.txt")]
     assert sorted(direct.skipped) == sorted(report["added"])
 
@@ -347,19 +376,19 @@ def test_ctrl_c_during_ingestion_leaves_no_partial_document(
     (docs / "tea.md").write_text("Tea was first drunk in China as a medicine.")
     interrupting = InterruptingEmbeddings(embeddings, interrupt_on=3)
     store = open_store(tmp_path / "store", "docs", interrupting, create=True)
-    options: dict[str, Any] = {"chunk_size": 200, "chunk_overlap": 0, "progress": False}
+    options = IngestOptions(chunk_size=200, chunk_overlap=0, progress=False, batch_size=3)
 
     # Two batches of big.txt's twelve chunks are written, then Ctrl-C on the third.
     with pytest.raises(KeyboardInterrupt):
-        ingest_paths([docs], store, batch_size=3, **options)
+        ingest_paths([docs], store, options)
     assert interrupting.calls == 3
     assert count(store) == 0, "the interrupted document's chunks stayed in the store"
 
     big.write_text("The Eiffel Tower was painted red in its first years.")
-    report = ingest_paths([docs], store, batch_size=3, **options)
+    report = ingest_paths([docs], store, options)
     assert sorted(report.added) == [str(big.absolute()), str((docs / "tea.md").absolute())]
     assert report.chunks_added == 2 == count(store)
-    again = ingest_paths([docs], store, batch_size=3, **options)
+    again = ingest_paths([docs], store, options)
     assert len(again.skipped) == 2 and again.chunks_added == 0
 
 
@@ -372,17 +401,17 @@ def test_ctrl_c_while_replacing_keeps_the_counts_right(
     store = open_store(tmp_path / "store", "docs", interrupting, create=True)
     source = str(big.absolute())
     doc = LoadedDocument(source=source, text=big.read_text(), sha256="v1")
-    assert ingest_documents([doc], store, chunk_size=200, chunk_overlap=0, progress=False).added
+    options = IngestOptions(chunk_size=200, chunk_overlap=0, progress=False)
+    assert ingest_documents([doc], store, options).added
 
     # Version 2 (twelve chunks) replaces version 1 (four): interrupted after two batches.
     write_big_file(big, paragraphs=12)
     changed = LoadedDocument(source=source, text=big.read_text(), sha256="v2")
-    options: dict[str, Any] = {"chunk_size": 200, "chunk_overlap": 0, "progress": False}
     with pytest.raises(KeyboardInterrupt):
-        ingest_documents([changed], store, batch_size=3, **options)
+        ingest_documents([changed], store, dataclasses.replace(options, batch_size=3))
     assert count(store) == 0  # the old version was already deleted; nothing partial is left
 
-    report = ingest_documents([changed], store, **options)
+    report = ingest_documents([changed], store, options)
     assert report.added == [source] and report.chunks_added == 12 == count(store)
     assert {m["sha256"] for m in store.get()["metadatas"]} == {"v2"}
 
@@ -399,7 +428,7 @@ def test_ingestion_keeps_a_collection_made_with_index_settings(tmp_path: Path) -
     assert cosine._collection.metadata == {"hnsw:space": "cosine"}
     store = open_store(path, "cosine", HashEmbeddings(), create=False)
     doc = LoadedDocument(source="mem:a", text="Otters hold hands.", sha256="a")
-    assert ingest_documents([doc], store, progress=False).added == ["mem:a"]
+    assert ingest_documents([doc], store, QUIET).added == ["mem:a"]
     hnsw = store._collection.configuration["hnsw"]
     assert hnsw is not None and hnsw["space"] == "cosine"
     assert count(store) == 1
@@ -408,7 +437,7 @@ def test_ingestion_keeps_a_collection_made_with_index_settings(tmp_path: Path) -
 KILLED_WRITER = """
 import os, sys
 from tests.hash_embeddings import HashEmbeddings
-from crag.vectorstore.ingest import ingest_paths
+from crag.vectorstore.ingest import IngestOptions, ingest_paths
 from crag.vectorstore.store import open_store
 
 class Dying(HashEmbeddings):
@@ -418,7 +447,8 @@ class Dying(HashEmbeddings):
         return super().embed_documents(texts)
 
 store = open_store(sys.argv[1], "docs", Dying(), create=True)
-ingest_paths([sys.argv[2]], store, chunk_size=200, chunk_overlap=0, progress=False, batch_size=3)
+ingest_paths([sys.argv[2]], store,
+             IngestOptions(chunk_size=200, chunk_overlap=0, progress=False, batch_size=3))
 """
 
 
@@ -433,12 +463,12 @@ def test_killed_ingestion_is_repaired_by_the_next_one(tmp_path: Path) -> None:
     # The next ingestion, of another file, removes them before anything else.
     other = tmp_path / "other.md"
     other.write_text("Honey bees collect nectar.")
-    report = ingest_paths([other], store, progress=False)
+    report = ingest_paths([other], store, QUIET)
     assert report.added == [str(other.absolute())]
     assert sources_in(store) == [str(other.absolute())] and count(store) == 1
 
     big.write_text("A much shorter version.")
-    report = ingest_paths([big], store, progress=False)
+    report = ingest_paths([big], store, QUIET)
     assert report.added == [str(big.absolute())] and report.chunks_added == 1
     assert count(store) == 2
 
@@ -448,20 +478,18 @@ def test_prune_and_remove(tmp_path: Path, store: Chroma) -> None:
     elsewhere = tmp_path / "elsewhere" / "keep.md"
     elsewhere.parent.mkdir()
     elsewhere.write_text("Kept: it is not under the pruned folder.")
-    ingest_paths([tmp_path / "docs", elsewhere], store, progress=False)
+    ingest_paths([tmp_path / "docs", elsewhere], store, QUIET)
     ingest_documents(
-        [LoadedDocument(source="mem:otters", text="Otters hold hands.", sha256="o")],
-        store,
-        progress=False,
+        [LoadedDocument(source="mem:otters", text="Otters hold hands.", sha256="o")], store, QUIET
     )
     md, jsonl = str(files["md"].absolute()), str(files["jsonl"].absolute())
     files["md"].unlink()
     files["jsonl"].unlink()
     elsewhere.unlink()
 
-    plain = ingest_paths([tmp_path / "docs"], store, progress=False)
+    plain = ingest_paths([tmp_path / "docs"], store, QUIET)
     assert plain.removed == [] and md in sources_in(store)
-    pruned = ingest_paths([tmp_path / "docs"], store, prune=True, progress=False)
+    pruned = ingest_paths([tmp_path / "docs"], store, IngestOptions(prune=True, progress=False))
     assert pruned.removed == sorted([md, f"{jsonl}#line1", f"{jsonl}#line2"])
     assert "3 removed" in pruned.summary()
     assert sources_in(store) == sorted(
@@ -531,9 +559,7 @@ def test_fifo_socket_and_device_are_skipped_unopened(tmp_path: Path, store: Chro
 
     result: dict[str, IngestReport] = {}
     worker = threading.Thread(
-        target=lambda: result.update(
-            report=ingest_paths([docs, named_fifo], store, progress=False)
-        ),
+        target=lambda: result.update(report=ingest_paths([docs, named_fifo], store, QUIET)),
         daemon=True,
     )
     worker.start()
@@ -555,7 +581,7 @@ CONCURRENT_WRITER = """
 import json, sys
 from pathlib import Path
 from tests.hash_embeddings import HashEmbeddings
-from crag.vectorstore.ingest import ingest_paths
+from crag.vectorstore.ingest import IngestOptions, ingest_paths
 from crag.vectorstore.store import open_store
 
 store_path, folder, started, wait_for, ready = sys.argv[1:]
@@ -564,8 +590,8 @@ embedder = HashEmbeddings(delay=0.5, started=Path(started),
 store = open_store(store_path, "docs", embedder, create=True)
 if ready:
     Path(ready).write_text("about to ingest")
-report = ingest_paths([folder], store, chunk_size=200, chunk_overlap=0, progress=False,
-                      batch_size=2)
+options = IngestOptions(chunk_size=200, chunk_overlap=0, progress=False, batch_size=2)
+report = ingest_paths([folder], store, options)
 print(json.dumps({"added": report.added, "skipped": report.skipped,
                   "chunks": report.chunks_added, "embedded": embedder.documents}))
 """

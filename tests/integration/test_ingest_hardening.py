@@ -20,7 +20,7 @@ from crag.core.run_settings import IngestSettings
 from crag.graph.ingest_graph import build_ingest_graph
 from crag.nodes.ingest import InvalidIngestInputError
 from crag.vectorstore.configured_store import ingest_into_store, inline_document
-from crag.vectorstore.ingest import chunk_id, ingest_paths
+from crag.vectorstore.ingest import QUIET, IngestOptions, chunk_id, ingest_paths
 from crag.vectorstore.store import open_store
 from tests.hash_embeddings import HashEmbeddings
 
@@ -94,7 +94,7 @@ def test_a_served_run_cannot_replace_a_document_the_operator_stored(
     notes.parent.mkdir()
     notes.write_text("Otters hold hands while they sleep.")
     mona = inline_document(LEONARDO, source="wikipedia:Mona Lisa")
-    report = ingest_into_store([notes], settings, documents=[mona], progress=False)
+    report = ingest_into_store([notes], settings, QUIET, documents=[mona])
     assert len(report.added) == 2
     file_source = str(notes.absolute())
     assert writers_of(settings, "wikipedia:Mona Lisa") == {"operator"}
@@ -168,10 +168,7 @@ def test_by_default_a_served_run_cannot_replace_what_another_run_stored(
 
     # The operator may replace anything, and the document is then the operator's.
     ingest_into_store(
-        [],
-        settings,
-        documents=[inline_document("Otters eat fish.", "notes:otters")],
-        progress=False,
+        [], settings, QUIET, documents=[inline_document("Otters eat fish.", "notes:otters")]
     )
     assert writers_of(settings, "notes:otters") == {"operator"}
 
@@ -180,7 +177,7 @@ def test_served_lets_runs_replace_what_runs_stored_but_not_the_operators(
     settings: IngestSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mona = inline_document(LEONARDO, source="wikipedia:Mona Lisa")
-    ingest_into_store([], settings, documents=[mona], progress=False)
+    ingest_into_store([], settings, QUIET, documents=[mona])
     monkeypatch.setenv("CRAG_INGEST_RUN_REPLACE", "served")
     served({"documents": [{"text": "Otters hold hands.", "source": "notes:otters"}]}, settings)
 
@@ -204,7 +201,7 @@ def test_all_lets_served_runs_replace_the_operators_documents(
     settings: IngestSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mona = inline_document(LEONARDO, source="wikipedia:Mona Lisa")
-    ingest_into_store([], settings, documents=[mona], progress=False)
+    ingest_into_store([], settings, QUIET, documents=[mona])
     monkeypatch.setenv("CRAG_INGEST_RUN_REPLACE", "all")
 
     out = served({"documents": [{"text": POISON, "source": "wikipedia:Mona Lisa"}]}, settings)
@@ -250,7 +247,7 @@ def test_a_document_planted_before_the_operator_ingests_it_becomes_the_operators
     planted = served({"paths": [str(notes)]}, settings)
     assert planted["added"] == [source] and writers_of(settings, source) == {"served"}
 
-    report = ingest_into_store([notes], settings, progress=False)
+    report = ingest_into_store([notes], settings, QUIET)
     assert report.skipped == [source] and report.chunks_added == 0  # nothing embedded again
     assert writers_of(settings, source) == {"operator"}
     out = served({"documents": [{"text": POISON, "source": source}]}, settings)
@@ -266,7 +263,7 @@ def test_a_served_jsonl_reingest_cannot_remove_the_operators_lines(
 ) -> None:
     data = tmp_path / "data.jsonl"
     jsonl(data, "Otters hold hands.", "Bees make honey.")
-    ingest_into_store([data], settings, progress=False)
+    ingest_into_store([data], settings, QUIET)
     line2 = f"{data.absolute()}#line2"
 
     jsonl(data, "Otters hold hands.")
@@ -277,7 +274,7 @@ def test_a_served_jsonl_reingest_cannot_remove_the_operators_lines(
     assert texts_of(settings, line2) == ["Bees make honey."]
 
     # The operator's own re-ingest removes it, as before.
-    assert ingest_into_store([data], settings, progress=False).removed == [line2]
+    assert ingest_into_store([data], settings, QUIET).removed == [line2]
 
 
 def test_a_served_jsonl_reingest_removes_lines_served_runs_wrote_only_if_allowed(
@@ -305,7 +302,11 @@ def test_pruning_is_the_operators(tmp_path: Path) -> None:
 
     store = open_store(tmp_path / "store", COLLECTION, HashEmbeddings(), create=True)
     with pytest.raises(ValueError, match="pruning is for the operator only"):
-        ingest_paths([tmp_path], store, prune=True, writer=served_writer("all"), progress=False)
+        ingest_paths(
+            [tmp_path],
+            store,
+            IngestOptions(prune=True, writer=served_writer("all"), progress=False),
+        )
 
 
 # -- 2. crag ingest is the operator's: CRAG_INGEST_ROOT binds served runs only ----------------
@@ -385,7 +386,7 @@ def test_a_symlink_loop_inside_the_root_is_reported_as_a_loop(
         assert "symbolic link loop" in error and "outside" not in error
     # The Python API with a root says the same.
     store = stored(settings)
-    direct = ingest_paths([root], store, root=root, progress=False)
+    direct = ingest_paths([root], store, IngestOptions(root=root, progress=False))
     assert all("symbolic link loop" in error for _, error in direct.failed)
 
 

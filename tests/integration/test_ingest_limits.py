@@ -32,6 +32,7 @@ from crag.graph.ingest_graph import build_ingest_graph
 from crag.nodes.ingest import InvalidIngestInputError
 from crag.vectorstore.configured_store import ingest_into_store, inline_document
 from crag.vectorstore.hybrid import search
+from crag.vectorstore.ingest_options import QUIET
 from crag.vectorstore.locking import store_write_lock
 from crag.vectorstore.pending import PENDING_PREFIX, mark_pending
 from crag.vectorstore.records import chunk_id
@@ -206,7 +207,7 @@ def test_too_many_characters_rows_or_slides_are_refused_one_file_at_a_time(
     slides = write_pptx(docs / "deck.pptx")  # three slides
     (docs / "otters.md").write_text(OTTERS)
 
-    report = ingest_into_store([docs], settings_for(tmp_path), progress=False)
+    report = ingest_into_store([docs], settings_for(tmp_path), QUIET)
     failed = dict(report.failed)
     assert set(failed) == {str(p) for p in (long_text, huge_text, rows, slides)}
     assert "more than 5,000 characters of text" in failed[str(long_text)]
@@ -270,7 +271,7 @@ def test_a_served_run_past_the_chunk_limit_is_refused_before_embedding(
 
     # The operator (crag ingest, the Python API) is not bound by it.
     report = ingest_into_store(
-        [], settings, documents=[inline_document(words(2000), source="mem:big")], progress=False
+        [], settings, QUIET, documents=[inline_document(words(2000), source="mem:big")]
     )
     assert report.added == ["mem:big"] and report.chunks_added > 40
 
@@ -333,7 +334,7 @@ def test_a_run_cancelled_through_its_token_stops_and_leaves_nothing(
         with cancellation_scope() as token:
             tokens.append(token)
             try:
-                ingest_into_store([big], settings, progress=False)
+                ingest_into_store([big], settings, QUIET)
             except BaseException as exc:  # noqa: BLE001 - what the run ended with is the point
                 outcome.append(exc)
 
@@ -465,11 +466,11 @@ def test_a_recorded_document_is_searched_once_its_chunk_zero_is_stored(
     ingest_into_store(
         [],
         settings,
+        QUIET,
         documents=[
             inline_document("Zorblax sleep all day.", source="mem:done"),
             inline_document("Zorblax hum at night.", source="mem:half"),
         ],
-        progress=False,
     )
     store = stored(settings)
     store.delete(ids=[chunk_id("mem:half", 0)])

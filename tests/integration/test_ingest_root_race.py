@@ -18,7 +18,7 @@ import crag.documents.loaders
 import crag.vectorstore.ingest
 from crag.documents.confined import read_inside
 from crag.documents.document import LoaderError
-from crag.vectorstore.ingest import ingest_paths
+from crag.vectorstore.ingest import IngestOptions, ingest_paths
 from crag.vectorstore.store import open_store
 from tests.hash_embeddings import HashEmbeddings
 
@@ -67,7 +67,7 @@ def test_a_link_swapped_after_the_check_is_refused_not_read(
     root, link, secret = tree
     swaps = swap_after_resolving(monkeypatch, link, secret)
     store = open_store(tmp_path / "store", "race", HashEmbeddings(), create=True)
-    report = ingest_paths([link], store, root=root, progress=False)
+    report = ingest_paths([link], store, IngestOptions(root=root, progress=False))
     assert swaps() == 1  # the swap happened, between the check and the open
     stored = store.get(include=["documents"])["documents"] or []
     assert not any("vault code" in text for text in stored), "the outside file was read"

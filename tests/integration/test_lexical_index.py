@@ -20,7 +20,13 @@ from crag.documents.loaders import LoadedDocument
 from crag.vectorstore import lexical, lexical_store
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.hybrid import search
-from crag.vectorstore.ingest import ingest_documents, ingest_paths, prune_missing, remove_sources
+from crag.vectorstore.ingest import (
+    QUIET,
+    ingest_documents,
+    ingest_paths,
+    prune_missing,
+    remove_sources,
+)
 from crag.vectorstore.lexical import META_FILE, digest, read_chunks
 from crag.vectorstore.lexical_store import (
     fetch_documents,
@@ -73,7 +79,7 @@ def _store(path: Path, embeddings: Embeddings) -> Chroma:
     store = open_store(path, "docs", embeddings, create=True)
     docs = [_doc(f"mem:note{n}", text) for n, text in enumerate(FILLERS)]
     docs += [_doc(f"mem:part{n}", text) for n, text in enumerate(LOOKALIKES)]
-    ingest_documents([*docs, _doc("mem:bulletin", TARGET)], store, progress=False)
+    ingest_documents([*docs, _doc("mem:bulletin", TARGET)], store, QUIET)
     return store
 
 
@@ -109,12 +115,12 @@ def test_the_index_follows_ingest_replace_prune_and_remove(
     folder.mkdir()
     (folder / "a.txt").write_text("The quokka smiles at every visitor on Rottnest Island.")
     (folder / "b.txt").write_text("The axolotl regrows its limbs in a Mexican lake.")
-    ingest_paths([folder], store, progress=False)
+    ingest_paths([folder], store, QUIET)
     saved = json.loads((index_directory(store) / META_FILE).read_text())  # type: ignore[operator]
     assert saved["digest"] == digest(*read_chunks(store._collection))  # refreshed by the write
     assert _sources(lexical_search(store, "quokka", 3)) == [str(folder / "a.txt")]
     (folder / "a.txt").write_text("The wombat digs burrows in the Australian bush.")
-    ingest_paths([folder], store, progress=False)
+    ingest_paths([folder], store, QUIET)
     assert lexical_search(store, "quokka", 3) == []
     assert _sources(lexical_search(store, "wombat", 3)) == [str(folder / "a.txt")]
     (folder / "a.txt").unlink()

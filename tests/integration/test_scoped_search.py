@@ -28,7 +28,7 @@ from crag.graph.ingest_graph import build_ingest_graph
 from crag.nodes.ingest import InvalidIngestInputError
 from crag.vectorstore.configured_store import inline_document
 from crag.vectorstore.embeddings import load_embeddings
-from crag.vectorstore.ingest import chunk_id, ingest_documents, ingest_paths
+from crag.vectorstore.ingest import QUIET, IngestOptions, chunk_id, ingest_documents, ingest_paths
 from crag.vectorstore.scope import describe_scope, scope_filter, scope_metadata
 from crag.vectorstore.sources import served_writer
 from crag.vectorstore.store import StoreError, open_store
@@ -60,8 +60,12 @@ def tagged(tmp_path: Path, store: Chroma) -> dict[str, list[str]]:
     """The handbook (tag ``handbook``) and the news (tags ``news``, ``public``) ingested."""
     handbook = write_files(tmp_path / "docs" / "handbook", HANDBOOK)
     news = write_files(tmp_path / "docs" / "news", NEWS)
-    ingest_paths([tmp_path / "docs" / "handbook"], store, progress=False, tags=["handbook"])
-    ingest_paths([tmp_path / "docs" / "news"], store, progress=False, tags=["news", "public"])
+    ingest_paths(
+        [tmp_path / "docs" / "handbook"], store, IngestOptions(progress=False, tags=["handbook"])
+    )
+    ingest_paths(
+        [tmp_path / "docs" / "news"], store, IngestOptions(progress=False, tags=["news", "public"])
+    )
     return {"handbook": handbook, "news": news}
 
 
@@ -165,7 +169,7 @@ def test_ingesting_again_with_other_tags_relabels_without_embedding(
 ) -> None:
     embedded = counting.documents
     report = ingest_paths(
-        [tmp_path / "docs" / "handbook"], store, progress=False, tags=["policies"]
+        [tmp_path / "docs" / "handbook"], store, IngestOptions(progress=False, tags=["policies"])
     )
     assert counting.documents == embedded, "nothing embedded again"
     assert sorted(report.skipped) == sorted(report.relabelled) == tagged["handbook"]
@@ -175,11 +179,13 @@ def test_ingesting_again_with_other_tags_relabels_without_embedding(
     # The same tags again: nothing to do. No tags: the tags are gone.
     assert (
         ingest_paths(
-            [tmp_path / "docs" / "handbook"], store, progress=False, tags=["policies"]
+            [tmp_path / "docs" / "handbook"],
+            store,
+            IngestOptions(progress=False, tags=["policies"]),
         ).relabelled
         == []
     )
-    ingest_paths([tmp_path / "docs" / "handbook"], store, progress=False)
+    ingest_paths([tmp_path / "docs" / "handbook"], store, QUIET)
     assert "tags" not in metadata_of(store, tagged["handbook"][0])
     assert counting.documents == embedded
 
@@ -194,7 +200,9 @@ def test_chunks_stored_before_scope_labels_get_them_when_ingested_again(
     assert found(store, RunSettings(scope_tags=["handbook"])) == []
     assert len(found(store, RunSettings())) == 4, "an unscoped search still finds them"
     embedded = counting.documents
-    report = ingest_paths([tmp_path / "docs"], store, progress=False, tags=["handbook"])
+    report = ingest_paths(
+        [tmp_path / "docs"], store, IngestOptions(progress=False, tags=["handbook"])
+    )
     assert counting.documents == embedded
     assert len(report.relabelled) == 4
     meta = metadata_of(store, tagged["news"][0])
@@ -207,16 +215,16 @@ def test_a_changed_document_is_written_with_the_new_tags(
 ) -> None:
     leave = Path(tagged["handbook"][1])
     leave.write_text("Employees get thirty days of paid leave per year.\n")
-    report = ingest_paths([leave], store, progress=False, tags=["hr"])
+    report = ingest_paths([leave], store, IngestOptions(progress=False, tags=["hr"]))
     assert report.replaced == [str(leave)]
     assert metadata_of(store, str(leave))["tags"] == ["hr"]
 
 
 def test_a_served_run_may_not_retag_what_it_may_not_replace(store: Chroma) -> None:
     doc = inline_document("Otters hold hands while they sleep.", source="notes:otters")
-    ingest_documents([doc], store, progress=False, tags=["animals"])
+    ingest_documents([doc], store, IngestOptions(progress=False, tags=["animals"]))
     report = ingest_documents(
-        [doc], store, progress=False, tags=["spoofed"], writer=served_writer("none")
+        [doc], store, IngestOptions(progress=False, tags=["spoofed"], writer=served_writer("none"))
     )
     assert report.skipped == [] and report.relabelled == []
     assert report.failed[0][0] == "notes:otters"
@@ -224,7 +232,7 @@ def test_a_served_run_may_not_retag_what_it_may_not_replace(store: Chroma) -> No
     assert metadata_of(store, "notes:otters")["tags"] == ["animals"]
     # The same tags: unchanged, as before.
     same = ingest_documents(
-        [doc], store, progress=False, tags=["animals"], writer=served_writer("none")
+        [doc], store, IngestOptions(progress=False, tags=["animals"], writer=served_writer("none"))
     )
     assert same.skipped == ["notes:otters"] and same.ok
 
@@ -248,7 +256,7 @@ def test_bad_tags_are_refused_before_anything_is_written(
     with pytest.raises(ValueError, match=message):
         check_tags(tags)
     with pytest.raises(ValueError, match=message):
-        ingest_paths([tmp_path], store, progress=False, tags=tags)
+        ingest_paths([tmp_path], store, IngestOptions(progress=False, tags=tags))
     if any(tag.strip() for tag in tags):  # a run's blank tags are dropped, as blanks in "a,,b"
         with pytest.raises(InvalidSettingError, match=f"setting scope_tags: .*{message}"):
             RunContext(scope_tags=tags)
@@ -383,7 +391,7 @@ def test_the_components_open_the_collection_the_run_searches(
     path = tmp_path / "store"
     for name, text in (("crag", "Bees make honey."), ("archive", "Old minutes of 1999.")):
         store = open_store(path, name, embeddings, create=True)
-        ingest_documents([inline_document(text, source=f"notes:{name}")], store, progress=False)
+        ingest_documents([inline_document(text, source=f"notes:{name}")], store, QUIET)
     base: dict[str, Any] = {
         "store_path": str(path),
         "default_corpus": False,

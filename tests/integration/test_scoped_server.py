@@ -48,7 +48,7 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The store: files tagged ``a`` and ``b`` in ``crag``, one document in ``archive``."""
     from crag.vectorstore.configured_store import inline_document
     from crag.vectorstore.embeddings import load_embeddings
-    from crag.vectorstore.ingest import ingest_documents, ingest_paths
+    from crag.vectorstore.ingest import QUIET, IngestOptions, ingest_documents, ingest_paths
     from crag.vectorstore.store import open_store
 
     root = tmp_path_factory.mktemp("scoped")
@@ -56,13 +56,13 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     files_b = _write(root / "docs" / "b", TAG_B)
     embeddings = load_embeddings()
     store = open_store(root / "chroma", "crag", embeddings, create=True)
-    assert ingest_paths([root / "docs" / "a"], store, progress=False, tags=["a"]).ok
-    assert ingest_paths([root / "docs" / "b"], store, progress=False, tags=["b"]).ok
+    assert ingest_paths([root / "docs" / "a"], store, IngestOptions(progress=False, tags=["a"])).ok
+    assert ingest_paths([root / "docs" / "b"], store, IngestOptions(progress=False, tags=["b"])).ok
     unscoped = {d.metadata["source"] for d in store.similarity_search(QUESTION, k=4)}
     assert unscoped == files_a | files_b, "without a scope the question finds both sets"
     archive = open_store(root / "chroma", "archive", embeddings, create=True)
     doc = inline_document(ARCHIVE, source="notes:first-festival")
-    assert ingest_documents([doc], archive, progress=False).ok
+    assert ingest_documents([doc], archive, QUIET).ok
     return {
         "store": root / "chroma",
         # what a served run shows: the files' names under the server's ingest_root

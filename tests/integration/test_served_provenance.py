@@ -19,7 +19,7 @@ from crag.core.deployment import deployment_with
 from crag.core.ingest_state import IngestInput
 from crag.graph.ingest_graph import build_ingest_graph
 from crag.vectorstore.configured_store import inline_document
-from crag.vectorstore.ingest import ingest_documents
+from crag.vectorstore.ingest import QUIET, ingest_documents
 from crag.vectorstore.store import open_store
 from tests.fakes import FakeComponents, scripted_chat
 from tests.hash_embeddings import HashEmbeddings
@@ -43,7 +43,7 @@ def store_with_both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(name, raising=False)
     path = tmp_path / "store"
     store = open_store(path, COLLECTION, HashEmbeddings(), create=True)
-    ingest_documents([inline_document(OPERATORS, source="mona.md")], store, progress=False)
+    ingest_documents([inline_document(OPERATORS, source="mona.md")], store, QUIET)
     graph = build_ingest_graph(
         deployment=deployment_with(store_path=str(path), collection=COLLECTION)
     )

@@ -21,7 +21,7 @@ import pytest
 from crag.core.caller import SERVED_KEY, NoCallerError
 from crag.documents.document import LoadedDocument
 from crag.vectorstore.embeddings import load_embeddings
-from crag.vectorstore.ingest import ingest_documents
+from crag.vectorstore.ingest import IngestOptions, ingest_documents
 from crag.vectorstore.sources import served_writer
 from crag.vectorstore.store import open_store
 from tests.integration_support import build_small_store
@@ -46,7 +46,9 @@ def served_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = build_small_store(tmp_path / "chroma", others=10)
     store = open_store(path, "crag", load_embeddings(), create=False)
     diary = LoadedDocument(source="member:alice/diary", text=DIARY, sha256="0" * 64)
-    report = ingest_documents([diary], store, progress=False, writer=served_writer("none", "alice"))
+    report = ingest_documents(
+        [diary], store, IngestOptions(progress=False, writer=served_writer("none", "alice"))
+    )
     assert not report.failed, report.failed
     uploads = tmp_path / "uploads" / "members" / "alice"
     uploads.mkdir(parents=True)

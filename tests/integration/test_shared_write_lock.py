@@ -81,7 +81,7 @@ database, host, port, collection, mode, folder = sys.argv[1:]
 os.environ["CRAG_THREADS_DB"] = database
 from tests.integration.test_shared_write_lock import documents, open_collection
 from crag.vectorstore.corpus import ensure_default_corpus
-from crag.vectorstore.ingest import ingest_documents
+from crag.vectorstore.ingest import QUIET, ingest_documents
 from crag.vectorstore.locking import store_write_lock
 store = open_collection(host, int(port), collection)
 folder = pathlib.Path(folder)
@@ -97,7 +97,7 @@ elif mode == "corpus":
     found = None if report is None else {"added": report.added, "skipped": report.skipped}
     print(json.dumps(found))
 else:
-    report = ingest_documents(documents(), store, progress=False)
+    report = ingest_documents(documents(), store, QUIET)
     print(json.dumps({"added": report.added, "skipped": report.skipped}))
 """
 

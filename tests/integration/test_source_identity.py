@@ -22,6 +22,7 @@ from crag.core.deployment import deployment_with
 from crag.core.run_settings import IngestSettings
 from crag.graph.ingest_graph import build_ingest_graph
 from crag.vectorstore.configured_store import ingest_into_store, inline_document
+from crag.vectorstore.ingest_options import QUIET
 from crag.vectorstore.sources import normalise_path, normalise_source
 from crag.vectorstore.store import open_store
 from tests.hash_embeddings import HashEmbeddings
@@ -86,7 +87,7 @@ def test_served_look_alikes_of_operator_names_are_the_operators_documents(
         inline_document(PELE, source="wikipedia:Pelé"),
         inline_document("The Mona Lisa hangs in the Louvre.", source="Mona Lisa"),
     ]
-    assert len(ingest_into_store([], settings, documents=operator, progress=False).added) == 2
+    assert len(ingest_into_store([], settings, QUIET, documents=operator).added) == 2
     look_alikes = [unicodedata.normalize("NFD", "wikipedia:Pelé"), "Mona\u00a0Lisa", "Mona  Lisa"]
     out = served({"documents": [{"text": POISON, "source": s} for s in look_alikes]}, settings)
     assert out["added"] == [] and out["chunks"] == 0
@@ -102,7 +103,7 @@ def test_served_path_spellings_of_an_operator_file_are_that_file(
     root.mkdir()
     op = root / "op.txt"
     op.write_text("The operator's notes: the backup runs at midnight.")
-    assert ingest_into_store([op], settings, progress=False).added == [str(op)]
+    assert ingest_into_store([op], settings, QUIET).added == [str(op)]
     spellings = [f"{root}/./op.txt", f"{root}//op.txt", f"{root}/../root/op.txt"]
     inline = served({"documents": [{"text": POISON, "source": s} for s in spellings]}, settings)
     assert inline["added"] == [] and inline["chunks"] == 0

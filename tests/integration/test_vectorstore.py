@@ -28,7 +28,7 @@ from crag.vectorstore.corpus import (
     load_corpus,
 )
 from crag.vectorstore.embeddings import EmbedderError, load_embeddings
-from crag.vectorstore.ingest import ingest_documents
+from crag.vectorstore.ingest import QUIET, ingest_documents
 from crag.vectorstore.store import StoreError, close_stores, count, open_store, retrieve
 from tests.hash_embeddings import HashEmbeddings
 
@@ -134,7 +134,7 @@ def test_store_persists_on_disk(tmp_path: Path, embeddings: HuggingFaceEmbedding
     ingest_documents(
         [LoadedDocument(source="mem:a", text="Otters hold hands while sleeping.", sha256="1")],
         store,
-        progress=False,
+        QUIET,
     )
     # Another process sees the chunk through plain chromadb.
     script = (
@@ -325,7 +325,7 @@ def test_mona_lisa_retrieved_first(tmp_path: Path, embeddings: HuggingFaceEmbedd
     docs = load_corpus()
     subset = docs[1000:1030] + [d for d in docs if d.title in {"Mona Lisa", "Louvre", "Paris"}]
     store = open_store(tmp_path, "mona", embeddings, create=True)
-    report = ingest_documents(subset, store, progress=False)
+    report = ingest_documents(subset, store, QUIET)
     assert len(report.added) == 33
     passages = retrieve(store, "Who painted the Mona Lisa?", 3)
     assert len(passages) == 3
@@ -339,7 +339,7 @@ def test_mona_lisa_retrieved_first(tmp_path: Path, embeddings: HuggingFaceEmbedd
 READ_ONLY_USER = """
 import json, os, sys
 from tests.hash_embeddings import HashEmbeddings
-from crag.vectorstore.ingest import ingest_documents
+from crag.vectorstore.ingest import QUIET, ingest_documents
 from crag.documents.loaders import LoadedDocument
 from crag.vectorstore.store import StoreError, count, open_store, retrieve
 
@@ -350,7 +350,7 @@ out["count"] = count(store)
 out["passages"] = retrieve(store, "Which animal holds hands?", 1)
 new = LoadedDocument(source="mem:new", text="A new fact.", sha256="n")
 for name, attempt in (
-    ("ingest", lambda: ingest_documents([new], store, progress=False)),
+    ("ingest", lambda: ingest_documents([new], store, QUIET)),
     ("open_for_writing", lambda: open_store(path, "docs", HashEmbeddings(), create=True,
                                             writable=True)),
     ("create_in", lambda: open_store(sys.argv[2], "docs", HashEmbeddings(), create=True)),
@@ -391,7 +391,7 @@ def test_read_only_store_answers_and_refuses_writes(tmp_path: Path) -> None:
     store = open_store(path, "docs", HashEmbeddings(), create=True)
     otters = LoadedDocument(source="mem:otters", text="Otters hold hands when asleep.", sha256="o")
     bread = LoadedDocument(source="mem:bread", text="Bread rises with yeast.", sha256="b")
-    ingest_documents([otters, bread], store, progress=False)
+    ingest_documents([otters, bread], store, QUIET)
     close_stores()
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -34,7 +34,7 @@ from crag.vectorstore.corpus import (
     load_corpus,
     shipped_vectors,
 )
-from crag.vectorstore.ingest import ingest_documents
+from crag.vectorstore.ingest import QUIET, ingest_documents
 from crag.vectorstore.store import close_stores, count, open_store
 from tests.hash_embeddings import HashEmbeddings
 
@@ -96,7 +96,7 @@ def test_corpus_chunks_are_the_chunks_ingestion_writes(tmp_path: Path) -> None:
     chosen = [*docs[:5], *long_ones]
     store = open_store(tmp_path, "chunks", HashEmbeddings(), create=True)
     try:
-        ingest_documents(chosen, store, progress=False)
+        ingest_documents(chosen, store, QUIET)
         stored = store.get(include=["documents"])
     finally:
         close_stores()

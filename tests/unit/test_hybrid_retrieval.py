@@ -14,7 +14,7 @@ from crag.core.run_settings import RunSettings
 from crag.documents.loaders import LoadedDocument
 from crag.nodes.retrieve import retrieve
 from crag.vectorstore.hybrid import candidates, fuse, search
-from crag.vectorstore.ingest import ingest_documents
+from crag.vectorstore.ingest import QUIET, ingest_documents
 from crag.vectorstore.store import close_stores, open_store
 from crag.vectorstore.vector_memo import VectorMemo
 from crag_bench.eval_components import SourceFilter, SourceFilteringStore
@@ -72,7 +72,7 @@ def small_store(tmp_path: Path) -> object:
         LoadedDocument(source="mem:otters", text=OTTERS, sha256="o"),
         LoadedDocument(source="mem:wombats", text=WOMBATS, sha256="w"),
     ]
-    ingest_documents(docs, store, progress=False)
+    ingest_documents(docs, store, QUIET)
     yield store
     close_stores()
 

@@ -1,6 +1,5 @@
 """Unit tests per node, with fixed-score evaluators, scripted chat models and static stores."""
 
-import dataclasses
 from typing import Any, Literal
 
 import pytest
@@ -363,7 +362,7 @@ def test_web_paragraphs_are_kept_whole_or_refined_into_strips(
     )
     context = RunSettings(fetch_pages=False)
     if refine_web is not None:
-        context = dataclasses.replace(context, refine_web_knowledge=refine_web)
+        context = context.replaced(refine_web_knowledge=refine_web)
     runtime = node_runtime(context)
     update = web_search({"question": "q", "search_query": "Mona Lisa"}, runtime, fake_components)
     texts = [s["text"] for s in update["external_knowledge"]]

@@ -23,8 +23,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 from crag.app.cli.commands import main
 from crag.app.cli.settings import parse_settings
 from crag.core.context import Context, IngestContext, InvalidSettingError
-from crag.core.deployment import DeploymentSettings, deployment_settings, deployment_with
-from crag.core.method import EVALUATORS, MethodConfig
+from crag.core.deployment import (
+    EVALUATORS,
+    DeploymentSettings,
+    deployment_settings,
+    deployment_with,
+)
+from crag.core.method import MethodConfig
 from crag.core.run_context import RunContext
 from crag.core.run_settings import RunSettings
 from crag.core.setting_checks import env_name, generator_spec_problem
@@ -313,7 +318,7 @@ def test_unknown_names_in_the_constructor_are_setting_errors() -> None:
     ):
         IngestContext(bogus=1)  # type: ignore[call-arg]
     with pytest.raises(InvalidSettingError, match="takes settings as keywords"):
-        Context(5)  # type: ignore[call-arg]
+        Context(5)  # type: ignore[call-arg, misc]
     assert Context(top_k=5).top_k == 5  # the generated constructor still does the work
 
 
@@ -323,7 +328,7 @@ def test_unknown_names_in_the_method_and_the_deployment_are_setting_errors() -> 
     assert str(info.value).startswith("unknown setting 'strips_kep'; valid: ")
     assert valid_names(info) == MethodConfig.setting_names()
     with pytest.raises(InvalidSettingError, match="takes settings as keywords"):
-        MethodConfig(5)  # type: ignore[call-arg]
+        MethodConfig(5)  # type: ignore[call-arg, misc]
     with pytest.raises(InvalidSettingError) as info:
         deployment_with(store_pth="x")
     assert str(info.value).startswith("unknown setting 'store_pth'; valid: ")
@@ -470,17 +475,24 @@ def test_the_evaluator_is_read_in_any_case_and_the_llm_spec_is_checked() -> None
     assert joined.deployment.evaluator_model == "/models/t5"
 
 
-@pytest.mark.parametrize("variable", ["evaluator", "generator"])
+@pytest.mark.parametrize(
+    ("variable", "named"),
+    [
+        ("evaluator", "environment variable CRAG_EVALUATOR"),  # a choice: read as one
+        ("generator", "setting generator"),  # a spec: its form is checked with the run's
+    ],
+)
 def test_a_served_run_fails_on_a_bad_operator_component_before_retrieval(
     fake_graph: CragGraph,
     fake_components: FakeComponents,
     monkeypatch: pytest.MonkeyPatch,
     variable: str,
+    named: str,
 ) -> None:
     monkeypatch.setenv(env_name(variable), "gpt9")
-    with pytest.raises(InvalidSettingError, match=f"^setting {variable} must"):
+    with pytest.raises(InvalidSettingError, match=f"^{named} must"):
         fake_graph.invoke({"question": MONA}, context=dict_context(top_k=3))
-    with pytest.raises(InvalidSettingError, match=f"^setting {variable} must"):
+    with pytest.raises(InvalidSettingError, match=f"^{named} must"):
         fake_graph.invoke({"question": MONA})
     assert fake_components.store.queries == []
 

@@ -8,7 +8,6 @@ names the setting and says who sets it.
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Any
 
 import pytest
@@ -22,8 +21,8 @@ from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES, kind_of
 from crag.graph.builder import CragGraph
 from tests.fakes import dict_context
 
-RUN_NAMES = frozenset(spec.name for spec in fields(Context))
-INGEST_NAMES = frozenset(spec.name for spec in fields(IngestContext))
+RUN_NAMES = frozenset(Context.model_fields)
+INGEST_NAMES = frozenset(IngestContext.model_fields)
 
 
 def method_refusal(name: str) -> str:
@@ -42,7 +41,7 @@ def deployment_refusal(name: str) -> str:
 
 
 def test_the_three_kinds_share_no_name() -> None:
-    assert frozenset(spec.name for spec in fields(MethodConfig)) == METHOD_NAMES
+    assert frozenset(MethodConfig.model_fields) == METHOD_NAMES
     assert frozenset(DeploymentSettings.model_fields) == DEPLOYMENT_NAMES
     assert not RUN_NAMES & METHOD_NAMES
     assert not RUN_NAMES & DEPLOYMENT_NAMES
@@ -52,8 +51,8 @@ def test_the_three_kinds_share_no_name() -> None:
     assert {kind_of(name) for name in METHOD_NAMES} == {"method"}
     assert {kind_of(name) for name in DEPLOYMENT_NAMES} == {"deployment"}
     # the joined settings only inherit them and hold the operator's whole: nothing redeclared
-    assert {spec.name for spec in fields(RunSettings)} == RUN_NAMES | METHOD_NAMES | {"deployment"}
-    assert {spec.name for spec in fields(IngestSettings)} == INGEST_NAMES | {"deployment"}
+    assert set(RunSettings.model_fields) == RUN_NAMES | METHOD_NAMES | {"deployment"}
+    assert set(IngestSettings.model_fields) == INGEST_NAMES | {"deployment"}
     assert isinstance(RunSettings().deployment, DeploymentSettings)
 
 
