@@ -1,10 +1,10 @@
 """The graphs the LangGraph servers serve: the app's, each run marked as a served one.
 
 ``langgraph.json`` (and Aegra's ``deploy/cluster/graphs.py``) name these, not
-:mod:`crag.app.graphs`: every run of a graph here carries :data:`~crag.core.caller.SERVED_KEY`
+:mod:`crag.app.graphs`: every run of a graph here carries :data:`~crag.nodes.caller.SERVED_KEY`
 in its config, set by the graph itself whatever the caller sent, so that a run that reached
 the graph without the caller's identity (a path of the server's that forgot to pass it) is
-refused by :func:`~crag.core.caller.run_caller` instead of acting as the operator. The nodes,
+refused by :func:`~crag.nodes.caller.run_caller` instead of acting as the operator. The nodes,
 components and models are those of :mod:`crag.app.graphs`: one set per process.
 """
 
@@ -22,7 +22,7 @@ from langgraph.typing import ContextT, InputT, OutputT, StateT
 
 from crag.app import graphs
 from crag.app.thread_run_lock import ThreadLockedGraph
-from crag.core.caller import ADMIN_PERMISSION, AUTH_KEYS, SERVED_KEY
+from crag.nodes.caller import ADMIN_PERMISSION, AUTH_KEYS, SERVED_KEY
 
 if TYPE_CHECKING:
     from crag.app.web.accounts import Accounts

@@ -2,7 +2,7 @@
 
 A graph is built with a :class:`~crag.core.method.MethodConfig` and (optionally) a
 :class:`~crag.core.deployment.DeploymentSettings`; each run brings its
-:class:`~crag.core.context.Context`. :func:`crag.core.node_runtime.graph_node` joins the three into
+:class:`~crag.core.context.Context`. :func:`crag.nodes.node_runtime.graph_node` joins the three into
 a :class:`RunSettings` (:meth:`RunSettings.combine`) and hands it to the node as
 ``runtime.context``. Each field is declared once, in its own kind's class: this class inherits
 the per-run and method ones and holds the operator's as :attr:`RunSettings.deployment`. It is

@@ -27,7 +27,6 @@ from langgraph.graph.state import CompiledStateGraph
 from crag.core.context import Context
 from crag.core.deployment import DeploymentSettings
 from crag.core.method import MethodConfig
-from crag.core.node_runtime import GraphSettings, graph_node
 from crag.core.run_context import QUESTION_SCHEMA
 from crag.core.state import InputState, OutputState, State
 from crag.graph.builder import ChatBuilder, CragGraph, chat_builder
@@ -35,6 +34,7 @@ from crag.graph.routers import route_tutorial
 from crag.nodes.closed_book import answer_closed_book
 from crag.nodes.components import Components
 from crag.nodes.generate import generate
+from crag.nodes.node_runtime import GraphSettings, graph_node
 from crag.nodes.pass_passages import pass_passages
 from crag.nodes.tutorial import grade_binary, transform_query, tutorial_web_search
 from crag.nodes.web_search import web_search

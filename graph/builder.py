@@ -9,7 +9,6 @@ from langgraph.graph.state import CompiledStateGraph
 from crag.core.context import Context
 from crag.core.deployment import DeploymentSettings
 from crag.core.method import MethodConfig
-from crag.core.node_runtime import GraphSettings, graph_node
 from crag.core.run_context import QUESTION_SCHEMA
 from crag.core.state import ChatInputState, ChatOutputState, State
 from crag.graph.routers import route_action, route_answer, route_start
@@ -19,6 +18,7 @@ from crag.nodes.contextualize import contextualize, retrieve_with_input_notes
 from crag.nodes.decide_action import decide_action
 from crag.nodes.generate import generate
 from crag.nodes.grade import grade
+from crag.nodes.node_runtime import GraphSettings, graph_node
 from crag.nodes.refine import refine
 from crag.nodes.rewrite_query import rewrite_query
 from crag.nodes.web_search import web_search
@@ -83,7 +83,7 @@ def build_graph(
     are in :mod:`crag.app.graphs`.
     """
     # Every node gets the run's resolved settings and, where it calls them, the components;
-    # those that call models stop early when an async run is cancelled (core/node_runtime.py,
+    # those that call models stop early when an async run is cancelled (nodes/node_runtime.py,
     # core/cancellation.py).
     settings = GraphSettings(method, deployment)
     builder = chat_builder(components, settings)

@@ -3,7 +3,7 @@
 Served next to the CRAG graph (``langgraph.json``: ``ingest``), so that a LangGraph server, and
 Studio, can fill the store the questions are answered from. One node, ``ingest``
 (:mod:`crag.nodes.ingest`: what a run may send, what it may change, what it may cost); its
-state is :mod:`crag.core.ingest_state`'s.
+state is :mod:`crag.nodes.ingest_state`'s.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from langgraph.graph.state import CompiledStateGraph
 from crag.core.cancellation import cancellable_node
 from crag.core.context import IngestContext
 from crag.core.deployment import DeploymentSettings
-from crag.core.ingest_state import IngestInput, IngestOutput, IngestState
 from crag.core.run_context import INGEST_SCHEMA
 from crag.nodes.ingest import ingest_under
+from crag.nodes.ingest_state import IngestInput, IngestOutput, IngestState
 
 GRAPH_NAME = "ingest"
 

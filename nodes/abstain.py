@@ -21,11 +21,11 @@ import logging
 
 from langgraph.runtime import Runtime
 
-from crag.core.progress import emit
 from crag.core.run_settings import RunSettings
 from crag.core.state import KnowledgeStrip, State, StateUpdate
 from crag.knowledge.conversation import answer_message
 from crag.nodes.generate import gathered_knowledge
+from crag.nodes.progress import emit
 from crag.prompts.generate import ABSTENTION, ABSTENTION_WITHOUT_WEB
 
 logger = logging.getLogger(__name__)

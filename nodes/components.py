@@ -2,7 +2,7 @@
 
 A graph's builder (:func:`crag.graph.builder.build_graph` and the baselines) takes a
 :class:`Components` and binds it into every node that needs one
-(:func:`crag.core.node_runtime.graph_node`); a node gets it as its third argument and asks it
+(:func:`crag.nodes.node_runtime.graph_node`); a node gets it as its third argument and asks it
 for the vector store, evaluator, chat model and search provider matching the run's
 :class:`~crag.core.run_settings.RunSettings`. The app's components
 (:class:`crag.app.wiring.DefaultComponents`) load each real component once per process, on

@@ -26,8 +26,6 @@ from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from crag.core.caller import run_caller
-from crag.core.progress import emit
 from crag.core.run_settings import RunSettings
 from crag.core.state import State, StateUpdate
 from crag.core.validation import validate_question
@@ -40,7 +38,9 @@ from crag.knowledge.conversation import (
     question_from_messages,
 )
 from crag.knowledge.words import STOPWORDS, content_tokens
+from crag.nodes.caller import run_caller
 from crag.nodes.components import Components
+from crag.nodes.progress import emit
 from crag.nodes.retrieve import retrieve
 from crag.prompts.contextualize import contextualize_turns
 from crag.prompts.generate import NO_ANSWER

@@ -26,7 +26,7 @@ The root binds served runs only: ``crag ingest`` and the Python API are the oper
 any path they are given.
 
 A thread keeps its state between runs, but not a run's input: ``paths``, ``documents`` and
-``tags`` last one run only (:mod:`crag.core.ingest_state`), so a second run on a thread that
+``tags`` last one run only (:mod:`crag.nodes.ingest_state`), so a second run on a thread that
 sends paths alone does not ingest the first run's documents again, nor with its tags.
 
 **Members.** What a member's run stores is that member's (chunk metadata ``owner`` and
@@ -78,11 +78,8 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from crag.core.caller import run_caller
 from crag.core.context import IngestContext, resolve_ingest_context
 from crag.core.deployment import MEMBERS_FOLDER, DeploymentSettings, uploads_folder
-from crag.core.ingest_state import IngestState
-from crag.core.progress import emit
 from crag.core.public_names import (
     ServedFolders,
     member_source,
@@ -95,6 +92,9 @@ from crag.core.scope_settings import check_tags
 from crag.documents.document import LoadedDocument
 from crag.documents.limits import ChunkLimitError
 from crag.documents.loaders import LoaderError, iter_paths, real_path
+from crag.nodes.caller import run_caller
+from crag.nodes.ingest_state import IngestState
+from crag.nodes.progress import emit
 from crag.vectorstore.configured_store import ingest_into_store, inline_document
 from crag.vectorstore.ingest_options import IngestOptions
 from crag.vectorstore.report import IngestReport

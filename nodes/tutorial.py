@@ -12,12 +12,12 @@ import logging
 
 from langgraph.runtime import Runtime
 
-from crag.core.progress import emit
 from crag.core.run_settings import RunSettings
 from crag.core.state import Action, RetrievedPassage, State, StateUpdate
 from crag.evaluator.llm import LLMEvaluator
 from crag.knowledge.strips import as_internal_knowledge
 from crag.nodes.components import Components
+from crag.nodes.progress import emit
 from crag.nodes.web_search import web_search
 from crag.prompts.tutorial import grader_messages, rewriter_messages
 

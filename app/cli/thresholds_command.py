@@ -180,10 +180,10 @@ def _retrieve_and_grade(settings: CommandSettings) -> Any:
     from langgraph.graph import END, START, StateGraph
 
     from crag.app.graphs import components
-    from crag.core.node_runtime import GraphSettings, graph_node
     from crag.core.run_context import QUESTION_SCHEMA
     from crag.core.state import State
     from crag.nodes.grade import grade
+    from crag.nodes.node_runtime import GraphSettings, graph_node
     from crag.nodes.retrieve import retrieve
 
     graph_settings = GraphSettings(settings.method, settings.deployment)

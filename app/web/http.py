@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from crag.core.caller import AUTH_KEYS, SERVED_KEY
 from crag.core.setting_kinds import other_kind_error
+from crag.nodes.caller import AUTH_KEYS, SERVED_KEY
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

@@ -29,7 +29,7 @@ from langgraph_sdk import Auth
 
 from crag.app.web.credentials import AccessDeniedError, Identity, identify
 from crag.app.web.gate import IDENTITY_KEY, gate_config
-from crag.core.caller import ADMIN_PERMISSION
+from crag.nodes.caller import ADMIN_PERMISSION
 
 __all__ = ["ADMIN_PERMISSION", "auth"]
 

@@ -81,7 +81,7 @@ def test_an_epub_page_of_a_million_elements_is_refused_before_it_is_parsed(
         "than the 100,000 XML elements read from one page of an e-book"
     )
     assert measured["stdout"].startswith("1 added, "), measured["stdout"]
-    assert measured["seconds"] < 20, measured
+    assert measured["cpu_seconds"] < 20, measured
     assert measured["grown_mb"] < 150, measured
 
 
@@ -96,7 +96,7 @@ def test_an_epub_page_past_its_part_budget_is_refused_unread(tmp_path: Path, fol
         "more than the 8,388,608 bytes of XML read from one part of an e-book (a page, its "
         "package document)"
     )
-    assert measured["seconds"] < 20, measured
+    assert measured["cpu_seconds"] < 20, measured
     assert measured["grown_mb"] < 150, measured
 
 
@@ -113,7 +113,7 @@ def test_a_word_file_of_two_million_empty_runs_is_refused_before_python_docx_par
         "max_file_paragraphs, environment variable CRAG_MAX_FILE_PARAGRAPHS)"
     )
     assert measured["stdout"].startswith("1 added, "), measured["stdout"]
-    assert measured["seconds"] < 20, measured
+    assert measured["cpu_seconds"] < 20, measured
     assert measured["grown_mb"] < 150, measured
 
 
@@ -132,7 +132,7 @@ def test_a_slide_of_1_3_million_empty_paragraphs_is_refused_before_python_pptx_p
         "max_file_paragraphs, environment variable CRAG_MAX_FILE_PARAGRAPHS)"
     )
     assert measured["stdout"].startswith("1 added, "), measured["stdout"]
-    assert measured["seconds"] < 20, measured
+    assert measured["cpu_seconds"] < 20, measured
     assert measured["grown_mb"] < 150, measured
 
 
@@ -149,7 +149,7 @@ def test_a_sparse_pdf_of_1_5_gb_is_refused_unread(tmp_path: Path, folder: Path) 
         "(setting max_file_bytes, environment variable CRAG_MAX_FILE_BYTES)"
     )
     assert measured["stdout"].startswith("1 added, "), measured["stdout"]
-    assert measured["seconds"] < 20, measured
+    assert measured["cpu_seconds"] < 20, measured
     assert measured["grown_mb"] < 150, measured
 
 

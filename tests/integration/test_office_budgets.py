@@ -46,11 +46,12 @@ MEASURED_CRAG_INGEST = textwrap.dedent(
     from crag.app.cli.commands import main
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     code = main(["ingest", "--store", sys.argv[1], "--collection", "budgets", sys.argv[2]])
-    seconds = time.monotonic() - started
+    seconds, cpu_seconds = time.monotonic() - started, time.process_time() - cpu
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
-    print(json.dumps({"code": code, "seconds": seconds, "grown_mb": grown / 1024}))
+    print(json.dumps({"code": code, "seconds": seconds, "cpu_seconds": cpu_seconds,
+                      "grown_mb": grown / 1024}))
     """
 )
 
@@ -122,7 +123,11 @@ def write_huge_slide_pptx(path: Path, paragraphs: int) -> Path:
 
 
 def measured_ingest(tmp_path: Path, folder: Path) -> dict[str, Any]:
-    """``crag ingest FOLDER`` in a child process: its exit code, seconds, memory grown, output."""
+    """``crag ingest FOLDER`` in a child process: its exit code, seconds, memory grown, output.
+
+    ``cpu_seconds`` is what the file cost the process, which the tests bound: wall seconds
+    also count the other work of a loaded machine (2 cores, three test workers).
+    """
     done = subprocess.run(
         [sys.executable, "-c", MEASURED_CRAG_INGEST, str(tmp_path / "store"), str(folder)],
         cwd=REPO,
@@ -169,7 +174,7 @@ def test_a_workbook_whose_shared_strings_unpack_to_150_mb_is_refused_quickly(
     )
     assert measured["code"] == 0
     assert measured["stdout"].startswith("1 added, "), measured["stdout"]
-    assert measured["seconds"] < 20, measured
+    assert measured["cpu_seconds"] < 20, measured
     assert measured["grown_mb"] < 150, measured
 
 
@@ -188,7 +193,7 @@ def test_shared_strings_passing_for_a_worksheet_get_no_worksheets_budget(
         "than the 16,777,216 bytes"
     )
     assert measured["stdout"].startswith("1 added, "), measured["stdout"]
-    assert measured["seconds"] < 20, measured
+    assert measured["cpu_seconds"] < 20, measured
 
 
 def test_worksheets_each_within_their_budget_are_refused_past_the_files_total(
@@ -223,7 +228,7 @@ def test_worksheets_each_within_their_budget_are_refused_past_the_files_total(
         "CRAG_MAX_FILE_CHARS)"
     )
     assert measured["stdout"].startswith("1 added, "), measured["stdout"]
-    assert measured["seconds"] < 20, measured
+    assert measured["cpu_seconds"] < 20, measured
 
 
 def test_a_presentation_with_a_50_mb_slide_is_refused_before_python_pptx_parses_it(
@@ -243,5 +248,5 @@ def test_a_presentation_with_a_50_mb_slide_is_refused_before_python_pptx_parses_
     )
     assert measured["code"] == 0
     assert measured["stdout"].startswith("1 added, "), measured["stdout"]
-    assert measured["seconds"] < 20, measured
+    assert measured["cpu_seconds"] < 20, measured
     assert measured["grown_mb"] < 150, measured

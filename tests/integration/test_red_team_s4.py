@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from crag.app.web.accounts import Accounts
-from crag.core.caller import ADMIN_PERMISSION, NoCallerError
+from crag.nodes.caller import ADMIN_PERMISSION, NoCallerError
 from tests.integration.test_served_runs_need_a_caller import (
     DIARY,
     QUESTION,

@@ -16,8 +16,8 @@ import pytest
 from crag.app.cli.commands import main
 from crag.core.context import IngestContext
 from crag.core.deployment import deployment_with
-from crag.core.ingest_state import IngestInput
 from crag.graph.ingest_graph import build_ingest_graph
+from crag.nodes.ingest_state import IngestInput
 from crag.vectorstore.configured_store import inline_document
 from crag.vectorstore.ingest import QUIET, ingest_documents
 from crag.vectorstore.store import open_store

@@ -2,7 +2,7 @@
 
 The graphs ``langgraph.json`` serves mark every run as served
 (:mod:`crag.app.served_graphs`); a served run whose config carries no caller identity is
-refused by its first node (:class:`~crag.core.caller.NoCallerError`) before any store is
+refused by its first node (:class:`~crag.nodes.caller.NoCallerError`) before any store is
 opened or any file read. Before, such a run was taken for the operator's: it searched every
 member's private documents and read the whole upload folder. The graphs are loaded here from
 the paths ``langgraph.json`` names, as the server loads them, and run over a real store that
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from crag.core.caller import SERVED_KEY, NoCallerError
 from crag.documents.document import LoadedDocument
+from crag.nodes.caller import SERVED_KEY, NoCallerError
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.ingest import IngestOptions, ingest_documents
 from crag.vectorstore.sources import served_writer

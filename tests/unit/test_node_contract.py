@@ -12,8 +12,6 @@ from langgraph.types import Overwrite
 from crag.core.context import Context, default_context, resolve_context
 from crag.core.deployment import deployment_with
 from crag.core.method import MethodConfig
-from crag.core.node_runtime import GraphSettings
-from crag.core.progress import emit
 from crag.core.run_settings import RunSettings
 from crag.core.state import (
     NOT_RESET,
@@ -24,6 +22,8 @@ from crag.core.state import (
     run_reset,
 )
 from crag.graph.builder import build_graph
+from crag.nodes.node_runtime import GraphSettings
+from crag.nodes.progress import emit
 from tests.fakes import FakeComponents, dict_context
 
 QUESTION = "Who painted the Mona Lisa?"

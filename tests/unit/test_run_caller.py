@@ -1,4 +1,4 @@
-"""Who started a served run (crag.core.caller.run_caller), as each server of the API says it."""
+"""Who started a served run (crag.nodes.caller.run_caller), as each server of the API says it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from crag.core.caller import Caller, run_caller
+from crag.nodes.caller import Caller, run_caller
 
 USER, ID, PERMISSIONS = (
     "langgraph_auth_user",

@@ -28,7 +28,6 @@ from crag.core.deployment import (
     deployment_with,
 )
 from crag.core.method import MethodConfig, operator_method
-from crag.core.node_runtime import GraphSettings
 from crag.core.run_context import RunContext, RunIngestContext
 from crag.core.run_settings import IngestSettings, RunSettings
 from crag.core.setting_checks import env_name
@@ -37,6 +36,7 @@ from crag.core.state import ChatInputState
 from crag.core.validation import InvalidQuestionError
 from crag.graph.baselines import build_rag_graph
 from crag.graph.builder import CragGraph, build_graph
+from crag.nodes.node_runtime import GraphSettings
 from tests.fakes import FakeComponents, dict_context
 
 REPO = Path(__file__).resolve().parents[2]
