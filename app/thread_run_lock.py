@@ -5,12 +5,12 @@ thread's checkpoints, which otherwise interleave. ``langgraph dev`` and the Lang
 enforce this themselves (``multitask_strategy``); several replicas of an engine that does not
 (Aegra 0.11 accepts the parameter and enforces nothing, even on one replica) run both at once.
 
-So when the replicas share a PostgreSQL (:func:`crag.core.shared_database.shared_database`:
+So when the replicas share a PostgreSQL (:func:`crag.vectorstore.shared_database.shared_database`:
 ``CRAG_THREADS_DB`` set to a ``postgresql://`` URL), a graph made by :func:`one_run_per_thread`
 holds a session-level advisory lock keyed by the run's thread id for the whole run
-(:mod:`crag.core.advisory_lock`), taken before the graph reads the thread's checkpoint: around
-``stream`` and ``astream``, which ``invoke``, ``ainvoke``, ``astream_events`` (v2 and v3) and
-the servers all go through. A run that has to wait logs one line; a replica killed mid-run
+(:mod:`crag.vectorstore.advisory_lock`), taken before the graph reads the thread's checkpoint:
+around ``stream`` and ``astream``, which ``invoke``, ``ainvoke``, ``astream_events`` (v2 and
+v3) and the servers all go through. A run that has to wait logs one line; a replica killed mid-run
 closes its connection, so PostgreSQL frees the lock and the queued run goes on. A run without
 a thread id, or a graph called inside another run (a checkpoint namespace), takes no lock.
 Without a shared PostgreSQL nothing is taken: the one-process path reads one environment
@@ -27,8 +27,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.typing import ContextT, InputT, OutputT, StateT
 
-from crag.core.advisory_lock import advisory_lock, async_advisory_lock
-from crag.core.shared_database import shared_database
+from crag.vectorstore.advisory_lock import advisory_lock, async_advisory_lock
+from crag.vectorstore.shared_database import shared_database
 
 LOCK_PREFIX = "crag.thread-run:"
 """The advisory lock's name of a thread: this prefix and the thread id."""

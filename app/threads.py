@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crag.app.postgres_outage import Outage, fail_fast_pools, quiet_pool_warnings, writing
-from crag.core.shared_database import POSTGRES_SCHEMES, THREADS_DB_ENV, describe_database
+from crag.vectorstore.shared_database import POSTGRES_SCHEMES, THREADS_DB_ENV, describe_database
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver

@@ -6,16 +6,16 @@ default corpus) take turns: the second waits, then finds the first one's documen
 unchanged. Within a process a re-entrant lock per store does the same for threads, and lets a
 writer that already holds the lock call another (ingestion pruning what it ingested).
 
-A store on a Chroma server has no lock file, and Chroma offers no lock of its own. When the
-replicas share a PostgreSQL (``CRAG_THREADS_DB`` set to a ``postgresql://`` URL,
-:mod:`crag.core.shared_database`), the lock across processes and machines is an advisory lock
-there (:mod:`crag.core.advisory_lock`), keyed by the Chroma server's address, tenant, database
-and collection: two replicas filling the default corpus, or two ingests of the same files, take
-turns as on disk, and a writer that is killed frees it. Every replica must name the server the
-same way (the same ``chroma_host`` and ``chroma_port``). Without a shared PostgreSQL, writers
-in one process still take turns, writers in several processes do not: their writes stay
-consistent (each document's chunks are deleted before being written, under deterministic ids),
-but both may embed the same documents and both report them added.
+A store on a Chroma server has no lock file, and Chroma offers no lock of its own. When the replicas
+share a PostgreSQL (``CRAG_THREADS_DB`` set to a ``postgresql://`` URL,
+:mod:`crag.vectorstore.shared_database`), the lock across processes and machines is an advisory lock
+there (:mod:`crag.vectorstore.advisory_lock`), keyed by the Chroma server's address, tenant,
+database and collection: two replicas filling the default corpus, or two ingests of the same files,
+take turns as on disk, and a writer that is killed frees it. Every replica must name the server the
+same way (the same ``chroma_host`` and ``chroma_port``). Without a shared PostgreSQL, writers in one
+process still take turns, writers in several processes do not: their writes stay consistent (each
+document's chunks are deleted before being written, under deterministic ids), but both may embed the
+same documents and both report them added.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from pathlib import Path
 
 from langchain_chroma import Chroma
 
-from crag.core.advisory_lock import SharedLockError, advisory_lock
-from crag.core.shared_database import shared_database
+from crag.vectorstore.advisory_lock import SharedLockError, advisory_lock
 from crag.vectorstore.readonly import read_only_message
+from crag.vectorstore.shared_database import shared_database
 from crag.vectorstore.store_base import StoreError, ensure_writable, store_directory
 
 logger = logging.getLogger(__name__)

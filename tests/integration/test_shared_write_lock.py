@@ -30,9 +30,9 @@ import pytest
 from langchain_chroma import Chroma
 from langchain_core.embeddings import Embeddings
 
-from crag.core.shared_database import THREADS_DB_ENV
 from crag.documents.loaders import LoadedDocument
 from crag.vectorstore.locking import store_write_lock
+from crag.vectorstore.shared_database import THREADS_DB_ENV
 from crag.vectorstore.store import StoreError, open_store
 from tests.server_support import ChromaServer, chroma_server
 
@@ -206,7 +206,7 @@ def test_a_killed_writer_frees_the_store_and_a_waiting_writer_goes_on(
                 acquired.append(time.monotonic())
 
         waiter = threading.Thread(target=write)
-        with caplog.at_level(logging.INFO, logger="crag.core.advisory_lock"):
+        with caplog.at_level(logging.INFO, logger="crag.vectorstore.advisory_lock"):
             waiter.start()
             time.sleep(1.5)
             assert acquired == [] and waiter.is_alive(), "the writer did not wait for the holder"

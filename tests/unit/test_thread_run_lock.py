@@ -28,8 +28,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
 from crag.app.thread_run_lock import ThreadLockedGraph, one_run_per_thread
-from crag.core.advisory_lock import SharedLockError
-from crag.core.shared_database import THREADS_DB_ENV
+from crag.vectorstore.advisory_lock import SharedLockError
+from crag.vectorstore.shared_database import THREADS_DB_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -118,7 +118,7 @@ def test_two_runs_on_one_thread_from_two_threads_take_turns(
             results[label] = graph.invoke({"visits": []}, config("chat-1", label))
 
         runners = [threading.Thread(target=run, args=(label,)) for label in ("a", "b")]
-        with caplog.at_level(logging.INFO, logger="crag.core.advisory_lock"):
+        with caplog.at_level(logging.INFO, logger="crag.vectorstore.advisory_lock"):
             for runner in runners:
                 runner.start()
             for runner in runners:

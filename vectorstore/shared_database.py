@@ -1,13 +1,13 @@
 """The PostgreSQL database that every replica of a deployment shares, where crag's own locks live.
 
 Several server replicas share one PostgreSQL for threads, runs and crag's accounts: the threads
-database ``CRAG_THREADS_DB`` (:mod:`crag.app.threads`) set to a ``postgresql://`` URL. crag
-keeps the locks that must hold across processes there too (:mod:`crag.core.advisory_lock`): one
-writer at a time per store on a Chroma server, one run at a time per thread. With no such URL
-(a SQLite file, or nothing set: ``langgraph dev``, ``crag ask``) :func:`shared_database` is
-``None`` and nothing takes those locks. It is read here, on the lowest floor, because the
-store's write lock below the app needs it too, and so is the variable's name
-(:data:`THREADS_DB_ENV`), which :mod:`crag.app.threads` imports from here.
+database ``CRAG_THREADS_DB`` (:mod:`crag.app.threads`) set to a ``postgresql://`` URL. crag keeps
+the locks that must hold across processes there too (:mod:`crag.vectorstore.advisory_lock`): one
+writer at a time per store on a Chroma server, one run at a time per thread. With no such URL (a
+SQLite file, or nothing set: ``langgraph dev``, ``crag ask``) :func:`shared_database` is ``None``
+and nothing takes those locks. It is read here, with the store, because the store's write lock
+below the app needs it too, and so is the variable's name (:data:`THREADS_DB_ENV`), which
+:mod:`crag.app.threads` imports from here.
 """
 
 from __future__ import annotations

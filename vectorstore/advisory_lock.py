@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from crag.core.shared_database import describe_database
+from crag.vectorstore.shared_database import describe_database
 
 logger = logging.getLogger(__name__)
 
