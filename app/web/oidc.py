@@ -100,12 +100,29 @@ class _OpenIdSignIn:
                 "The team's sign-in provider cannot be reached; try again, or ask the operator."
             )
 
+    async def _claims_options(self) -> dict[str, Any]:
+        """What the ID token must say: the provider issued it (``iss``) to crag (``aud``).
+
+        authlib's default checks the issuer only: an ID token whose ``aud`` lacks crag's client
+        id passed as long as its ``azp`` named crag, where OpenID Connect Core (3.1.3.7) wants
+        the token refused. The issuer is the one the provider's metadata names, as authlib's
+        default has it (the configured issuer when the metadata names none).
+        """
+        metadata = await self.client.load_server_metadata()
+        issuer = str(metadata.get("issuer") or self.settings.oidc_issuer.rstrip("/"))
+        return {
+            "iss": {"essential": True, "values": [issuer]},
+            "aud": {"essential": True, "values": [self.settings.oidc_client_id]},
+        }
+
     async def callback(self, request: Request) -> Response:
         """Back from the provider: the account's session, or the sign-in page saying why."""
         from authlib.integrations.base_client import OAuthError
 
         try:
-            tokens = await self.client.authorize_access_token(request)
+            tokens = await self.client.authorize_access_token(
+                request, claims_options=await self._claims_options()
+            )
         except OAuthError as exc:
             logger.info("an OpenID Connect sign-in failed: %s", exc.error)
             return sign_in_response("The sign-in through the team's provider did not succeed.")
