@@ -15,6 +15,8 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 DEFAULT_OUT = ".crag/eval"
+DEFAULT_INGESTION_DOCUMENTS = 200
+"""Bundled summaries the ingestion measurement ingests (about 200 chunks: 10 s on 2 cores)."""
 DEFAULT_WORKERS = 1
 """Questions ``crag-bench eval`` runs at once by default: one, so that a run is reproducible
 (``--workers 8`` is faster; the generator then decodes in batches, in float32 unless its dtype
@@ -140,6 +142,14 @@ def _workload_options(run: argparse.ArgumentParser) -> None:
         help="skip the cold-start and ingestion measurements",
     )
     run.add_argument(
+        "--ingestion-documents",
+        type=int,
+        default=DEFAULT_INGESTION_DOCUMENTS,
+        metavar="N",
+        help="bundled summaries the ingestion measurement ingests (default "
+        f"{DEFAULT_INGESTION_DOCUMENTS})",
+    )
+    run.add_argument(
         "--workers",
         type=int,
         default=DEFAULT_WORKERS,
@@ -255,6 +265,8 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise ValueError(f"--corpus-size must be 0 (all) or positive, not {args.corpus_size}")
     if not 1 <= args.workers <= 64:
         raise ValueError(f"--workers must be from 1 to 64, not {args.workers}")
+    if args.ingestion_documents < 1:
+        raise ValueError(f"--ingestion-documents must be positive, not {args.ingestion_documents}")
     if args.latency_questions < 1:
         raise ValueError(f"--latency-questions must be positive, not {args.latency_questions}")
     if not 0 <= args.gold_removed_share <= 100:
@@ -353,6 +365,7 @@ def build_options(args: argparse.Namespace) -> Any:
         seed=args.seed,
         gold_removed_share=args.gold_removed_share,
         performance=not args.no_performance,
+        ingestion_docs=args.ingestion_documents,
         workers=args.workers,
         latency_questions=args.latency_questions,
         gold_removal_curve=args.gold_removal_curve,

@@ -34,19 +34,21 @@ from tests.process_caches import forget_lexical_indexes
 
 pytestmark = pytest.mark.integration
 
-LIMIT = 300
-"""Summaries in the compared stores (the first 300 by title, "0" to "Algic languages")."""
+LIMIT = 160
+"""Summaries in the compared stores (the first 160 by title, "0" to "African Union"): each
+question's article among them. The embedded store's chunks are embedded here, about 20 a second
+on two loaded cores; 300 summaries took twice as long and compared nothing else."""
 
 QUESTIONS = (
     "Who wrote A Christmas Carol?",
-    "What did Alexander Fleming discover?",
+    "Who wrote The Wealth of Nations?",
     "Who was Ada Lovelace?",
     "What causes acid rain?",
     "When did the Lisbon earthquake happen?",
     "What is absolute zero?",
     "When was Abraham Lincoln president?",
     "What is the capital of Afghanistan?",
-    "Who invented the telephone?",
+    "What is the Acropolis of Athens?",
     "What is the Aeneid about?",
 )
 

@@ -72,11 +72,22 @@ def search_down() -> Iterator[WebsearchServer]:
         yield down
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_search_backoff() -> Iterator[None]:
+    """The down search's 503 is retried at once in this process: the retry fails as the first
+    try did, and a second's wait before it only made every web search a second longer."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("crag.websearch.retry.SEARCH_BACKOFF", 0.0)
+        yield
+
+
 def _options(store: Path, down: WebsearchServer) -> list[str]:
+    """The eval's settings: three passages a question (nothing here counts them; ten made every
+    RAG prompt about three times as long for the generator to read)."""
     return [
         "--store",
         str(store),
-        *("--set", "max_new_tokens=24", "--set", "search_provider=searxng"),
+        *("--set", "max_new_tokens=24", "--set", "top_k=3", "--set", "search_provider=searxng"),
         *("--set", f"search_url={down.url}", "--set", f"allowed_hosts={LOOPBACK_HOSTS}"),
     ]
 
