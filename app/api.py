@@ -21,11 +21,11 @@ from crag.app.threads import (
     checkpointer,
     configured_threads_db,
 )
-from crag.core.context import Context
-from crag.core.deployment import DeploymentSettings, deployment_with
-from crag.core.method import MethodConfig
 from crag.core.state import ChatOutputState
 from crag.graph.builder import build_graph
+from crag.settings.context import Context
+from crag.settings.deployment import DeploymentSettings, deployment_with
+from crag.settings.method import MethodConfig
 from crag.vectorstore.configured_store import (
     ingest_into_store,
     inline_document,

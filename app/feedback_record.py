@@ -43,8 +43,8 @@ def run_settings(method: Any = None, deployment: Any = None) -> RunSettings:
     Raises:
         InvalidSettingError: An operator's variable holds a value of the wrong type.
     """
-    from crag.core.deployment import deployment_settings
-    from crag.core.method import operator_method
+    from crag.settings.deployment import deployment_settings
+    from crag.settings.method import operator_method
 
     settings = deployment if deployment is not None else deployment_settings()
     chosen = method if method is not None else operator_method()

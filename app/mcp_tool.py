@@ -7,7 +7,7 @@ call on a fresh stateless run, and the per-run settings only in a non-standard
 true}``; :func:`crag.app.web.http.served_app` puts it among the app's routes):
 
 - ``tools/list`` shows one tool, ``crag``: its input schema is the question, an optional
-  ``thread_id`` and the per-run settings (:data:`~crag.core.run_context.QUESTION_SCHEMA`,
+  ``thread_id`` and the per-run settings (:data:`~crag.settings.run_context.QUESTION_SCHEMA`,
   nothing a caller may not set); its output schema is :data:`OUTPUT_SCHEMA`.
 - ``tools/call`` asks the ``crag`` graph on a thread: a new one, or the ``thread_id`` of an
   earlier answer, so a follow-up is answered in that conversation's context. The result's
@@ -37,11 +37,11 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from pydantic import TypeAdapter
 
-from crag.core.run_context import QUESTION_SCHEMA
-from crag.core.setting_checks import InvalidSettingError
-from crag.core.setting_kinds import other_kind_error
 from crag.core.state import KnowledgeStrip
 from crag.knowledge.conversation import source_title
+from crag.settings.run_context import QUESTION_SCHEMA
+from crag.settings.setting_checks import InvalidSettingError
+from crag.settings.setting_kinds import other_kind_error
 
 if TYPE_CHECKING:
     from starlette.requests import Request

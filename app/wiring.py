@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from crag.core.cancellation import holding
 from crag.core.model_locks import model_lock
-from crag.core.run_settings import RunSettings
+from crag.settings.run_settings import RunSettings
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel

@@ -29,9 +29,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from crag.core.deployment import uploads_folder
-
 __all__ = [
+    "MEMBERS_FOLDER",
     "MEMBER_SCHEME",
     "SHARED_SCHEME",
     "UPLOAD_SCHEME",
@@ -40,6 +39,7 @@ __all__ = [
     "public_name",
     "public_text",
     "server_path",
+    "uploads_folder",
 ]
 
 UPLOAD_SCHEME = "upload:"
@@ -51,6 +51,28 @@ MEMBER_SCHEME = "member:"
 """A member's inline document: ``member:NAME/`` and the source it was sent with."""
 
 _LINE = re.compile(r"#line\d+$")
+
+MEMBERS_FOLDER = "members"
+"""The part of the upload folder that holds each member's own uploads (``members/NAME``)."""
+
+
+def uploads_folder(
+    upload_dir: str, ingest_root: str, store_path: str, *, member: str | None = None
+) -> Path:
+    """Where the chat page keeps uploads, absolute, links resolved (setting ``upload_dir``).
+
+    ``upload_dir``; else ``uploads`` in ``ingest_root`` when that is set; else ``uploads``
+    beside the store (``.crag/uploads`` by default). A member's uploads go to
+    ``members/NAME`` in it. The served ingest graph reads files by path only there when
+    ``ingest_root`` is unset.
+    """
+    if upload_dir.strip():
+        folder = Path(upload_dir).expanduser().resolve()
+    elif ingest_root.strip():
+        folder = Path(ingest_root).expanduser().resolve() / "uploads"
+    else:
+        folder = (Path(store_path).expanduser().parent / "uploads").resolve()
+    return folder / MEMBERS_FOLDER / member if member else folder
 
 
 def _spellings(folder: Path) -> tuple[Path, ...]:

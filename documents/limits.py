@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from crag.core.deployment import DeploymentSettings, deployment_settings
-from crag.core.setting_checks import env_name
 from crag.documents.document import LoaderError
+from crag.settings.deployment import DeploymentSettings, deployment_settings
+from crag.settings.setting_checks import env_name
 
 PAGES_SETTING = "max_file_pages"
 PARAGRAPHS_SETTING = "max_file_paragraphs"
@@ -28,7 +28,7 @@ CHARS_SETTING = "max_file_chars"
 BYTES_SETTING = "max_file_bytes"
 DEFAULT_FILE_BYTES = 256 << 20
 """``max_file_bytes``'s default, for limits made without a deployment (see
-:class:`~crag.core.deployment.DeploymentSettings`)."""
+:class:`~crag.settings.deployment.DeploymentSettings`)."""
 MAX_CHUNKS = "ingest_max_chunks"
 
 

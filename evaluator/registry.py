@@ -105,8 +105,8 @@ def load_evaluator(
 
 def _endpoint_of(spec: str, endpoint: EndpointConfig | None) -> EndpointConfig | None:
     """The model server an ``endpoint`` spec uses (part of the cache key); else ``None``."""
-    from crag.core.setting_checks import ENDPOINT_SPEC
     from crag.generator.endpoint_config import EndpointConfig
+    from crag.settings.setting_checks import ENDPOINT_SPEC
 
     if spec != ENDPOINT_SPEC and not spec.startswith(ENDPOINT_SPEC + ":"):
         return None

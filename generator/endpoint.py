@@ -40,12 +40,6 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_openai.chat_models.base import BaseChatOpenAI
 from pydantic import PrivateAttr, SecretStr
 
-from crag.core.guarded_transport import (
-    AsyncGuardedTransport,
-    ReplyRefusedError,
-    ReplyTooLargeError,
-    UnaskedEncodingError,
-)
 from crag.generator.endpoint_config import EndpointConfig, EndpointError
 from crag.generator.endpoint_errors import excerpt, refuse_html_pages
 from crag.generator.endpoint_loop import (
@@ -54,6 +48,12 @@ from crag.generator.endpoint_loop import (
     run_cancellable,
     stream,
     stream_cancellable,
+)
+from crag.net.guarded_transport import (
+    AsyncGuardedTransport,
+    ReplyRefusedError,
+    ReplyTooLargeError,
+    UnaskedEncodingError,
 )
 
 logger = logging.getLogger(__name__)
@@ -232,7 +232,7 @@ def _refused(config: EndpointConfig, refusal: ReplyRefusedError) -> EndpointErro
 def _capped_client(config: EndpointConfig) -> httpx.AsyncClient:
     """The HTTP client of the chat model: every reply capped, on the wire and decoded.
 
-    Its transport (:class:`~crag.core.guarded_transport.AsyncGuardedTransport`, without address
+    Its transport (:class:`~crag.net.guarded_transport.AsyncGuardedTransport`, without address
     checks: the operator chose the server) asks for no compression, refuses a compressed reply
     unread (a gzip or zstd body would be inflated whole as httpx reads it) and stops reading a
     body past :data:`MAX_REPLY_BYTES`. An HTML page answering (a web server or proxy at a wrong

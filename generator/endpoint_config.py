@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from pydantic import SecretStr
 
-from crag.core.deployment import DeploymentSettings, deployment_settings
+from crag.settings.deployment import DeploymentSettings, deployment_settings
 
 
 class EndpointError(RuntimeError):

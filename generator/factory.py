@@ -8,9 +8,9 @@ from typing import Literal
 
 from langchain_core.language_models import BaseChatModel
 
-from crag.core.setting_checks import ENDPOINT_SPEC, generator_spec_problem
 from crag.generator.endpoint_config import EndpointConfig, endpoint_for_spec
 from crag.generator.repetition import DEFAULT_NGRAM
+from crag.settings.setting_checks import ENDPOINT_SPEC, generator_spec_problem
 
 logger = logging.getLogger(__name__)
 

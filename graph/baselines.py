@@ -24,10 +24,6 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from crag.core.context import Context
-from crag.core.deployment import DeploymentSettings
-from crag.core.method import MethodConfig
-from crag.core.run_context import QUESTION_SCHEMA
 from crag.core.state import InputState, OutputState, State
 from crag.graph.builder import ChatBuilder, CragGraph, chat_builder
 from crag.graph.routers import route_tutorial
@@ -38,6 +34,10 @@ from crag.nodes.node_runtime import GraphSettings, graph_node
 from crag.nodes.pass_passages import pass_passages
 from crag.nodes.tutorial import grade_binary, transform_query, tutorial_web_search
 from crag.nodes.web_search import web_search
+from crag.settings.context import Context
+from crag.settings.deployment import DeploymentSettings
+from crag.settings.method import MethodConfig
+from crag.settings.run_context import QUESTION_SCHEMA
 
 Graph = CompiledStateGraph[State, Context, InputState, OutputState]
 """A graph that takes a question only (``no-retrieval``)."""

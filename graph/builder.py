@@ -6,10 +6,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from crag.core.context import Context
-from crag.core.deployment import DeploymentSettings
-from crag.core.method import MethodConfig
-from crag.core.run_context import QUESTION_SCHEMA
 from crag.core.state import ChatInputState, ChatOutputState, State
 from crag.graph.routers import route_action, route_answer, route_start
 from crag.nodes.abstain import abstain, decide_answer
@@ -22,6 +18,10 @@ from crag.nodes.node_runtime import GraphSettings, graph_node
 from crag.nodes.refine import refine
 from crag.nodes.rewrite_query import rewrite_query
 from crag.nodes.web_search import web_search
+from crag.settings.context import Context
+from crag.settings.deployment import DeploymentSettings
+from crag.settings.method import MethodConfig
+from crag.settings.run_context import QUESTION_SCHEMA
 
 ChatBuilder = StateGraph[State, Context, ChatInputState, ChatOutputState]
 """A graph builder with the CRAG graph's input and output (a question or chat messages)."""
@@ -75,10 +75,10 @@ def build_graph(
     contextualize, which picks the question and makes a follow-up standalone; a single
     ``question`` starts at retrieve. generate and abstain append the answer to ``messages``.
 
-    Three kinds of setting: each run's context is a :class:`~crag.core.context.Context` (the
-    schema is :data:`~crag.core.run_context.RunContext`: per-run settings only); ``method``
-    (default: the operator's, :func:`~crag.core.method.operator_method`) and ``deployment``
-    (default: the operator's environment, :func:`~crag.core.deployment.deployment_settings`)
+    Three kinds of setting: each run's context is a :class:`~crag.settings.context.Context` (the
+    schema is :data:`~crag.settings.run_context.RunContext`: per-run settings only); ``method``
+    (default: the operator's, :func:`~crag.settings.method.operator_method`) and ``deployment``
+    (default: the operator's environment, :func:`~crag.settings.deployment.deployment_settings`)
     are the same for every run of the graph. The app's graphs, built with its real components,
     are in :mod:`crag.app.graphs`.
     """

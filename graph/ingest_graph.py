@@ -12,11 +12,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from crag.core.cancellation import cancellable_node
-from crag.core.context import IngestContext
-from crag.core.deployment import DeploymentSettings
-from crag.core.run_context import INGEST_SCHEMA
 from crag.nodes.ingest import ingest_under
 from crag.nodes.ingest_state import IngestInput, IngestOutput, IngestState
+from crag.settings.context import IngestContext
+from crag.settings.deployment import DeploymentSettings
+from crag.settings.run_context import INGEST_SCHEMA
 
 GRAPH_NAME = "ingest"
 

@@ -30,7 +30,7 @@ def trigger_action(
     becomes Ambiguous; without Ambiguous one threshold halfway between the two decides.
 
     The thresholds are expected in order (``lower <= upper``):
-    :class:`~crag.core.run_settings.RunSettings` refuses reversed ones when it is built, before
+    :class:`~crag.settings.run_settings.RunSettings` refuses reversed ones when it is built, before
     anything is retrieved or graded.
     """
     best_or_none = max(scores) if scores else None

@@ -5,7 +5,7 @@ from the store or the web passed the strip threshold, the ``crag`` graph says it
 the answer instead (a fixed sentence) and does not ask the generator; ``notes`` say which
 sources gave nothing. The setting ``abstain_without_knowledge`` turns this off. Whether weak
 knowledge that was kept also abstains follows the reader (``abstention_threshold``, unset:
-:data:`~crag.core.method.READER_ABSTENTION`): with the shipped SmolLM2, which answers from
+:data:`~crag.settings.method.READER_ABSTENTION`): with the shipped SmolLM2, which answers from
 anything it is given, a run none of whose knowledge scores above -0.9 abstains; with any other
 generator "no knowledge" means no knowledge, and the reader judges the rest (abstaining on weak
 knowledge threw away answers a stronger reader gets right).
@@ -21,12 +21,12 @@ import logging
 
 from langgraph.runtime import Runtime
 
-from crag.core.run_settings import RunSettings
 from crag.core.state import KnowledgeStrip, State, StateUpdate
 from crag.knowledge.conversation import answer_message
 from crag.nodes.generate import gathered_knowledge
 from crag.nodes.progress import emit
 from crag.prompts.generate import ABSTENTION, ABSTENTION_WITHOUT_WEB
+from crag.settings.run_settings import RunSettings
 
 logger = logging.getLogger(__name__)
 

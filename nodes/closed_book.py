@@ -6,12 +6,12 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from crag.core.run_settings import RunSettings
 from crag.core.state import State, StateUpdate
 from crag.core.validation import validate_question
 from crag.nodes.components import Components
 from crag.nodes.progress import emit
 from crag.prompts.generate import CLOSED_BOOK_SYSTEM
+from crag.settings.run_settings import RunSettings
 
 
 def answer_closed_book(

@@ -4,7 +4,7 @@ A graph's builder (:func:`crag.graph.builder.build_graph` and the baselines) tak
 :class:`Components` and binds it into every node that needs one
 (:func:`crag.nodes.node_runtime.graph_node`); a node gets it as its third argument and asks it
 for the vector store, evaluator, chat model and search provider matching the run's
-:class:`~crag.core.run_settings.RunSettings`. The app's components
+:class:`~crag.settings.run_settings.RunSettings`. The app's components
 (:class:`crag.app.wiring.DefaultComponents`) load each real component once per process, on
 first use; tests build graphs with fakes.
 """
@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langchain_core.vectorstores import VectorStore
 
-    from crag.core.run_settings import RunSettings
     from crag.evaluator.base import RetrievalEvaluator
+    from crag.settings.run_settings import RunSettings
     from crag.websearch.base import SearchProvider
 
 

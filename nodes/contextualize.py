@@ -26,7 +26,6 @@ from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from crag.core.run_settings import RunSettings
 from crag.core.state import State, StateUpdate
 from crag.core.validation import validate_question
 from crag.generator.reply_cap import reply_cap
@@ -44,6 +43,7 @@ from crag.nodes.progress import emit
 from crag.nodes.retrieve import retrieve
 from crag.prompts.contextualize import contextualize_turns
 from crag.prompts.generate import NO_ANSWER
+from crag.settings.run_settings import RunSettings
 
 logger = logging.getLogger(__name__)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from crag.core.run_settings import RunSettings
 from crag.core.state import State, StateUpdate
 from crag.knowledge.action_trigger import trigger_action
 from crag.nodes.progress import emit
 from crag.nodes.scoring import scoring_settings
+from crag.settings.run_settings import RunSettings
 
 
 def decide_action(state: State, runtime: Runtime[RunSettings]) -> StateUpdate:

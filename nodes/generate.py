@@ -15,7 +15,6 @@ from typing import Any, Literal, NamedTuple
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from crag.core.run_settings import RunSettings
 from crag.core.state import KnowledgeStrip, State, StateUpdate
 from crag.generator.endpoint_config import EndpointConfig, EndpointError
 from crag.knowledge.attribution import Attribution, attribute
@@ -31,6 +30,7 @@ from crag.knowledge.words import heading_of
 from crag.nodes.components import Components
 from crag.nodes.progress import emit
 from crag.prompts.generate import GENERATE_HUMAN, GENERATE_SYSTEM, NO_ANSWER, NO_KNOWLEDGE
+from crag.settings.run_settings import RunSettings
 
 logger = logging.getLogger(__name__)
 

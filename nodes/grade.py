@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from crag.core.run_settings import RunSettings
 from crag.core.state import RetrievedPassage, State, StateUpdate
 from crag.nodes.components import Components
 from crag.nodes.progress import emit
 from crag.nodes.scoring import evaluator_name, score_or_fall_back, scoring_settings
+from crag.settings.run_settings import RunSettings
 
 
 def grade(state: State, runtime: Runtime[RunSettings], components: Components) -> StateUpdate:

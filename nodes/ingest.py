@@ -78,23 +78,25 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from crag.core.context import IngestContext, resolve_ingest_context
-from crag.core.deployment import MEMBERS_FOLDER, DeploymentSettings, uploads_folder
 from crag.core.public_names import (
+    MEMBERS_FOLDER,
     ServedFolders,
     member_source,
     public_name,
     public_text,
     server_path,
+    uploads_folder,
 )
-from crag.core.run_settings import IngestSettings
-from crag.core.scope_settings import check_tags
 from crag.documents.document import LoadedDocument
 from crag.documents.limits import ChunkLimitError
 from crag.documents.loaders import LoaderError, iter_paths, real_path
 from crag.nodes.caller import run_caller
 from crag.nodes.ingest_state import IngestState
 from crag.nodes.progress import emit
+from crag.settings.context import IngestContext, resolve_ingest_context
+from crag.settings.deployment import DeploymentSettings
+from crag.settings.run_settings import IngestSettings
+from crag.settings.scope_settings import check_tags
 from crag.vectorstore.configured_store import ingest_into_store, inline_document
 from crag.vectorstore.ingest_options import IngestOptions
 from crag.vectorstore.report import IngestReport
@@ -286,7 +288,7 @@ def _documents(value: Any, max_chars: int) -> list[dict[str, Any]]:
 
 
 def _tags(value: Any) -> list[str]:
-    """The tags sent, checked (:func:`crag.core.scope_settings.check_tags`)."""
+    """The tags sent, checked (:func:`crag.settings.scope_settings.check_tags`)."""
     if value is None:
         return []
     if not isinstance(value, list):

@@ -1,14 +1,14 @@
 """How the graphs add a node: the run's settings resolved for it, cancellable where it calls models.
 
 A node is ``node(state, runtime) -> StateUpdate`` that reads its settings from
-``runtime.context``, a :class:`~crag.core.run_settings.RunSettings`: the run's per-run
-:class:`~crag.core.context.Context` under the method and deployment the graph was built with.
+``runtime.context``, a :class:`~crag.settings.run_settings.RunSettings`: the run's per-run
+:class:`~crag.settings.context.Context` under the method and deployment the graph was built with.
 LangGraph builds a run's context at the graph's boundary (``stream``/``astream``: a dict becomes
-the graph's context schema, :data:`~crag.core.run_context.RunContext`, itself a ``Context``),
+the graph's context schema, :data:`~crag.settings.run_context.RunContext`, itself a ``Context``),
 but passes anything else through as is: ``None`` for a run given no context, a mapping other
 than a dict, a wrong value. :func:`graph_node` wraps every node to hand it the joined settings
-(:func:`~crag.core.context.resolve_context`, then
-:meth:`~crag.core.run_settings.RunSettings.combine`). The nodes never resolve it themselves,
+(:func:`~crag.settings.context.resolve_context`, then
+:meth:`~crag.settings.run_settings.RunSettings.combine`). The nodes never resolve it themselves,
 and every node of a run sees the same ``RunSettings`` object.
 
 A node that calls components (the store, the evaluator, the generator, the web search) takes
@@ -28,10 +28,10 @@ import cachetools
 from langgraph.runtime import Runtime
 
 from crag.core.cancellation import cancellable_node
-from crag.core.context import Context, resolve_context
-from crag.core.deployment import DeploymentSettings, deployment_settings
-from crag.core.method import MethodConfig, operator_method
-from crag.core.run_settings import RunSettings
+from crag.settings.context import Context, resolve_context
+from crag.settings.deployment import DeploymentSettings, deployment_settings
+from crag.settings.method import MethodConfig, operator_method
+from crag.settings.run_settings import RunSettings
 
 S = TypeVar("S")
 U = TypeVar("U")

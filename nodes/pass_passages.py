@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from crag.core.run_settings import RunSettings
 from crag.core.state import State, StateUpdate
 from crag.knowledge.strips import as_internal_knowledge
 from crag.nodes.progress import emit
+from crag.settings.run_settings import RunSettings
 
 
 def pass_passages(state: State, runtime: Runtime[RunSettings]) -> StateUpdate:

@@ -6,7 +6,6 @@ import logging
 
 from langgraph.runtime import Runtime
 
-from crag.core.run_settings import RunSettings
 from crag.core.state import KnowledgeStrip, RetrievedPassage, State, StateUpdate
 from crag.evaluator.base import score_strips
 from crag.knowledge.selection import best_passage_whole, select_top
@@ -14,6 +13,7 @@ from crag.knowledge.strips import as_internal_knowledge, decompose, internal_str
 from crag.nodes.components import Components
 from crag.nodes.progress import emit
 from crag.nodes.scoring import score_or_fall_back, scoring_settings
+from crag.settings.run_settings import RunSettings
 
 logger = logging.getLogger(__name__)
 

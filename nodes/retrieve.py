@@ -9,14 +9,14 @@ from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from crag.core.public_names import ServedFolders, public_name, server_path
-from crag.core.run_settings import RunSettings
-from crag.core.scope_settings import SERVED_SCHEMES
-from crag.core.setting_checks import InvalidSettingError
 from crag.core.state import RetrievedPassage, State, StateUpdate, run_reset
 from crag.core.validation import validate_question
 from crag.nodes.caller import run_caller
 from crag.nodes.components import Components
 from crag.nodes.progress import emit
+from crag.settings.run_settings import RunSettings
+from crag.settings.scope_settings import SERVED_SCHEMES
+from crag.settings.setting_checks import InvalidSettingError
 from crag.vectorstore.hybrid import search
 from crag.vectorstore.index_health import watch_index
 from crag.vectorstore.scope import describe_scope, scope_filter, visible_to, with_clause

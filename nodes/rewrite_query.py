@@ -6,12 +6,12 @@ import logging
 
 from langgraph.runtime import Runtime
 
-from crag.core.run_settings import RunSettings
 from crag.core.state import State, StateUpdate
 from crag.generator.reply_cap import reply_cap
 from crag.nodes.components import Components
 from crag.nodes.progress import emit
 from crag.prompts.rewrite import rewrite_turns
+from crag.settings.run_settings import RunSettings
 from crag.websearch.keywords import clean_query, fallback_keywords
 
 logger = logging.getLogger(__name__)

@@ -14,10 +14,10 @@ import logging
 from collections.abc import Callable
 from typing import NamedTuple
 
-from crag.core.run_settings import RunSettings
 from crag.core.state import State
 from crag.evaluator.base import EvaluatorError, RetrievalEvaluator
 from crag.nodes.components import Components
+from crag.settings.run_settings import RunSettings
 
 logger = logging.getLogger(__name__)
 

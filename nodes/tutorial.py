@@ -12,7 +12,6 @@ import logging
 
 from langgraph.runtime import Runtime
 
-from crag.core.run_settings import RunSettings
 from crag.core.state import Action, RetrievedPassage, State, StateUpdate
 from crag.evaluator.llm import LLMEvaluator
 from crag.knowledge.strips import as_internal_knowledge
@@ -20,6 +19,7 @@ from crag.nodes.components import Components
 from crag.nodes.progress import emit
 from crag.nodes.web_search import web_search
 from crag.prompts.tutorial import grader_messages, rewriter_messages
+from crag.settings.run_settings import RunSettings
 
 logger = logging.getLogger(__name__)
 

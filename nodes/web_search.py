@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 from langgraph.runtime import Runtime
 
-from crag.core.run_settings import RunSettings
 from crag.core.state import KnowledgeStrip, State, StateUpdate
 from crag.evaluator.base import RetrievalEvaluator, score_strips
 from crag.knowledge.selection import select_top
@@ -15,6 +14,7 @@ from crag.knowledge.strips import decompose
 from crag.nodes.components import Components
 from crag.nodes.progress import emit
 from crag.nodes.scoring import score_or_fall_back
+from crag.settings.run_settings import RunSettings
 from crag.websearch.base import SearchResult, SearchUnavailableError
 from crag.websearch.ranking import rank_results, wikipedia_query
 from crag.websearch.reader import ReaderOptions, WebPassage, WebReading, cached_search, read_results

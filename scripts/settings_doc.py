@@ -1,10 +1,10 @@
 """Write docs/configuration.md from the settings' declarations, or check that it is current.
 
 Settings are of three kinds, each declared once as a pydantic field with its type, default,
-``ge``/``le`` bounds and description: the per-run settings (:class:`crag.core.context.Context`
-for the question graphs, :class:`crag.core.context.IngestContext` for the ingestion graph), the
-method's parameters (:class:`crag.core.method.MethodConfig`) and the deployment settings
-(:class:`crag.core.deployment.DeploymentSettings`, grouped by who reads them: one part class
+``ge``/``le`` bounds and description: the per-run settings (:class:`crag.settings.context.Context`
+for the question graphs, :class:`crag.settings.context.IngestContext` for the ingestion graph), the
+method's parameters (:class:`crag.settings.method.MethodConfig`) and the deployment settings
+(:class:`crag.settings.deployment.DeploymentSettings`, grouped by who reads them: one part class
 per group).
 The page gets one section per kind, kept apart, each setting in a table with its type, default
 (the declared one: never the environment's), bounds and description, and for the method and the
@@ -26,16 +26,16 @@ from typing import Any, Literal, NamedTuple, Union, get_args, get_origin
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
-from crag.core.context import Context, IngestContext
-from crag.core.deployment import (
+from crag.settings.context import Context, IngestContext
+from crag.settings.deployment import (
     IngestDeployment,
     ModelServerDeployment,
     QuestionDeployment,
     ServerDeployment,
     StoreDeployment,
 )
-from crag.core.method import MethodConfig
-from crag.core.setting_checks import env_name
+from crag.settings.method import MethodConfig
+from crag.settings.setting_checks import env_name
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "docs" / "configuration.md"
@@ -43,8 +43,8 @@ TARGET = ROOT / "docs" / "configuration.md"
 PREAMBLE = """\
 # Configuration
 
-<!-- Written by scripts/settings_doc.py from the settings' declarations in core/context.py,
-core/method.py and core/deployment.py; do not edit by hand: run
+<!-- Written by scripts/settings_doc.py from the settings' declarations in settings/context.py,
+settings/method.py and settings/deployment.py; do not edit by hand: run
 `.venv/bin/python scripts/settings_doc.py` (make test checks it). -->
 
 crag's settings are of three kinds, kept apart. Which one you want depends on who sets it and
@@ -99,14 +99,14 @@ every run of a graph, so they are set where the graph is built. In Python:
 `persistent_graph` and `ask`/`aask` take `method=` too); on the command line `crag ask --set
 strips_kept=3` and `crag-bench eval --set ...`; for the served graphs, the operator's
 environment variable `CRAG_<NAME>` (in `.env`, read when a run starts), which is also the
-default wherever no method is given (`crag.core.method.operator_method()`). A served run that
+default wherever no method is given (`crag.settings.method.operator_method()`). A served run that
 sends one in its `context` is refused with an error naming it. The defaults are calibrated for
 the shipped evaluator ([evaluator.md](evaluator.md), [benchmark.md](benchmark.md))."""
 
 DEPLOYMENT_INTRO = """\
 Where things are and what may be reached or loaded. The operator's: the environment variable
 `CRAG_<NAME>` (in `.env` for the server, see `.env.example`; an empty variable counts as unset),
-read by `crag.core.deployment.deployment_settings()`. In Python, `deployment_with(...)` (the
+read by `crag.settings.deployment.deployment_settings()`. In Python, `deployment_with(...)` (the
 environment's settings with some changed, checked: `deployment_with(store_path="my-store")`)
 passed as `deployment=` to `build_graph`, the baselines, `build_ingest_graph`, `ask`/`aask` and
 `persistent_graph`; on the command line `--set KEY=VALUE` (and `--store`, `--collection`).

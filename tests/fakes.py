@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pytest import MonkeyPatch
 
-from crag.core.context import Context
+from crag.settings.context import Context
 from crag.websearch.base import SearchResult, SearchUnavailableError
 
 

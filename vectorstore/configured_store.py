@@ -1,8 +1,8 @@
 """Ingestion and removal on the store that the settings name (what ``crag ingest`` runs).
 
 :mod:`crag.vectorstore.ingest` and :mod:`crag.vectorstore.removal` work on an opened store; the
-functions here open the store a :class:`~crag.core.run_settings.RunSettings` or
-:class:`~crag.core.run_settings.IngestSettings` names (on disk, or on a Chroma server), with the
+functions here open the store a :class:`~crag.settings.run_settings.RunSettings` or
+:class:`~crag.settings.run_settings.IngestSettings` names (on disk, or on a Chroma server), with the
 process-wide embedder whose calls are serialised with every run's, and then ingest or remove. The
 CLI, the Python API (:mod:`crag.app.api`) and the served ingestion graph
 (:mod:`crag.graph.ingest_graph`) all go through them; the CLI and the Python API write as the
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from langchain_core.embeddings import Embeddings
 
-from crag.core.run_settings import IngestSettings, RunSettings
-from crag.core.scope_settings import check_tags
+from crag.settings.run_settings import IngestSettings, RunSettings
+from crag.settings.scope_settings import check_tags
 from crag.vectorstore.ingest_options import DEFAULT_OPTIONS, IngestOptions
 
 if TYPE_CHECKING:

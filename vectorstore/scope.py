@@ -27,15 +27,15 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
-from crag.core.scope_settings import check_tags
+from crag.settings.scope_settings import check_tags
 from crag.vectorstore.records import StoredRecord, update_metadata
 from crag.vectorstore.sources import REPLACE_SETTING, SOURCE_PREFIX, Writer, owner_of
 
 if TYPE_CHECKING:
     from langchain_chroma import Chroma
 
-    from crag.core.run_settings import RunSettings
     from crag.documents.document import LoadedDocument
+    from crag.settings.run_settings import RunSettings
     from crag.vectorstore.report import IngestReport
 
 logger = logging.getLogger(__name__)
@@ -54,7 +54,8 @@ class ScopeLabels:
     """What one ingestion records on its chunks besides their text: tags, and file or not.
 
     Attributes:
-        tags: The tags given at ingestion (checked: :func:`crag.core.scope_settings.check_tags`).
+        tags: The tags given at ingestion (checked:
+            :func:`crag.settings.scope_settings.check_tags`).
         files: The documents were read from files (``source`` or ``file`` is their path).
     """
 

@@ -185,7 +185,7 @@ def normalise_path(path: str | os.PathLike[str]) -> str:
     ``..`` is collapsed by the text (``docs/../docs/a.txt`` is ``docs/a.txt``) when that names
     the same file the system opens; when it does not (a symbolic link to a directory before
     the ``..``), the real path is taken. Other symbolic links are kept as named, as for the
-    ``folders`` of scoped search (:func:`crag.core.scope_settings.normal_folder`). The name's
+    ``folders`` of scoped search (:func:`crag.settings.scope_settings.normal_folder`). The name's
     characters are kept as they are: on Linux ``Pelé.txt`` in NFC and in NFD are two files.
     """
     given = os.path.expanduser(os.fspath(path))

@@ -3,7 +3,7 @@
 One guarded client, synchronous (:func:`guarded_client`: the SearxNG provider queries
 ``search_url``, an address set in the configuration rather than found on the web) or
 asynchronous (:func:`guarded_async_client`: the page fetcher, :mod:`crag.websearch.fetch`). Both
-are built with the same settings over the transports of :mod:`crag.core.guarded_transport`
+are built with the same settings over the transports of :mod:`crag.net.guarded_transport`
 (thin synchronous and asynchronous layers over one shared guard), and the one place that
 decides which addresses may be connected to is :func:`~crag.websearch.safety.resolve_checked`
 bound to the :class:`~crag.websearch.safety.AddressPolicy`. So a host name is resolved once,
@@ -17,7 +17,7 @@ like the first.
 
 Requests may raise :class:`~crag.websearch.safety.UnsafeURLError` (a refused address),
 :class:`~crag.websearch.safety.HostLookupError` (DNS failed) and
-:class:`~crag.core.guarded_transport.ReplyRefusedError` (too large, or compressed).
+:class:`~crag.net.guarded_transport.ReplyRefusedError` (too large, or compressed).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from urllib.request import Request
 
 import httpx
 
-from crag.core.guarded_transport import (
+from crag.net.guarded_transport import (
     AsyncGuardedTransport,
     GuardedTransport,
     ReplyRefusedError,

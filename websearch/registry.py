@@ -14,7 +14,7 @@ from crag.websearch.searxng import SearxngSearch
 from crag.websearch.tavily import TavilySearch
 
 if TYPE_CHECKING:
-    from crag.core.run_settings import RunSettings
+    from crag.settings.run_settings import RunSettings
 
 SEARCH_PROVIDERS: tuple[str, ...] = ("duckduckgo", "searxng", "tavily")
 WIKIPEDIA_DOMAIN = "wikipedia.org"

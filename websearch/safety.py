@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from crag.core.allowed_hosts import IPAddress, IPNetwork, parse_allowed_hosts, parse_ip
+from crag.net.allowed_hosts import IPAddress, IPNetwork, parse_allowed_hosts, parse_ip
 
 ALLOWED_SCHEMES = frozenset({"http", "https"})
 

@@ -19,15 +19,15 @@ from crag.app.cli.output_errors import discard_pending_output, os_error_text
 from crag.app.cli.terminal_text import TerminalFormatter, json_text, terminal_text
 from crag.app.environment import configure_environment
 from crag.app.threads import ThreadsDatabaseError, describe_threads_db
-from crag.core.deployment import DEFAULT_COLLECTION
 from crag.knowledge.conversation import source_location, source_title, source_writer
 from crag.nodes.generate import render_strip
+from crag.settings.deployment import DEFAULT_COLLECTION
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
 
     from crag.app.cli.settings import CommandSettings
-    from crag.core.run_settings import RunSettings
+    from crag.settings.run_settings import RunSettings
 
 logger = logging.getLogger("crag")
 

@@ -39,7 +39,7 @@ from crag.knowledge.answer_match import holds_answer
 
 if TYPE_CHECKING:
     from crag.app.cli.settings import CommandSettings
-    from crag.core.deployment import DeploymentSettings
+    from crag.settings.deployment import DeploymentSettings
 
 __all__ = ["EvalQuestion", "add_eval_command", "read_eval_questions"]
 
@@ -330,7 +330,7 @@ def evaluate(
 
 def default_output(file: str, deployment: DeploymentSettings) -> Path:
     """A new folder for a run given no ``--output``: FILE's stem and the time, in ``eval_dir``."""
-    from crag.core.deployment import evaluations_folder
+    from crag.settings.deployment import evaluations_folder
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     folder = evaluations_folder(deployment.eval_dir, deployment.store_path)

@@ -30,7 +30,7 @@ from crag.knowledge.evaluation_stats import (
 
 if TYPE_CHECKING:
     from crag.app.cli.eval_question import EvalQuestion
-    from crag.core.run_settings import RunSettings
+    from crag.settings.run_settings import RunSettings
 
 __all__ = ["evaluation_results", "report_markdown", "report_svg", "table_lines", "write_outputs"]
 

@@ -1,9 +1,9 @@
 """The command line's settings: ``KEY=VALUE`` pairs sorted into their three kinds.
 
 ``--set`` takes any setting, since the CLI is run by the operator: a per-run setting goes to the
-run's :class:`~crag.core.context.Context`, a parameter of the method to the
-:class:`~crag.core.method.MethodConfig` the graph is built with, a deployment setting over the
-operator's environment (:func:`~crag.core.deployment.deployment_with`).
+run's :class:`~crag.settings.context.Context`, a parameter of the method to the
+:class:`~crag.settings.method.MethodConfig` the graph is built with, a deployment setting over the
+operator's environment (:func:`~crag.settings.deployment.deployment_with`).
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from crag.core.context import Context, IngestContext
-from crag.core.deployment import DeploymentSettings, deployment_with
-from crag.core.method import MethodConfig, operator_method
-from crag.core.run_settings import IngestSettings, RunSettings
-from crag.core.setting_checks import InvalidSettingError, parse_text
-from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES
+from crag.settings.context import Context, IngestContext
+from crag.settings.deployment import DeploymentSettings, deployment_with
+from crag.settings.method import MethodConfig, operator_method
+from crag.settings.run_settings import IngestSettings, RunSettings
+from crag.settings.setting_checks import InvalidSettingError, parse_text
+from crag.settings.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES
 
 ENVIRONMENT_ONLY = frozenset(name for name in DEPLOYMENT_NAMES if name.startswith("llm_"))
 """The model server's settings: read from the environment once per process by the components
@@ -63,7 +63,7 @@ def parse_settings(pairs: list[str], base: dict[str, Any] | None = None) -> Comm
     """Parse ``KEY=VALUE`` strings into the three kinds, on top of ``base`` values.
 
     Every setting may be given: the CLI is run by the operator. The method starts from the
-    operator's (:func:`~crag.core.method.operator_method`), the deployment from the environment.
+    operator's (:func:`~crag.settings.method.operator_method`), the deployment from the environment.
 
     Raises:
         InvalidSettingError: a pair without ``=``, an unknown setting (the message lists the

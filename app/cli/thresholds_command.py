@@ -23,16 +23,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crag.app.cli.terminal_text import json_text, terminal_text
-from crag.core.setting_checks import env_name
 from crag.knowledge.answer_match import holds_answer
+from crag.settings.setting_checks import env_name
 
 if TYPE_CHECKING:  # the rest is imported where used: every crag command builds this parser
     from crag.app.cli.env_file import Change
     from crag.app.cli.eval_question import EvalQuestion
     from crag.app.cli.settings import CommandSettings
-    from crag.core.run_settings import RunSettings
     from crag.core.state import Action
     from crag.knowledge.threshold_fit import Observation, PairOutcome, ThresholdFit
+    from crag.settings.run_settings import RunSettings
 
 __all__ = ["QuestionWithAnswers", "QuestionsFile", "add_thresholds_command", "read_questions"]
 
@@ -180,11 +180,11 @@ def _retrieve_and_grade(settings: CommandSettings) -> Any:
     from langgraph.graph import END, START, StateGraph
 
     from crag.app.graphs import components
-    from crag.core.run_context import QUESTION_SCHEMA
     from crag.core.state import State
     from crag.nodes.grade import grade
     from crag.nodes.node_runtime import GraphSettings, graph_node
     from crag.nodes.retrieve import retrieve
+    from crag.settings.run_context import QUESTION_SCHEMA
 
     graph_settings = GraphSettings(settings.method, settings.deployment)
     builder = StateGraph(State, context_schema=QUESTION_SCHEMA)

@@ -28,7 +28,7 @@ without a credential is its sign-in page) and refuses strangers.
 
 Every error is ``{"detail": "<one sentence>"}`` with its status, as langgraph-api answers its
 own (a method a route does not answer too: 405). The deployment settings are read at each
-request (:func:`~crag.core.deployment.deployment_settings`) unless the routes were given some.
+request (:func:`~crag.settings.deployment.deployment_settings`) unless the routes were given some.
 Only the server imports this module: it needs Starlette (langgraph-api's).
 """
 
@@ -50,9 +50,9 @@ from starlette.routing import BaseRoute, Mount, Route
 from crag.app.web.document_files import served_as, served_file, still_stored, unserved_reason
 from crag.app.web.gate import IDENTITY_KEY, end_session, gate_config
 from crag.app.web.uploads import UploadRefusedError, receive_upload
-from crag.core.deployment import DeploymentSettings, deployment_settings
-from crag.core.method import operator_method
-from crag.core.setting_checks import InvalidSettingError
+from crag.settings.deployment import DeploymentSettings, deployment_settings
+from crag.settings.method import operator_method
+from crag.settings.setting_checks import InvalidSettingError
 
 __all__ = ["DIST", "PAGE_HEADERS", "PAGE_POLICY", "chat_page_routes"]
 

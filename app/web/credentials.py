@@ -40,7 +40,7 @@ from typing import Literal
 
 from crag.app.web.accounts import AccountError, Accounts, Role, check_name
 from crag.app.web.sessions import COOKIE_PREFIX, Session, Sessions, cookie_name
-from crag.core.deployment import DeploymentSettings
+from crag.settings.deployment import DeploymentSettings
 
 __all__ = [
     "CSRF_HEADER",

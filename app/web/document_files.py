@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crag.app.web.uploads import UploadRefusedError, upload_folder
-from crag.core.deployment import DeploymentSettings
 from crag.core.public_names import SHARED_SCHEME, UPLOAD_SCHEME, ServedFolders, server_path
 from crag.documents.loaders import SUPPORTED_EXTENSIONS
+from crag.settings.deployment import DeploymentSettings
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def still_stored(source: str, settings: DeploymentSettings, member: str | None =
     member's private document). A file whose document was removed (``crag remove``) is no
     longer served.
     """
-    from crag.core.scope_settings import readable_collections
+    from crag.settings.scope_settings import readable_collections
     from crag.vectorstore.embeddings import load_embeddings
     from crag.vectorstore.records import stored_records
     from crag.vectorstore.store import StoreError, open_store

@@ -51,7 +51,7 @@ from crag.app.feedback_store import (
 )
 from crag.app.web.credentials import Identity
 from crag.app.web.gate import IDENTITY_KEY, gate_config
-from crag.core.setting_checks import InvalidSettingError
+from crag.settings.setting_checks import InvalidSettingError
 
 __all__ = [
     "FEEDBACK_PATH",

@@ -74,7 +74,7 @@ from crag.app.web.sign_in_guard import (
     SignInThrottle,
     shared_password_checks,
 )
-from crag.core.deployment import DeploymentSettings, deployment_settings
+from crag.settings.deployment import DeploymentSettings, deployment_settings
 
 __all__ = [
     "IDENTITY_KEY",

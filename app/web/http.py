@@ -6,11 +6,11 @@ them. The routes are the chat page's (:func:`crag.app.web.chat_page.chat_page_ro
 ``/chat/``, its uploads and the files behind its citations, under ``/chat/api/``).
 
 langgraph-api keeps only the context keys that are properties of the graph's context schema
-(the per-run settings, :mod:`crag.core.run_context`) and drops the others without a word,
+(the per-run settings, :mod:`crag.settings.run_context`) and drops the others without a word,
 ``config.configurable`` included (it is copied into the context). So a caller that sent
 ``store_path`` or ``force_action`` would see its run succeed as if it had been honoured.
 :class:`RefuseOtherKinds` answers such a request 422, ``{"detail": "setting store_path is a
-deployment setting: ..."}`` (:func:`crag.core.setting_kinds.other_kind_error`), before
+deployment setting: ..."}`` (:func:`crag.settings.setting_kinds.other_kind_error`), before
 langgraph-api reads it.
 
 It looks only at the requests that create runs or set what every run of an assistant gets:
@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from crag.core.setting_kinds import other_kind_error
 from crag.nodes.caller import AUTH_KEYS, SERVED_KEY
+from crag.settings.setting_kinds import other_kind_error
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -272,7 +272,7 @@ def served_app() -> Starlette:
     from crag.app.web.gate import Gate, gate_config
     from crag.app.web.oidc import oidc_routes
     from crag.app.web.quality_routes import quality_routes
-    from crag.core.deployment import deployment_settings
+    from crag.settings.deployment import deployment_settings
 
     return Starlette(
         routes=oidc_routes(deployment_settings(), gate_config())

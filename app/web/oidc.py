@@ -44,7 +44,7 @@ from crag.app.web.gate import (
     sign_in_html,
 )
 from crag.app.web.provider_identities import ProviderIdentities, ProviderUser
-from crag.core.deployment import DeploymentSettings
+from crag.settings.deployment import DeploymentSettings
 
 __all__ = ["OIDC_PREFIX", "STATE_COOKIE", "oidc_routes"]
 

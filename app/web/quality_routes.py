@@ -46,8 +46,8 @@ from crag.app.feedback_store import Feedback, FeedbackError, FeedbackStore
 from crag.app.web.credentials import Identity
 from crag.app.web.feedback_routes import served_feedback_store
 from crag.app.web.gate import IDENTITY_KEY
-from crag.core.deployment import DeploymentSettings, deployment_settings, evaluations_folder
-from crag.core.setting_checks import InvalidSettingError
+from crag.settings.deployment import DeploymentSettings, deployment_settings, evaluations_folder
+from crag.settings.setting_checks import InvalidSettingError
 
 __all__ = [
     "EXPORT_NAME",
@@ -252,7 +252,7 @@ class _Quality:
         return response
 
     def _thresholds(self) -> dict[str, Any]:
-        from crag.core.method import operator_method
+        from crag.settings.method import operator_method
 
         settings = self.settings()
         upper, lower = operator_method().thresholds_for(

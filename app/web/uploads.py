@@ -43,9 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crag.core.deployment import MEMBERS_FOLDER, DeploymentSettings, uploads_folder
-from crag.core.public_names import ServedFolders, public_name
+from crag.core.public_names import MEMBERS_FOLDER, ServedFolders, public_name, uploads_folder
 from crag.documents.loaders import SUPPORTED_EXTENSIONS
+from crag.settings.deployment import DeploymentSettings
 
 __all__ = [
     "StoredUpload",

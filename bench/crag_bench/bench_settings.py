@@ -2,9 +2,9 @@
 
 ``crag-bench`` is run by the operator, so its ``--set`` takes every kind of setting, as
 ``crag --set`` does (:func:`crag.app.cli.settings.parse_settings`): a per-run setting goes to each
-run's :class:`~crag.core.context.Context`, a parameter of the method to the
-:class:`~crag.core.method.MethodConfig` each graph is built with, a deployment setting over the
-operator's environment (:class:`~crag.core.deployment.DeploymentSettings`).
+run's :class:`~crag.settings.context.Context`, a parameter of the method to the
+:class:`~crag.settings.method.MethodConfig` each graph is built with, a deployment setting over the
+operator's environment (:class:`~crag.settings.deployment.DeploymentSettings`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from crag.app.cli.settings import CommandSettings, parse_settings
-from crag.core.context import Context
-from crag.core.method import MethodConfig
-from crag.core.setting_checks import check_known
-from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES
+from crag.settings.context import Context
+from crag.settings.method import MethodConfig
+from crag.settings.setting_checks import check_known
+from crag.settings.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES
 
 
 def setting_value(settings: CommandSettings, name: str) -> Any:
@@ -42,7 +42,7 @@ def given_settings(pairs: list[str] | None) -> dict[str, Any]:
 def settings_by_kind(values: Mapping[str, Any]) -> CommandSettings:
     """``values`` (setting name → value, any kind) sorted into a run's three kinds.
 
-    The method starts from the operator's (:func:`~crag.core.method.operator_method`), the
+    The method starts from the operator's (:func:`~crag.settings.method.operator_method`), the
     deployment from the environment, as for ``crag --set``.
 
     Raises:

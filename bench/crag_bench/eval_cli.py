@@ -310,7 +310,7 @@ def _eval_store(
     embedder: str,
 ) -> _EvalStore:
     """The user's documents, a small store of the bundled corpus, or the bundled corpus."""
-    from crag.core.deployment import deployment_settings
+    from crag.settings.deployment import deployment_settings
 
     if args.corpus:
         path = _user_store(args.out, args.corpus, collection, embedder)
@@ -330,7 +330,7 @@ def _eval_store(
 
 def build_options(args: argparse.Namespace) -> Any:
     """The eval's options from the command line (loads the questions, builds a store)."""
-    from crag.core.deployment import deployment_settings
+    from crag.settings.deployment import deployment_settings
     from crag.vectorstore.corpus import load_corpus
     from crag_bench.bench_settings import given_settings
     from crag_bench.experiments import select_experiments

@@ -17,9 +17,9 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 
-from crag.core.run_settings import RunSettings
 from crag.evaluator.base import RetrievalEvaluator, score_strips
 from crag.nodes.components import Components
+from crag.settings.run_settings import RunSettings
 from crag.websearch.base import SearchProvider
 
 

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from crag.core.method import PAPER_THRESHOLDS
+from crag.settings.method import PAPER_THRESHOLDS
 
 logger = logging.getLogger(__name__)
 

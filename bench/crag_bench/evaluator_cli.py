@@ -74,7 +74,7 @@ def _split(args: argparse.Namespace) -> dict[str, list[str]]:
 
 def _open_store(args: argparse.Namespace) -> Any:
     """Open the project store (``--store``/``--collection`` or the settings' defaults)."""
-    from crag.core.deployment import deployment_settings
+    from crag.settings.deployment import deployment_settings
     from crag.vectorstore.embeddings import load_embeddings
     from crag.vectorstore.store import open_store
 

@@ -1,7 +1,7 @@
 """The experiments ``crag-bench eval`` runs: one row (or plot point) each.
 
 Every experiment is a graph (CRAG or a baseline from :mod:`crag.graph.baselines`) and the
-parameters of the method (:class:`~crag.core.method.MethodConfig`) that differ from the eval's
+parameters of the method (:class:`~crag.settings.method.MethodConfig`) that differ from the eval's
 base method: its graph is built with them, and each of its runs has the eval's per-run settings.
 The paper's tables are reproduced where the method allows: Table 2 (each action removed, or one
 action only), Table 3 (refinement, rewriting and selection removed), Table 5 (RAG with web

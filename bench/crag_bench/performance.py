@@ -17,7 +17,7 @@ import tempfile
 import time
 from typing import Any
 
-from crag.core.run_settings import RunSettings
+from crag.settings.run_settings import RunSettings
 
 logger = logging.getLogger(__name__)
 

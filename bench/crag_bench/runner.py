@@ -35,10 +35,10 @@ from tqdm import tqdm
 
 from crag.app.cli.settings import CommandSettings
 from crag.core.cancellation import cancellation_scope
-from crag.core.context import Context
-from crag.core.run_settings import RunSettings
 from crag.knowledge.evaluation_stats import spread
 from crag.nodes.components import Components
+from crag.settings.context import Context
+from crag.settings.run_settings import RunSettings
 from crag_bench.answers import answer_in_text, is_looping
 from crag_bench.bench_settings import method_with, settings_by_kind
 from crag_bench.eval_components import EvalComponents, SourceFilter

@@ -372,8 +372,8 @@ def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
     Per-run settings are sent with the runs; the method's parameters and the deployment
     settings are the operator's, so they go into the server's environment (``CRAG_<NAME>``).
     """
-    from crag.core.setting_checks import env_name
-    from crag.core.setting_kinds import kind_of
+    from crag.settings.setting_checks import env_name
+    from crag.settings.setting_kinds import kind_of
 
     context = {k: v for k, v in settings.items() if kind_of(k) is None}
     env = {env_name(k): _env_value(v) for k, v in settings.items() if kind_of(k) is not None}
@@ -642,7 +642,7 @@ def _check_running_server(
     if not allow_remote:
         check_loopback(url)
     if extra_env:
-        from crag.core.setting_kinds import other_kind_error
+        from crag.settings.setting_kinds import other_kind_error
 
         error = other_kind_error(set(settings) - set(context))
         if error is not None:

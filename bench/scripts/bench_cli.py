@@ -38,8 +38,8 @@ from crag.app.cli import collector; collector.pause()  # as crag's entry point d
 from crag.app.environment import configure_environment; configure_environment()
 import crag.app.cli.commands; mark("import crag.app.cli")
 import torch; mark("import torch")
-from crag.app.graphs import components, graph; from crag.core.context import Context
-from crag.core.run_settings import RunSettings
+from crag.app.graphs import components, graph; from crag.settings.context import Context
+from crag.settings.run_settings import RunSettings
 mark("import the graph")
 from transformers import AutoModel, AutoModelForCausalLM; mark("import transformers' models")
 import chromadb; mark("import chromadb")

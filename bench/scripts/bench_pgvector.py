@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from crag.core.deployment import deployment_settings
+from crag.settings.deployment import deployment_settings
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.store import open_store
 

@@ -17,7 +17,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from crag.core.run_settings import RunSettings
+from crag.settings.run_settings import RunSettings
 from crag_bench.held_out import refuse_held_out
 from crag_bench.threshold_calibration import Case, Outcome, evaluate, grid, load_cases
 

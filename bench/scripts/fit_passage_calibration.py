@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 
-from crag.core.run_settings import RunSettings
 from crag.evaluator.embedding import (
     DEFAULT_HEADING_WEIGHT,
     DEFAULT_INTERCEPT,
@@ -40,6 +39,7 @@ from crag.evaluator.embedding import (
     _unit_rows,
     pair_features,
 )
+from crag.settings.run_settings import RunSettings
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.store import open_store, retrieve
 from crag_bench.answers import answer_in_text

@@ -93,8 +93,8 @@ def warm_answers(rounds: int) -> dict[str, float]:
     generator is the graph's own instance (the factory's cache).
     """
     from crag.app.api import ask
-    from crag.core.deployment import deployment_with
     from crag.generator.factory import load_chat_model
+    from crag.settings.deployment import deployment_with
 
     settings = deployment_with()
     model: Any = load_chat_model(

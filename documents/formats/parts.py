@@ -34,9 +34,9 @@ from typing import IO, Any
 
 from lxml import etree
 
-from crag.core.setting_checks import env_name
 from crag.documents.document import LoaderError
 from crag.documents.limits import CHARS_SETTING, PARAGRAPHS_SETTING, FileLimits
+from crag.settings.setting_checks import env_name
 
 logger = logging.getLogger(__name__)
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from crag.core.deployment import deployment_settings
-from crag.core.method import MethodConfig
-from crag.core.setting_checks import InvalidSettingError
+from crag.settings.deployment import deployment_settings
+from crag.settings.method import MethodConfig
+from crag.settings.setting_checks import InvalidSettingError
 from crag_bench.bench_settings import given_settings, method_with, settings_by_kind
 
 

@@ -76,7 +76,7 @@ def test_unknown_names_are_one_line_errors() -> None:
 
 
 def test_experiments_change_parameters_of_the_method_only() -> None:
-    from crag.core.setting_kinds import METHOD_NAMES
+    from crag.settings.setting_kinds import METHOD_NAMES
 
     for experiment in EXPERIMENTS:
         assert set(experiment.settings) <= METHOD_NAMES, experiment.name

@@ -10,11 +10,11 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from crag.app.cli.settings import CommandSettings
-from crag.core.context import Context
-from crag.core.deployment import deployment_settings
-from crag.core.method import MethodConfig
-from crag.core.run_settings import RunSettings
-from crag.core.setting_checks import InvalidSettingError
+from crag.settings.context import Context
+from crag.settings.deployment import deployment_settings
+from crag.settings.method import MethodConfig
+from crag.settings.run_settings import RunSettings
+from crag.settings.setting_checks import InvalidSettingError
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.store import open_store
 from crag_bench.eval_components import (

@@ -11,11 +11,11 @@ import pytest
 import torch
 from langchain_core.language_models import BaseChatModel
 
-from crag.core.deployment import deployment_with
 from crag.evaluator.base import EvaluatorError
 from crag.evaluator.cross_encoder import CrossEncoderEvaluator, check_int8_device, quantize_int8
 from crag.evaluator.registry import load_evaluator
 from crag.evaluator.t5 import T5Evaluator
+from crag.settings.deployment import deployment_with
 from crag_bench.evaluator_bench import LocalT5Scorer, int8_copy, time_modes
 from tests.fakes import scripted_chat
 from tests.unit.test_evaluator import PASSAGES, QUESTION
@@ -243,7 +243,7 @@ def check_bench_fields(result: dict[str, Any]) -> None:
 def test_the_evaluator_int8_setting_reaches_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     import crag.evaluator.registry
     from crag.app.wiring import DefaultComponents
-    from crag.core.run_settings import RunSettings
+    from crag.settings.run_settings import RunSettings
     from tests.fakes import FixedScoreEvaluator
 
     seen: list[dict[str, object]] = []

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from crag.core.method import MethodConfig
-from crag.core.run_settings import RunSettings
 from crag.knowledge.action_trigger import trigger_action
+from crag.settings.method import MethodConfig
+from crag.settings.run_settings import RunSettings
 from crag_bench.evaluator_calibration import (
     PAPER_LOWER,
     PAPER_UPPER,

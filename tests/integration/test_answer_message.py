@@ -17,13 +17,13 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from crag.app.graphs import components
-from crag.core.context import Context
-from crag.core.deployment import deployment_with
-from crag.core.method import MethodConfig
 from crag.graph.builder import CragGraph, build_graph
 from crag.knowledge.conversation import NOTE_LINES, SOURCES_HEADING
 from crag.prompts.contextualize import CONTEXTUALIZE_INSTRUCTION
 from crag.prompts.generate import ABSTENTION
+from crag.settings.context import Context
+from crag.settings.deployment import deployment_with
+from crag.settings.method import MethodConfig
 from tests.integration_support import build_small_store
 from tests.websearch_server import WebsearchServer
 

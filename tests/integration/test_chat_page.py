@@ -22,7 +22,7 @@ import langgraph_api  # noqa: F401 - missing, the test fails: it never skips
 import langgraph_sdk
 import pytest
 
-from crag.core.context import Context
+from crag.settings.context import Context
 from crag_bench.dev_server import DevServer
 from tests.browser_support import PHONE, chromium_missing, open_page, screenshot
 from tests.document_factory import PAGES, ZEPHYR, write_pdf

@@ -20,10 +20,10 @@ import pytest
 from langchain_chroma import Chroma
 from langchain_core.embeddings import Embeddings
 
-from crag.core.context import Context
-from crag.core.deployment import deployment_with
-from crag.core.run_settings import IngestSettings, RunSettings
 from crag.documents.loaders import LoadedDocument
+from crag.settings.context import Context
+from crag.settings.deployment import deployment_with
+from crag.settings.run_settings import IngestSettings, RunSettings
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.ingest import QUIET, IngestOptions, chunk_id, ingest_documents, ingest_paths
 from crag.vectorstore.pending import PENDING_PREFIX

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from crag.app.graphs import components
-from crag.core.context import Context
-from crag.core.deployment import deployment_with
 from crag.graph.builder import build_graph
+from crag.settings.context import Context
+from crag.settings.deployment import deployment_with
 from crag_bench.answers import answer_in_text, is_looping
 from crag_bench.simweb import SimulatedWeb
 

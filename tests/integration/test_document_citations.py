@@ -15,9 +15,9 @@ from langchain_chroma import Chroma
 from langchain_huggingface import HuggingFaceEmbeddings
 
 from crag.app.cli.commands import main
-from crag.core.context import Context
-from crag.core.method import MethodConfig
 from crag.graph.builder import build_graph
+from crag.settings.context import Context
+from crag.settings.method import MethodConfig
 from crag.vectorstore.ingest import IngestOptions, IngestReport, chunk_id, ingest_paths
 from crag.vectorstore.store import open_store
 from tests.document_factory import (

@@ -29,10 +29,10 @@ import pytest
 from langchain_chroma import Chroma
 from langchain_core.embeddings import Embeddings
 
-from crag.core.context import Context
-from crag.core.deployment import deployment_with
 from crag.documents.loaders import LoadedDocument
 from crag.graph.builder import build_graph
+from crag.settings.context import Context
+from crag.settings.deployment import deployment_with
 from crag.vectorstore.hybrid import search
 from crag.vectorstore.index_health import (
     RETIRED_SUFFIX,

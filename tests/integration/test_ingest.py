@@ -18,12 +18,12 @@ import pytest
 from langchain_chroma import Chroma
 from langchain_huggingface import HuggingFaceEmbeddings
 
-from crag.core.context import IngestContext
-from crag.core.deployment import deployment_with
 from crag.documents.limits import ChunkLimitError
 from crag.documents.loaders import LoadedDocument
 from crag.graph.ingest_graph import build_ingest_graph
 from crag.nodes.ingest import InvalidIngestInputError
+from crag.settings.context import IngestContext
+from crag.settings.deployment import deployment_with
 from crag.vectorstore.ingest import (
     QUIET,
     IngestOptions,

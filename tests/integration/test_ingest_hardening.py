@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from langchain_chroma import Chroma
 
-from crag.core.context import IngestContext
-from crag.core.deployment import deployment_with
-from crag.core.run_settings import IngestSettings
 from crag.graph.ingest_graph import build_ingest_graph
 from crag.nodes.ingest import InvalidIngestInputError
+from crag.settings.context import IngestContext
+from crag.settings.deployment import deployment_with
+from crag.settings.run_settings import IngestSettings
 from crag.vectorstore.configured_store import ingest_into_store, inline_document
 from crag.vectorstore.ingest import QUIET, IngestOptions, chunk_id, ingest_paths
 from crag.vectorstore.store import open_store
@@ -215,7 +215,7 @@ def test_all_lets_served_runs_replace_the_operators_documents(
 def test_a_bad_ingest_run_replace_is_refused(
     settings: IngestSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from crag.core.setting_checks import InvalidSettingError
+    from crag.settings.setting_checks import InvalidSettingError
     from crag.vectorstore.sources import served_writer
 
     message = "setting ingest_run_replace must be one of 'none', 'served', 'all', not 'true'"

@@ -24,12 +24,12 @@ from langgraph.graph.state import CompiledStateGraph
 
 from crag.app.cli.commands import main
 from crag.core.cancellation import RunCancelledError, cancellation_scope
-from crag.core.context import IngestContext
-from crag.core.deployment import deployment_with
-from crag.core.run_settings import IngestSettings
 from crag.graph.ingest_graph import build_ingest_graph
 from crag.nodes.ingest import InvalidIngestInputError
 from crag.nodes.ingest_state import IngestInput, IngestOutput, IngestState
+from crag.settings.context import IngestContext
+from crag.settings.deployment import deployment_with
+from crag.settings.run_settings import IngestSettings
 from crag.vectorstore.configured_store import ingest_into_store, inline_document
 from crag.vectorstore.hybrid import search
 from crag.vectorstore.ingest_options import QUIET

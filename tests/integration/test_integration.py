@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from crag.app.graphs import components
-from crag.core.context import Context
-from crag.core.deployment import deployment_with
-from crag.core.method import MethodConfig
 from crag.graph.builder import build_graph
+from crag.settings.context import Context
+from crag.settings.deployment import deployment_with
+from crag.settings.method import MethodConfig
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.store import StoreError, open_store
 from tests.integration_support import build_small_store

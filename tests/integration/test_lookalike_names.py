@@ -20,9 +20,9 @@ import pytest
 
 from crag.app.cli.commands import main
 from crag.app.cli.terminal_text import terminal_text
-from crag.core.context import IngestContext
-from crag.core.deployment import deployment_with
 from crag.graph.ingest_graph import build_ingest_graph
+from crag.settings.context import IngestContext
+from crag.settings.deployment import deployment_with
 from crag.vectorstore.sources import lookalike_key, normalise_path, normalise_source
 from crag.vectorstore.store import open_store
 from tests.hash_embeddings import HashEmbeddings

@@ -24,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from crag.core.setting_kinds import other_kind_error
+from crag.settings.setting_kinds import other_kind_error
 from crag_bench.dev_server import DevServer
 from crag_bench.mona_lisa_store import MONA_LISA
 from tests.server_support import (

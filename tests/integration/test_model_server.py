@@ -23,12 +23,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from crag.app.cli.commands import main
 from crag.app.wiring import DefaultComponents
-from crag.core.context import Context
-from crag.core.deployment import DeploymentSettings, deployment_with
-from crag.core.method import MethodConfig
 from crag.generator.endpoint import EndpointChatModel
 from crag.generator.endpoint_config import EndpointConfig, EndpointError
 from crag.graph.builder import build_graph
+from crag.settings.context import Context
+from crag.settings.deployment import DeploymentSettings, deployment_with
+from crag.settings.method import MethodConfig
 from crag_bench.dev_server import free_port, stop_process_group
 from tests.integration_support import build_small_store
 from tests.model_server import ModelServer, smollm2_folder, transformers_serve

@@ -18,14 +18,14 @@ from langchain_huggingface import HuggingFaceEmbeddings
 
 from crag.app.cli.settings import parse_settings
 from crag.app.wiring import DefaultComponents
-from crag.core.context import Context, IngestContext, InvalidSettingError
-from crag.core.deployment import deployment_with
-from crag.core.run_context import RunContext
-from crag.core.run_settings import RunSettings
-from crag.core.scope_settings import MAX_TAG_CHARS, check_tags, normal_file_types, normal_folder
 from crag.documents.loaders import LoadedDocument
 from crag.graph.ingest_graph import build_ingest_graph
 from crag.nodes.ingest import InvalidIngestInputError
+from crag.settings.context import Context, IngestContext, InvalidSettingError
+from crag.settings.deployment import deployment_with
+from crag.settings.run_context import RunContext
+from crag.settings.run_settings import RunSettings
+from crag.settings.scope_settings import MAX_TAG_CHARS, check_tags, normal_file_types, normal_folder
 from crag.vectorstore.configured_store import inline_document
 from crag.vectorstore.embeddings import load_embeddings
 from crag.vectorstore.ingest import QUIET, IngestOptions, chunk_id, ingest_documents, ingest_paths

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from crag.app.cli.commands import main
-from crag.core.context import IngestContext
-from crag.core.deployment import deployment_with
 from crag.graph.ingest_graph import build_ingest_graph
 from crag.nodes.ingest_state import IngestInput
+from crag.settings.context import IngestContext
+from crag.settings.deployment import deployment_with
 from crag.vectorstore.configured_store import inline_document
 from crag.vectorstore.ingest import QUIET, ingest_documents
 from crag.vectorstore.store import open_store

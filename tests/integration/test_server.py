@@ -41,11 +41,11 @@ import langgraph_sdk
 import langgraph_sdk.errors as sdk_errors
 import pytest
 
-from crag.core.context import Context, IngestContext
-from crag.core.deployment import IngestDeployment, StoreDeployment
-from crag.core.method import operator_method
-from crag.core.run_settings import RunSettings
-from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES, other_kind_error
+from crag.settings.context import Context, IngestContext
+from crag.settings.deployment import IngestDeployment, StoreDeployment
+from crag.settings.method import operator_method
+from crag.settings.run_settings import RunSettings
+from crag.settings.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES, other_kind_error
 from crag_bench.dev_server import REPO, DevServer
 from crag_bench.mona_lisa_store import MONA_LISA
 from tests.server_support import (

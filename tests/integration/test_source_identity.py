@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from crag.app.cli.commands import main
-from crag.core.context import IngestContext
-from crag.core.deployment import deployment_with
-from crag.core.run_settings import IngestSettings
 from crag.graph.ingest_graph import build_ingest_graph
+from crag.settings.context import IngestContext
+from crag.settings.deployment import deployment_with
+from crag.settings.run_settings import IngestSettings
 from crag.vectorstore.configured_store import ingest_into_store, inline_document
 from crag.vectorstore.ingest_options import QUIET
 from crag.vectorstore.sources import normalise_path, normalise_source

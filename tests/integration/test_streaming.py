@@ -24,14 +24,14 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langgraph.types import StreamMode
 
 from crag.app.wiring import DefaultComponents, LockedEvaluator
-from crag.core.context import Context, IngestContext
-from crag.core.deployment import DeploymentSettings, deployment_with
-from crag.core.method import MethodConfig
 from crag.core.model_locks import model_lock
-from crag.core.run_settings import RunSettings
 from crag.graph.builder import build_graph
 from crag.graph.ingest_graph import build_ingest_graph
 from crag.nodes.ingest_state import InlineDocument
+from crag.settings.context import Context, IngestContext
+from crag.settings.deployment import DeploymentSettings, deployment_with
+from crag.settings.method import MethodConfig
+from crag.settings.run_settings import RunSettings
 from crag.websearch.cache import clear_web_caches
 from tests.fakes import (
     FakeComponents,

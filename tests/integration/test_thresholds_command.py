@@ -15,8 +15,8 @@ import pytest
 from crag.app.cli.commands import main
 from crag.app.feedback_store import FeedbackInput, FeedbackStore, Verdict
 from crag.app.web.account_store import AccountDatabase
-from crag.core.method import operator_method
 from crag.knowledge.threshold_fit import Observation, fit_thresholds, pair_outcome
+from crag.settings.method import operator_method
 from tests.integration_support import build_small_store
 from tests.websearch_server import WebsearchServer
 

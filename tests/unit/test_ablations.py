@@ -5,11 +5,11 @@ from typing import Any
 
 import pytest
 
-from crag.core.context import Context, InvalidSettingError
-from crag.core.method import MethodConfig
-from crag.core.setting_kinds import METHOD_NAMES
 from crag.graph.builder import CragGraph, build_graph
 from crag.knowledge.action_trigger import trigger_action
+from crag.settings.context import Context, InvalidSettingError
+from crag.settings.method import MethodConfig
+from crag.settings.setting_kinds import METHOD_NAMES
 from crag.websearch.base import SearchResult
 from tests.fakes import FakeComponents, StaticSearch
 

@@ -8,14 +8,14 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from crag.app.cli.commands import main
-from crag.core.context import Context, InvalidSettingError
-from crag.core.deployment import deployment_with
-from crag.core.method import MethodConfig
-from crag.core.run_settings import RunSettings
 from crag.graph.baselines import build_rag_graph
 from crag.graph.builder import CragGraph, build_graph
 from crag.knowledge.conversation import NOTE_LINES
 from crag.prompts.generate import ABSTENTION, NO_KNOWLEDGE
+from crag.settings.context import Context, InvalidSettingError
+from crag.settings.deployment import deployment_with
+from crag.settings.method import MethodConfig
+from crag.settings.run_settings import RunSettings
 from tests.fakes import FakeComponents, FixedScoreEvaluator, StaticStore, dict_context
 
 QUESTION = "Who painted the Mona Lisa?"

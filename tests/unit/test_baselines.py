@@ -6,8 +6,6 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage
 
-from crag.core.context import Context
-from crag.core.method import MethodConfig
 from crag.core.validation import InvalidQuestionError
 from crag.graph.baselines import (
     BASELINES,
@@ -19,6 +17,8 @@ from crag.graph.baselines import (
 from crag.graph.routers import route_tutorial
 from crag.prompts.generate import CLOSED_BOOK_SYSTEM
 from crag.prompts.tutorial import GRADER_SYSTEM, REWRITER_SYSTEM
+from crag.settings.context import Context
+from crag.settings.method import MethodConfig
 from crag.websearch.base import SearchResult
 from tests.fakes import FakeComponents, ScriptedChatModel, StaticSearch
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import HumanMessage
 
-from crag.core.deployment import deployment_with
 from crag.generator import local
 from crag.generator.local import LocalChatModel
+from crag.settings.deployment import deployment_with
 from tests.tiny_causal_lm import build_tiny_causal_lm
 
 
@@ -77,7 +77,7 @@ def test_the_served_setting_makes_an_auto_model_float32(tiny_lm: Path) -> None:
     import torch
 
     from crag.app.wiring import DefaultComponents
-    from crag.core.run_settings import RunSettings
+    from crag.settings.run_settings import RunSettings
 
     components = DefaultComponents()
     spec = f"local:{tiny_lm}"
@@ -105,7 +105,7 @@ def test_the_operator_may_choose_bfloat16_batches(tiny_lm: Path) -> None:
     import torch
 
     from crag.app.wiring import DefaultComponents
-    from crag.core.run_settings import RunSettings
+    from crag.settings.run_settings import RunSettings
 
     spec = f"local:{tiny_lm}"
     chosen = deployment_with(generator=spec, generator_batch_size=8, generator_dtype="bfloat16")

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from crag.app.cli.eval_command import EvalQuestion, read_eval_questions
-from crag.core.deployment import DeploymentSettings
 from crag.knowledge.answer_match import normalize_text
+from crag.settings.deployment import DeploymentSettings
 from crag.vectorstore.corpus import load_corpus
 
 ROOT = Path(__file__).resolve().parents[2]

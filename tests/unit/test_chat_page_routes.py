@@ -23,7 +23,7 @@ from crag.app.web.api_docs import ApiDocs
 from crag.app.web.chat_page import DIST, PAGE_HEADERS, PAGE_POLICY, chat_page_routes
 from crag.app.web.gate import Gate, gate_config
 from crag.app.web.http import RefuseOtherKinds, served_app
-from crag.core.deployment import DeploymentSettings, deployment_with
+from crag.settings.deployment import DeploymentSettings, deployment_with
 
 PDF = b"%PDF-1.4\n1 0 obj << >> endobj\n%%EOF\n"
 PAGE = "<!doctype html><title>crag</title>" + "<p>a chat page</p>" * 60
@@ -426,7 +426,7 @@ def test_the_served_app_serves_the_built_page_and_reads_the_environment(
 def test_the_method_route_gives_the_thresholds_the_served_graph_uses(
     client: TestClient, settings: DeploymentSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from crag.core.method import operator_method
+    from crag.settings.method import operator_method
 
     response = client.get("/chat/api/method")
     assert response.status_code == 200

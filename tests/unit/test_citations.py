@@ -7,9 +7,9 @@ from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
 
 from crag.app.cli.commands import main
-from crag.core.method import MethodConfig
 from crag.graph.builder import CragGraph, build_graph
 from crag.prompts.generate import NO_ANSWER
+from crag.settings.method import MethodConfig
 from crag.websearch.base import SearchResult
 from tests.fakes import FakeComponents, ScriptedChatModel, StaticSearch, StaticStore, scripted_chat
 

@@ -30,8 +30,8 @@ import pytest
 
 from crag.app.cli.commands import build_parser as crag_parser
 from crag.app.cli.settings import parse_settings
-from crag.core.context import Context, IngestContext
-from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES
+from crag.settings.context import Context, IngestContext
+from crag.settings.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES
 from crag_bench.cli import build_parser as bench_parser
 from crag_bench.datasets import dataset_names
 from crag_bench.experiments import select_experiments

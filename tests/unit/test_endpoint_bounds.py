@@ -26,7 +26,6 @@ from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
 from crag.core.cancellation import RunCancelledError, cancellation_scope
-from crag.core.run_settings import RunSettings
 from crag.generator import endpoint as endpoint_module
 from crag.generator.endpoint import (
     MAX_REPLY_BYTES,
@@ -38,6 +37,7 @@ from crag.generator.endpoint import (
 from crag.generator.endpoint_config import EndpointConfig, EndpointError
 from crag.generator.endpoint_loop import HANDOVER_ITEMS, stream_cancellable
 from crag.nodes.generate import generate
+from crag.settings.run_settings import RunSettings
 from tests.fakes import MONA_LISA, FakeComponents, FixedScoreEvaluator, StaticStore, app_components
 from tests.model_server import FakeModelServer, Reply, chunk, completion, streamed
 

@@ -165,8 +165,8 @@ def test_max_new_tokens_is_sent_as_max_tokens() -> None:
 
 
 def test_the_prompt_is_fitted_to_the_servers_context() -> None:
-    from crag.core.run_settings import RunSettings
     from crag.nodes.generate import bounded_knowledge
+    from crag.settings.run_settings import RunSettings
 
     knowledge = [
         {"text": f"Fact {n}: " + "word " * 200, "source": f"s{n}", "chunk": 0,

@@ -16,8 +16,8 @@ import pytest
 
 from crag.app.api import FeedbackError, persistent_graph, record_feedback, thread_config
 from crag.app.cli.commands import main
-from crag.core.deployment import deployment_settings
-from crag.core.method import operator_method
+from crag.settings.deployment import deployment_settings
+from crag.settings.method import operator_method
 from tests.fakes import (
     mona_lisa_app_components,
 )

@@ -39,7 +39,7 @@ from crag.app.web.credentials import (
     token_path,
 )
 from crag.app.web.gate import IDENTITY_KEY, Gate, GateConfig
-from crag.core.deployment import deployment_with
+from crag.settings.deployment import deployment_with
 
 TOKEN = "k" * 40
 BASE = "http://127.0.0.1:8123"

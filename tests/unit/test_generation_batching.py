@@ -17,12 +17,12 @@ import pytest
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from crag.core.cancellation import CancelToken
-from crag.core.deployment import deployment_with
 from crag.generator import decode_attention
 from crag.generator.batching import GenerationBatcher, GenerationRequest
 from crag.generator.decode_attention import crag_sdpa_attention
 from crag.generator.local import LocalChatModel
 from crag.generator.step_decoding import StepDecoder
+from crag.settings.deployment import deployment_with
 from tests.tiny_causal_lm import build_tiny_causal_lm
 
 
@@ -272,7 +272,7 @@ def test_the_deployment_setting_turns_batching_on_for_the_served_model(tiny_lm: 
     """``generator_batch_size`` reaches the loaded model (crag.app.wiring), once, never undoing
     more."""
     from crag.app.wiring import DefaultComponents
-    from crag.core.run_settings import RunSettings
+    from crag.settings.run_settings import RunSettings
 
     components = DefaultComponents()
     spec = f"local:{tiny_lm}"

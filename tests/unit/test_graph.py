@@ -6,10 +6,10 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from crag.core.context import Context
-from crag.core.method import MethodConfig
 from crag.core.validation import InvalidQuestionError
 from crag.graph.builder import CragGraph, build_graph
+from crag.settings.context import Context
+from crag.settings.method import MethodConfig
 from crag.websearch.base import SearchResult
 from tests.fakes import FakeComponents, FixedScoreEvaluator, StaticSearch
 

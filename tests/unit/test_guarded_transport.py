@@ -1,4 +1,4 @@
-"""The one guarded HTTP transport (crag.core.guarded_transport), against servers on 127.0.0.1.
+"""The one guarded HTTP transport (crag.net.guarded_transport), against servers on 127.0.0.1.
 
 Compressed bombs: a 32 KB zstd body (or a gzip one of 1 MB) that inflates to 1 GiB, sent as a
 web page, as a SearxNG answer and as the model server's reply, must be refused unread: quickly
@@ -33,15 +33,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from langchain_core.messages import HumanMessage
 
-from crag.core.allowed_hosts import IPAddress
-from crag.core.guarded_transport import (
+from crag.generator.endpoint import EndpointChatModel, server_context_length
+from crag.generator.endpoint_config import EndpointConfig, EndpointError
+from crag.net.allowed_hosts import IPAddress
+from crag.net.guarded_transport import (
     AsyncGuardedTransport,
     GuardedTransport,
     ReplyTooLargeError,
     UnaskedEncodingError,
 )
-from crag.generator.endpoint import EndpointChatModel, server_context_length
-from crag.generator.endpoint_config import EndpointConfig, EndpointError
 from crag.websearch.base import SearchResult, SearchUnavailableError
 from crag.websearch.guarded_client import guarded_async_client, guarded_client
 from crag.websearch.reader import ReaderOptions, read_results

@@ -25,8 +25,8 @@ from starlette.testclient import TestClient
 from crag.app.web.api_docs import ApiDocs
 from crag.app.web.gate import Gate
 from crag.app.web.http import RefuseOtherKinds, refusal, served_app
-from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES, other_kind_error
 from crag.nodes.caller import AUTH_KEYS, SERVED_KEY
+from crag.settings.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES, other_kind_error
 
 REPO = Path(__file__).resolve().parents[2]
 THREAD = "5b6b1f0e-3f5e-4d0e-9a55-0b0f8d3c1a11"

@@ -9,10 +9,10 @@ import pytest
 from langchain_core.documents import Document
 from langgraph.runtime import Runtime
 
-from crag.core.context import Context, InvalidSettingError
-from crag.core.run_settings import RunSettings
 from crag.documents.loaders import LoadedDocument
 from crag.nodes.retrieve import retrieve
+from crag.settings.context import Context, InvalidSettingError
+from crag.settings.run_settings import RunSettings
 from crag.vectorstore.hybrid import candidates, fuse, search
 from crag.vectorstore.ingest import QUIET, ingest_documents
 from crag.vectorstore.store import close_stores, open_store

@@ -1,7 +1,7 @@
-from crag.core.run_settings import RunSettings
 from crag.core.state import KnowledgeStrip, State
 from crag.knowledge.combination import best_first, combine_knowledge, without_duplicates
 from crag.nodes.generate import gathered_knowledge
+from crag.settings.run_settings import RunSettings
 
 
 def strip(text: str, score: float | None, origin: str = "internal") -> KnowledgeStrip:

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from crag.core.context import Context, InvalidSettingError
-from crag.core.deployment import deployment_with
-from crag.core.method import MethodConfig
-from crag.core.run_settings import RunSettings
 from crag.core.state import KnowledgeStrip
 from crag.graph.builder import build_graph
 from crag.knowledge.combination import best_within_words
+from crag.settings.context import Context, InvalidSettingError
+from crag.settings.deployment import deployment_with
+from crag.settings.method import MethodConfig
+from crag.settings.run_settings import RunSettings
 from crag.websearch.base import SearchResult
 from tests.fakes import (
     MONA_LISA,

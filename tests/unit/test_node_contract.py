@@ -9,10 +9,6 @@ import pytest
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from crag.core.context import Context, default_context, resolve_context
-from crag.core.deployment import deployment_with
-from crag.core.method import MethodConfig
-from crag.core.run_settings import RunSettings
 from crag.core.state import (
     NOT_RESET,
     ChatInputState,
@@ -24,6 +20,10 @@ from crag.core.state import (
 from crag.graph.builder import build_graph
 from crag.nodes.node_runtime import GraphSettings
 from crag.nodes.progress import emit
+from crag.settings.context import Context, default_context, resolve_context
+from crag.settings.deployment import deployment_with
+from crag.settings.method import MethodConfig
+from crag.settings.run_settings import RunSettings
 from tests.fakes import FakeComponents, dict_context
 
 QUESTION = "Who painted the Mona Lisa?"

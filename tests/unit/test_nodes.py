@@ -6,7 +6,6 @@ import pytest
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from crag.core.run_settings import RunSettings
 from crag.core.state import RetrievedPassage, StateUpdate
 from crag.core.validation import InvalidQuestionError
 from crag.nodes.decide_action import decide_action
@@ -16,6 +15,7 @@ from crag.nodes.refine import refine
 from crag.nodes.retrieve import retrieve
 from crag.nodes.rewrite_query import rewrite_query
 from crag.nodes.web_search import web_search
+from crag.settings.run_settings import RunSettings
 from crag.websearch.base import SearchResult
 from tests.fakes import MONA_LISA, FakeComponents, ScriptedChatModel, StaticSearch
 

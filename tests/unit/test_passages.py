@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from langchain_core.messages import BaseMessage
 
-from crag.core.method import MethodConfig
 from crag.core.state import KnowledgeStrip
 from crag.graph.builder import build_graph
 from crag.knowledge.passages import one_per_passage
+from crag.settings.method import MethodConfig
 from tests.fakes import FakeComponents, ScriptedChatModel
 
 LEONARDO = (

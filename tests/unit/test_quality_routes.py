@@ -26,8 +26,8 @@ from crag.app.feedback_store import FeedbackStore
 from crag.app.web.accounts import Accounts
 from crag.app.web.gate import Gate, GateConfig
 from crag.app.web.quality_routes import quality_routes
-from crag.core.deployment import DeploymentSettings, deployment_with
-from crag.core.method import operator_method
+from crag.settings.deployment import DeploymentSettings, deployment_with
+from crag.settings.method import operator_method
 from tests.fakes import mona_lisa_app_components
 
 TOKEN = "q" * 40

@@ -2,9 +2,9 @@ from typing import Any
 
 import pytest
 
-from crag.core.method import MethodConfig
 from crag.graph.routers import route_action, route_answer, route_tutorial
 from crag.knowledge.action_trigger import trigger_action
+from crag.settings.method import MethodConfig
 
 
 @pytest.mark.parametrize(

@@ -22,17 +22,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from crag.app.cli.commands import main
 from crag.app.cli.settings import parse_settings
-from crag.core.context import Context, IngestContext, InvalidSettingError
-from crag.core.deployment import (
-    EVALUATORS,
-    DeploymentSettings,
-    deployment_settings,
-    deployment_with,
-)
-from crag.core.method import MethodConfig
-from crag.core.run_context import RunContext
-from crag.core.run_settings import RunSettings
-from crag.core.setting_checks import env_name, generator_spec_problem
 from crag.core.state import KnowledgeStrip
 from crag.core.validation import InvalidQuestionError
 from crag.evaluator.registry import BACKENDS
@@ -42,6 +31,17 @@ from crag.knowledge.conversation import Turn, bounded_history, clip_text
 from crag.nodes.generate import KnowledgeBudget, fit_knowledge
 from crag.prompts.contextualize import CONTEXTUALIZE_INSTRUCTION
 from crag.prompts.tutorial import GRADER_SYSTEM, REWRITER_SYSTEM
+from crag.settings.context import Context, IngestContext, InvalidSettingError
+from crag.settings.deployment import (
+    EVALUATORS,
+    DeploymentSettings,
+    deployment_settings,
+    deployment_with,
+)
+from crag.settings.method import MethodConfig
+from crag.settings.run_context import RunContext
+from crag.settings.run_settings import RunSettings
+from crag.settings.setting_checks import env_name, generator_spec_problem
 from crag.websearch.base import SearchResult
 from tests.fakes import (
     FakeComponents,

@@ -1,8 +1,8 @@
 """Who sets what: a run sets per-run settings only, within bounds; the rest is not the run's.
 
-The served graphs are compiled with the schemas of ``crag.core.run_context`` (``RunContext``:
-:class:`~crag.core.context.Context` with its bounds shown and the served ``scope_folder``
-check; ``RunIngestContext``: :class:`~crag.core.context.IngestContext`). LangGraph calls the
+The served graphs are compiled with the schemas of ``crag.settings.run_context`` (``RunContext``:
+:class:`~crag.settings.context.Context` with its bounds shown and the served ``scope_folder``
+check; ``RunIngestContext``: :class:`~crag.settings.context.IngestContext`). LangGraph calls the
 schema's constructor with a run's context dict, so these tests build the schemas as the server
 does (``RunContext(**context)``) and invoke the graphs from Python with the same values. The
 method's parameters are the graph's (``build_graph(..., method=...)``, ``CRAG_<NAME>`` for the
@@ -20,23 +20,23 @@ import pytest
 
 from crag.app.cli.settings import parse_settings
 from crag.app.graphs import graph, ingest_graph, rag_graph, tutorial_graph
-from crag.core.context import Context, IngestContext, InvalidSettingError, resolve_context
-from crag.core.deployment import (
-    IngestDeployment,
-    StoreDeployment,
-    deployment_settings,
-    deployment_with,
-)
-from crag.core.method import MethodConfig, operator_method
-from crag.core.run_context import RunContext, RunIngestContext
-from crag.core.run_settings import IngestSettings, RunSettings
-from crag.core.setting_checks import env_name
-from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES
 from crag.core.state import ChatInputState
 from crag.core.validation import InvalidQuestionError
 from crag.graph.baselines import build_rag_graph
 from crag.graph.builder import CragGraph, build_graph
 from crag.nodes.node_runtime import GraphSettings
+from crag.settings.context import Context, IngestContext, InvalidSettingError, resolve_context
+from crag.settings.deployment import (
+    IngestDeployment,
+    StoreDeployment,
+    deployment_settings,
+    deployment_with,
+)
+from crag.settings.method import MethodConfig, operator_method
+from crag.settings.run_context import RunContext, RunIngestContext
+from crag.settings.run_settings import IngestSettings, RunSettings
+from crag.settings.setting_checks import env_name
+from crag.settings.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES
 from tests.fakes import FakeComponents, dict_context
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """A served run's ``scope_folder`` must be absolute; the command line's may be relative.
 
-The served question graphs' context schema is ``RunContext`` (:mod:`crag.core.run_context`):
-the per-run :class:`~crag.core.context.Context` with its bounds shown and this one check added.
+The served question graphs' context schema is ``RunContext`` (:mod:`crag.settings.run_context`):
+the per-run :class:`~crag.settings.context.Context` with its bounds shown and this one check added.
 It is built as langgraph-api builds it (``RunContext(**context)``, inside the server's event
 loop). A relative folder used to be resolved there with ``os.getcwd``, a blocking call the dev
 server refuses (``BlockingError: An internal error occurred``), and against the server's
@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from crag.core.context import Context, InvalidSettingError
-from crag.core.run_context import RunContext
 from crag.core.state import ChatInputState
 from crag.graph.builder import CragGraph
+from crag.settings.context import Context, InvalidSettingError
+from crag.settings.run_context import RunContext
 from tests.fakes import FakeComponents, dict_context
 
 QUESTION: ChatInputState = {"question": "Who painted the Mona Lisa?"}

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from crag.core.context import Context, IngestContext, InvalidSettingError
-from crag.core.deployment import DeploymentSettings
-from crag.core.method import MethodConfig
-from crag.core.run_context import RunContext, RunIngestContext
-from crag.core.run_settings import IngestSettings, RunSettings
-from crag.core.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES, kind_of
 from crag.graph.builder import CragGraph
+from crag.settings.context import Context, IngestContext, InvalidSettingError
+from crag.settings.deployment import DeploymentSettings
+from crag.settings.method import MethodConfig
+from crag.settings.run_context import RunContext, RunIngestContext
+from crag.settings.run_settings import IngestSettings, RunSettings
+from crag.settings.setting_kinds import DEPLOYMENT_NAMES, METHOD_NAMES, kind_of
 from tests.fakes import dict_context
 
 RUN_NAMES = frozenset(Context.model_fields)

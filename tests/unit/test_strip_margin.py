@@ -7,9 +7,9 @@ import json
 import pytest
 
 from crag.app.cli.commands import main
-from crag.core.method import MethodConfig
 from crag.graph.builder import CragGraph, build_graph
 from crag.knowledge.selection import score_logit
+from crag.settings.method import MethodConfig
 from tests.fakes import FakeComponents
 
 QUESTION = "Who painted the Mona Lisa?"

@@ -25,8 +25,8 @@ from crag.app.web.uploads import (
     store_upload,
     upload_folder,
 )
-from crag.core.deployment import DeploymentSettings, deployment_with
 from crag.documents.loaders import SUPPORTED_EXTENSIONS
+from crag.settings.deployment import DeploymentSettings, deployment_with
 
 PDF = b"%PDF-1.4\n1 0 obj << >> endobj\n%%EOF\n"
 

@@ -18,11 +18,11 @@ import pytest
 from langchain_core.documents import Document
 from langgraph.runtime import Runtime
 
-from crag.core.deployment import deployment_with
-from crag.core.run_settings import RunSettings
 from crag.evaluator.embedding import EmbeddingEvaluator
 from crag.nodes.grade import grade
 from crag.nodes.retrieve import retrieve
+from crag.settings.deployment import deployment_with
+from crag.settings.run_settings import RunSettings
 from crag.vectorstore.store import close_stores, open_store
 from crag.vectorstore.vector_memo import (
     RememberingEmbeddings,

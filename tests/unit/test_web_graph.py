@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from crag.app.wiring import DefaultComponents
-from crag.core.context import Context
-from crag.core.deployment import DeploymentSettings, deployment_with
-from crag.core.method import MethodConfig
 from crag.graph.builder import CragGraph, build_graph
 from crag.prompts.generate import ABSTENTION, ABSTENTION_WITHOUT_WEB
+from crag.settings.context import Context
+from crag.settings.deployment import DeploymentSettings, deployment_with
+from crag.settings.method import MethodConfig
 from crag.websearch import retry as retry_module
 from crag.websearch.cache import clear_web_caches
 from tests.fakes import (

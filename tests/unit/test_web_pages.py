@@ -15,9 +15,9 @@ from ddgs.ddgs import DDGS
 from ddgs.exceptions import RatelimitException
 from langgraph.runtime import Runtime
 
-from crag.core.deployment import deployment_with
-from crag.core.run_settings import RunSettings
 from crag.nodes.web_search import web_search
+from crag.settings.deployment import deployment_with
+from crag.settings.run_settings import RunSettings
 from crag.websearch import retry as retry_module
 from crag.websearch import safety as safety_module
 from crag.websearch.base import SearchResult, SearchUnavailableError

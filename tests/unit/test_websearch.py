@@ -15,9 +15,9 @@ import pytest
 from ddgs.ddgs import DDGS
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
-from crag.core.context import Context
-from crag.core.deployment import deployment_with
-from crag.core.run_settings import RunSettings
+from crag.settings.context import Context
+from crag.settings.deployment import deployment_with
+from crag.settings.run_settings import RunSettings
 from crag.websearch.base import SearchProvider, SearchResult, SearchUnavailableError
 from crag.websearch.duckduckgo import DuckDuckGoSearch
 from crag.websearch.ranking import is_wikipedia, normalize_url, rank_results, wikipedia_query

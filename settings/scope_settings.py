@@ -2,10 +2,10 @@
 
 Checked here, with the settings, so that a bad tag or a collection the operator does not allow
 is refused when the settings are built
-(:meth:`crag.core.run_settings.RunSettings.check_together`), and by the same code that checks
+(:meth:`crag.settings.run_settings.RunSettings.check_together`), and by the same code that checks
 the tags given at ingestion (:mod:`crag.vectorstore.scope`). Each check raises ``ValueError``
 with a message naming the value; the settings turn it into an
-:class:`~crag.core.setting_checks.InvalidSettingError`.
+:class:`~crag.settings.setting_checks.InvalidSettingError`.
 """
 
 from __future__ import annotations

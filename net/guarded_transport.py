@@ -37,7 +37,7 @@ from typing import Generic, TypeVar
 
 import httpx
 
-from crag.core.allowed_hosts import IPAddress
+from crag.net.allowed_hosts import IPAddress
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The ``allowed_hosts`` setting: host names, addresses and networks that may be non-public.
 
 Parsed here, with the settings, so that a bad entry is refused when the settings are built
-(:meth:`crag.core.run_settings.RunSettings.check_together`), and by the same code that gives
+(:meth:`crag.settings.run_settings.RunSettings.check_together`), and by the same code that gives
 the web search its address policy (:meth:`crag.websearch.safety.AddressPolicy.from_setting`).
 """
 

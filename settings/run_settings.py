@@ -1,13 +1,13 @@
 """What a node reads: one run's settings, the graph's method and the operator's deployment, as one.
 
-A graph is built with a :class:`~crag.core.method.MethodConfig` and (optionally) a
-:class:`~crag.core.deployment.DeploymentSettings`; each run brings its
-:class:`~crag.core.context.Context`. :func:`crag.nodes.node_runtime.graph_node` joins the three into
-a :class:`RunSettings` (:meth:`RunSettings.combine`) and hands it to the node as
-``runtime.context``. Each field is declared once, in its own kind's class: this class inherits
-the per-run and method ones and holds the operator's as :attr:`RunSettings.deployment`. It is
-never a schema: no caller builds it from what a run sends.
-:class:`IngestSettings` does the same for the ingestion graph.
+A graph is built with a :class:`~crag.settings.method.MethodConfig` and (optionally) a
+:class:`~crag.settings.deployment.DeploymentSettings`; each run brings its
+:class:`~crag.settings.context.Context`. :func:`crag.nodes.node_runtime.graph_node` joins the three
+into a :class:`RunSettings` (:meth:`RunSettings.combine`) and hands it to the node as
+``runtime.context``. Each field is declared once, in its own kind's class: this class inherits the
+per-run and method ones and holds the operator's as :attr:`RunSettings.deployment`. It is never a
+schema: no caller builds it from what a run sends. :class:`IngestSettings` does the same for the
+ingestion graph.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any, Literal, Self
 
 from pydantic import Field
 
-from crag.core.allowed_hosts import parse_allowed_hosts
-from crag.core.context import Context, IngestContext
-from crag.core.deployment import DeploymentSettings, deployment_settings, deployment_with
-from crag.core.method import KnowledgeForm, MethodConfig
-from crag.core.scope_settings import searched_collection
-from crag.core.setting_checks import InvalidSettingError, check_generator_spec
+from crag.net.allowed_hosts import parse_allowed_hosts
+from crag.settings.context import Context, IngestContext
+from crag.settings.deployment import DeploymentSettings, deployment_settings, deployment_with
+from crag.settings.method import KnowledgeForm, MethodConfig
+from crag.settings.scope_settings import searched_collection
+from crag.settings.setting_checks import InvalidSettingError, check_generator_spec
 
 
 def _values(part: object, names: type) -> dict[str, Any]:

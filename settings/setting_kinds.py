@@ -1,11 +1,12 @@
 """The three kinds of setting, and the error for a setting given where its kind may not be.
 
-* **Per-run settings** (:class:`~crag.core.context.Context`,
-  :class:`~crag.core.context.IngestContext`): what a person asking questions (or adding
+* **Per-run settings** (:class:`~crag.settings.context.Context`,
+  :class:`~crag.settings.context.IngestContext`): what a person asking questions (or adding
   documents) chooses per run; a served caller sends them.
-* **The method's parameters** (:class:`~crag.core.method.MethodConfig`): set where a graph is built.
-* **Deployment settings** (:class:`~crag.core.deployment.DeploymentSettings`): the operator's,
-  read from the environment.
+* **The method's parameters** (:class:`~crag.settings.method.MethodConfig`): set where a graph
+  is built.
+* **Deployment settings** (:class:`~crag.settings.deployment.DeploymentSettings`): the
+  operator's, read from the environment.
 
 A run's context that names a method parameter or a deployment setting is refused with an error
 naming it (by the per-run classes, :class:`PerRunSettings`, and by the server's middleware,
@@ -17,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
-from crag.core.deployment import DeploymentSettings
-from crag.core.method import MethodConfig
-from crag.core.setting_checks import InvalidSettingError, Settings, env_name
+from crag.settings.deployment import DeploymentSettings
+from crag.settings.method import MethodConfig
+from crag.settings.setting_checks import InvalidSettingError, Settings, env_name
 
 Kind = Literal["method", "deployment"]
 

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from crag.core.setting_checks import ENV_PREFIX, InvalidSettingError, Settings, env_name
+from crag.settings.setting_checks import ENV_PREFIX, InvalidSettingError, Settings, env_name
 
 PAPER_THRESHOLDS: tuple[float, float] = (0.59, -0.99)
 """The paper's action thresholds (upper, lower), set for its fine-tuned T5 on PopQA."""

@@ -2,7 +2,7 @@
 
 Every setting is declared one way: a pydantic field with its type, default, bounds and
 description, on a :class:`Settings` model (the per-run settings, the method's parameters) or on
-pydantic-settings' ``BaseSettings`` (the deployment settings, :mod:`crag.core.deployment`), and
+pydantic-settings' ``BaseSettings`` (the deployment settings, :mod:`crag.settings.deployment`), and
 every environment variable is read by pydantic-settings. LangGraph builds a run's context from
 the JSON a caller sends (``schema(**context)``) without checking it, so a :class:`Settings`
 model checks every value when it is built: a wrong type (``top_k: "ten"``), a value out of range

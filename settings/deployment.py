@@ -2,14 +2,14 @@
 
 Deployment settings say where things are and what may be reached or loaded: the store, the
 models, the search endpoint, the address allow-list, the bundled corpus, the limits, the uploads.
-A served run may not set them (:mod:`crag.core.setting_kinds`); the operator sets them in the
+A served run may not set them (:mod:`crag.settings.setting_kinds`); the operator sets them in the
 environment (``.env`` for the LangGraph server), and Python callers and the CLI where a graph
 is built (``build_graph(..., deployment=deployment_with(store_path=...))``, ``--set``).
 
 :class:`DeploymentSettings` declares each one once, with its type, default, bounds and
 description; pydantic-settings reads the environment and checks the values.
 :func:`deployment_settings` builds it once per value of the environment (a process reads it
-once; a test that changes a variable gets the new value), and :mod:`crag.core.run_settings`
+once; a test that changes a variable gets the new value), and :mod:`crag.settings.run_settings`
 takes its deployment fields' defaults, descriptions and bounds from it.
 """
 
@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, BeforeValidator, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from crag.core.setting_checks import ENV_PREFIX, env_name, setting_error
+from crag.settings.setting_checks import ENV_PREFIX, env_name, setting_error
 
 DEFAULT_STORE_PATH = ".crag/chroma"
 DEFAULT_COLLECTION = "crag"
@@ -469,10 +469,6 @@ class DeploymentSettings(
     )
 
 
-MEMBERS_FOLDER = "members"
-"""The part of the upload folder that holds each member's own uploads (``members/NAME``)."""
-
-
 def evaluations_folder(eval_dir: str, store_path: str) -> Path:
     """Where the evaluations are, absolute (setting ``eval_dir``; empty: ``eval`` beside the store).
 
@@ -482,25 +478,6 @@ def evaluations_folder(eval_dir: str, store_path: str) -> Path:
     if eval_dir.strip():
         return Path(eval_dir).expanduser().resolve()
     return (Path(store_path).expanduser().parent / "eval").resolve()
-
-
-def uploads_folder(
-    upload_dir: str, ingest_root: str, store_path: str, *, member: str | None = None
-) -> Path:
-    """Where the chat page keeps uploads, absolute, links resolved (setting ``upload_dir``).
-
-    ``upload_dir``; else ``uploads`` in ``ingest_root`` when that is set; else ``uploads``
-    beside the store (``.crag/uploads`` by default). A member's uploads go to
-    ``members/NAME`` in it. The served ingest graph reads files by path only there when
-    ``ingest_root`` is unset.
-    """
-    if upload_dir.strip():
-        folder = Path(upload_dir).expanduser().resolve()
-    elif ingest_root.strip():
-        folder = Path(ingest_root).expanduser().resolve() / "uploads"
-    else:
-        folder = (Path(store_path).expanduser().parent / "uploads").resolve()
-    return folder / MEMBERS_FOLDER / member if member else folder
 
 
 def _variable(name: str) -> str:
@@ -541,7 +518,7 @@ def deployment_with(base: DeploymentSettings | None = None, **changes: Any) -> D
     Raises:
         InvalidSettingError: an unknown name, a wrong type or a value out of bounds.
     """
-    from crag.core.setting_checks import check_known
+    from crag.settings.setting_checks import check_known
 
     check_known(changes, DeploymentSettings.model_fields)
     values = (base or deployment_settings()).model_dump()

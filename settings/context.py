@@ -1,11 +1,11 @@
 """Per-run settings: what a person asking questions chooses for one run.
 
-The served graphs' context schema (what LangGraph Studio draws, what a caller sends as
-``context``) and what ``graph.invoke(..., context=Context(...))`` takes in Python. The method's
-parameters (:class:`~crag.core.method.MethodConfig`) are set where a graph is built, and the
-deployment settings (:class:`~crag.core.deployment.DeploymentSettings`) are the operator's; a
-per-run context naming either is refused (:mod:`crag.core.setting_kinds`). A node reads all three
-as one :class:`~crag.core.run_settings.RunSettings`.
+The served graphs' context schema (what LangGraph Studio draws, what a caller sends as ``context``)
+and what ``graph.invoke(..., context=Context(...))`` takes in Python. The method's parameters
+(:class:`~crag.settings.method.MethodConfig`) are set where a graph is built, and the deployment
+settings (:class:`~crag.settings.deployment.DeploymentSettings`) are the operator's; a per-run
+context naming either is refused (:mod:`crag.settings.setting_kinds`). A node reads all three as one
+:class:`~crag.settings.run_settings.RunSettings`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from crag.core.scope_settings import check_tags, normal_file_types, normal_folder
-from crag.core.setting_checks import InvalidSettingError, StringList
-from crag.core.setting_kinds import PerRunSettings
+from crag.settings.scope_settings import check_tags, normal_file_types, normal_folder
+from crag.settings.setting_checks import InvalidSettingError, StringList
+from crag.settings.setting_kinds import PerRunSettings
 
 __all__ = [
     "Context",
@@ -166,7 +166,7 @@ def resolve_context(context: object) -> Context:
     """Return the run's settings: the given context, a mapping of settings, or the defaults.
 
     LangGraph builds the context at the graph's boundary: a dict becomes the graph's context
-    schema (:data:`~crag.core.run_context.RunContext`, itself a :class:`Context`) and anything
+    schema (:data:`~crag.settings.run_context.RunContext`, itself a :class:`Context`) and anything
     else is passed through unchanged. So in plain Python ``runtime.context`` is ``None`` unless
     ``context=`` was passed to ``invoke``, and a wrong value (``context=42``) arrives here.
 

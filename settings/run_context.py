@@ -6,24 +6,24 @@ so :mod:`crag.app.web.http` refuses a method parameter or a deployment setting b
 gets there), a ``config.configurable`` sent instead of ``context`` is copied into it first, and
 LangGraph then calls the schema's constructor with what is left (``schema(**context)``).
 
-The schemas here are :class:`~crag.core.context.Context` and
-:class:`~crag.core.context.IngestContext` (pydantic models: Studio shows each setting's bounds as
-the JSON schema's minimum and maximum) and, for the question graphs, a served run's
-``scope_folder`` checked to be absolute (a relative one would be resolved in the server's
-working directory).
+The schemas here are :class:`~crag.settings.context.Context` and
+:class:`~crag.settings.context.IngestContext` (pydantic models: Studio shows each setting's bounds
+as the JSON schema's minimum and maximum) and, for the question graphs, a served run's
+``scope_folder`` checked to be absolute (a relative one would be resolved in the server's working
+directory).
 """
 
 from __future__ import annotations
 
-from crag.core.context import Context, IngestContext
-from crag.core.scope_settings import check_served_folder
-from crag.core.setting_checks import InvalidSettingError
+from crag.settings.context import Context, IngestContext
+from crag.settings.scope_settings import check_served_folder
+from crag.settings.setting_checks import InvalidSettingError
 
 
 class RunContext(Context):
     """The context schema of the served question graphs (``crag``, ``rag``, ``crag-tutorial``).
 
-    A :class:`~crag.core.context.Context` whose ``scope_folder`` must be absolute or a name of
+    A :class:`~crag.settings.context.Context` whose ``scope_folder`` must be absolute or a name of
     the server's (``shared:docs``): the server cannot know which directory a relative one is
     relative to.
     """
