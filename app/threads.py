@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crag.app.postgres_outage import Outage, fail_fast_pools, quiet_pool_warnings, writing
+from crag.settings.deployment import DEFAULT_THREADS_PATH, deployment_settings
 from crag.vectorstore.shared_database import POSTGRES_SCHEMES, THREADS_DB_ENV, describe_database
 
 if TYPE_CHECKING:
@@ -42,9 +43,6 @@ __all__ = [
     "private_sqlite_file",
 ]
 
-DEFAULT_THREADS_PATH = ".crag/threads.sqlite"
-"""Where threads are kept when neither ``--threads-db`` nor ``CRAG_THREADS_DB`` says."""
-
 POOL_SIZE = 4
 """Most PostgreSQL connections one process holds (runs on threads of one graph share them)."""
 
@@ -58,8 +56,13 @@ class ThreadsDatabaseError(RuntimeError):
 
 
 def configured_threads_db() -> str:
-    """The threads database the environment names (``CRAG_THREADS_DB``), or the default file."""
-    return os.environ.get(THREADS_DB_ENV, "").strip() or DEFAULT_THREADS_PATH
+    """The threads database the operator names (setting ``threads_db``), or the default file.
+
+    Raises:
+        InvalidSettingError: a deployment variable holds a value of the wrong type.
+    """
+    named = deployment_settings().threads_db.get_secret_value().strip()
+    return named or DEFAULT_THREADS_PATH
 
 
 def is_postgres(target: str | Path) -> bool:

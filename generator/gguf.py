@@ -25,9 +25,11 @@ _lock = threading.Lock()
 
 
 def cache_dir() -> Path:
-    """Where converted models are kept (``$CRAG_CACHE_DIR`` or ``~/.cache/crag``)."""
-    root = os.environ.get("CRAG_CACHE_DIR") or Path.home() / ".cache" / "crag"
-    return Path(root) / "models"
+    """Where converted models are kept: ``models/`` in setting ``cache_dir`` (``~/.cache/crag``)."""
+    from crag.settings.deployment import deployment_settings
+
+    root = deployment_settings().cache_dir.strip()
+    return Path(root).expanduser() / "models" if root else Path.home() / ".cache/crag/models"
 
 
 def converted_folder(gguf: Path) -> Path:

@@ -69,13 +69,12 @@ of another kind given as a per-run one are an `InvalidSettingError` (a `ValueErr
 setting in one line, before the store is opened (`setting top_k must be an integer, not 'ten'
 (str)`; `environment variable CRAG_CHROMA_PORT must be an integer, not 'eighty'`; `setting
 store_path is a deployment setting: the server's operator sets it (environment variable
-CRAG_STORE_PATH); a run may not`). Thresholds and scores lie in [-1, 1]. Five more
-environment variables are not settings: `CRAG_THREADS_DB` (where the CLI's and the Python
-API's threads are kept, [python.md](python.md)), `CRAG_SERVE_SOCKET` (the socket of `crag
-serve`), `CRAG_SERVE_AUTOSTART` (`0`: `crag ask` and `crag ingest` start no warm server) and
-`CRAG_SERVE_IDLE_TIMEOUT` (seconds a server they started waits for a command, default 900;
-all three in [cli.md](cli.md)), and `CRAG_CACHE_DIR` (converted models, default
-`~/.cache/crag`).
+CRAG_STORE_PATH); a run may not`). Thresholds and scores lie in [-1, 1]. Three more
+environment variables are not settings, because `crag ask` reads them before it imports the
+settings' library (pydantic), to reach a running `crag serve` within a few milliseconds:
+`CRAG_SERVE_SOCKET` (the socket of `crag serve`), `CRAG_SERVE_AUTOSTART` (`0`: `crag ask` and
+`crag ingest` start no warm server) and `CRAG_SERVE_IDLE_TIMEOUT` (seconds a server they
+started waits for a command, default 900); all three in [cli.md](cli.md).
 More on the settings: [retrieval](retrieval.md), [the evaluator](evaluator.md),
 [web search](websearch.md), [the server](server.md).
 """

@@ -26,6 +26,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from crag.settings.setting_checks import ENV_PREFIX, env_name, setting_error
 
 DEFAULT_STORE_PATH = ".crag/chroma"
+DEFAULT_THREADS_PATH = ".crag/threads.sqlite"
+"""Where threads are kept when neither ``--threads-db`` nor ``CRAG_THREADS_DB`` says."""
+
 DEFAULT_COLLECTION = "crag"
 DEFAULT_CHROMA_PORT = 8000
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
@@ -85,6 +88,19 @@ class StoreDeployment(BaseModel):
         "another). Empty: 'uploads' in ingest_root when ingest_root is set, else 'uploads' "
         "beside the store (.crag/uploads by default). With ingest_root set it must lie inside "
         "ingest_root, where the ingest graph reads; otherwise every upload is refused.",
+    )
+    threads_db: SecretStr = Field(
+        SecretStr(DEFAULT_THREADS_PATH),
+        description="Where threads, runs, accounts and feedback are kept: a SQLite file, or a "
+        "postgresql:// URL that several server replicas share (their locks are kept there "
+        "too). The CLI's and the Python API's threads are kept here as well; crag's own "
+        "commands take --threads-db. Never logged: a URL's password stays out of messages.",
+    )
+    cache_dir: str = Field(
+        "",
+        description="Directory of crag's own caches (a GGUF generator converted to "
+        "transformers' format, the shipped evaluator unpacked), in its models/ folder. "
+        "Empty: ~/.cache/crag.",
     )
 
 
@@ -387,6 +403,12 @@ class ServerDeployment(BaseModel):
         description="Peer addresses (comma-separated) of the reverse proxy: without "
         "proxy_secret, proxy_user_header is believed from these only; with it, from these "
         "only when any are named. Loopback is no default: every process of the host is there.",
+    )
+    server_token: SecretStr = Field(
+        SecretStr(""),
+        description="The server's token (at least 24 characters), which signs the operator in "
+        "and keys the page's sessions. Empty: the token file server-token beside the store, "
+        "made on first use (crag server-token prints it, --new renews it). Never logged.",
     )
     server_session_hours: float = Field(
         24.0,

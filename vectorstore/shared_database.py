@@ -5,18 +5,19 @@ database ``CRAG_THREADS_DB`` (:mod:`crag.app.threads`) set to a ``postgresql://`
 the locks that must hold across processes there too (:mod:`crag.vectorstore.advisory_lock`): one
 writer at a time per store on a Chroma server, one run at a time per thread. With no such URL (a
 SQLite file, or nothing set: ``langgraph dev``, ``crag ask``) :func:`shared_database` is ``None``
-and nothing takes those locks. It is read here, with the store, because the store's write lock
-below the app needs it too, and so is the variable's name (:data:`THREADS_DB_ENV`), which
-:mod:`crag.app.threads` imports from here.
+and nothing takes those locks. It is the deployment setting ``threads_db``
+(:class:`~crag.settings.deployment.DeploymentSettings`), read here for the store's write lock
+below the app and by :mod:`crag.app.threads`.
 """
 
 from __future__ import annotations
 
-import os
+from crag.settings.deployment import deployment_settings
+from crag.settings.setting_checks import env_name
 
-THREADS_DB_ENV = "CRAG_THREADS_DB"
-"""The deployment setting naming the threads database (a SQLite path or a PostgreSQL URL); a
-``postgresql://`` URL there is shared. The one definition: :mod:`crag.app.threads` reads it too."""
+THREADS_DB_ENV = env_name("threads_db")
+"""The variable of the deployment setting naming the threads database (a SQLite path or a
+PostgreSQL URL); a ``postgresql://`` URL there is shared."""
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 """The prefixes of a PostgreSQL connection URL (any other value is a SQLite path)."""
@@ -24,7 +25,7 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 def shared_database() -> str | None:
     """The shared PostgreSQL URL (``CRAG_THREADS_DB`` when it is one), else ``None``."""
-    value = os.environ.get(THREADS_DB_ENV, "").strip()
+    value = deployment_settings().threads_db.get_secret_value().strip()
     return value if value.lower().startswith(POSTGRES_SCHEMES) else None
 
 

@@ -41,6 +41,7 @@ from typing import Literal
 from crag.app.web.accounts import AccountError, Accounts, Role, check_name
 from crag.app.web.sessions import COOKIE_PREFIX, Session, Sessions, cookie_name
 from crag.settings.deployment import DeploymentSettings
+from crag.settings.setting_checks import env_name
 
 __all__ = [
     "CSRF_HEADER",
@@ -61,8 +62,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-TOKEN_ENV = "CRAG_SERVER_TOKEN"
-"""The operator's token, when they set one (at least :data:`MIN_TOKEN_CHARS` characters)."""
+TOKEN_ENV = env_name("server_token")
+"""The operator's token's variable, when they set one (at least :data:`MIN_TOKEN_CHARS`
+characters)."""
 TOKEN_FILE = "server-token"
 """The token's file, beside the store."""
 MIN_TOKEN_CHARS = 24
@@ -122,13 +124,8 @@ def _checked(token: str, where: str) -> str:
     return token
 
 
-def server_token(
-    settings: DeploymentSettings,
-    environ: Mapping[str, str] | None = None,
-    *,
-    renew: bool = False,
-) -> str:
-    """The server's token: ``CRAG_SERVER_TOKEN``, else the token file, made on first use.
+def server_token(settings: DeploymentSettings, *, renew: bool = False) -> str:
+    """The server's token: setting ``server_token``, else the token file, made on first use.
 
     ``renew`` replaces the file's token with a new one: every session and link made with the
     old one stops working once the server is restarted.
@@ -138,7 +135,7 @@ def server_token(
             token set by ``CRAG_SERVER_TOKEN`` was to be renewed.
         OSError: The file cannot be read or written.
     """
-    given = (os.environ if environ is None else environ).get(TOKEN_ENV, "")
+    given = settings.server_token.get_secret_value()
     if given.strip():
         if renew:
             raise ValueError(f"the server token is set by {TOKEN_ENV}: change it there")

@@ -459,22 +459,28 @@ def test_an_expired_or_foreign_session_is_refused(
 
 
 def test_the_token_is_made_once_beside_the_store_and_kept_private(tmp_path: Path) -> None:
-    settings = deployment_with(store_path=str(tmp_path / "data" / "chroma"))
-    first = server_token(settings, environ={})
+    settings = deployment_with(store_path=str(tmp_path / "data" / "chroma"), server_token="")
+    first = server_token(settings)
     assert token_path(settings) == tmp_path / "data" / "server-token"
     assert stat.S_IMODE(os.stat(token_path(settings)).st_mode) == 0o600
-    assert len(first) >= 40 and server_token(settings, environ={}) == first
-    assert server_token(settings, environ={"CRAG_SERVER_TOKEN": "e" * 30}) == "e" * 30
+    assert len(first) >= 40 and server_token(settings) == first
+    assert server_token(deployment_with(settings, server_token="e" * 30)) == "e" * 30
     with pytest.raises(ValueError, match="at least 24 characters"):
-        server_token(settings, environ={"CRAG_SERVER_TOKEN": "short"})
-    renewed = server_token(settings, environ={}, renew=True)
-    assert renewed != first and server_token(settings, environ={}) == renewed
+        server_token(deployment_with(settings, server_token="short"))
+    renewed = server_token(settings, renew=True)
+    assert renewed != first and server_token(settings) == renewed
     assert stat.S_IMODE(os.stat(token_path(settings)).st_mode) == 0o600
-    with pytest.raises(ValueError, match="change it there"):
-        server_token(settings, environ={"CRAG_SERVER_TOKEN": "e" * 30}, renew=True)
+    with pytest.raises(ValueError, match="CRAG_SERVER_TOKEN: change it there"):
+        server_token(deployment_with(settings, server_token="e" * 30), renew=True)
     token_path(settings).write_text("x\n", encoding="ascii")
     with pytest.raises(ValueError, match="server-token"):
-        server_token(settings, environ={})
+        server_token(settings)
+
+
+def test_the_operators_token_is_read_from_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRAG_SERVER_TOKEN", "f" * 32)
+    assert server_token(deployment_with()) == "f" * 32
+    assert "f" * 32 not in repr(deployment_with())  # a secret: never in a repr or a log
 
 
 def test_no_refusal_repeats_a_secret(config: GateConfig, accounts: Accounts) -> None:

@@ -106,3 +106,26 @@ def test_history_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         pass
     assert main(["history", "nobody", "--threads-db", str(tmp_path / "empty.sqlite")]) == 1
     assert "has no finished runs" in capsys.readouterr().err
+
+
+def test_the_threads_database_and_the_cache_are_deployment_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from crag.app.threads import configured_threads_db
+    from crag.generator.gguf import cache_dir
+    from crag.settings.deployment import DEFAULT_THREADS_PATH
+    from crag.vectorstore.shared_database import shared_database
+
+    monkeypatch.delenv("CRAG_THREADS_DB", raising=False)
+    assert configured_threads_db() == DEFAULT_THREADS_PATH and shared_database() is None
+    monkeypatch.setenv("CRAG_THREADS_DB", "  ")  # blank: the default file
+    assert configured_threads_db() == DEFAULT_THREADS_PATH
+    monkeypatch.setenv("CRAG_THREADS_DB", str(tmp_path / "t.sqlite"))
+    assert configured_threads_db() == str(tmp_path / "t.sqlite") and shared_database() is None
+    url = "postgresql://crag:pw@db:5432/crag"
+    monkeypatch.setenv("CRAG_THREADS_DB", url)
+    assert configured_threads_db() == url and shared_database() == url
+    monkeypatch.setenv("CRAG_CACHE_DIR", str(tmp_path / "cache"))
+    assert cache_dir() == tmp_path / "cache" / "models"
+    monkeypatch.delenv("CRAG_CACHE_DIR")
+    assert cache_dir() == Path.home() / ".cache" / "crag" / "models"
