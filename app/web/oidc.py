@@ -70,6 +70,16 @@ def _own_origin(request: Request) -> str:
     return f"{request.url.scheme}://{request.headers.get('host', '')}"
 
 
+class IssuerMismatchError(ValueError):
+    """The provider's metadata names another issuer than ``oidc_issuer`` (or none)."""
+
+
+_MISMATCH = (
+    "The team's sign-in provider names another issuer than the one this server was given; "
+    "ask the operator."
+)
+
+
 class _OpenIdSignIn:
     """The two routes' handlers over the provider's client and the gate's configuration."""
 
@@ -91,25 +101,48 @@ class _OpenIdSignIn:
     async def login(self, request: Request) -> Response:
         """To the provider, to sign in there."""
         try:
+            await self._issuer()
             return await self.client.authorize_redirect(  # type: ignore[no-any-return]
                 request, f"{_own_origin(request)}{OIDC_PREFIX}/callback"
             )
+        except IssuerMismatchError as exc:
+            logger.warning("the OpenID Connect provider is refused: %s", exc)
+            return sign_in_response(_MISMATCH)
         except Exception as exc:  # noqa: BLE001 - the provider unreachable, its metadata bad
             logger.warning("the OpenID Connect provider cannot be reached: %s", exc)
             return sign_in_response(
                 "The team's sign-in provider cannot be reached; try again, or ask the operator."
             )
 
+    async def _issuer(self) -> str:
+        """The issuer the provider's metadata names, which must be the configured one.
+
+        OpenID Connect Discovery (4.3) wants the metadata's ``issuer`` identical to the URL it
+        was read from, and the metadata refused otherwise: metadata that names another issuer
+        (a proxy or a misconfigured provider in front of the real one) would have crag accept
+        that issuer's ID tokens. A trailing slash is not a difference.
+
+        Raises:
+            IssuerMismatchError: the metadata names no issuer, or another one.
+        """
+        metadata = await self.client.load_server_metadata()
+        named = str(metadata.get("issuer") or "")
+        configured = self.settings.oidc_issuer.strip().rstrip("/")
+        if named.rstrip("/") != configured:
+            raise IssuerMismatchError(
+                f"its metadata names the issuer {named[:200]!r}, not oidc_issuer {configured!r}"
+            )
+        return named
+
     async def _claims_options(self) -> dict[str, Any]:
         """What the ID token must say: the provider issued it (``iss``) to crag (``aud``).
 
         authlib's default checks the issuer only: an ID token whose ``aud`` lacks crag's client
         id passed as long as its ``azp`` named crag, where OpenID Connect Core (3.1.3.7) wants
-        the token refused. The issuer is the one the provider's metadata names, as authlib's
-        default has it (the configured issuer when the metadata names none).
+        the token refused. The issuer is the one the metadata names, checked to be the
+        configured one (:meth:`_issuer`).
         """
-        metadata = await self.client.load_server_metadata()
-        issuer = str(metadata.get("issuer") or self.settings.oidc_issuer.rstrip("/"))
+        issuer = await self._issuer()
         return {
             "iss": {"essential": True, "values": [issuer]},
             "aud": {"essential": True, "values": [self.settings.oidc_client_id]},
@@ -123,6 +156,9 @@ class _OpenIdSignIn:
             tokens = await self.client.authorize_access_token(
                 request, claims_options=await self._claims_options()
             )
+        except IssuerMismatchError as exc:
+            logger.warning("the OpenID Connect provider is refused: %s", exc)
+            return sign_in_response(_MISMATCH)
         except OAuthError as exc:
             logger.info("an OpenID Connect sign-in failed: %s", exc.error)
             return sign_in_response("The sign-in through the team's provider did not succeed.")
