@@ -348,7 +348,8 @@ def identify(
         accounts: The team's accounts, whose API keys are let in too (a removed account's are
             not); their database keeps the sessions (none without it).
         proxied: The person a trusted reverse proxy signed in (:func:`proxy_identity`): let
-            in as a session is, a browser's changes carrying its proxy session's CSRF token.
+            in as a session is, a browser's changes carrying its proxy session's CSRF token;
+            refused (403) when the operator removed the account of that name.
         secure: Whether the request came over HTTPS (the cookie's name then starts with
             ``__Host-``); ``None``: not known, either name is read.
 
@@ -363,6 +364,10 @@ def identify(
     sessions = Sessions(accounts.database, token, session_seconds) if accounts is not None else None
     found = sessions.find(session_id) if sessions is not None and session_id else None
     if proxied is not None:
+        if accounts is not None and accounts.standing(proxied.user) == "removed":
+            # the operator removed the account of this name: the proxy vouches for the
+            # person, the operator decides who may use crag
+            raise AccessDeniedError(f"the account {proxied.user} was removed", 403)
         return _proxied(headers, method, token, proxied, (session_id, found))
     if not session_id:
         raise AccessDeniedError(

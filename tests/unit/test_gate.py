@@ -543,6 +543,18 @@ def test_a_trusted_proxy_names_the_person_and_their_changes_need_the_csrf_token(
     assert client.get("/threads").status_code == 401  # the proxy named no one
 
 
+def test_the_proxy_names_no_one_whose_account_the_operator_removed(
+    reached: list[str], accounts: Accounts
+) -> None:
+    accounts.add("kate", "a password of kate's, long enough")
+    client = _proxied_client(reached, accounts, frozenset({"testclient"}))
+    kate = {"x-forwarded-user": "kate"}
+    assert client.get("/threads", headers=kate).json() == {"user": "kate"}
+    accounts.remove("kate")
+    _detail(client.get("/threads", headers=kate), 403, "the account kate was removed")
+    assert client.get("/threads", headers={"x-forwarded-user": "liam"}).json() == {"user": "liam"}
+
+
 def test_the_proxy_header_from_anywhere_else_signs_no_one_in(
     reached: list[str], accounts: Accounts
 ) -> None:
