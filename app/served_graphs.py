@@ -66,13 +66,18 @@ def _caller_now(configurable: dict[str, Any]) -> dict[str, Any]:
     and runs it with them whenever it starts (``after_seconds``, a queued run): an admin made a
     member must not still read every member's documents through it, nor a removed account's
     run act for it (its identity is dropped: the run is refused, :class:`NoCallerError`). A
-    name no account ever had (the operator, a person the trusted proxy names) is kept as given.
+    name no account ever had (a person the trusted proxy names) is kept as given. The operator
+    (a name no account, proxy or provider can have: only the server's token signs it in) is an
+    admin in every run, also one langgraph-api starts from a cron, whose config carries the
+    operator's name without the permissions.
     """
     from crag.app.threads import configured_threads_db
     from crag.app.web.credentials import OPERATOR
 
     name = _caller_name(configurable)
-    if not name or name == OPERATOR:
+    if name == OPERATOR:
+        return {**configurable, "langgraph_auth_permissions": [ADMIN_PERMISSION]}
+    if not name:
         return configurable
     standing = _accounts(configured_threads_db()).standing(name)
     if standing is None:
