@@ -84,7 +84,7 @@ def main() -> None:
     store = open_store(args.store, args.collection, embeddings, create=False)
     split = load_split()
     x_train, y_train = pairs_for(split["train"], store, embeddings, args.k)
-    w = fit_logistic(x_train, (y_train > 0).astype(float), damping=1e-9)
+    w = fit_logistic(x_train, (y_train > 0).astype(float))
     a, h, b = (float(v) for v in w)
     x_dev, y_dev = pairs_for(split["dev"], store, embeddings, args.k)
     report = {

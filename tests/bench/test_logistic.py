@@ -1,4 +1,4 @@
-"""The Newton fit behind the embedding evaluator's score maps (``crag_bench.logistic``)."""
+"""The logistic fit behind the embedding evaluator's score maps (``crag_bench.logistic``)."""
 
 import numpy as np
 
@@ -21,7 +21,7 @@ def _gradient(x: np.ndarray, t: np.ndarray, w: np.ndarray, l2: float) -> np.ndar
 
 def test_maximum_likelihood_recovers_the_generating_weights() -> None:
     x, t = _data()
-    w = fit_logistic(x, t, damping=1e-9)
+    w = fit_logistic(x, t)
     assert w.shape == (3,)
     assert np.allclose(w, [2.0, -1.0, 0.5], atol=0.15)
     assert np.abs(_gradient(x, t, w, 0.0)).max() < 1e-6
