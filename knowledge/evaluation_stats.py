@@ -16,7 +16,11 @@ and ``crag-bench eval`` (the benchmark's sets, ``crag_bench.significance`` re-ex
   same questions: where correction pays and where it costs;
 * a latency's median and 95th percentile (:func:`spread`).
 
-Everything here is numpy and the standard library (no scipy at runtime).
+Everything here is numpy and the standard library, not scipy, which crag does not otherwise
+need: scipy is 143 MB installed and ``import scipy.stats`` took 1.6 s on two loaded cores
+(2026-12-02), for about 40 lines here. :func:`mcnemar_exact` is the two-sided p-value of
+``scipy.stats.binomtest(min, n, 0.5)``; :func:`paired_bootstrap` draws multinomial counts of
+the distinct differences instead of resampling n questions (the same distribution).
 """
 
 from __future__ import annotations

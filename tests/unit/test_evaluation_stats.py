@@ -12,7 +12,7 @@ import crag_bench.per_set
 import crag_bench.runner
 import crag_bench.significance
 from crag.knowledge import evaluation_stats
-from crag.knowledge.evaluation_stats import by_action, spread, wilson_interval
+from crag.knowledge.evaluation_stats import by_action, mcnemar_exact, spread, wilson_interval
 
 
 @pytest.mark.parametrize(("successes", "trials"), [(0, 1), (2, 4), (3, 4), (7, 7), (40, 97)])
@@ -77,3 +77,14 @@ def test_crag_bench_uses_crags_statistics_not_a_copy() -> None:
         assert getattr(crag_bench.significance, name) is getattr(evaluation_stats, name), name
     assert vars(crag_bench.per_set)["split_by_action"] is evaluation_stats.by_action
     assert vars(crag_bench.runner)["spread"] is evaluation_stats.spread
+
+
+def test_mcnemar_exact_is_scipys_two_sided_binomial_test() -> None:
+    """The docstring's claim: the same p-value as scipy, which crag does not depend on."""
+    from scipy.stats import binomtest
+
+    for a_only in range(25):
+        for b_only in range(25):
+            if a_only + b_only:
+                expected = binomtest(min(a_only, b_only), a_only + b_only, 0.5).pvalue
+                assert abs(mcnemar_exact(a_only, b_only) - expected) < 1e-12, (a_only, b_only)
