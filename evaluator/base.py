@@ -40,17 +40,17 @@ def score_strips(
     evaluator: RetrievalEvaluator,
     question: str,
     strips: Sequence[str],
-    by: Literal["strips", "passages"] = "strips",
+    by: Literal["strip-map", "passage-map"] = "strip-map",
 ) -> list[float]:
     """Score knowledge strips (sentences of a passage, web paragraphs) with ``evaluator``.
 
     A backend may calibrate strips apart from whole passages by defining
     ``score_strips(question, strips)`` (the embedding evaluator does); the others score strips
-    with ``score``, as the paper's T5 does. ``by="passages"`` (the ``strip_scoring`` setting)
+    with ``score``, as the paper's T5 does. ``by="passage-map"`` (the ``strip_scoring`` setting)
     uses ``score`` for every backend.
     """
     method = getattr(evaluator, "score_strips", None)
-    if by == "strips" and callable(method):
+    if by == "strip-map" and callable(method):
         scores: list[float] = method(question, strips)
         return scores
     return evaluator.score(question, strips)

@@ -81,11 +81,11 @@ class MethodConfig(Settings):
         description="How passages are decomposed into strips: groups of sentences, "
         "fixed-size word windows, or whole passages (no decomposition).",
     )
-    strip_scoring: Literal["strips", "passages"] = Field(
-        default="strips",
-        description="How strips are scored: 'strips', with the evaluator's strip "
+    strip_scoring: Literal["strip-map", "passage-map"] = Field(
+        default="strip-map",
+        description="How strips are scored: 'strip-map', with the evaluator's strip "
         "calibration where it has one (the embedding evaluator: cosine, heading and the "
-        "question's words, fitted on strips that state the answer); 'passages', with the "
+        "question's words, fitted on strips that state the answer); 'passage-map', with the "
         "map used to grade whole passages.",
     )
     strip_size: int = Field(

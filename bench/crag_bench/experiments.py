@@ -120,7 +120,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         "crag",
         "knowledge",
         "strips scored with the passage map instead of the strip calibration",
-        {"strip_scoring": "passages"},
+        {"strip_scoring": "passage-map"},
     ),
     Experiment(
         "crag-web-strips",

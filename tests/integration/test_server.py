@@ -637,7 +637,7 @@ METHOD_ATTEMPTS: dict[str, Any] = {
     "upper_threshold": 0.99,
     "lower_threshold": -0.99,
     "strip_mode": "passage",
-    "strip_scoring": "passages",
+    "strip_scoring": "passage-map",
     "strip_size": 3,
     "strips_kept": 2,
     "strip_threshold": 0.5,

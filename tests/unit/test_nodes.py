@@ -319,13 +319,13 @@ class StripAwareEvaluator:
 @pytest.mark.parametrize(
     ("scoring", "method", "kept"),
     [
-        ("strips", "score_strips", ["The painting is held at the Louvre in Paris."]),
-        ("passages", "score", None),
+        ("strip-map", "score_strips", ["The painting is held at the Louvre in Paris."]),
+        ("passage-map", "score", None),
     ],
 )
 def test_refine_scores_strips_with_the_strip_calibration_unless_told_otherwise(
     fake_components: FakeComponents,
-    scoring: Literal["strips", "passages"],
+    scoring: Literal["strip-map", "passage-map"],
     method: str,
     kept: list[str] | None,
 ) -> None:
