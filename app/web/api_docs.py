@@ -28,6 +28,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from crag.app.web.asgi_response import send_response
+
 __all__ = ["DOCS_PATH", "OPENAPI_PATH", "ApiDocs", "render_reference", "with_security"]
 
 logger = logging.getLogger(__name__)
@@ -230,20 +232,6 @@ async def _served_document(app: ASGIApp, scope: Scope) -> bytes | None:
     return b"".join(chunks) if status == [200] else None
 
 
-async def _answer(
-    send: Send, status: int, body: bytes, media: bytes, extra: list[tuple[bytes, bytes]], head: bool
-) -> None:
-    headers = [
-        (b"content-type", media),
-        (b"content-length", b"%d" % len(body)),
-        (b"cache-control", b"no-store"),
-        (b"x-content-type-options", b"nosniff"),
-        *extra,
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": b"" if head else body})
-
-
 class ApiDocs:
     """Pure ASGI middleware: ``GET /docs`` and ``GET /openapi.json`` answered here."""
 
@@ -265,18 +253,18 @@ class ApiDocs:
         if served is None:
             logger.error("the server's own %s did not answer 200", OPENAPI_PATH)
             detail = json.dumps({"detail": f"the server's {OPENAPI_PATH} could not be read"})
-            await _answer(send, 502, detail.encode(), b"application/json", [], head)
+            await send_response(send, 502, detail.encode(), b"application/json", [], head=head)
             return
         document = json.dumps(with_security(json.loads(served))).encode()
         if path == OPENAPI_PATH:
-            await _answer(send, 200, document, b"application/json", [], head)
+            await send_response(send, 200, document, b"application/json", [], head=head)
             return
         extra = [
             (b"content-security-policy", _POLICY.encode()),
             (b"referrer-policy", b"no-referrer"),
         ]
         page = render_reference(document)
-        await _answer(send, 200, page, b"text/html; charset=utf-8", extra, head)
+        await send_response(send, 200, page, b"text/html; charset=utf-8", extra, head=head)
 
 
 def _route_path(scope: Scope) -> str:

@@ -57,6 +57,7 @@ from urllib.parse import parse_qs
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crag.app.web.accounts import MAX_PASSWORD_CHARS, Account, Accounts
+from crag.app.web.asgi_response import send_response
 from crag.app.web.credentials import (
     OPERATOR,
     AccessDeniedError,
@@ -626,20 +627,6 @@ async def _answer_preflight(send: Send, request: _Request) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
-async def _respond(
-    send: Send, status: int, body: bytes, media: bytes, extra: list[tuple[bytes, bytes]]
-) -> None:
-    headers = [
-        (b"content-type", media),
-        (b"content-length", b"%d" % len(body)),
-        (b"cache-control", b"no-store"),
-        (b"x-content-type-options", b"nosniff"),
-        *extra,
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
 async def _refuse(request: _Request, send: Send, status: int, detail: str) -> None:
     """Answer ``{"detail": ...}`` with ``status``; a WebSocket is closed before it opens."""
     logger.info("refused %s %s (%d): %s", request.method, request.path[:200], status, detail)
@@ -648,7 +635,7 @@ async def _refuse(request: _Request, send: Send, status: int, detail: str) -> No
         return
     body = json.dumps({"detail": detail}).encode()
     extra = [(b"www-authenticate", b'Bearer realm="crag"')] if status == 401 else []
-    await _respond(send, status, body, _JSON.encode(), extra)
+    await send_response(send, status, body, _JSON.encode(), extra)
 
 
 def _cookie(config: GateConfig, value: str, secure: bool, max_age: float | None = None) -> bytes:
@@ -699,13 +686,22 @@ async def _exchange_token(request: _Request, send: Send, config: GateConfig) -> 
 
 async def _post_token(request: _Request, receive: Receive, send: Send, config: GateConfig) -> None:
     """``POST /chat/token`` (the sign-in form's ``token`` field): as :func:`_exchange_token`."""
+    form = await _sign_in_form(request, receive, send, config)
+    if form is None:
+        return
+    await _token_sign_in(request, send, config, (form.get("token") or [""])[0].strip())
+
+
+async def _sign_in_form(
+    request: _Request, receive: Receive, send: Send, config: GateConfig
+) -> dict[str, list[str]] | None:
+    """A sign-in form's fields; ``None`` when the body is no small form (the page was sent)."""
     media = _text(request.headers, "content-type").split(";")[0].strip().lower()
     body = await _read_limited(receive, config)
     if media != _FORM or isinstance(body, tuple) or len(body) > _MAX_SIGN_IN_BYTES:
         await _sign_in_page(send, "Sign in with the form.", oidc=config.oidc)
-        return
-    form = parse_qs(body.decode("utf-8", "replace"))
-    await _token_sign_in(request, send, config, (form.get("token") or [""])[0].strip())
+        return None
+    return parse_qs(body.decode("utf-8", "replace"))
 
 
 async def _token_sign_in(request: _Request, send: Send, config: GateConfig, given: str) -> None:
@@ -731,7 +727,7 @@ async def _signed_in(send: Send, cookie: str) -> None:
         (b"set-cookie", cookie.encode()),
         (b"referrer-policy", b"no-referrer"),
     ]
-    await _respond(send, 303, b"", b"text/plain", headers)
+    await send_response(send, 303, b"", b"text/plain", headers)
 
 
 async def _sign_in(request: _Request, receive: Receive, send: Send, config: GateConfig) -> None:
@@ -742,12 +738,9 @@ async def _sign_in(request: _Request, receive: Receive, send: Send, config: Gate
     page (:data:`SIGN_IN_REFUSED`, 401); when the password checks are all busy the page says so
     at once (429).
     """
-    media = _text(request.headers, "content-type").split(";")[0].strip().lower()
-    body = await _read_limited(receive, config)
-    if media != _FORM or isinstance(body, tuple) or len(body) > _MAX_SIGN_IN_BYTES:
-        await _sign_in_page(send, "Sign in with the form.", oidc=config.oidc)
+    form = await _sign_in_form(request, receive, send, config)
+    if form is None:
         return
-    form = parse_qs(body.decode("utf-8", "replace"))
     name = (form.get("name") or [""])[0].strip().lower()
     password = (form.get("password") or [""])[0]
     try:
@@ -814,7 +807,7 @@ async def _sign_in_busy(send: Send, config: GateConfig) -> None:
     extra = [(name.encode(), value.encode()) for name, value in SIGN_IN_HEADERS.items()]
     page = sign_in_html(BUSY, oidc=config.oidc)
     extra.append((b"retry-after", b"1"))
-    await _respond(send, 429, page, b"text/html; charset=utf-8", extra)
+    await send_response(send, 429, page, b"text/html; charset=utf-8", extra)
 
 
 SIGN_IN_PAGE = """<!doctype html>
@@ -872,4 +865,6 @@ def sign_in_html(reason: str, *, oidc: bool = False) -> bytes:
 
 async def _sign_in_page(send: Send, reason: str, *, oidc: bool = False) -> None:
     extra = [(name.encode(), value.encode()) for name, value in SIGN_IN_HEADERS.items()]
-    await _respond(send, 401, sign_in_html(reason, oidc=oidc), b"text/html; charset=utf-8", extra)
+    await send_response(
+        send, 401, sign_in_html(reason, oidc=oidc), b"text/html; charset=utf-8", extra
+    )
