@@ -39,6 +39,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import math
@@ -68,13 +69,24 @@ LIBRARY_ATTENTIONS = ("sdpa", "paged|eager")
 CANCEL_AFTER = 4
 """Tokens (decoding steps) a row has when the cancellation checks cancel it."""
 
+
+def sibling_script(name: str) -> Any:
+    """``bench/scripts/NAME.py`` imported from its file (the scripts are not a package)."""
+    path = Path(__file__).with_name(f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PROFILE = sibling_script("profile_generation")
+EARLIER = sibling_script("bench_continuous_batching")
+"""The long-prompt measurement, whose batched path (``run_ours``) this one times too."""
+
 QUESTIONS = (
-    "Who painted the Mona Lisa?",
-    "Who wrote the novel Pride and Prejudice?",
-    "What is the capital of Australia?",
-    "Who developed the theory of general relativity?",
-    "What is the largest planet in the Solar System?",
-    "In which year did the Berlin Wall fall?",
+    *PROFILE.QUESTIONS,  # profile_generation's six, then ten more
     "Who wrote Anna Karenina?",
     "Who composed The Four Seasons?",
     "In which country is Angkor Wat?",
@@ -175,33 +187,6 @@ def lone_answers(model: LocalChatModel, ids: Tokens, ngram: int) -> tuple[Tokens
     finally:
         model.no_repeat_ngram_size = kept
     return outputs, seconds
-
-
-def crag_batched(model: LocalChatModel, prompts: list[list[BaseMessage]], ids: Tokens) -> Tokens:
-    """Every prompt sent by ``invoke`` from its own thread at once, batching on (n rows).
-
-    The batcher's ``generate`` is wrapped to keep each request's tokens (``invoke`` returns
-    text); the wrapper is an instance attribute, removed afterwards.
-    """
-    batcher = model._batcher
-    assert batcher is not None
-    outputs: dict[tuple[int, ...], list[int]] = {}
-    original = batcher.generate
-
-    def recording(request: GenerationRequest) -> list[int]:
-        tokens = original(request)
-        outputs[tuple(request.input_ids)] = list(tokens)
-        return tokens
-
-    model.enable_batching(len(prompts))
-    setattr(batcher, "generate", recording)  # noqa: B010 - an instance attribute, undone below
-    try:
-        with ThreadPoolExecutor(len(prompts)) as pool:
-            list(pool.map(model.invoke, prompts))
-    finally:
-        delattr(batcher, "generate")
-        model.enable_batching(1)
-    return [outputs[tuple(prompt)] for prompt in ids]
 
 
 def generation_config(model: LocalChatModel, max_new_tokens: int, ngram: int = 0) -> Any:
@@ -472,7 +457,7 @@ def compare(
     ends = end_token_ids(model._model, model._tokenizer)
     count = len(prompts)
     runs: dict[str, Callable[[], Tokens]] = {
-        "crag": lambda: crag_batched(model, prompts, ids),
+        "crag": lambda: EARLIER.run_ours(model, prompts, ids, len(prompts)),
         "transformers": lambda: library_batched(model, ids, attention, model.max_new_tokens),
     }
     order = ["transformers", "crag"] if library_first else ["crag", "transformers"]
