@@ -203,7 +203,7 @@ class DefaultComponents:
         """The generator named by ``settings.deployment.generator`` (cached by the factory).
 
         A local model gets ``settings.deployment.generator_batch_size`` (:meth:`apply_batch_size`)
-        and ``generator_dtype``.
+        and ``generator_dtype`` and ``generator_engine``.
         """
         from crag.generator.factory import load_chat_model
 
@@ -214,6 +214,7 @@ class DefaultComponents:
                 settings.deployment.no_repeat_ngram_size,
                 endpoint=self.endpoint,
                 dtype=settings.deployment.generator_dtype,
+                engine=settings.deployment.generator_engine,
             )
             self.apply_batch_size(model, settings.deployment.generator_batch_size)
             return model

@@ -21,6 +21,7 @@ def load_chat_model(
     no_repeat_ngram_size: int = DEFAULT_NGRAM,
     endpoint: EndpointConfig | None = None,
     dtype: Literal["auto", "float32", "bfloat16"] = "auto",
+    engine: Literal["onnxruntime", "torch"] = "torch",
 ) -> BaseChatModel:
     """Load the chat model named by ``spec`` (once per process for the same arguments).
 
@@ -39,6 +40,9 @@ def load_chat_model(
             (``CRAG_LLM_*``).
         dtype: Local models: their precision (:attr:`crag.generator.local.LocalChatModel.dtype`;
             the deployment setting ``generator_dtype``). API models: not applied.
+        engine: Local models: what decodes a lone reply
+            (:attr:`crag.generator.local.LocalChatModel.engine`; the deployment setting
+            ``generator_engine``). API models: not applied.
 
     Raises:
         ValueError: A spec of no known form.
@@ -51,7 +55,7 @@ def load_chat_model(
     if spec == ENDPOINT_SPEC or spec.startswith(ENDPOINT_SPEC + ":"):
         config = endpoint_for_spec(spec, endpoint)
         return _endpoint_model(config, max_new_tokens)
-    return _chat_model(spec, max_new_tokens, no_repeat_ngram_size, dtype)
+    return _chat_model(spec, max_new_tokens, no_repeat_ngram_size, dtype, engine)
 
 
 @functools.lru_cache(maxsize=8)
@@ -69,6 +73,7 @@ def _chat_model(
     max_new_tokens: int,
     no_repeat_ngram_size: int,
     dtype: Literal["auto", "float32", "bfloat16"],
+    engine: Literal["onnxruntime", "torch"],
 ) -> BaseChatModel:
     """A local model, or one ``init_chat_model`` makes (``provider:model``)."""
     from crag.generator.local import LocalChatModel
@@ -80,6 +85,7 @@ def _chat_model(
             max_new_tokens=max_new_tokens,
             no_repeat_ngram_size=no_repeat_ngram_size,
             dtype=dtype,
+            engine=engine,
         )
     from langchain.chat_models import init_chat_model
 

@@ -3,43 +3,26 @@
 transformers reads GGUF files (``gguf_file=``, with the ``gguf`` package) by dequantising every
 tensor, which takes seconds to minutes; the float weights are then saved as an ordinary folder
 that reloads in well under a second. :class:`crag.generator.local.LocalChatModel` loads that folder.
-
-Two processes may convert at once (two ``crag`` commands on first use): each writes a folder of
-its own beside the target and moves it into place in one rename, so the target is either absent
-or whole; the one that finds it already made uses it and deletes its own copy.
+Made as :func:`crag.generator.model_cache.made_once` makes a folder: whole or not at all, also
+when two processes convert at once.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import threading
-import uuid
 from pathlib import Path
 from typing import Any
 
+from crag.generator.model_cache import cache_dir, made_once
+
+__all__ = ["cache_dir", "converted_folder", "ensure_converted"]
+
 logger = logging.getLogger(__name__)
-
-_lock = threading.Lock()
-
-
-def cache_dir() -> Path:
-    """Where converted models are kept: ``models/`` in setting ``cache_dir`` (``~/.cache/crag``)."""
-    from crag.settings.deployment import deployment_settings
-
-    root = deployment_settings().cache_dir.strip()
-    return Path(root).expanduser() / "models" if root else Path.home() / ".cache/crag/models"
 
 
 def converted_folder(gguf: Path) -> Path:
     """The cache folder of a GGUF file: its name and size, so a changed file converts anew."""
     return cache_dir() / f"{gguf.stem.lower()}-{gguf.stat().st_size}"
-
-
-def _is_complete(folder: Path) -> bool:
-    """Whether ``folder`` is a finished conversion (it only ever appears whole, by a rename)."""
-    return (folder / "config.json").is_file()
 
 
 def _read_gguf(gguf: Path) -> tuple[Any, Any]:
@@ -63,23 +46,6 @@ def _read_gguf(gguf: Path) -> tuple[Any, Any]:
     return tokenizer, model
 
 
-def _publish(folder: Path, target: Path) -> Path:
-    """Rename the finished ``folder`` to ``target``, unless another process was first.
-
-    Raises:
-        ValueError: ``target`` exists but is not a converted model, or the rename failed.
-    """
-    try:
-        folder.rename(target)
-    except OSError as exc:
-        if not _is_complete(target):
-            raise ValueError(
-                f"cannot put the converted model at {target}: {exc.strerror or exc}"
-            ) from exc
-        logger.info("%s was converted meanwhile by another process: using it", target)
-    return target
-
-
 def ensure_converted(gguf: Path, target: Path | None = None) -> Path:
     """Return a transformers folder of the GGUF model ``gguf``, converting it the first time.
 
@@ -93,22 +59,11 @@ def ensure_converted(gguf: Path, target: Path | None = None) -> Path:
     """
     if not gguf.is_file():
         raise ValueError(f"no GGUF model file at {gguf}")
-    target = target or converted_folder(gguf)
-    if _is_complete(target):
-        return target
-    with _lock:
-        if _is_complete(target):
-            return target
+
+    def convert(folder: Path) -> None:
         logger.info("converting %s to a transformers folder (once)", gguf.name)
         tokenizer, model = _read_gguf(gguf)
-        # This process's own folder: another one converting at once writes to its own.
-        own = target.with_name(f"{target.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        try:
-            own.mkdir(parents=True)
-            model.save_pretrained(own)
-            tokenizer.save_pretrained(own)
-            return _publish(own, target)
-        except OSError as exc:
-            raise ValueError(f"cannot write the converted model to {own}: {exc}") from exc
-        finally:
-            shutil.rmtree(own, ignore_errors=True)  # gone if renamed; else a copy not needed
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+
+    return made_once(target or converted_folder(gguf), "config.json", convert)

@@ -35,7 +35,12 @@ class _Row:
 
 def end_token_ids(model: Any, tokenizer: Any) -> set[int]:
     """Tokens that end a reply: the model's end-of-sequence ids and the tokenizer's."""
-    configured = model.generation_config.eos_token_id
+    return generation_end_ids(model.generation_config, tokenizer)
+
+
+def generation_end_ids(generation_config: Any, tokenizer: Any) -> set[int]:
+    """Tokens that end a reply: a generation config's end-of-sequence ids and the tokenizer's."""
+    configured = generation_config.eos_token_id
     ids = set(configured if isinstance(configured, list) else [configured])
     return {int(i) for i in ids | {tokenizer.eos_token_id} if i is not None}
 

@@ -195,6 +195,16 @@ class QuestionDeployment(BaseModel):
         "(not bfloat16), where an answer decoded in a batch equals the same prompt decoded "
         "alone: an answer never depends on what else runs. Ignored by API models.",
     )
+    generator_engine: Literal["onnxruntime", "torch"] = Field(
+        "onnxruntime",
+        description="What decodes a local generator's answers on a CPU. 'onnxruntime': an ONNX "
+        "model of the generator, built once under cache_dir by onnxruntime-genai's builder "
+        "(about 11 s for the shipped SmolLM2), run in float32: the tokens of transformers in "
+        "float32, about twice as fast as transformers in bfloat16 on 2 cores. Batches "
+        "(generator_batch_size above 1) are decoded by transformers in float32, which gives "
+        "the same tokens. A model the builder cannot take, a GPU or generator_dtype "
+        "'bfloat16' use transformers. 'torch': transformers always. Ignored by API models.",
+    )
     generator_dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto",
         description="A local generator's precision. 'auto': bfloat16 on CUDA and on CPUs with "

@@ -27,8 +27,14 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tiny_causal_lm(path: Path, *, seed: int = 0) -> Path:
-    """Save a tiny causal LM and its tokenizer (with a chat template) in ``path``."""
+def build_tiny_causal_lm(path: Path, *, seed: int = 0, for_onnx: bool = False) -> Path:
+    """Save a tiny causal LM and its tokenizer (with a chat template) in ``path``.
+
+    ``for_onnx``: a model onnxruntime-genai's builder takes (:mod:`crag.generator.onnx_build`):
+    heads of 16 (its attention kernel's smallest) and an end-of-sequence id in the model's
+    config, which the builder requires; generation still has none, so decoding runs to
+    ``max_new_tokens`` as with the default model.
+    """
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -45,7 +51,7 @@ def build_tiny_causal_lm(path: Path, *, seed: int = 0) -> Path:
     tokenizer.chat_template = CHAT_TEMPLATE
     config = LlamaConfig(
         vocab_size=len(vocab),
-        hidden_size=32,
+        hidden_size=64 if for_onnx else 32,
         intermediate_size=64,
         num_hidden_layers=2,
         num_attention_heads=4,
@@ -53,7 +59,7 @@ def build_tiny_causal_lm(path: Path, *, seed: int = 0) -> Path:
         max_position_embeddings=4096,
         pad_token_id=0,
         bos_token_id=None,
-        eos_token_id=None,
+        eos_token_id=0 if for_onnx else None,
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
