@@ -21,7 +21,7 @@ def load_chat_model(
     no_repeat_ngram_size: int = DEFAULT_NGRAM,
     endpoint: EndpointConfig | None = None,
     dtype: Literal["auto", "float32", "bfloat16"] = "auto",
-    engine: Literal["onnxruntime", "torch"] = "torch",
+    engine: Literal["onnxruntime", "torch"] | None = None,
 ) -> BaseChatModel:
     """Load the chat model named by ``spec`` (once per process for the same arguments).
 
@@ -42,7 +42,7 @@ def load_chat_model(
             the deployment setting ``generator_dtype``). API models: not applied.
         engine: Local models: what decodes a lone reply
             (:attr:`crag.generator.local.LocalChatModel.engine`; the deployment setting
-            ``generator_engine``). API models: not applied.
+            ``generator_engine``, which ``None`` reads). API models: not applied.
 
     Raises:
         ValueError: A spec of no known form.
@@ -55,6 +55,10 @@ def load_chat_model(
     if spec == ENDPOINT_SPEC or spec.startswith(ENDPOINT_SPEC + ":"):
         config = endpoint_for_spec(spec, endpoint)
         return _endpoint_model(config, max_new_tokens)
+    if engine is None:
+        from crag.settings.deployment import deployment_settings
+
+        engine = deployment_settings().generator_engine
     return _chat_model(spec, max_new_tokens, no_repeat_ngram_size, dtype, engine)
 
 
