@@ -593,6 +593,7 @@ ATTEMPTS: dict[str, Any] = {
     "no_repeat_ngram_size": 0,
     "generator_batch_size": 128,
     "generator_dtype": "bfloat16",
+    "generator_engine": "torch",
     "llm_base_url": "http://127.0.0.1:1/v1",
     "llm_model": "some-model",
     "llm_api_key": "sk-someone-elses",
