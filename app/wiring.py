@@ -110,6 +110,9 @@ class DefaultComponents:
         """
         self.endpoint = endpoint
         self._lock = threading.RLock()
+        self._models_lock = threading.RLock()
+        """The generator's own: loading it in the background (:meth:`preload_chat_model`)
+        must not hold up the store and the evaluator meanwhile."""
         self._stores: dict[StoreKey, VectorStore] = {}
         self._evaluators: dict[int, LockedEvaluator] = {}
         self._batch_sizes: dict[int, tuple[BaseChatModel, int]] = {}
@@ -207,7 +210,7 @@ class DefaultComponents:
         """
         from crag.generator.factory import load_chat_model
 
-        with self._lock:
+        with self._models_lock:
             model = load_chat_model(
                 settings.deployment.generator,
                 settings.max_new_tokens,
@@ -218,6 +221,31 @@ class DefaultComponents:
             )
             self.apply_batch_size(model, settings.deployment.generator_batch_size)
             return model
+
+    def preload_chat_model(self, settings: RunSettings) -> threading.Thread | None:
+        """Start opening the generator's onnxruntime session on a thread; None: nothing to open.
+
+        ``crag ask`` calls it before its run: the session loads (letting go of the interpreter
+        lock) while the run opens the store and loads the embedder, about 0.7 s of a cold
+        answer. Only an ONNX model built already (:func:`crag.generator.factory.preload_engine`);
+        a failure is left to the run, which opens it again and reports it. The caller joins the
+        thread before it exits.
+        """
+        from crag.generator.factory import preload_engine
+
+        deployment = settings.deployment
+
+        def load() -> None:
+            try:
+                preload_engine(deployment.generator, deployment.generator_engine)
+            except Exception as exc:  # noqa: BLE001 - the run's own load reports it
+                logger.debug("preloading the generator failed (the run retries): %s", exc)
+
+        if deployment.generator_engine != "onnxruntime":
+            return None
+        thread = threading.Thread(target=load, name="crag-generator-preload")
+        thread.start()
+        return thread
 
     def apply_batch_size(self, model: BaseChatModel, size: int) -> None:
         """Let ``model`` decode up to ``size`` overlapping requests together, if it can.
@@ -230,7 +258,7 @@ class DefaultComponents:
         """
         if size <= 1:
             return
-        with self._lock:
+        with self._models_lock:
             applied = self._batch_sizes.get(id(model))
             if applied is not None and applied[0] is model and applied[1] == size:
                 return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from pathlib import Path
 from typing import Literal
 
 from langchain_core.language_models import BaseChatModel
@@ -106,9 +107,48 @@ def _local_model_folder(spec: str) -> str | None:
     if spec.startswith("local:"):
         return spec.removeprefix("local:")
     if spec.startswith("gguf:"):
-        from pathlib import Path
-
         from crag.generator.gguf import ensure_converted
 
         return str(ensure_converted(Path(spec.removeprefix("gguf:")).expanduser()))
+    return None
+
+
+def preload_engine(spec: str, engine: Literal["onnxruntime", "torch"]) -> bool:
+    """Open the onnxruntime session of ``spec``'s local model now; whether there was one to open.
+
+    Only the session (onnxruntime and numpy; it lets go of the interpreter lock while it
+    loads), never transformers: a thread importing transformers while another does breaks
+    transformers' lazy imports ("cannot import name 'AutoModel'"). Only an ONNX model built
+    already: a first use builds it when the run needs it.
+
+    Raises:
+        ValueError: onnxruntime cannot load the built model.
+    """
+    from crag.generator.onnx_build import MODEL_FILE, onnx_folder
+    from crag.generator.onnx_decoding import open_decoder
+
+    folder = _built_folder(spec)
+    if engine != "onnxruntime" or folder is None or not (folder / "config.json").is_file():
+        return False
+    model_file = onnx_folder(folder) / MODEL_FILE
+    if not model_file.is_file():
+        return False
+    open_decoder(model_file)
+    return True
+
+
+def _built_folder(spec: str) -> Path | None:
+    """The transformers folder of a local spec, without converting anything; else None."""
+    spec = spec.strip()
+    if spec in ("", "smollm2"):
+        from crag.generator.smollm2 import smollm2_folder
+
+        return smollm2_folder()
+    if spec.startswith("local:"):
+        return Path(spec.removeprefix("local:")).expanduser()
+    if spec.startswith("gguf:"):
+        from crag.generator.gguf import converted_folder
+
+        gguf = Path(spec.removeprefix("gguf:")).expanduser()
+        return converted_folder(gguf) if gguf.is_file() else None
     return None

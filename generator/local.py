@@ -32,7 +32,7 @@ from pydantic import ConfigDict, PrivateAttr
 
 from crag.core.cancellation import CancelToken, current_token, holding
 from crag.generator.batching import GenerationBatcher, GenerationRequest
-from crag.generator.onnx_decoding import DecodingRules, OnnxDecoder
+from crag.generator.onnx_decoding import DecodingRules, OnnxDecoder, open_decoder
 from crag.generator.repetition import DEFAULT_NGRAM, ReplyNGramBlocker
 from crag.generator.step_decoding import (
     StepDecoder,
@@ -237,8 +237,6 @@ class LocalChatModel(BaseChatModel):
 
     def _open_onnx(self, path: Path) -> OnnxDecoder | None:
         """The onnxruntime decoder of :attr:`engine` ``onnxruntime``; None: transformers."""
-        import torch
-
         from crag.generator.onnx_build import ensure_onnx_model
 
         if self.engine != "onnxruntime":
@@ -247,8 +245,8 @@ class LocalChatModel(BaseChatModel):
             logger.info("generator %s: onnxruntime runs float32 on a CPU only", path.name)
             return None
         try:
-            decoder = OnnxDecoder(ensure_onnx_model(path), torch.get_num_threads())
-        except ValueError as exc:
+            decoder = open_decoder(ensure_onnx_model(path))
+        except (ValueError, ImportError) as exc:  # ImportError: onnxruntime-genai not installed
             logger.warning("generator %s decodes with transformers: %s", path.name, exc)
             return None
         logger.info("generator %s loaded in onnxruntime (float32)", path.name)

@@ -71,6 +71,36 @@ def session_options(threads: int) -> Any:
     return options
 
 
+def intra_op_threads() -> int:
+    """The session's threads: ``OMP_NUM_THREADS`` when set, else 0 (onnxruntime's default).
+
+    onnxruntime's default is one per physical core, the count torch starts with; read without
+    importing torch, which a preload on another thread must not do.
+    """
+    import os
+
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else 0
+
+
+_opened: dict[Path, OnnxDecoder] = {}
+_opening = threading.Lock()
+
+
+def open_decoder(model_file: Path) -> OnnxDecoder:
+    """The process's decoder of ``model_file``, opened once (also by a preload on another thread).
+
+    Raises:
+        ValueError: onnxruntime cannot load the file.
+    """
+    key = model_file.resolve()
+    with _opening:
+        decoder = _opened.get(key)
+        if decoder is None:
+            decoder = _opened[key] = OnnxDecoder(key, intra_op_threads())
+        return decoder
+
+
 class OnnxDecoder:
     """One onnxruntime session of a causal LM, decoding one prompt at a time.
 

@@ -33,6 +33,11 @@ def shipped_gguf() -> Path:
     return path
 
 
+def smollm2_folder() -> Path:
+    """Where the converted SmolLM2 folder is (or will be) under the cache."""
+    return cache_dir() / "smollm2-135m-instruct"
+
+
 def ensure_smollm2() -> Path:
     """Return a transformers folder of SmolLM2-135M-Instruct, converting the GGUF once."""
-    return ensure_converted(shipped_gguf(), cache_dir() / "smollm2-135m-instruct")
+    return ensure_converted(shipped_gguf(), smollm2_folder())

@@ -388,19 +388,25 @@ def cmd_ask(args: argparse.Namespace) -> int:
     With ``--thread ID`` the run is checkpointed in ``--threads-db`` (SQLite), so the thread
     keeps its conversation across invocations (``crag history ID`` shows it).
     """
+    from crag.app.graphs import components
+
     settings = _settings(args)
-    if not args.thread:
-        from crag.app.graphs import components
-        from crag.graph.builder import build_graph
+    preload = components.preload_chat_model(settings.run_settings())
+    try:
+        if not args.thread:
+            from crag.graph.builder import build_graph
 
-        graph = build_graph(components, method=settings.method, deployment=settings.deployment)
-        return _run_question(graph, args, None)
-    from crag.app.api import persistent_graph, thread_config
+            graph = build_graph(components, method=settings.method, deployment=settings.deployment)
+            return _run_question(graph, args, None)
+        from crag.app.api import persistent_graph, thread_config
 
-    with persistent_graph(
-        args.threads_db, method=settings.method, deployment=settings.deployment
-    ) as threaded:
-        return _run_question(threaded, args, thread_config(args.thread))
+        with persistent_graph(
+            args.threads_db, method=settings.method, deployment=settings.deployment
+        ) as threaded:
+            return _run_question(threaded, args, thread_config(args.thread))
+    finally:
+        if preload is not None:
+            preload.join()
 
 
 def cmd_history(args: argparse.Namespace) -> int:

@@ -186,3 +186,49 @@ def test_the_engine_is_a_deployment_setting_whose_default_is_onnxruntime(
     monkeypatch.setenv("CRAG_GENERATOR_ENGINE", "tensorrt")
     with pytest.raises(InvalidSettingError, match="CRAG_GENERATOR_ENGINE must be one of"):
         deployment_settings()
+
+
+def test_a_preload_opens_the_session_the_model_then_uses(tiny_lm: Path, cache: Path) -> None:
+    from crag.generator.factory import preload_engine
+    from crag.generator.onnx_decoding import open_decoder
+
+    spec = f"local:{tiny_lm}"
+    ensure_onnx_model(tiny_lm)  # built by an earlier run
+    assert preload_engine(spec, "onnxruntime")
+    preloaded = open_decoder(onnx_folder(tiny_lm) / "model.onnx")
+    model = LocalChatModel(model_path=str(tiny_lm), engine="onnxruntime")
+    assert model._onnx is preloaded  # opened once, by the preload
+    assert not preload_engine(spec, "torch")
+    assert not preload_engine("endpoint", "onnxruntime")  # nothing local to open
+    assert not preload_engine(f"local:{tiny_lm.parent / 'missing'}", "onnxruntime")
+
+
+def test_a_preload_never_builds(tmp_path: Path, cache: Path) -> None:
+    from crag.generator.factory import preload_engine
+
+    unbuilt = build_tiny_causal_lm(tmp_path / "unbuilt", for_onnx=True)
+    assert not preload_engine(f"local:{unbuilt}", "onnxruntime")
+    assert not onnx_folder(unbuilt).exists()
+
+
+def test_the_components_preload_only_for_onnxruntime_and_swallow_failures(
+    tmp_path: Path, cache: Path
+) -> None:
+    from crag.app.wiring import DefaultComponents
+    from crag.settings.deployment import deployment_with
+    from crag.settings.run_settings import RunSettings
+
+    components = DefaultComponents()
+    torch = RunSettings(deployment=deployment_with(generator_engine="torch"))
+    assert components.preload_chat_model(torch) is None
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")
+    folder = onnx_folder(broken)
+    folder.mkdir(parents=True)
+    (folder / "model.onnx").write_bytes(b"not a model")
+    settings = RunSettings(deployment=deployment_with(generator=f"local:{broken}"))
+    thread = components.preload_chat_model(settings)
+    assert thread is not None
+    thread.join(timeout=60)
+    assert not thread.is_alive()  # the failure stayed in the thread, for the run to report
