@@ -391,7 +391,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from crag.app.graphs import components
 
     settings = _settings(args)
-    preload = components.preload_chat_model(settings.run_settings())
+    preloading = getattr(components, "preload_chat_model", None)  # not every Components has it
+    preload = preloading(settings.run_settings()) if callable(preloading) else None
     try:
         if not args.thread:
             from crag.graph.builder import build_graph
