@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -232,3 +233,19 @@ def test_the_components_preload_only_for_onnxruntime_and_swallow_failures(
     assert thread is not None
     thread.join(timeout=60)
     assert not thread.is_alive()  # the failure stayed in the thread, for the run to report
+
+
+def test_a_cancelled_run_stops_the_shipped_model_in_the_middle_of_a_long_prompt() -> None:
+    """SmolLM2 reads 3,000 tokens in about 3 s on 2 cores; the cancellation stops it at once."""
+    from crag.generator.onnx_decoding import open_decoder
+    from crag.generator.smollm2 import ensure_smollm2
+
+    decoder = open_decoder(ensure_onnx_model(ensure_smollm2()))
+    token = CancelToken()
+    timer = threading.Timer(0.3, token.cancel)
+    started = time.monotonic()
+    timer.start()
+    with pytest.raises(RunCancelledError):
+        decoder.greedy(list(range(100, 3100)), DecodingRules(8, frozenset(), 4), token)
+    assert time.monotonic() - started < 1.5
+    assert decoder.greedy([1, 2, 3], DecodingRules(2, frozenset(), 4)) != []  # still usable
