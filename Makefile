@@ -27,9 +27,11 @@ RUNS ?=
 JOBS ?= 10
 # 1: LangGraph Studio's origin may read the server's answers (it still needs the token).
 STUDIO ?=
-# Generator requests of overlapping runs decoded together (CRAG_GENERATOR_BATCH_SIZE; 1: off).
-# A CRAG_GENERATOR_BATCH_SIZE line in .env takes precedence: the server applies .env last.
-BATCH ?= 8
+# Generator requests of overlapping runs decoded together (CRAG_GENERATOR_BATCH_SIZE; 1: off,
+# each decoded alone by onnxruntime: 1.9 runs/s at 16 at once on 2 cores, against 1.1 in
+# transformers' float32 batches of 8; docs/benchmark.md). A CRAG_GENERATOR_BATCH_SIZE line in
+# .env takes precedence: the server applies .env last.
+BATCH ?= 1
 # Jobs of the server `make bench` starts: enough for its largest level to run at once.
 BENCH_JOBS ?= 32
 # pytest-xdist workers of `make test`, each taking whole test files: the cluster's two files

@@ -9,7 +9,7 @@
 # Usage: [STUDIO=1] scripts/serve.sh PORT JOBS BATCH
 set -euo pipefail
 cd "$(dirname "$0")/.."
-port="${1:-8123}" jobs="${2:-10}" batch="${3:-8}"
+port="${1:-8123}" jobs="${2:-10}" batch="${3:-1}"
 token="$(.venv/bin/crag server-token)"
 studio_origin="https://smith.langchain.com"
 if [ "${STUDIO:-}" = 1 ]; then

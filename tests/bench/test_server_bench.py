@@ -252,15 +252,15 @@ def test_parameters_of_the_method_go_to_the_started_server_not_to_the_runs() -> 
     }
 
 
-def test_the_started_server_batches_generation_unless_told_otherwise(tmp_path: Path) -> None:
+def test_the_started_server_decodes_alone_unless_told_to_batch(tmp_path: Path) -> None:
     env = bench_environment(tmp_path, 9)
-    assert env["CRAG_GENERATOR_BATCH_SIZE"] == str(BENCH_GENERATOR_BATCH_SIZE) == "8"
-    context, extra = split_settings({"generator_batch_size": 1, "top_k": 3})
-    assert (context, extra) == ({"top_k": 3}, {"CRAG_GENERATOR_BATCH_SIZE": "1"})
-    assert {**env, **extra}["CRAG_GENERATOR_BATCH_SIZE"] == "1"  # as run_bench merges them
+    assert env["CRAG_GENERATOR_BATCH_SIZE"] == str(BENCH_GENERATOR_BATCH_SIZE) == "1"
+    context, extra = split_settings({"generator_batch_size": 8, "top_k": 3})
+    assert (context, extra) == ({"top_k": 3}, {"CRAG_GENERATOR_BATCH_SIZE": "8"})
+    assert {**env, **extra}["CRAG_GENERATOR_BATCH_SIZE"] == "8"  # as run_bench merges them
     assert started_setup(10, {**env, **extra}) == (
         "setup: langgraph dev started here, 10 runs at once (--n-jobs-per-worker), "
-        "generator smollm2, generator_batch_size 1"
+        "generator smollm2, generator_batch_size 8"
     )
 
 
