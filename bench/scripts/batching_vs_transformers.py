@@ -39,7 +39,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import logging
 import math
@@ -60,6 +59,7 @@ from crag.generator.batching import GenerationRequest
 from crag.generator.local import LocalChatModel
 from crag.generator.smollm2 import ensure_smollm2
 from crag.generator.step_decoding import end_token_ids
+from crag_bench.sibling_scripts import bench_script
 
 logger = logging.getLogger("batching_vs_transformers")
 Tokens = list[list[int]]
@@ -70,19 +70,8 @@ CANCEL_AFTER = 4
 """Tokens (decoding steps) a row has when the cancellation checks cancel it."""
 
 
-def sibling_script(name: str) -> Any:
-    """``bench/scripts/NAME.py`` imported from its file (the scripts are not a package)."""
-    path = Path(__file__).with_name(f"{name}.py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-PROFILE = sibling_script("profile_generation")
-EARLIER = sibling_script("bench_continuous_batching")
+PROFILE = bench_script("profile_generation")
+EARLIER = bench_script("bench_continuous_batching")
 """The long-prompt measurement, whose batched path (``run_ours``) this one times too."""
 
 QUESTIONS = (

@@ -35,7 +35,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import logging
 import math
 import statistics
@@ -75,12 +74,9 @@ def recorded_prompts(run_dir: Path, count: int) -> list[list[BaseMessage]]:
 
 def nq_dev_prompts(count: int) -> list[list[BaseMessage]]:
     """bench_generation.py's answer prompts for the first ``count`` nq-dev questions."""
-    path = Path(__file__).with_name("bench_generation.py")
-    spec = importlib.util.spec_from_file_location("bench_generation", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    prompts: list[list[BaseMessage]] = module.build_prompts(count)
+    from crag_bench.sibling_scripts import bench_script
+
+    prompts: list[list[BaseMessage]] = bench_script("bench_generation").build_prompts(count)
     return prompts
 
 

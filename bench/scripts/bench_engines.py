@@ -19,15 +19,15 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import logging
 import os
 import statistics
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
+
+from crag_bench.sibling_scripts import bench_script
 
 ANSWERS = ("Leonardo da Vinci", "Jane Austen", "Canberra", "Albert Einstein", "Jupiter", "1989")
 """The right answer of each of profile_generation's six questions, in order."""
@@ -37,17 +37,6 @@ ENGINES = {
     "torch, float32": {"engine": "torch", "dtype": "float32"},
     "onnxruntime (float32)": {"engine": "onnxruntime", "dtype": "auto"},
 }
-
-
-def profile_script() -> ModuleType:
-    """``bench/scripts/profile_generation.py`` imported from its file (not a package)."""
-    path = Path(__file__).with_name("profile_generation.py")
-    spec = importlib.util.spec_from_file_location("profile_generation", path)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def timed_stream(model: Any, messages: Any) -> dict[str, Any]:
@@ -71,7 +60,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from crag.generator.local import LocalChatModel
     from crag.generator.smollm2 import ensure_smollm2
 
-    profile = profile_script()
+    profile = bench_script("profile_generation")
     prompts, _ = profile.load_prompts(args.prompts)
     path = str(ensure_smollm2())
     models = {}

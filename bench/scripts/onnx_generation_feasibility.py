@@ -38,7 +38,6 @@ Usage (from the repository root; about 2 minutes of export the first time):
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import json
 import logging
@@ -52,6 +51,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from crag_bench.sibling_scripts import bench_script
+
 logger = logging.getLogger("onnx_generation_feasibility")
 
 ANSWERS = ("Leonardo da Vinci", "Jane Austen", "Canberra", "Albert Einstein", "Jupiter", "1989")
@@ -59,17 +60,6 @@ ANSWERS = ("Leonardo da Vinci", "Jane Austen", "Canberra", "Albert Einstein", "J
 
 Step = Callable[[list[int]], Any]
 """Runs the model over new tokens (its cache kept inside) and returns the last logits."""
-
-
-def profile_script() -> ModuleType:
-    """``bench/scripts/profile_generation.py`` imported from its file (not a package)."""
-    path = Path(__file__).with_name("profile_generation.py")
-    spec = importlib.util.spec_from_file_location("profile_generation", path)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def load() -> str:
@@ -479,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     from crag.generator.factory import load_chat_model
     from crag.generator.smollm2 import ensure_smollm2
 
-    profile = profile_script()
+    profile = bench_script("profile_generation")
     report: dict[str, Any] = {"load_start": load()}
     report["models"] = build_models(args, ensure_smollm2())
     chats = {
