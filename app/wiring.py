@@ -232,8 +232,14 @@ class DefaultComponents:
         thread before it exits.
         """
         from crag.generator.factory import preload_engine
+        from crag.generator.onnx_decoding import onnxruntime_applies
 
         deployment = settings.deployment
+        # The CPU is assumed: asking torch for a GPU would import it here, 0.8 s more before a
+        # bad question is refused. On a GPU machine the session opened goes unused.
+        engine, dtype = deployment.generator_engine, deployment.generator_dtype
+        if not onnxruntime_applies(engine, dtype, "cpu"):
+            return None  # transformers decodes: a session opened now would go unused
 
         def load() -> None:
             try:
@@ -241,8 +247,6 @@ class DefaultComponents:
             except Exception as exc:  # noqa: BLE001 - the run's own load reports it
                 logger.debug("preloading the generator failed (the run retries): %s", exc)
 
-        if deployment.generator_engine != "onnxruntime":
-            return None
         thread = threading.Thread(target=load, name="crag-generator-preload")
         thread.start()
         return thread

@@ -32,7 +32,12 @@ from pydantic import ConfigDict, PrivateAttr
 
 from crag.core.cancellation import CancelToken, current_token, holding
 from crag.generator.batching import GenerationBatcher, GenerationRequest
-from crag.generator.onnx_decoding import DecodingRules, OnnxDecoder, open_decoder
+from crag.generator.onnx_decoding import (
+    DecodingRules,
+    OnnxDecoder,
+    onnxruntime_applies,
+    open_decoder,
+)
 from crag.generator.repetition import DEFAULT_NGRAM, ReplyNGramBlocker
 from crag.generator.step_decoding import (
     StepDecoder,
@@ -241,7 +246,7 @@ class LocalChatModel(BaseChatModel):
 
         if self.engine != "onnxruntime":
             return None
-        if self.device != "cpu" or self.dtype == "bfloat16":
+        if not onnxruntime_applies(self.engine, self.dtype, self.device or "cpu"):
             logger.info("generator %s: onnxruntime runs float32 on a CPU only", path.name)
             return None
         try:

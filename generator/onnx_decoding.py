@@ -71,6 +71,11 @@ def session_options(threads: int) -> Any:
     return options
 
 
+def onnxruntime_applies(engine: str, dtype: str, device: str) -> bool:
+    """Whether a local model with these settings decodes on onnxruntime: float32 on a CPU."""
+    return engine == "onnxruntime" and device == "cpu" and dtype != "bfloat16"
+
+
 def intra_op_threads() -> int:
     """The session's threads: ``OMP_NUM_THREADS`` when set, else 0 (onnxruntime's default).
 
