@@ -272,6 +272,15 @@ class LocalChatModel(BaseChatModel):
         logger.info("generator %s loaded on %s in %s", name, self.device, dtype)
 
     @property
+    def decodes_on_onnxruntime(self) -> bool:
+        """Whether onnxruntime decodes a lone request (see :attr:`engine`).
+
+        Such a model serves overlapping requests faster each alone than in transformers'
+        batches (docs/benchmark.md), so ``crag-bench eval --workers`` leaves it unbatched.
+        """
+        return self._onnx is not None
+
+    @property
     def _llm_type(self) -> str:
         return "crag-local-transformers"
 

@@ -19,8 +19,9 @@ DEFAULT_INGESTION_DOCUMENTS = 200
 """Bundled summaries the ingestion measurement ingests (about 200 chunks: 10 s on 2 cores)."""
 DEFAULT_WORKERS = 1
 """Questions ``crag-bench eval`` runs at once by default: one, so that a run is reproducible
-(``--workers 8`` is faster; the generator then decodes in batches, in float32 unless its dtype
-is set, so its answers do not depend on which prompts meet)."""
+(``--workers 4`` is faster. A generator on onnxruntime then decodes each prompt alone, so the
+answers are those of one worker; one that transformers decodes decodes in batches, in float32
+unless its dtype is set, so its answers do not depend on which prompts meet)."""
 
 
 def add_eval_command(sub: Any) -> None:
@@ -154,9 +155,9 @@ def _workload_options(run: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_WORKERS,
         metavar="N",
-        help="questions run at once, their generator prompts decoded in batches (in float32: "
-        "the answers decoded alone in float32, whatever meets in a batch): faster (default 1: "
-        "one at a time; 16 was the fastest measured on 2 cores)",
+        help="questions run at once: faster (default 1: one at a time). A generator on "
+        "onnxruntime decodes each prompt alone; one that transformers decodes decodes them in "
+        "batches, in float32 (the answers decoded alone in float32, whatever meets in a batch)",
     )
     run.add_argument(
         "--latency-questions",

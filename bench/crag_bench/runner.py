@@ -288,9 +288,16 @@ def batch_generation(model: Any, max_batch_size: int) -> None:
 
     Off by default (answers then never depend on what else runs); ``crag-bench eval --workers``
     turns it on for the eval's own process (the deployment setting ``generator_batch_size``, which
-    the default components apply once per model and value, does not undo it). Other
-    chat models are left as they are.
+    the default components apply once per model and value, does not undo it). A model that
+    decodes on onnxruntime is left unbatched: its overlapping prompts, each decoded alone, ran
+    faster than transformers' float32 batches (docs/benchmark.md), and give the answers of a
+    run with one worker. Other chat models are left as they are.
     """
+    if getattr(model, "decodes_on_onnxruntime", False):
+        logger.info(
+            "generator: each prompt decoded alone by onnxruntime, %d at once", max_batch_size
+        )
+        return
     enable = getattr(model, "enable_batching", None)
     if callable(enable):
         enable(max_batch_size)

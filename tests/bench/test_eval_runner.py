@@ -628,6 +628,21 @@ def test_batch_generation_turns_batching_on_where_the_model_has_it() -> None:
     batch_generation(object(), 8)  # a model without batching is left alone
 
 
+def test_batch_generation_leaves_a_model_on_onnxruntime_unbatched() -> None:
+    class OnOnnxruntime:
+        decodes_on_onnxruntime = True
+
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+
+        def enable_batching(self, size: int) -> None:
+            self.sizes.append(size)
+
+    model = OnOnnxruntime()
+    batch_generation(model, 8)
+    assert model.sizes == []
+
+
 def test_rows_say_whether_the_run_abstained_and_figures_count_it(
     eval_components: EvalComponents, fake_components: FakeComponents
 ) -> None:

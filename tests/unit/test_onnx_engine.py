@@ -62,6 +62,7 @@ def both(tiny_lm: Path, **kwargs: Any) -> tuple[LocalChatModel, LocalChatModel]:
 def test_onnxruntime_decodes_the_tokens_of_transformers_float32(tiny_lm: Path, cache: Path) -> None:
     onnx, torch = both(tiny_lm, max_new_tokens=12, no_repeat_ngram_size=2)
     assert onnx._onnx is not None and onnx._model is None  # transformers not even loaded
+    assert onnx.decodes_on_onnxruntime and not torch.decodes_on_onnxruntime
     assert onnx_folder(tiny_lm).is_relative_to(cache / "models" / "onnx")
     for question in QUESTIONS:
         ids = onnx._encode(messages(question))["input_ids"][0].tolist()
@@ -162,6 +163,7 @@ def test_a_model_the_builder_cannot_take_decodes_with_transformers_once_tried(
     with caplog.at_level(logging.WARNING, logger="crag.generator.local"):
         model = LocalChatModel(model_path=str(plain), engine="onnxruntime", max_new_tokens=4)
     assert model._onnx is None and model._model is not None
+    assert not model.decodes_on_onnxruntime  # so crag-bench eval --workers batches it
     assert "decodes with transformers" in caplog.text and "builder cannot make" in caplog.text
     assert len(model._generate_alone(GenerationRequest([5, 6, 7], 4))) == 4
     assert not onnx_folder(plain).exists()
