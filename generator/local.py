@@ -130,7 +130,9 @@ def thread_invariant(model: Any) -> bool:
     """Whether ``model``'s results do not depend on torch's thread count.
 
     bfloat16 on a CPU with native bfloat16 arithmetic (AVX512-BF16 or AMX, where oneDNN runs
-    it): the case measured (:mod:`crag.generator.thread_choice`). Elsewhere (float32, bfloat16
+    it): the case measured (:mod:`crag.generator.thread_choice`), and a necessary condition
+    only: on some such CPUs (AMX) long prompts' logits still differ, which is why
+    :attr:`LocalChatModel.choose_threads` is off unless asked for. Elsewhere (float32, bfloat16
     emulated) the count is left alone.
     """
     import torch
@@ -205,11 +207,15 @@ class LocalChatModel(BaseChatModel):
     before. Used only on a CPU with ``dtype`` ``auto`` or ``float32``, and only for a model the
     builder takes; otherwise (logged) transformers decodes, as with ``torch``."""
 
-    choose_threads: bool = True
-    """Batching off, in bfloat16 on a CPU: every decoding step runs on torch's threads or on
-    one, whichever decodes faster now (:mod:`crag.generator.thread_choice`: on a busy 2-core
-    machine one thread is several times faster, on a quiet one two are 1.4x faster; the
-    results are the same). ``False``: torch's threads throughout."""
+    choose_threads: bool = False
+    """Batching off, in bfloat16 on a CPU with native bfloat16: every decoding step runs on
+    torch's threads or on one, whichever decodes faster now (:mod:`crag.generator.thread_choice`:
+    on a busy 2-core machine one thread is several times faster, on a quiet one two are 1.4x
+    faster). Off by default because whether the logits stay the same depends on the CPU: on an
+    AMD EPYC (AVX512-BF16) they were equal bit for bit at every length tried; on an Intel Xeon
+    with AMX a 300-token prompt's logits differ by up to 0.4 between one thread and two, which
+    can change a greedy answer. Turn it on only where
+    ``bench/scripts/profile_generation.py`` reports identical tokens across thread counts."""
 
     _model: Any = PrivateAttr(default=None)
     _tokenizer: Any = PrivateAttr(default=None)

@@ -13,13 +13,16 @@ step, uses the count whose latest step was faster, and tries the other one every
 :data:`PROBE_EVERY` steps, since load comes and goes. A prompt is read with the count that
 decoded faster last.
 
-Only where a change of thread count cannot change a result: in bfloat16 on a CPU with native
-bfloat16 arithmetic (oneDNN's kernels) SmolLM2's logits were bit-for-bit the same with one thread
-and two, at every prompt length tried (91 to 1,323 tokens, prefill and decoding); in float32 (MKL)
-they differ in the last bits (up to 4e-5), which could flip a close greedy choice, so a float32
-model keeps the process's count. ``torch.set_num_threads`` applies to the calling thread's OpenMP
-team (and is the count threads started meanwhile begin with): :meth:`ThreadChoice.applied` is
-entered on the thread that runs the forward passes, and gives that thread its count back on exit.
+Only where a change of thread count need not change a result, and only when asked for
+(``LocalChatModel.choose_threads``): in bfloat16 on an AMD EPYC with AVX512-BF16 (oneDNN's
+kernels) SmolLM2's logits were bit-for-bit the same with one thread and two, at every prompt
+length tried (91 to 1,323 tokens, prefill and decoding); on an Intel Xeon with AMX they differ
+from about 300 prompt tokens on (up to 0.4 in a logit), so the choice is off by default. In
+float32 (MKL) they differ in the last bits (up to 4e-5), which could flip a close greedy choice,
+so a float32 model always keeps the process's count. ``torch.set_num_threads`` applies to the
+calling thread's OpenMP team (and is the count threads started meanwhile begin with):
+:meth:`ThreadChoice.applied` is entered on the thread that runs the forward passes, and gives
+that thread its count back on exit.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ question's prompt times, in rounds that alternate the variants (medians printed)
 - prefill and per-token decoding in a plain loop over the model: bfloat16 and float32, torch's
   threads (2 on a 2-core machine) and one thread;
 - crag's lone path (``invoke``: ``generate`` with the reply n-gram blocker), as ``crag ask``
-  and the warm server run it: with the thread choice (:mod:`crag.generator.thread_choice`, the
-  default), on torch's threads, on one thread; the streaming path; ``generate`` without the
+  and the warm server run it: with the thread choice (:mod:`crag.generator.thread_choice`, off
+  by default), on torch's threads, on one thread; the streaming path; ``generate`` without the
   blocker; plain ``model.generate(do_sample=False)``; the step decoder (batching's, one row);
 - with ``--profile``, ``torch.profiler``'s top operators over ten decoding steps, per count;
 - with ``--compile``, ``torch.compile`` of the model (bfloat16), if it compiles.
@@ -102,6 +102,7 @@ def warm_answers(rounds: int) -> dict[str, float]:
     )
     ask(QUESTIONS[0])  # warm: the store, the evaluator, the generator loaded
     seconds: dict[bool, list[float]] = {True: [], False: []}
+    chosen_before = model.choose_threads
     for _ in range(rounds):
         for question in QUESTIONS:
             for choose in (True, False):
@@ -109,7 +110,7 @@ def warm_answers(rounds: int) -> dict[str, float]:
                 start = time.perf_counter()
                 ask(question)
                 seconds[choose].append(time.perf_counter() - start)
-    model.choose_threads = True
+    model.choose_threads = chosen_before
     return {
         "thread choice on": statistics.median(seconds[True]),
         "off (torch's threads)": statistics.median(seconds[False]),
@@ -272,12 +273,13 @@ def _fixed(model: Any, count: int, run: Callable[[], list[int]]) -> Callable[[],
 @contextmanager
 def fixed_threads(model: Any, count: int) -> Iterator[None]:
     """Within the block the model's thread choice is off and torch runs ``count`` threads."""
+    chosen_before = model.choose_threads
     model.choose_threads = False
     try:
         with threads(count):
             yield
     finally:
-        model.choose_threads = True
+        model.choose_threads = chosen_before
 
 
 def measure(table: dict[str, Callable[[], Any]], repeats: int) -> dict[str, dict[str, float]]:
