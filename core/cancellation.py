@@ -106,8 +106,8 @@ def cancellation_scope() -> Iterator[CancelToken]:
 
 
 @contextmanager
-def holding(lock: threading.Lock | threading.Semaphore) -> Iterator[None]:
-    """Hold ``lock`` or a semaphore's slot for the block, giving up if the run is cancelled.
+def holding(lock: threading.Lock) -> Iterator[None]:
+    """Hold ``lock`` for the block; while waiting for it, give up if the run is cancelled.
 
     Outside a cancellable run this is ``with lock:``.
 

@@ -33,7 +33,6 @@ from pydantic import ConfigDict, PrivateAttr
 from crag.core.cancellation import CancelToken, current_token, holding
 from crag.generator.batching import GenerationBatcher, GenerationRequest
 from crag.generator.onnx_decoding import (
-    ONNX_CONCURRENT_REPLIES,
     DecodingRules,
     OnnxDecoder,
     onnxruntime_applies,
@@ -223,9 +222,6 @@ class LocalChatModel(BaseChatModel):
     _batcher: GenerationBatcher | None = PrivateAttr(default=None)
     _threads: ThreadChoice = PrivateAttr(default_factory=ThreadChoice)
     _onnx: OnnxDecoder | None = PrivateAttr(default=None)
-    _onnx_slots: threading.Semaphore = PrivateAttr(
-        default_factory=lambda: threading.Semaphore(ONNX_CONCURRENT_REPLIES)
-    )
     _end_ids: frozenset[int] = PrivateAttr(default=frozenset())
 
     def model_post_init(self, context: Any, /) -> None:
@@ -386,7 +382,6 @@ class LocalChatModel(BaseChatModel):
         if self._onnx is not None:
             with holding(self._lock):
                 prompt = self._encode(messages, 1)["input_ids"][0].tolist()
-            with holding(self._onnx_slots):
                 logits = torch.from_numpy(self._onnx.next_logits(prompt, current_token()))
             probabilities = torch.softmax(logits, dim=-1)
         else:
@@ -486,7 +481,7 @@ class LocalChatModel(BaseChatModel):
 
         if self._onnx is not None:
             rules = self._rules(request.max_new_tokens, request.stop)
-            with holding(self._onnx_slots):
+            with holding(self._lock):
                 return self._onnx.greedy(request.input_ids, rules, request.token)
         kwargs = self._generation_kwargs(
             list(request.stop), len(request.input_ids), max_new_tokens=request.max_new_tokens
@@ -537,8 +532,6 @@ class LocalChatModel(BaseChatModel):
         token = current_token()
         with holding(self._lock):
             inputs = self._encode(messages, self._reply_tokens(kwargs))
-        # transformers' model decodes one reply at a time; onnxruntime's session several
-        with holding(self._lock if self._onnx is None else self._onnx_slots):
             streamer = TextIteratorStreamer(
                 self._tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=300.0
             )
@@ -593,7 +586,7 @@ class LocalChatModel(BaseChatModel):
         token: CancelToken | None,
         kwargs: Mapping[str, Any],
     ) -> None:
-        """Decode with onnxruntime into ``streamer`` as ``generate`` would (a slot held)."""
+        """Decode with onnxruntime into ``streamer`` as ``generate`` would (the lock held)."""
         import torch
 
         if self._onnx is None:

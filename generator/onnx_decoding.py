@@ -88,13 +88,6 @@ def intra_op_threads() -> int:
     return int(value) if value.isdigit() and int(value) > 0 else 0
 
 
-ONNX_CONCURRENT_REPLIES = 2
-"""Replies one chat model decodes at once on its session (overlapping requests beyond this
-wait). ``InferenceSession.run`` is thread-safe and each reply keeps its own cache, so the
-tokens are those of a reply decoded alone; two at once answered more replies a second on 2
-cores than one at a time, as the token loop's Python and the session's calls interleave
-(docs/benchmark.md)."""
-
 _opened: dict[Path, OnnxDecoder] = {}
 _opening = threading.Lock()
 
@@ -116,8 +109,7 @@ def open_decoder(model_file: Path) -> OnnxDecoder:
 class OnnxDecoder:
     """One onnxruntime session of a causal LM, decoding one prompt at a time.
 
-    Thread-safe: ``InferenceSession.run`` is, and each reply's key-value cache is its own, so
-    replies may be decoded at once on one session (:data:`ONNX_CONCURRENT_REPLIES`).
+    Not thread-safe: the chat model's lock keeps one reply on it at a time.
     """
 
     def __init__(self, model_file: Path, threads: int) -> None:

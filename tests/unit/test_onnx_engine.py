@@ -122,50 +122,6 @@ def test_batches_load_transformers_in_float32_and_give_the_same_tokens(
     assert [answers[i] for i in range(len(QUESTIONS))] == alone
 
 
-def test_two_replies_decode_at_once_on_one_session_a_third_waits_and_tokens_are_alone_ones(
-    tiny_lm: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from crag.generator.onnx_decoding import ONNX_CONCURRENT_REPLIES
-
-    assert ONNX_CONCURRENT_REPLIES == 2
-    onnx, _ = both(tiny_lm, max_new_tokens=8)
-    decoder = onnx._onnx
-    assert decoder is not None
-    alone = [onnx.invoke(messages(q)).content for q in QUESTIONS]
-    both_in_a_read = threading.Barrier(2, timeout=30)  # broken unless two reads overlap
-    reads = iter(range(len(QUESTIONS)))
-    active, most = [0], [0]
-    count = threading.Lock()
-    run = decoder._run
-
-    def counted(tokens: Any, *args: Any) -> Any:
-        with count:
-            active[0] += 1
-            most[0] = max(most[0], active[0])
-            first_two = len(tokens) > 1 and next(reads) < 2
-        try:
-            if first_two:
-                both_in_a_read.wait()
-            return run(tokens, *args)
-        finally:
-            with count:
-                active[0] -= 1
-
-    monkeypatch.setattr(decoder, "_run", counted)
-    together: dict[int, str] = {}
-
-    def ask(index: int) -> None:
-        together[index] = str(onnx.invoke(messages(QUESTIONS[index])).content)
-
-    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(QUESTIONS))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert [together[i] for i in range(len(QUESTIONS))] == alone
-    assert most[0] == 2  # two at once, never three
-
-
 def test_a_cancelled_run_stops_between_tokens_and_raises(tiny_lm: Path, cache: Path) -> None:
     onnx, _ = both(tiny_lm, max_new_tokens=30)
     assert onnx._onnx is not None
