@@ -13,7 +13,8 @@ end tokens, the stop strings and the run's cancellation.
 The model takes ``input_ids``, ``attention_mask`` (ones over the past and the new tokens) and
 each layer's past keys and values, and returns the new tokens' logits (the prompt's last one
 only: the builder's ``prune_lm_head``) and the present keys and values, which are the next
-step's past.
+step's past. A prompt's read starts from the cache of a recent prompt it begins as
+(:mod:`crag.generator.prefix_cache`): only the tokens after their shared start are read.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from crag.core.cancellation import CancelToken
+from crag.generator.prefix_cache import PrefixCache
 from crag.generator.repetition import banned_tokens
 
 logger = logging.getLogger(__name__)
@@ -129,6 +131,7 @@ class OnnxDecoder:
         names = [i.name for i in self._session.get_inputs()]
         self._past_names = [name for name in names if name.startswith("past_key_values.")]
         self._heads, self._head_size = _cache_shape(model_file.with_name("genai_config.json"))
+        self._prefixes = PrefixCache()
 
     def _empty_past(self) -> dict[str, Any]:
         import numpy as np
@@ -157,9 +160,18 @@ class OnnxDecoder:
         present = dict(zip(self._past_names, outputs[1:], strict=True))
         return outputs[0][0, -1], present
 
+    def _read(self, prompt: Sequence[int], token: CancelToken | None) -> tuple[Any, dict[str, Any]]:
+        """The logits after ``prompt`` and its cache, read from a kept prompt's where shared."""
+        start, past = self._prefixes.shared_start(prompt)
+        logits, present = self._run(
+            prompt[start:], self._empty_past() if past is None else past, len(prompt), token
+        )
+        self._prefixes.keep(prompt, present)
+        return logits, present
+
     def next_logits(self, prompt: Sequence[int], token: CancelToken | None = None) -> Any:
         """The logits (a float32 vector) of the token after ``prompt``."""
-        logits, _ = self._run(prompt, self._empty_past(), len(prompt), token)
+        logits, _ = self._read(prompt, token)
         return logits
 
     def greedy(
@@ -179,7 +191,7 @@ class OnnxDecoder:
         reply: list[int] = []
         if rules.max_new_tokens < 1:
             return reply
-        logits, past = self._run(prompt, self._empty_past(), len(prompt), token)
+        logits, past = self._read(prompt, token)
         while True:
             banned = banned_tokens(reply, rules.no_repeat_ngram_size)
             if banned:

@@ -122,6 +122,46 @@ def test_batches_load_transformers_in_float32_and_give_the_same_tokens(
     assert [answers[i] for i in range(len(QUESTIONS))] == alone
 
 
+def test_a_prompt_that_starts_as_a_kept_one_is_read_from_there_with_the_same_tokens(
+    tiny_lm: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crag.generator.prefix_cache import PrefixCache
+
+    onnx, torch = both(tiny_lm, max_new_tokens=12, no_repeat_ngram_size=2)
+    decoder = onnx._onnx
+    assert decoder is not None
+    monkeypatch.setattr(decoder, "_prefixes", PrefixCache())
+    read: list[int] = []
+    run = decoder._run
+
+    def counted(tokens: Any, *args: Any) -> Any:
+        read.append(len(tokens))
+        return run(tokens, *args)
+
+    monkeypatch.setattr(decoder, "_run", counted)
+
+    def asked(question: str) -> list[Any]:  # a system turn long enough to be shared
+        return [SystemMessage("answer from the knowledge " * 3), HumanMessage(question)]
+
+    prompts = [onnx._encode(asked(q))["input_ids"][0].tolist() for q in QUESTIONS]
+    shared = 0
+    while all(p[shared] == prompts[0][shared] for p in prompts):
+        shared += 1
+    assert shared >= 8  # the system turn and the user turn's start
+    for index, ids in enumerate(prompts):
+        read.clear()
+        reply = onnx._generate_alone(GenerationRequest(ids, 12))
+        assert reply == torch._generate_alone(GenerationRequest(ids, 12))
+        assert read[0] == (len(ids) if index == 0 else len(ids) - shared)
+    read.clear()
+    again = onnx._generate_alone(GenerationRequest(prompts[1], 12))
+    assert read[0] == 1  # the same prompt: only its last token is read again
+    assert again == torch._generate_alone(GenerationRequest(prompts[1], 12))
+    got = onnx.next_token_probabilities(asked(QUESTIONS[2]), ("paris", "louvre"))
+    want = torch.next_token_probabilities(asked(QUESTIONS[2]), ("paris", "louvre"))
+    assert got == pytest.approx(want, abs=1e-5)
+
+
 def test_a_cancelled_run_stops_between_tokens_and_raises(tiny_lm: Path, cache: Path) -> None:
     onnx, _ = both(tiny_lm, max_new_tokens=30)
     assert onnx._onnx is not None
