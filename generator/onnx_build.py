@@ -23,12 +23,18 @@ import sys
 from pathlib import Path
 
 from crag.generator.model_cache import cache_dir, made_once
+from crag.generator.onnx_positions import return_last_positions
 
 logger = logging.getLogger(__name__)
 
 MODEL_FILE = "model.onnx"
 BUILD_TIMEOUT_SECONDS = 900
 """The builder's limit; SmolLM2-135M takes about 11 s, a 1.5B model a few minutes."""
+
+
+MODEL_FORMAT = "last-positions-1"
+"""What crag does to the builder's model (:mod:`crag.generator.onnx_positions`), in the cache
+folder's digest: a model built before a change is built again."""
 
 
 class OnnxBuildError(ValueError):
@@ -45,7 +51,7 @@ def onnx_folder(model_dir: Path) -> Path:
     from importlib.metadata import version
 
     source = model_dir.resolve()
-    parts = [str(source), version("onnxruntime-genai")]
+    parts = [str(source), version("onnxruntime-genai"), MODEL_FORMAT]
     for path in sorted(source.iterdir()):
         if path.is_file():
             stat = path.stat()
@@ -97,6 +103,7 @@ def _build(model_dir: Path, folder: Path) -> None:
             + " / ".join(line.strip() for line in lines)
         )
     shutil.rmtree(folder / "builder-cache", ignore_errors=True)
+    return_last_positions(folder / MODEL_FILE)
 
 
 def ensure_onnx_model(model_dir: Path) -> Path:

@@ -10,10 +10,13 @@ So the builder makes the model (:mod:`crag.generator.onnx_build`), and this loop
 crag's decoding rules: greedy, the reply n-gram blocker (:mod:`crag.generator.repetition`), the
 end tokens, the stop strings and the run's cancellation.
 
-The model takes ``input_ids``, ``attention_mask`` (ones over the past and the new tokens) and
-each layer's past keys and values, and returns the new tokens' logits (the prompt's last one
-only: the builder's ``prune_lm_head``) and the present keys and values, which are the next
-step's past. A prompt's read starts from the cache of a recent prompt it begins as
+The model takes ``input_ids``, ``attention_mask`` (ones over the past and the new tokens),
+each layer's past keys and values and how many of the new tokens' logits to return (the
+builder's ``prune_lm_head`` returned the last one only; :mod:`crag.generator.onnx_positions`
+makes that a number), and returns those logits and the present keys and values, which are the
+next step's past. After the prompt's read every call also reads tokens drafted from the prompt
+(:mod:`crag.generator.prompt_lookup`) and keeps those greedy decoding would choose. A
+prompt's read starts from the cache of a recent prompt it begins as
 (:mod:`crag.generator.prefix_cache`): only the tokens after their shared start are read.
 """
 
@@ -28,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from crag.core.cancellation import CancelToken
+from crag.generator.onnx_positions import POSITIONS_INPUT
 from crag.generator.prefix_cache import PrefixCache
+from crag.generator.prompt_lookup import DRAFT_TOKENS, drafted_tokens
 from crag.generator.repetition import banned_tokens
 
 logger = logging.getLogger(__name__)
@@ -132,6 +137,10 @@ class OnnxDecoder:
         self._past_names = [name for name in names if name.startswith("past_key_values.")]
         self._heads, self._head_size = _cache_shape(model_file.with_name("genai_config.json"))
         self._prefixes = PrefixCache()
+        self._returns_positions = POSITIONS_INPUT in names
+        self.checks_drafts = self._returns_positions
+        """Whether replies read drafted tokens: where the model returns several positions'
+        logits (off: one call a token, for comparison)."""
 
     def _empty_past(self) -> dict[str, Any]:
         import numpy as np
@@ -140,9 +149,18 @@ class OnnxDecoder:
         return {name: np.zeros(shape, np.float32) for name in self._past_names}
 
     def _run(
-        self, tokens: Sequence[int], past: dict[str, Any], total: int, token: CancelToken | None
+        self,
+        tokens: Sequence[int],
+        past: dict[str, Any],
+        total: int,
+        token: CancelToken | None,
+        positions: int = 1,
     ) -> tuple[Any, dict[str, Any]]:
-        """The last new token's logits and the cache after ``tokens`` (``total`` positions)."""
+        """The logits of the last ``positions`` new tokens (rows) and the cache after ``tokens``.
+
+        ``total`` is the positions of the past and ``tokens`` together. A model without
+        :data:`POSITIONS_INPUT` returns its last row only (``positions`` must then be 1).
+        """
         import numpy as np
 
         feeds = {
@@ -150,6 +168,8 @@ class OnnxDecoder:
             "attention_mask": np.ones((1, total), np.int64),
             **past,
         }
+        if self._returns_positions:
+            feeds[POSITIONS_INPUT] = np.asarray([positions], np.int64)
         with _terminated_when_cancelled(token if len(tokens) > 1 else None) as options:
             try:
                 outputs = self._session.run(None, feeds, options)
@@ -158,16 +178,16 @@ class OnnxDecoder:
                     token.raise_if_cancelled()  # the read was stopped for the cancellation
                 raise
         present = dict(zip(self._past_names, outputs[1:], strict=True))
-        return outputs[0][0, -1], present
+        return outputs[0][0], present
 
     def _read(self, prompt: Sequence[int], token: CancelToken | None) -> tuple[Any, dict[str, Any]]:
         """The logits after ``prompt`` and its cache, read from a kept prompt's where shared."""
         start, past = self._prefixes.shared_start(prompt)
-        logits, present = self._run(
+        rows, present = self._run(
             prompt[start:], self._empty_past() if past is None else past, len(prompt), token
         )
         self._prefixes.keep(prompt, present)
-        return logits, present
+        return rows[-1], present
 
     def next_logits(self, prompt: Sequence[int], token: CancelToken | None = None) -> Any:
         """The logits (a float32 vector) of the token after ``prompt``."""
@@ -180,34 +200,67 @@ class OnnxDecoder:
         """The reply to ``prompt``, greedily, by ``rules``; its end token left out.
 
         It stops at an end token, at ``rules.max_new_tokens``, after the token that completes
-        a stop string, or (between tokens) once ``token`` is cancelled, returning what it has:
+        a stop string, or (between calls) once ``token`` is cancelled, returning what it has:
         the caller raises the cancellation.
+
+        Where the model returns several positions' logits, each call after the prompt's read
+        also reads tokens drafted from the prompt (:mod:`crag.generator.prompt_lookup`): the
+        rows are consumed in order, each token chosen from its row as it would be alone, and
+        a row after a draft is used only while the drafts match the chosen tokens. So the
+        tokens are those of one call a token; the cache is then cut back to the tokens kept.
 
         Raises:
             RunCancelledError: ``token`` was cancelled while the prompt was read.
         """
-        import numpy as np
-
         reply: list[int] = []
         if rules.max_new_tokens < 1:
             return reply
         logits, past = self._read(prompt, token)
+        rows, drafts = [logits], list[int]()
         while True:
-            banned = banned_tokens(reply, rules.no_repeat_ngram_size)
-            if banned:
-                logits = np.array(logits, copy=True)
-                logits[sorted(banned)] = -np.inf
-            chosen = int(np.argmax(logits))
-            if chosen in rules.end_ids:
-                return reply
-            reply.append(chosen)
-            if rules.on_token is not None:
-                rules.on_token(chosen)
-            if len(reply) >= rules.max_new_tokens or _stopped(reply, rules):
-                return reply
+            # invariant: the cache holds the prompt and every reply token but the last
+            for index, row in enumerate(rows):
+                chosen = _greedy_choice(row, reply, rules.no_repeat_ngram_size)
+                if chosen in rules.end_ids:
+                    return reply
+                reply.append(chosen)
+                if rules.on_token is not None:
+                    rules.on_token(chosen)
+                if len(reply) >= rules.max_new_tokens or _stopped(reply, rules):
+                    return reply
+                if index >= len(drafts) or drafts[index] != chosen:
+                    break
             if token is not None and token.cancelled:
                 return reply
-            logits, past = self._run([chosen], past, len(prompt) + len(reply), token)
+            cached = len(prompt) + len(reply) - 1
+            past = _cut(past, cached)
+            room = rules.max_new_tokens - len(reply) - 1
+            drafts = (
+                drafted_tokens(prompt, reply, min(room, DRAFT_TOKENS)) if self.checks_drafts else []
+            )
+            rows, past = self._run(
+                [reply[-1], *drafts], past, cached + 1 + len(drafts), token, len(drafts) + 1
+            )
+
+
+def _greedy_choice(logits: Any, reply: Sequence[int], no_repeat_ngram_size: int) -> int:
+    """The most likely token of ``logits`` that the reply n-gram blocker allows after ``reply``."""
+    import numpy as np
+
+    banned = banned_tokens(list(reply), no_repeat_ngram_size)
+    if banned:
+        logits = np.array(logits, copy=True)
+        logits[sorted(banned)] = -np.inf
+    return int(np.argmax(logits))
+
+
+def _cut(past: dict[str, Any], positions: int) -> dict[str, Any]:
+    """``past`` holding its first ``positions`` positions (itself when it holds no more)."""
+    import numpy as np
+
+    if not past or next(iter(past.values())).shape[2] <= positions:
+        return past
+    return {name: np.ascontiguousarray(a[:, :, :positions, :]) for name, a in past.items()}
 
 
 def _cache_shape(genai_config: Path) -> tuple[int, int]:

@@ -26,15 +26,16 @@ Measured, the versions alternating (before, after, before, after, ...) so drift 
   process, and from the ``[generate] answering`` progress line), and generation tokens per
   second (the answer's tokens by the generator's own tokenizer, over the time from that line to
   the last answer byte);
-- ``crag-bench server --levels LEVELS`` (unless ``--skip-server``): per level, runs per
-  second, p50 and p95 latency and the share of answers equal to the sequential ones.
+- ``crag-bench server --levels LEVELS`` (unless ``--skip-server``; the generator decoding each
+  request alone unless ``--server-batch``): per level, runs per second, p50 and p95 latency
+  and the share of answers equal to the sequential ones.
 
 Every figure has the machine's 1-minute load (``os.getloadavg()``) beside it: the mean of the
 loads at the start of that version's runs. Prints a Markdown table (what, before, after, ratio
 after/before, load) and writes every run's figures to ``--output`` (JSON).
 
 Usage: .venv/bin/python bench/scripts/bench_speed.py [--before REV] [--runs 5]
-    [--levels 1,4,16] [--skip-server] [--output FILE] [--keep]
+    [--levels 1,4,16] [--skip-server] [--server-batch 1] [--output FILE] [--keep]
 """
 
 from __future__ import annotations
@@ -550,8 +551,12 @@ def parse_server_bench(text: str) -> dict[str, Any]:
     return {"single_run_s": float(single[1]) if single else None, "levels": levels}
 
 
-def server_bench(version: Version, levels: Sequence[int]) -> dict[str, Any]:
-    """``crag-bench server --levels LEVELS`` for ``version``: its parsed report and load."""
+def server_bench(version: Version, levels: Sequence[int], batch: int) -> dict[str, Any]:
+    """``crag-bench server --levels LEVELS`` for ``version``: its parsed report and load.
+
+    The server's generator batches ``batch`` requests at most (1, the servers' default: each
+    decoded alone).
+    """
     argv = [
         str(Path(sys.executable).with_name("crag-bench")),
         "server",
@@ -560,7 +565,7 @@ def server_bench(version: Version, levels: Sequence[int]) -> dict[str, Any]:
         "--jobs",
         str(max(levels)),
         "--set",
-        "generator_batch_size=8",
+        f"generator_batch_size={batch}",
     ]
     load = os.getloadavg()
     started = time.perf_counter()
@@ -730,6 +735,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="crag-bench server's concurrency levels (default 1,4,16)",
     )
     parser.add_argument("--skip-server", action="store_true", help="no crag-bench server")
+    parser.add_argument(
+        "--server-batch",
+        type=positive,
+        default=1,
+        help="the server's generator_batch_size (default 1, make serve's; 8 batches in float32)",
+    )
     parser.add_argument("--skip-warm", action="store_true", help="no warm-server runs")
     parser.add_argument("--question", default=DEFAULT_QUESTION)
     parser.add_argument(
@@ -788,7 +799,7 @@ def measure(
         }
         raw["serve_ready_s"] = ready
     if not args.skip_server:
-        results = {v.name: server_bench(v, args.levels) for v in versions}
+        results = {v.name: server_bench(v, args.levels, args.server_batch) for v in versions}
         rows += server_rows(results)
         raw["server"] = results
     return rows, raw

@@ -63,6 +63,7 @@ def test_onnxruntime_decodes_the_tokens_of_transformers_float32(tiny_lm: Path, c
     onnx, torch = both(tiny_lm, max_new_tokens=12, no_repeat_ngram_size=2)
     assert onnx._onnx is not None and onnx._model is None  # transformers not even loaded
     assert onnx.decodes_on_onnxruntime and not torch.decodes_on_onnxruntime
+    assert onnx._onnx.checks_drafts  # the builder's head was rewritten: drafts are read
     assert onnx_folder(tiny_lm).is_relative_to(cache / "models" / "onnx")
     for question in QUESTIONS:
         ids = onnx._encode(messages(question))["input_ids"][0].tolist()
