@@ -489,9 +489,14 @@ def stop_server(version: Version, server: WarmServer) -> int | None:
 
 
 def warm_runs(
-    versions: Sequence[Version], runs: int, question: str
+    versions: Sequence[Version], runs: int, questions: Sequence[str]
 ) -> tuple[dict[str, list[RunRecord]], dict[str, float]]:
-    """The warm runs through each version's server: the records, and each server's start time."""
+    """The warm runs through each version's server: the records, and each server's start time.
+
+    The warm-up asks ``questions[0]``; measured run i asks ``questions[(i + 1) % len]``, so a
+    later question is not the one just asked (whose prompt a server may have kept) unless
+    only one is given.
+    """
     servers: dict[str, WarmServer] = {}
     try:
         for version in versions:
@@ -500,8 +505,12 @@ def warm_runs(
                 "%s: crag serve ready in %.1f s", version.name, servers[version.name].ready_s
             )
 
+        asked = dict.fromkeys((v.name for v in versions), 0)
+
         def one(version: Version) -> RunRecord:
             server = servers[version.name]
+            question = questions[asked[version.name] % len(questions)]
+            asked[version.name] += 1
             return timed_run(crag_command("ask", question), version, server.cpu_seconds)
 
         alternating(versions, 1, one, "warm-up ask")
@@ -744,6 +753,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--skip-warm", action="store_true", help="no warm-server runs")
     parser.add_argument("--question", default=DEFAULT_QUESTION)
     parser.add_argument(
+        "--warm-question",
+        action="append",
+        default=[],
+        help="a further question for the warm runs, which cycle through --question and these",
+    )
+    parser.add_argument(
         "--store",
         type=Path,
         default=REPO / ".crag" / "chroma",
@@ -789,7 +804,7 @@ def measure(
         n: [asdict(r) | generation_figures(r, counter) for r in rs] for n, rs in cold.items()
     }
     if not args.skip_warm:
-        warm, ready = warm_runs(versions, args.runs, args.question)
+        warm, ready = warm_runs(versions, args.runs, [args.question, *args.warm_question])
         rows.append(
             Row("warm: crag serve start to ready", ready["before"], ready["after"], "s", None, None)
         )
@@ -832,8 +847,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = markdown_table(rows)
     print(
         f"BEFORE {versions[0].revision}; AFTER {versions[1].revision}; question "
-        f"{args.question!r}; {args.runs} runs each; tokens counted with {raw['token_count']}; "
-        f"load: 1-minute average, mean over each version's runs"
+        f"{args.question!r}; warm runs also {args.warm_question!r}; {args.runs} runs each; "
+        f"tokens counted with {raw['token_count']}; load: 1-minute average, mean over each "
+        "version's runs"
     )
     print()
     print(table)
@@ -843,6 +859,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 v.name: {"revision": v.revision, "imports": imports[v.name]} for v in versions
             },
             "question": args.question,
+            "warm_questions": args.warm_question,
             "runs": args.runs,
             "levels": list(args.levels),
             "cpu_count": os.cpu_count(),
