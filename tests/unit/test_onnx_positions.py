@@ -77,3 +77,11 @@ def test_a_graph_without_the_pruned_head_is_left_as_it_was(tmp_path: Path) -> No
     before = path.read_bytes()
     assert not return_last_positions(path)
     assert path.read_bytes() == before
+
+
+def test_a_file_that_is_not_a_model_is_left_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "model.onnx"
+    path.write_bytes(b"\x08\xff\xff not a model")
+    assert not return_last_positions(path)
+    assert path.read_bytes() == b"\x08\xff\xff not a model"
+    assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]
