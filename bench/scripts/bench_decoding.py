@@ -48,42 +48,16 @@ def questions_of(dataset: str | None, count: int) -> tuple[str, ...] | None:
 
 def prompts_of(args: argparse.Namespace) -> list[Any]:
     """The generate node's messages for the chosen questions (saved to ``--prompts``)."""
-    from langchain_core.messages import HumanMessage, SystemMessage
-
     profile = bench_script("profile_generation")
     questions = questions_of(args.dataset, args.questions)
     if questions is None:
         return profile.load_prompts(args.prompts)[0]
     if args.prompts is not None and args.prompts.is_file():
-        saved = json.loads(args.prompts.read_text(encoding="utf-8"))
-        kinds = {"system": SystemMessage, "human": HumanMessage}
-        return [[kinds[m["type"]](m["content"]) for m in p] for p in saved]
-    prompts = capture_some(profile, questions)
+        return profile.read_prompts(args.prompts)
+    prompts = profile.generate_node_prompts(questions)
     if args.prompts is not None:
-        rows = [[{"type": m.type, "content": m.text} for m in p] for p in prompts]
-        args.prompts.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+        profile.write_prompts(args.prompts, prompts)
     return prompts
-
-
-def capture_some(profile: Any, questions: tuple[str, ...]) -> list[Any]:
-    """The generate node's messages for those of ``questions`` the generator answers."""
-    import crag.nodes.generate as generate_node
-    from crag.app.api import ask
-
-    sent: list[Any] = []
-    reply = generate_node._reply
-
-    def keeping(model: Any, messages: list[Any]) -> Any:
-        sent.append(list(messages))
-        return reply(model, messages)
-
-    generate_node._reply = keeping
-    try:
-        for question in questions:
-            ask(question)
-    finally:
-        generate_node._reply = reply
-    return sent
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

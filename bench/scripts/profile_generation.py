@@ -56,11 +56,11 @@ QUESTIONS = (
 )
 
 
-def capture_prompts(questions: tuple[str, ...]) -> tuple[list[list[BaseMessage]], float]:
-    """The generate node's messages for each question, and a warm in-process answer's seconds.
+def generate_node_prompts(questions: tuple[str, ...]) -> list[list[BaseMessage]]:
+    """The generate node's messages, in order, for those of ``questions`` that reach it.
 
     Runs crag's graph (``crag.app.api.ask``) with the node's model call wrapped to keep what it
-    was sent; the first question is asked again at the end, warm, and timed.
+    was sent; a question answered without the generator (abstained) adds nothing.
     """
     import crag.nodes.generate as generate_node
     from crag.app.api import ask
@@ -76,14 +76,25 @@ def capture_prompts(questions: tuple[str, ...]) -> tuple[list[list[BaseMessage]]
     try:
         for question in questions:
             ask(question)
-        start = time.perf_counter()
-        ask(questions[0])
-        warm = time.perf_counter() - start
     finally:
         generate_node._reply = reply
-    if len(sent) != len(questions) + 1:
+    return sent
+
+
+def capture_prompts(questions: tuple[str, ...]) -> tuple[list[list[BaseMessage]], float]:
+    """The generate node's messages for each question, and a warm in-process answer's seconds.
+
+    The first question is asked again at the end, warm, and timed.
+    """
+    from crag.app.api import ask
+
+    sent = generate_node_prompts(questions)
+    start = time.perf_counter()
+    ask(questions[0])
+    warm = time.perf_counter() - start
+    if len(sent) != len(questions):
         raise RuntimeError("some question was answered without the generator (abstained?)")
-    return sent[: len(questions)], warm
+    return sent, warm
 
 
 def warm_answers(rounds: int) -> dict[str, float]:
@@ -117,16 +128,26 @@ def warm_answers(rounds: int) -> dict[str, float]:
     }
 
 
+def read_prompts(path: Path) -> list[list[BaseMessage]]:
+    """The prompts :func:`write_prompts` saved in ``path``."""
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    kinds = {"system": SystemMessage, "human": HumanMessage}
+    return [[kinds[m["type"]](m["content"]) for m in p] for p in saved]
+
+
+def write_prompts(path: Path, prompts: list[list[BaseMessage]]) -> None:
+    """Save ``prompts`` in ``path`` (JSON: each message's type and text)."""
+    rows = [[{"type": m.type, "content": m.text} for m in p] for p in prompts]
+    path.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+
+
 def load_prompts(path: Path | None) -> tuple[list[list[BaseMessage]], float | None]:
     """The prompts saved in ``path`` (no warm time), else captured (and saved there)."""
     if path is not None and path.is_file():
-        saved = json.loads(path.read_text(encoding="utf-8"))
-        kinds = {"system": SystemMessage, "human": HumanMessage}
-        return [[kinds[m["type"]](m["content"]) for m in p] for p in saved], None
+        return read_prompts(path), None
     prompts, warm = capture_prompts(QUESTIONS)
     if path is not None:
-        rows = [[{"type": m.type, "content": m.text} for m in p] for p in prompts]
-        path.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+        write_prompts(path, prompts)
     return prompts, warm
 
 
