@@ -3,7 +3,7 @@
 transformers reads GGUF files (``gguf_file=``, with the ``gguf`` package) by dequantising every
 tensor, which takes seconds to minutes; the float weights are then saved as an ordinary folder
 that reloads in well under a second. :class:`crag.generator.local.LocalChatModel` loads that folder.
-Made as :func:`crag.generator.model_cache.made_once` makes a folder: whole or not at all, also
+Made as :func:`crag.settings.model_cache.made_once` makes a folder: whole or not at all, also
 when two processes convert at once.
 """
 
@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from crag.generator.model_cache import cache_dir, made_once
+from crag.settings.model_cache import cache_dir, made_once
 
 __all__ = ["cache_dir", "converted_folder", "ensure_converted"]
 

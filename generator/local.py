@@ -24,6 +24,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+import numpy as np
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
@@ -31,7 +32,9 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from pydantic import ConfigDict, PrivateAttr
 
 from crag.core.cancellation import CancelToken, current_token, holding
+from crag.core.devices import default_device
 from crag.generator.batching import GenerationBatcher, GenerationRequest
+from crag.generator.model_files import generation_config, load_tokenizer, model_config
 from crag.generator.onnx_decoding import (
     DecodingRules,
     OnnxDecoder,
@@ -70,15 +73,20 @@ def keep_ends(encoded: Mapping[str, Any], limit: int) -> dict[str, Any]:
 
     A chat prompt's instructions are at its start and its question and generation prompt at
     its end; the middle holds the knowledge or the history, which callers should have bounded.
+    The rows are numpy arrays or torch tensors, and stay what they are.
     """
-    import torch
-
     head = limit // 2
     tail = limit - head
-    return {
-        key: torch.cat([value[:, :head], value[:, value.shape[1] - tail :]], dim=1)
-        for key, value in encoded.items()
-    }
+
+    def cut(value: Any) -> Any:
+        ends = (value[:, :head], value[:, value.shape[1] - tail :])
+        if isinstance(value, np.ndarray):
+            return np.concatenate(ends, axis=1)
+        import torch
+
+        return torch.cat(ends, dim=1)
+
+    return {key: cut(value) for key, value in encoded.items()}
 
 
 def _first_token_ids(tokenizer: Any, candidate: str) -> set[int]:
@@ -113,6 +121,13 @@ def _cancel_criteria_rows(tokens: Sequence[CancelToken | None]) -> dict[str, Any
             return torch.tensor(flags, device=input_ids.device)
 
     return {"stopping_criteria": StoppingCriteriaList([StopCancelledRows()])}
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    """Probabilities of float32 logits over the last axis (as ``torch.softmax``)."""
+    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    result: np.ndarray = shifted / shifted.sum(axis=-1, keepdims=True)
+    return result
 
 
 def cpu_has_native_bfloat16() -> bool:
@@ -225,23 +240,20 @@ class LocalChatModel(BaseChatModel):
     _end_ids: frozenset[int] = PrivateAttr(default=frozenset())
 
     def model_post_init(self, context: Any, /) -> None:
-        """Load the tokenizer and the model once (transformers' only when it decodes)."""
-        import torch
-        from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+        """Load the tokenizer and the model once (transformers' only when it decodes).
 
+        On onnxruntime torch is not imported (:mod:`crag.generator.model_files`).
+        """
         path = Path(self.model_path)
         if not (path / "config.json").is_file():
             raise ValueError(f"no transformers model at {path} (config.json missing)")
-        self.device = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self._tokenizer = AutoTokenizer.from_pretrained(path)
+        self.device = self.device or default_device()
+        self._tokenizer = load_tokenizer(path)
         self._onnx = self._open_onnx(path)
         if self._onnx is None or self.max_batch_size > 1:
             self._load_torch(_torch_dtype(self.dtype, self.device, self.max_batch_size > 1))
-        config = AutoConfig.from_pretrained(path)
-        try:
-            generation = GenerationConfig.from_pretrained(path)
-        except OSError:  # no generation_config.json: the model config's values
-            generation = GenerationConfig.from_model_config(config)
+        config = model_config(path)
+        generation = generation_config(path)
         self._end_ids = frozenset(generation_end_ids(generation, self._tokenizer))
         if self.context_length is None:
             self.context_length = model_context_length(config, self._tokenizer)
@@ -300,10 +312,14 @@ class LocalChatModel(BaseChatModel):
         }
 
     def _encode(self, messages: list[BaseMessage], reply_tokens: int = 0) -> Any:
-        """The chat-templated prompt, within the context less ``reply_tokens`` (keep_ends)."""
+        """The chat-templated prompt, within the context less ``reply_tokens`` (keep_ends).
+
+        Numpy rows for onnxruntime, torch tensors on the model's device for transformers.
+        """
         chat = [{"role": _ROLES.get(m.type, "user"), "content": m.text} for m in messages]
+        tensors = "np" if self._onnx is not None else "pt"
         encoded = self._tokenizer.apply_chat_template(
-            chat, add_generation_prompt=True, return_tensors="pt", return_dict=True
+            chat, add_generation_prompt=True, return_tensors=tensors, return_dict=True
         )
         length = int(encoded["input_ids"].shape[1])
         limit = None if self.context_length is None else self.context_length - reply_tokens
@@ -316,6 +332,8 @@ class LocalChatModel(BaseChatModel):
                 reply_tokens,
             )
             encoded = keep_ends(encoded, limit)
+        if tensors == "np":
+            return dict(encoded)
         return {k: v.to(self.device) for k, v in encoded.items()}
 
     def _chosen_threads(self) -> AbstractContextManager[None]:
@@ -377,14 +395,14 @@ class LocalChatModel(BaseChatModel):
         Returns:
             ``{candidate: probability}`` with values in [0, 1], keyed as given.
         """
-        import torch
-
         if self._onnx is not None:
             with holding(self._lock):
                 prompt = self._encode(messages, 1)["input_ids"][0].tolist()
-                logits = torch.from_numpy(self._onnx.next_logits(prompt, current_token()))
-            probabilities = torch.softmax(logits, dim=-1)
+                logits = self._onnx.next_logits(prompt, current_token())
+            probabilities: Any = _softmax(logits)
         else:
+            import torch
+
             with (
                 holding(self._lock),
                 torch.inference_mode(),
@@ -477,12 +495,12 @@ class LocalChatModel(BaseChatModel):
         The row stops at its end-of-sequence token (left out, as the step decoder leaves it
         out), its stop string or cancellation.
         """
-        import torch
-
         if self._onnx is not None:
             rules = self._rules(request.max_new_tokens, request.stop)
             with holding(self._lock):
                 return self._onnx.greedy(request.input_ids, rules, request.token)
+        import torch
+
         kwargs = self._generation_kwargs(
             list(request.stop), len(request.input_ids), max_new_tokens=request.max_new_tokens
         )
@@ -526,8 +544,7 @@ class LocalChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        import torch
-        from transformers import TextIteratorStreamer
+        from transformers.generation.streamers import TextIteratorStreamer
 
         token = current_token()
         with holding(self._lock):
@@ -542,6 +559,8 @@ class LocalChatModel(BaseChatModel):
                     if self._onnx is not None:
                         self._stream_onnx(inputs["input_ids"], streamer, stop, token, kwargs)
                         return
+                    import torch
+
                     with (
                         torch.inference_mode(),
                         stop_when_cancelled(self._model, token),
@@ -587,13 +606,11 @@ class LocalChatModel(BaseChatModel):
         kwargs: Mapping[str, Any],
     ) -> None:
         """Decode with onnxruntime into ``streamer`` as ``generate`` would (the lock held)."""
-        import torch
-
         if self._onnx is None:
             raise RuntimeError("the generator has no onnxruntime model")
         streamer.put(input_ids)  # the prompt, which the streamer skips, as from generate
         rules = self._rules(
-            self._reply_tokens(kwargs), stop, lambda chosen: streamer.put(torch.tensor([chosen]))
+            self._reply_tokens(kwargs), stop, lambda chosen: streamer.put(np.array([chosen]))
         )
         self._onnx.greedy(input_ids[0].tolist(), rules, token)
         streamer.end()

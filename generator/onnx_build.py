@@ -5,7 +5,7 @@ Llama, Qwen, Phi, Gemma, Mistral and other decoder architectures) writes the gra
 weights directly, with fused attention (``GroupQueryAttention``) and a key-value cache, in
 about 11 s for SmolLM2-135M on 2 cores. ``prune_lm_head`` makes a prompt's read compute only
 its last position's logits. The folder goes under the user's cache
-(:mod:`crag.generator.model_cache`), named after the model folder and what identifies its
+(:mod:`crag.settings.model_cache`), named after the model folder and what identifies its
 weights, so a changed model is built anew. A model the builder cannot take (an architecture it
 does not know) is remembered beside that folder, so later processes do not try again.
 
@@ -22,8 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from crag.generator.model_cache import cache_dir, made_once
 from crag.generator.onnx_positions import return_last_positions
+from crag.settings.model_cache import cache_dir, made_once
 
 logger = logging.getLogger(__name__)
 
