@@ -82,9 +82,9 @@ class MiniLMEmbeddings(Embeddings):
     def __init__(self, path: Path, device: str, batch_size: int) -> None:
         """Open the encoder of ``path`` for ``device``: onnxruntime on a CPU, else torch.
 
-        On a CPU the ONNX export is made the first time (:mod:`crag.vectorstore.minilm_export`)
-        and torch loads only when a call is too large for onnxruntime; an export that fails
-        leaves torch to do everything, with a warning.
+        On a CPU the ONNX export is made at the first small call
+        (:mod:`crag.vectorstore.minilm_export`) and torch loads only when a call is too large for
+        onnxruntime; an export that fails leaves torch to do everything, with a warning.
         """
         self.model_name = str(path)
         self.path = path
@@ -94,24 +94,35 @@ class MiniLMEmbeddings(Embeddings):
         }
         self.max_length = max_sequence_length(path)
         self.device = device
-        self.onnx: OnnxSentenceEncoder | None = self._open_onnx() if device == "cpu" else None
+        self.onnx: OnnxSentenceEncoder | None = None
+        self.onnx_tried = device != "cpu"
         self.tokenizer: Any = None
         self.model: Any = None
-        if self.onnx is None:
+        if self.onnx_tried:
             self._load_torch()
 
-    def _open_onnx(self) -> OnnxSentenceEncoder | None:
-        """The onnxruntime encoder, exported the first time; None (logged) if it cannot be."""
+    def onnx_encoder(self) -> OnnxSentenceEncoder | None:
+        """The onnxruntime encoder, opened (and exported) at the first call that needs it.
+
+        Not in ``__init__``: a server that opens a store only to read its records (the file
+        route of a citation) must not wait for an export it never uses. None (logged once) if
+        the export cannot be made.
+        """
         from crag.vectorstore.minilm_export import ensure_encoder_onnx
         from crag.vectorstore.minilm_onnx import OnnxSentenceEncoder
 
+        if self.onnx_tried:
+            return self.onnx
+        self.onnx_tried = True
         if not (self.path / "tokenizer.json").is_file():
             return None
         try:
-            return OnnxSentenceEncoder(ensure_encoder_onnx(self.path), self.path, self.max_length)
+            self.onnx = OnnxSentenceEncoder(
+                ensure_encoder_onnx(self.path), self.path, self.max_length
+            )
         except (ValueError, ImportError) as exc:
             logger.warning("embedder %s runs in torch: %s", self.path.name, exc)
-            return None
+        return self.onnx
 
     def _load_torch(self) -> None:
         """Load transformers' tokenizer and encoder onto ``device`` (once)."""
@@ -158,8 +169,9 @@ class MiniLMEmbeddings(Embeddings):
         ordered = [texts[index] for index in order]
         size = int(self.encode_kwargs["batch_size"])
         batches = [ordered[start : start + size] for start in range(0, len(ordered), size)]
-        if self.onnx is not None and len(texts) <= ONNX_MOST_TEXTS:
-            rows = np.concatenate([self.onnx.batch(batch) for batch in batches])
+        onnx = self.onnx_encoder() if len(texts) <= ONNX_MOST_TEXTS else None
+        if onnx is not None:
+            rows = np.concatenate([onnx.batch(batch) for batch in batches])
         else:
             rows = self._torch_rows(batches)
         restored: np.ndarray = rows[np.argsort(order)]

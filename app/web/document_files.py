@@ -108,7 +108,7 @@ def still_stored(source: str, settings: DeploymentSettings, member: str | None =
     longer served.
     """
     from crag.settings.scope_settings import readable_collections
-    from crag.vectorstore.embeddings import load_embeddings
+    from crag.vectorstore.embeddings import locked_embeddings
     from crag.vectorstore.records import stored_records
     from crag.vectorstore.store import StoreError, open_store
 
@@ -117,7 +117,7 @@ def still_stored(source: str, settings: DeploymentSettings, member: str | None =
             store = open_store(
                 settings.store_path,
                 name,
-                load_embeddings(settings.embedder),
+                locked_embeddings(settings.embedder),
                 create=False,
                 host=settings.chroma_host,
                 port=settings.chroma_port,

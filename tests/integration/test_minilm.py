@@ -75,7 +75,7 @@ ONNX_TOLERANCE = 3e-7
 def test_queries_run_on_onnxruntime_within_3e_7_of_sentence_transformers(
     minilm: MiniLMEmbeddings, embeddings: HuggingFaceEmbeddings
 ) -> None:
-    assert minilm.onnx is not None  # on this CPU the export is made and used
+    assert minilm.onnx_encoder() is not None  # on this CPU the export is made and used
     for question in QUESTIONS:
         got = np.asarray(minilm.embed_query(question), dtype=np.float32)
         expected = np.asarray(embeddings.embed_query(question), dtype=np.float32)
@@ -99,12 +99,13 @@ def test_onnxruntime_reads_transformers_token_ids(
 ) -> None:
     from transformers import AutoTokenizer
 
-    assert minilm.onnx is not None
+    encoder = minilm.onnx_encoder()
+    assert encoder is not None
     reference = AutoTokenizer.from_pretrained(minilm.model_name)
     expected = reference(
         texts, padding=True, truncation="longest_first", max_length=minilm.max_length
     )
-    got = minilm.onnx.tokenizer.encode_batch(texts)
+    got = encoder.tokenizer.encode_batch(texts)
     assert [e.ids for e in got] == expected["input_ids"]
     assert [e.attention_mask for e in got] == expected["attention_mask"]
 

@@ -41,6 +41,7 @@ def test_without_its_export_the_encoder_runs_in_torch(
 
     monkeypatch.setattr(minilm_export, "ensure_encoder_onnx", failed)
     embedder = MiniLMEmbeddings(resolve_model_path(), "cpu", 64)
+    assert embedder.model is None  # nothing is exported or loaded before the first call
+    assert len(embedder.embed_query("Who painted the Mona Lisa?")) == 384
     assert embedder.onnx is None and embedder.model is not None
     assert "runs in torch: cannot export the encoder" in caplog.text
-    assert len(embedder.embed_query("Who painted the Mona Lisa?")) == 384
