@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from crag.core.cancellation import holding
@@ -31,11 +31,25 @@ if TYPE_CHECKING:
 
     from crag.evaluator.base import RetrievalEvaluator
     from crag.generator.endpoint_config import EndpointConfig
+    from crag.generator.prepare import Preparation
     from crag.websearch.base import SearchProvider
 
 logger = logging.getLogger(__name__)
 
 StoreKey = tuple[str, str, str, bool, int, str, int, bool]
+
+
+class GeneratorPreload(threading.Thread):
+    """The thread of :meth:`DefaultComponents.preload_chat_model`; :meth:`stop` ends its work."""
+
+    def __init__(self, load: Callable[[], None], preparation: Preparation) -> None:
+        """Run ``load``, which may run ``preparation`` (a child process) first."""
+        super().__init__(target=load, name="crag-generator-preload")
+        self.preparation = preparation
+
+    def stop(self) -> None:
+        """End a preparation of the generator no run will wait for (the run failed)."""
+        self.preparation.stop()
 
 
 class LockedEvaluator:
@@ -222,32 +236,39 @@ class DefaultComponents:
             self.apply_batch_size(model, settings.deployment.generator_batch_size)
             return model
 
-    def preload_chat_model(self, settings: RunSettings) -> threading.Thread | None:
+    def preload_chat_model(self, settings: RunSettings) -> GeneratorPreload | None:
         """Start opening the generator's onnxruntime session on a thread; None: nothing to open.
 
         ``crag ask`` calls it before its run: the session loads (letting go of the interpreter
         lock) while the run opens the store and loads the embedder, about 0.7 s of a cold
-        answer. Only an ONNX model built already (:func:`crag.generator.factory.preload_engine`);
-        a failure is left to the run, which opens it again and reports it. The caller joins the
-        thread before it exits.
+        answer. On an empty cache the thread first makes the local model's converted folder and
+        ONNX model in a child process (:mod:`crag.generator.prepare`), while the run retrieves
+        and grades. A failure is left to the run, which makes or opens the model again and
+        reports it. The caller joins the thread before it exits.
         """
         from crag.generator.factory import preload_engine
         from crag.generator.onnx_decoding import onnxruntime_applies
+        from crag.generator.prepare import Preparation, is_prepared
 
         deployment = settings.deployment
+        spec = deployment.generator
         # The CPU is assumed: asking torch for a GPU would import it here, 0.8 s more before a
         # bad question is refused. On a GPU machine the session opened goes unused.
         engine, dtype = deployment.generator_engine, deployment.generator_dtype
         if not onnxruntime_applies(engine, dtype, "cpu"):
             return None  # transformers decodes: a session opened now would go unused
 
+        preparation = Preparation(spec)
+
         def load() -> None:
             try:
-                preload_engine(deployment.generator, deployment.generator_engine)
+                if is_prepared(spec) is False and not preparation.run():
+                    return
+                preload_engine(spec, deployment.generator_engine)
             except Exception as exc:  # noqa: BLE001 - the run's own load reports it
                 logger.debug("preloading the generator failed (the run retries): %s", exc)
 
-        thread = threading.Thread(target=load, name="crag-generator-preload")
+        thread = GeneratorPreload(load, preparation)
         thread.start()
         return thread
 

@@ -83,7 +83,7 @@ def _chat_model(
     """A local model, or one ``init_chat_model`` makes (``provider:model``)."""
     from crag.generator.local import LocalChatModel
 
-    folder = _local_model_folder(spec)
+    folder = local_model_folder(spec)
     if folder is not None:
         return LocalChatModel(
             model_path=folder,
@@ -98,7 +98,7 @@ def _chat_model(
     return init_chat_model(spec, temperature=0, max_tokens=max_new_tokens)
 
 
-def _local_model_folder(spec: str) -> str | None:
+def local_model_folder(spec: str) -> str | None:
     """The transformers folder a local spec names (smollm2, local:, gguf:); None otherwise."""
     if spec in ("", "smollm2"):
         from crag.generator.smollm2 import ensure_smollm2
@@ -127,7 +127,7 @@ def preload_engine(spec: str, engine: Literal["onnxruntime", "torch"]) -> bool:
     from crag.generator.onnx_build import MODEL_FILE, onnx_folder
     from crag.generator.onnx_decoding import open_decoder
 
-    folder = _built_folder(spec)
+    folder = built_model_folder(spec)
     if engine != "onnxruntime" or folder is None or not (folder / "config.json").is_file():
         return False
     model_file = onnx_folder(folder) / MODEL_FILE
@@ -137,7 +137,7 @@ def preload_engine(spec: str, engine: Literal["onnxruntime", "torch"]) -> bool:
     return True
 
 
-def _built_folder(spec: str) -> Path | None:
+def built_model_folder(spec: str) -> Path | None:
     """The transformers folder of a local spec, without converting anything; else None."""
     spec = spec.strip()
     if spec in ("", "smollm2"):

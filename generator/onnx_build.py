@@ -60,7 +60,8 @@ def onnx_folder(model_dir: Path) -> Path:
     return cache_dir() / "onnx" / f"{source.name.lower()}-{digest}"
 
 
-def _failure_note(target: Path) -> Path:
+def failure_note(target: Path) -> Path:
+    """The file beside ``target`` that says why its build failed (later ones are not tried)."""
     return target.with_name(target.name + ".failed")
 
 
@@ -115,7 +116,7 @@ def ensure_onnx_model(model_dir: Path) -> Path:
         ValueError: The folder cannot be written, or the builder did not finish in time.
     """
     target = onnx_folder(model_dir)
-    note = _failure_note(target)
+    note = failure_note(target)
     if note.is_file():
         raise OnnxBuildError(note.read_text(encoding="utf-8"))
 

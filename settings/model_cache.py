@@ -1,19 +1,27 @@
 """Folders made once from a model and kept under the user's cache (converted GGUF, ONNX builds).
 
-Two processes may make one at once (two ``crag`` commands on first use): each writes a folder of
-its own beside the target and moves it into place in one rename, so the target is either absent
-or whole; the one that finds it already made uses it and deletes its own copy.
+Two processes may want one at once (two ``crag`` commands on first use, or a run and the
+generator's preparation started beside it, :mod:`crag.generator.prepare`): the first takes a
+lock file beside the target (``filelock``: an ``flock`` the system drops if its holder dies),
+the others wait for it and then find the target made, so a model is made once, not once per
+process. The maker writes a folder of its own and moves it into place in one rename, so the
+target is either absent or whole, even where the lock cannot be taken (a file system without
+``flock``): then each makes its own and the one that finds the target already made uses it and
+deletes its copy.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from filelock import FileLock
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +61,7 @@ def made_once(target: Path, marker: str, make: Callable[[Path], None]) -> Path:
     """
     if (target / marker).is_file():
         return target
-    with _lock:
+    with _lock, _other_processes_waiting(target):
         if (target / marker).is_file():
             return target
         own = target.with_name(f"{target.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
@@ -65,3 +73,24 @@ def made_once(target: Path, marker: str, make: Callable[[Path], None]) -> Path:
             raise ValueError(f"cannot write the model to {own}: {exc}") from exc
         finally:
             shutil.rmtree(own, ignore_errors=True)  # gone if renamed; else a copy not needed
+
+
+@contextlib.contextmanager
+def _other_processes_waiting(target: Path) -> Iterator[None]:
+    """Hold ``TARGET.lock`` while making ``target``: another process waits, then finds it made.
+
+    Where the lock file cannot be made or locked (a read-only parent, a file system without
+    locks), nothing is held: the rename in :func:`made_once` still keeps the target whole.
+    """
+    lock = FileLock(str(target.with_name(target.name + ".lock")))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except OSError as exc:
+        logger.debug("making %s without a lock: %s", target, exc)
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.release()

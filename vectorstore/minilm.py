@@ -173,11 +173,11 @@ class MiniLMEmbeddings(Embeddings):
         if onnx is not None:
             rows = np.concatenate([onnx.batch(batch) for batch in batches])
         else:
-            rows = self._torch_rows(batches)
+            rows = self.torch_rows(batches)
         restored: np.ndarray = rows[np.argsort(order)]
         return restored
 
-    def _torch_rows(self, batches: Sequence[Sequence[str]]) -> np.ndarray:
+    def torch_rows(self, batches: Sequence[Sequence[str]]) -> np.ndarray:
         """The batches' vectors from the torch encoder (loaded the first time), stacked."""
         import torch
 

@@ -393,20 +393,26 @@ def cmd_ask(args: argparse.Namespace) -> int:
     settings = _settings(args)
     preloading = getattr(components, "preload_chat_model", None)  # not every Components has it
     preload = preloading(settings.run_settings()) if callable(preloading) else None
+    code = 1
     try:
         if not args.thread:
             from crag.graph.builder import build_graph
 
             graph = build_graph(components, method=settings.method, deployment=settings.deployment)
-            return _run_question(graph, args, None)
+            code = _run_question(graph, args, None)
+            return code
         from crag.app.api import persistent_graph, thread_config
 
         with persistent_graph(
             args.threads_db, method=settings.method, deployment=settings.deployment
         ) as threaded:
-            return _run_question(threaded, args, thread_config(args.thread))
+            code = _run_question(threaded, args, thread_config(args.thread))
+            return code
     finally:
         if preload is not None:
+            stopping = getattr(preload, "stop", None)
+            if code != 0 and callable(stopping):  # a refused question: no wait for the models
+                stopping()
             preload.join()
 
 

@@ -1,11 +1,12 @@
 """Two processes converting one GGUF model at once, as two ``crag`` commands do on first use.
 
-Each process converts into a folder of its own and moves it into place in one step; the one
-that finds the folder already there uses it and drops its own copy. The model is a tiny Llama
-written as a real GGUF file (float32 tensors, a byte-level BPE tokenizer, a chat template), so
-that transformers reads, dequantises and saves it as it does the shipped SmolLM2 file, in a
-second. The two processes are held after reading the file until both have read it, so that
-both always convert (neither finds the folder made before it starts).
+The first takes the folder's lock and converts into a folder of its own, moved into place in
+one step; the other waits for the lock and uses that folder. Without the lock (a file system
+that has none), each converts and the one that finds the folder already there uses it and
+drops its own copy. The model is a tiny Llama written as a real GGUF file (float32 tensors, a
+byte-level BPE tokenizer, a chat template), so that transformers reads, dequantises and saves
+it as it does the shipped SmolLM2 file, in a second. The first process is held after reading
+the file until the second has started, so that the second always arrives while it converts.
 """
 
 from __future__ import annotations
@@ -44,15 +45,17 @@ def load_then_wait(*args, **kwargs):
     model = load(*args, **kwargs)
     mine.touch()
     deadline = time.monotonic() + 120
-    while not other.exists() and time.monotonic() < deadline:
+    while not other.with_suffix(".started").exists() and time.monotonic() < deadline:
         time.sleep(0.02)
+    time.sleep(1.0)  # the other process is past its start: it reaches the lock meanwhile
     return model
 
 transformers.AutoModelForCausalLM.from_pretrained = load_then_wait
+mine.with_suffix(".started").touch()
 print(ensure_converted(gguf, target))
 """
-"""One process: reads the GGUF file, waits until the other process has read it too, then
-converts (the wait replaces ``from_pretrained`` in that process only)."""
+"""One process: says it has started, reads the GGUF file, waits until the other process has
+started too, then converts (the wait replaces ``from_pretrained`` in that process only)."""
 
 
 def write_tiny_gguf(path: Path) -> Path:
@@ -101,6 +104,12 @@ def write_tiny_gguf(path: Path) -> Path:
     return path
 
 
+def made_in(cache: Path) -> list[str]:
+    """What ``cache`` holds beside the lock files (kept: deleting one would let a waiting
+    process and a newcomer each hold a lock of their own)."""
+    return sorted(path.name for path in cache.iterdir() if path.suffix != ".lock")
+
+
 def assert_complete(folder: Path) -> None:
     """``folder`` holds the whole model: it loads and answers a chat prompt."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -116,7 +125,9 @@ def assert_complete(folder: Path) -> None:
     assert model.generate(ids, max_new_tokens=2, do_sample=False).shape[-1] == ids.shape[-1] + 2
 
 
-def test_two_processes_converting_at_once_both_get_the_whole_folder(tmp_path: Path) -> None:
+def test_two_processes_wanting_one_conversion_convert_once_and_both_get_the_folder(
+    tmp_path: Path,
+) -> None:
     model = write_tiny_gguf(tmp_path / "Tiny-Chat.F32.gguf")
     cache = tmp_path / "cache"
     target = cache / "tiny-chat"
@@ -137,8 +148,9 @@ def test_two_processes_converting_at_once_both_get_the_whole_folder(tmp_path: Pa
     for process, (out, err) in zip(processes, results, strict=True):
         assert process.returncode == 0, err[-3000:]
         assert out.strip() == str(target)
-    assert all(path.exists() for path in ready)  # both read the file: both converted
-    assert [path.name for path in cache.iterdir()] == ["tiny-chat"]  # no copy left behind
+    assert sum(path.exists() for path in ready) == 1  # one converted, the other waited for it
+    names = sorted(path.name for path in cache.iterdir())
+    assert names == ["tiny-chat", "tiny-chat.lock"]  # no copy left behind
     assert_complete(target)
 
 
@@ -165,7 +177,7 @@ def test_a_conversion_that_finds_the_folder_made_meanwhile_uses_it(
     )
     assert ensure_converted(model, target) == target
     assert (target / "made-by").read_text() == "the other process"
-    assert [path.name for path in target.parent.iterdir()] == ["tiny-chat"]
+    assert made_in(target.parent) == ["tiny-chat"]
     assert_complete(target)
 
 
@@ -176,4 +188,4 @@ def test_a_model_that_cannot_be_read_leaves_no_folder(tmp_path: Path) -> None:
     cache.mkdir()
     with pytest.raises(ValueError, match=r"cannot read .*notes\.gguf as a GGUF model"):
         ensure_converted(not_gguf, cache / "notes")
-    assert list(cache.iterdir()) == []
+    assert made_in(cache) == []
