@@ -14,10 +14,12 @@ of every other model and of the benchmark's scripts.
 a run's strips and web paragraphs, a small file's chunks) run on an ONNX export of the same
 encoder (:mod:`crag.vectorstore.minilm_onnx`), and torch and transformers' modelling code are
 never imported: a cold ``crag ask`` saves their imports (about 5 s on two cores), and one
-question embeds in 5 ms, not 20-30 ms. The vectors differ from torch's by at most 2.1e-7 (torch's
-own batches differ from each other by as much). Larger calls (a big ingestion) load the torch
-model the first time, because there torch is faster: 64 texts of 256 tokens took 3.3 s in torch
-and 3.7 s in onnxruntime (docs/models.md). Without the export (it failed; a GPU) torch does all.
+question embeds in 5-7 ms, not 13-30 ms. The vectors differ from torch's by at most 2.1e-7 on
+corpus chunks (torch's own batches differ from each other by 1.9e-7). Larger calls (a big
+ingestion) load the torch model the first time: there the two engines are within about 10% of
+each other (64 texts of 256 tokens: 3.2-3.7 s in onnxruntime, 3.3-3.4 s in torch, from sitting
+to sitting; docs/models.md), and torch's vectors are sentence-transformers' to the last bit, as
+the shipped corpus's are. Without the export (it failed; a GPU) torch does all.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 ONNX_MOST_TEXTS = 64
 """The most texts a call embeds on onnxruntime; a larger one runs in torch (the module's
-docstring: onnxruntime is 4-6 times faster on one short text, about 10% slower on long
+docstring: onnxruntime is 2-6 times faster on one short text, within 10% of torch on long
 batches)."""
 
 MODULES = (
