@@ -35,27 +35,22 @@ PREPARE_TIMEOUT_SECONDS = 1800
 def is_prepared(spec: str) -> bool | None:
     """Whether ``spec``'s ONNX model is made; None when there is nothing to prepare.
 
-    Nothing: not a local model (an API or a model server), or its build failed before (its
-    ``.failed`` note: the run reports it, no child would do better).
+    Nothing: not a local model (an API or a model server; a GGUF file that is not there), or
+    its build failed before (its ``.failed`` note: the run reports it, no child would do
+    better).
     """
     from crag.generator.factory import built_model_folder
     from crag.generator.onnx_build import MODEL_FILE, failure_note, onnx_folder
 
-    if not is_local(spec):
-        return None
     folder = built_model_folder(spec)
-    if folder is None or not (folder / "config.json").is_file():
+    if folder is None:
+        return None
+    if not (folder / "config.json").is_file():
         return False
     target = onnx_folder(folder)
     if failure_note(target).is_file():
         return None
     return (target / MODEL_FILE).is_file()
-
-
-def is_local(spec: str) -> bool:
-    """Whether ``spec`` names a model this process runs itself (smollm2, local:, gguf:)."""
-    spec = spec.strip()
-    return spec in ("", "smollm2") or spec.startswith(("local:", "gguf:"))
 
 
 class Preparation:
@@ -114,11 +109,6 @@ class Preparation:
             child = self._child
         if child is not None and child.poll() is None:
             child.terminate()
-
-
-def prepare_beside_the_run(spec: str) -> bool:
-    """:meth:`Preparation.run` of ``spec``, for a caller that never stops it."""
-    return Preparation(spec).run()
 
 
 def prepare(spec: str) -> Path:

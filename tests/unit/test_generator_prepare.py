@@ -1,7 +1,7 @@
 """The generator's models made beside the run on first use, and made once by many processes.
 
 A tiny causal LM (:mod:`tests.tiny_causal_lm`) stands for SmolLM2: onnxruntime-genai's builder
-really builds it, in the child that :func:`crag.generator.prepare.prepare_beside_the_run`
+really builds it, in the child that :meth:`crag.generator.prepare.Preparation.run`
 starts, into the cache the test names.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from crag.generator.onnx_build import MODEL_FILE, onnx_folder
-from crag.generator.prepare import Preparation, is_prepared, prepare_beside_the_run
+from crag.generator.prepare import Preparation, is_prepared
 from tests.tiny_causal_lm import build_tiny_causal_lm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ def test_a_local_model_is_built_by_the_child_and_then_found_prepared(
     tiny = build_tiny_causal_lm(tmp_path / "tiny", for_onnx=True)
     spec = f"local:{tiny}"
     assert is_prepared(spec) is False
-    assert prepare_beside_the_run(spec)
+    assert Preparation(spec).run()
     assert is_prepared(spec) is True
     model = onnx_folder(tiny) / MODEL_FILE
     assert model.is_file() and cache in model.parents  # in the run's cache, not the default
@@ -64,7 +64,7 @@ def test_a_stopped_preparation_leaves_no_half_made_model_and_the_next_one_makes_
     stopped_first = Preparation(spec)
     stopped_first.stop()
     assert not stopped_first.run()  # a stopped preparation never starts
-    assert prepare_beside_the_run(spec)  # the lock was let go
+    assert Preparation(spec).run()  # the lock was let go
     assert is_prepared(spec) is True
 
 
@@ -72,7 +72,7 @@ def test_what_is_not_a_local_model_is_not_prepared(cache: Path, tmp_path: Path) 
     assert is_prepared("openai:gpt-4o-mini") is None
     missing = f"local:{tmp_path / 'no-such-model'}"
     assert is_prepared(missing) is False
-    assert not prepare_beside_the_run(missing)  # the child says why and exits 1
+    assert not Preparation(missing).run()  # the child says why and exits 1
     done = subprocess.run(
         [sys.executable, "-m", "crag.generator.prepare", "openai:gpt-4o-mini"],
         capture_output=True,
