@@ -289,7 +289,7 @@ def test_a_cancelled_served_run_stops_at_once_and_leaves_nothing(
 ) -> None:
     """The served graph run through ``ainvoke`` (as the LangGraph server runs it), cancelled."""
     monkeypatch.setenv("CRAG_INGEST_MAX_CHUNKS", "100000")
-    embedder.delay = 0.3  # per batch of 512 chunks: about 3 s for the whole document
+    embedder.delay = 1.0  # per batch of 512 chunks: about 10 s for the whole document
     graph, run = served(settings), IngestContext(chunk_size=100, chunk_overlap=0)
     text = words(90_000)  # about 5,000 chunks of 100 characters: ten batches
     payload: Any = {"documents": [{"text": text, "source": "mem:long"}]}
@@ -312,7 +312,9 @@ def test_a_cancelled_served_run_stops_at_once_and_leaves_nothing(
     # The worker thread holds the store's write lock until it has stopped and cleaned up.
     with store_write_lock(stored(settings)):
         stopped_after = time.monotonic() - cancelled_at
-    assert stopped_after < 2.0, f"the run went on for {stopped_after:.1f} s after its cancel"
+    # Uncancelled, the eight batches left would take 8 s; stopped, the batch in flight and the
+    # removal of the partial chunks are all that is left (about 1.3 s, 2.3 s on a loaded machine).
+    assert stopped_after < 4.0, f"the run went on for {stopped_after:.1f} s after its cancel"
     assert len(embedder.call_times) <= 3, "batches were embedded after the cancel"
     time.sleep(0.5)
     assert len(embedder.call_times) <= 3
