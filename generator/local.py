@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -34,7 +35,8 @@ from pydantic import ConfigDict, PrivateAttr
 from crag.core.cancellation import CancelToken, current_token, holding
 from crag.core.devices import default_device
 from crag.generator.batching import GenerationBatcher, GenerationRequest
-from crag.generator.model_files import generation_config, load_tokenizer, model_config
+from crag.generator.chat_tokenizer import ChatTokenizer, chat_tokenizer_for
+from crag.generator.model_files import generation_eos_token_id, load_tokenizer, model_config
 from crag.generator.onnx_decoding import (
     DecodingRules,
     OnnxDecoder,
@@ -49,6 +51,7 @@ from crag.generator.step_decoding import (
     stop_when_cancelled,
 )
 from crag.generator.thread_choice import ThreadChoice
+from crag.generator.word_streamer import WordStreamer
 
 logger = logging.getLogger(__name__)
 
@@ -242,19 +245,24 @@ class LocalChatModel(BaseChatModel):
     def model_post_init(self, context: Any, /) -> None:
         """Load the tokenizer and the model once (transformers' only when it decodes).
 
-        On onnxruntime torch is not imported (:mod:`crag.generator.model_files`).
+        On onnxruntime neither torch nor, for a plain ``tokenizer.json`` such as SmolLM2's,
+        transformers is imported (:mod:`crag.generator.model_files`,
+        :mod:`crag.generator.chat_tokenizer`).
         """
         path = Path(self.model_path)
         if not (path / "config.json").is_file():
             raise ValueError(f"no transformers model at {path} (config.json missing)")
         self.device = self.device or default_device()
-        self._tokenizer = load_tokenizer(path)
         self._onnx = self._open_onnx(path)
+        if self._onnx is not None and self.max_batch_size == 1:
+            self._tokenizer = chat_tokenizer_for(path)
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer(path)
         if self._onnx is None or self.max_batch_size > 1:
             self._load_torch(_torch_dtype(self.dtype, self.device, self.max_batch_size > 1))
         config = model_config(path)
-        generation = generation_config(path)
-        self._end_ids = frozenset(generation_end_ids(generation, self._tokenizer))
+        eos = SimpleNamespace(eos_token_id=generation_eos_token_id(path))
+        self._end_ids = frozenset(generation_end_ids(eos, self._tokenizer))
         if self.context_length is None:
             self.context_length = model_context_length(config, self._tokenizer)
 
@@ -279,6 +287,8 @@ class LocalChatModel(BaseChatModel):
         """Load transformers' model in ``dtype`` and the batcher over it (lock held, or init)."""
         from transformers import AutoModelForCausalLM
 
+        if isinstance(self._tokenizer, ChatTokenizer):  # transformers' decoding needs its own
+            self._tokenizer = load_tokenizer(Path(self.model_path))
         model: Any = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=dtype)
         self._model = model.to(self.device).eval()
         decoder = StepDecoder(
@@ -544,14 +554,10 @@ class LocalChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        from transformers.generation.streamers import TextIteratorStreamer
-
         token = current_token()
         with holding(self._lock):
             inputs = self._encode(messages, self._reply_tokens(kwargs))
-            streamer = TextIteratorStreamer(
-                self._tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=300.0
-            )
+            streamer = self._streamer()
             errors: list[BaseException] = []
 
             def generate() -> None:
@@ -576,7 +582,7 @@ class LocalChatModel(BaseChatModel):
                         )
                 except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
                     errors.append(exc)
-                    streamer.end()  # type: ignore[no-untyped-call]
+                    streamer.end()
 
             worker = threading.Thread(target=generate, daemon=True)
             worker.start()
@@ -597,6 +603,18 @@ class LocalChatModel(BaseChatModel):
             if token is not None:
                 token.raise_if_cancelled()
 
+    def _streamer(self) -> Any:
+        """The reply's text pieces: transformers' streamer for its ``generate``, else ours."""
+        if self._onnx is not None:
+            return WordStreamer(
+                lambda ids: self._tokenizer.decode(ids, skip_special_tokens=True), timeout=300.0
+            )
+        from transformers.generation.streamers import TextIteratorStreamer
+
+        return TextIteratorStreamer(
+            self._tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=300.0
+        )
+
     def _stream_onnx(
         self,
         input_ids: Any,
@@ -608,9 +626,6 @@ class LocalChatModel(BaseChatModel):
         """Decode with onnxruntime into ``streamer`` as ``generate`` would (the lock held)."""
         if self._onnx is None:
             raise RuntimeError("the generator has no onnxruntime model")
-        streamer.put(input_ids)  # the prompt, which the streamer skips, as from generate
-        rules = self._rules(
-            self._reply_tokens(kwargs), stop, lambda chosen: streamer.put(np.array([chosen]))
-        )
+        rules = self._rules(self._reply_tokens(kwargs), stop, lambda chosen: streamer.put([chosen]))
         self._onnx.greedy(input_ids[0].tolist(), rules, token)
         streamer.end()

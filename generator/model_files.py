@@ -3,9 +3,9 @@
 ``AutoTokenizer`` and ``AutoConfig`` import transformers' model registry, which imports torch:
 about 2.5 s of a cold ``crag ask`` on two cores, for a generator that onnxruntime runs without
 torch. A folder whose ``tokenizer_config.json`` names ``TokenizersBackend`` (SmolLM2's, and
-what ``AutoTokenizer`` would build for it) gets that class directly; ``config.json`` is read as
-JSON (only its position limits are used); the generation configuration is transformers' own
-class, which does not need torch. Any other tokenizer class goes through ``AutoTokenizer``.
+what ``AutoTokenizer`` would build for it) gets that class directly; ``config.json`` and
+``generation_config.json`` are read as JSON (only the position limits and the end-of-sequence
+ids are used). Any other tokenizer class goes through ``AutoTokenizer``.
 """
 
 from __future__ import annotations
@@ -48,12 +48,16 @@ def model_config(path: Path) -> SimpleNamespace:
     return SimpleNamespace(**_json(path / "config.json"))
 
 
-def generation_config(path: Path) -> Any:
-    """The folder's ``GenerationConfig``: its ``generation_config.json``, else config.json's."""
+def generation_eos_token_id(path: Path) -> Any:
+    """The end-of-sequence id (or ids) ``GenerationConfig.from_pretrained(path)`` would give.
+
+    ``generation_config.json`` is read as JSON (its ``eos_token_id`` is taken as it is, as
+    transformers takes it); a folder without one gets transformers' config from ``config.json``.
+    """
+    generation = _json(path / "generation_config.json")
+    if generation or (path / "generation_config.json").is_file():
+        return generation.get("eos_token_id")
+    from transformers import AutoConfig  # a rare folder: the model registry, torch and all
     from transformers.generation.configuration_utils import GenerationConfig
 
-    if (path / "generation_config.json").is_file():
-        return GenerationConfig.from_pretrained(path)
-    from transformers import AutoConfig  # a rare folder: the model registry, torch and all
-
-    return GenerationConfig.from_model_config(AutoConfig.from_pretrained(path))
+    return GenerationConfig.from_model_config(AutoConfig.from_pretrained(path)).eos_token_id
