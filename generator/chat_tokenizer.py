@@ -208,7 +208,10 @@ def chat_tokenizer_for(path: Path) -> ChatTokenizer | None:
     template = None if source is None else compile_chat_template(source)
     if template is None:
         return None
-    tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    try:
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    except Exception:  # noqa: BLE001 - transformers reads it again and says what is wrong
+        return None
     if tokenizer.truncation is not None or tokenizer.padding is not None:
         return None
     if tokenizer.get_vocab_size() > 100_000:  # transformers may patch such a file's regex

@@ -105,6 +105,7 @@ def _copy_of(path: Path, tmp_path: Path) -> Path:
         "a template of transformers' generation tag",
         "two templates",
         "padding in tokenizer.json",
+        "a tokenizer.json tokenizers cannot read",
     ],
 )
 def test_a_folder_transformers_would_read_otherwise_is_left_to_it(
@@ -125,6 +126,8 @@ def test_a_folder_transformers_would_read_otherwise_is_left_to_it(
         )
     elif change == "two templates":
         config["chat_template"] = "{{ messages[0]['content'] }}"
+    elif change == "a tokenizer.json tokenizers cannot read":
+        (folder / "tokenizer.json").write_text('{"model": "not a model"}')
     else:
         data = json.loads((folder / "tokenizer.json").read_text())
         data["padding"] = {
