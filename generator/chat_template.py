@@ -24,7 +24,7 @@ import jinja2.ext
 import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-_GENERATION_TAG = re.compile(r"\{%-?\s*(end)?generation\s*-?%\}")
+_GENERATION_TAG = re.compile(r"\{%[-+]?\s*(end)?generation\b")
 
 
 def _raise_exception(message: str) -> None:
@@ -82,7 +82,11 @@ class _TemplateNamespace(jinja2.utils.Namespace):
 
 @lru_cache(maxsize=8)
 def compile_chat_template(source: str) -> jinja2.Template | None:
-    """``source`` compiled in transformers' sandbox; None for a ``{% generation %}`` template."""
+    """``source`` compiled in transformers' sandbox.
+
+    None for a template of transformers' ``{% generation %}`` tag, or one jinja2 cannot
+    compile here (transformers compiles it at the first prompt and says what is wrong then).
+    """
     if _GENERATION_TAG.search(source):
         return None
     environment = ImmutableSandboxedEnvironment(
@@ -93,4 +97,7 @@ def compile_chat_template(source: str) -> jinja2.Template | None:
     environment.globals["strftime_now"] = _strftime_now
     environment.globals["dict"] = _TemplateDict()
     environment.globals["namespace"] = _TemplateNamespace
-    return environment.from_string(source)
+    try:
+        return environment.from_string(source)
+    except jinja2.exceptions.TemplateSyntaxError:
+        return None

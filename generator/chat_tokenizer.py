@@ -11,9 +11,11 @@ special tokens). ``tests/integration/test_torch_free_generator.py`` compares the
 
 Only a folder where ``TokenizersBackend`` would add or change nothing is read this way
 (:func:`chat_tokenizer_for`): its configuration holds only the keys listed in
-:data:`PLAIN_CONFIG_KEYS`, its special tokens are already special tokens of ``tokenizer.json``,
-the file pads and truncates nothing, and its one chat template is in ``chat_template.jinja`` or
-the configuration. Any other folder gets transformers' own class.
+:data:`PLAIN_CONFIG_KEYS`, its special tokens are already special tokens of ``tokenizer.json``
+and its added tokens are the file's with the same properties, no older tokenizer file
+(:data:`OLDER_TOKENIZER_FILES`) lies beside it, the file pads and truncates nothing, and its
+one chat template, which jinja2 compiles, is in ``chat_template.jinja`` or the configuration.
+Any other folder gets transformers' own class.
 """
 
 from __future__ import annotations
@@ -63,6 +65,13 @@ PLAIN_CONFIG_KEYS = frozenset(
 """``tokenizer_config.json`` keys whose effect :class:`ChatTokenizer` reproduces or that change
 nothing it does; a folder with any other key is read by transformers."""
 
+ADDED_TOKEN_FLAGS = ("special", "lstrip", "rstrip", "normalized", "single_word")
+"""An added token's properties, each of which must be the file's where the configuration sets it."""
+
+OLDER_TOKENIZER_FILES = ("special_tokens_map.json", "added_tokens.json")
+"""Files transformers still reads where the configuration lists no added tokens (a folder
+saved again by transformers 5 keeps them): a folder holding one is left to transformers."""
+
 TOKENIZER_CLASS = "TokenizersBackend"
 VERY_LARGE_INTEGER = int(1e30)
 """transformers' ``model_max_length`` when the configuration gives none."""
@@ -76,7 +85,7 @@ class ChatTokenizer:
         tokenizer: Tokenizer,
         template: jinja2.Template,
         special_tokens: Mapping[str, str],
-        model_max_length: int,
+        model_max_length: Any,
     ) -> None:
         self._tokenizer = tokenizer
         self._template = template
@@ -118,7 +127,9 @@ class ChatTokenizer:
         With ``tokenize`` the result is ``{"input_ids", "attention_mask"}``, one row of numpy
         int64 arrays with ``return_tensors="np"``, else lists; ``return_dict=False``: the ids.
         """
-        messages = [{k: v for k, v in m.items() if v is not None} for m in chat]
+        if not chat:
+            raise ValueError("the chat has no message")
+        messages = [_plain_message(m) for m in chat]
         text = self._template.render(
             messages=messages,
             tools=None,
@@ -137,6 +148,25 @@ class ChatTokenizer:
             row = np.array([ids], dtype=np.int64)
             return {"input_ids": row, "attention_mask": np.ones_like(row)}
         return {"input_ids": ids, "attention_mask": [1] * len(ids)}
+
+
+def _plain_message(message: Mapping[str, Any]) -> dict[str, str]:
+    """A message of plain strings, its None fields left out (as transformers leaves them out).
+
+    transformers rebuilds what a template sees from plain JSON types; the generator's messages
+    are strings (a role and a text), so anything else is refused rather than shown differently.
+
+    Raises:
+        TypeError: A field is neither a string nor None.
+    """
+    plain: dict[str, str] = {}
+    for key, value in message.items():
+        if value is None:
+            continue
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"chat message field {key!r} is not a string: {type(value).__name__}")
+        plain[str.__str__(key)] = str.__str__(value)
+    return plain
 
 
 def _json_object(path: Path) -> dict[str, Any] | None:
@@ -184,8 +214,9 @@ def _added_tokens_agree(tokenizer: Tokenizer, config: Mapping[str, Any]) -> bool
         have = present.get(int(index))
         if have is None or have.content != token.get("content"):
             return False
-        if bool(have.special) != bool(token.get("special")):
-            return False
+        for flag in ADDED_TOKEN_FLAGS:  # transformers applies the configuration's flags
+            if flag in token and bool(getattr(have, flag)) != bool(token[flag]):
+                return False
     return True
 
 
@@ -204,6 +235,8 @@ def chat_tokenizer_for(path: Path) -> ChatTokenizer | None:
     config = _json_object(path / "tokenizer_config.json")
     if config is None or not _plain_config(config) or not (path / "tokenizer.json").is_file():
         return None
+    if any((path / name).exists() for name in OLDER_TOKENIZER_FILES):
+        return None
     source = _template_source(path, config)
     template = None if source is None else compile_chat_template(source)
     if template is None:
@@ -220,6 +253,7 @@ def chat_tokenizer_for(path: Path) -> ChatTokenizer | None:
     if special is None or not _added_tokens_agree(tokenizer, config):
         return None
     limit = config.get("model_max_length")
-    length = limit if isinstance(limit, int) and not isinstance(limit, bool) else None
     logger.debug("tokenizer of %s read by tokenizers", path.name)
-    return ChatTokenizer(tokenizer, template, special, length or VERY_LARGE_INTEGER)
+    return ChatTokenizer(
+        tokenizer, template, special, VERY_LARGE_INTEGER if limit is None else limit
+    )

@@ -83,6 +83,10 @@ def test_the_chat_tokenizer_gives_the_ids_and_texts_of_transformers() -> None:
                 np.testing.assert_array_equal(got[key], expected[key])
             listed: Any = theirs.apply_chat_template(chat, add_generation_prompt=prompt)
             assert ours.apply_chat_template(chat, prompt)["input_ids"] == listed["input_ids"]
+    with pytest.raises(ValueError, match="no message"):
+        ours.apply_chat_template([], True)
+    with pytest.raises(TypeError, match="not a string"):
+        ours.apply_chat_template([{"role": "user", "content": b"bytes"}], True)  # type: ignore[dict-item]
     for text in TEXTS:
         ids = theirs.encode(text, add_special_tokens=False)
         assert ours.encode(text) == ids, text
@@ -106,6 +110,11 @@ def _copy_of(path: Path, tmp_path: Path) -> Path:
         "two templates",
         "padding in tokenizer.json",
         "a tokenizer.json tokenizers cannot read",
+        "an older special_tokens_map.json beside it",
+        "an older added_tokens.json beside it",
+        "an added token stripped by the configuration",
+        "a generation tag written {%+",
+        "a template jinja2 cannot compile",
     ],
 )
 def test_a_folder_transformers_would_read_otherwise_is_left_to_it(
@@ -126,6 +135,20 @@ def test_a_folder_transformers_would_read_otherwise_is_left_to_it(
         )
     elif change == "two templates":
         config["chat_template"] = "{{ messages[0]['content'] }}"
+    elif change == "an older special_tokens_map.json beside it":
+        (folder / "special_tokens_map.json").write_text('{"eos_token": "<|endoftext|>"}')
+    elif change == "an older added_tokens.json beside it":
+        (folder / "added_tokens.json").write_text('{"<new_token>": 49152}')
+    elif change == "an added token stripped by the configuration":
+        end = {"content": "<|im_end|>", "lstrip": True, "rstrip": True, "special": True}
+        config["added_tokens_decoder"] = {"2": end}
+    elif change == "a generation tag written {%+":
+        template = (folder / "chat_template.jinja").read_text()
+        (folder / "chat_template.jinja").write_text(
+            template + "{%+ generation %}{% endgeneration %}"
+        )
+    elif change == "a template jinja2 cannot compile":
+        (folder / "chat_template.jinja").write_text("{% for message in messages %}")
     elif change == "a tokenizer.json tokenizers cannot read":
         (folder / "tokenizer.json").write_text('{"model": "not a model"}')
     else:
