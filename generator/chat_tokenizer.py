@@ -20,7 +20,6 @@ Any other folder gets transformers' own class.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from crag.generator.chat_template import compile_chat_template
+from crag.generator.model_files import json_object
 
 logger = logging.getLogger(__name__)
 
@@ -169,14 +169,6 @@ def _plain_message(message: Mapping[str, Any]) -> dict[str, str]:
     return plain
 
 
-def _json_object(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _template_source(path: Path, config: Mapping[str, Any]) -> str | None:
     """The folder's one chat template, or None where transformers would choose among several."""
     jinja_file = path / "chat_template.jinja"
@@ -232,8 +224,11 @@ def _plain_config(config: Mapping[str, Any]) -> bool:
 
 def chat_tokenizer_for(path: Path) -> ChatTokenizer | None:
     """The folder's :class:`ChatTokenizer`, or None where transformers must read it."""
-    config = _json_object(path / "tokenizer_config.json")
-    if config is None or not _plain_config(config) or not (path / "tokenizer.json").is_file():
+    try:
+        config = json_object(path / "tokenizer_config.json")
+    except (OSError, ValueError):  # transformers reads it again and says what is wrong
+        return None
+    if not _plain_config(config) or not (path / "tokenizer.json").is_file():
         return None
     if any((path / name).exists() for name in OLDER_TOKENIZER_FILES):
         return None

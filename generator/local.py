@@ -22,7 +22,6 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -261,8 +260,8 @@ class LocalChatModel(BaseChatModel):
         if self._onnx is None or self.max_batch_size > 1:
             self._load_torch(_torch_dtype(self.dtype, self.device, self.max_batch_size > 1))
         config = model_config(path)
-        eos = SimpleNamespace(eos_token_id=generation_eos_token_id(path))
-        self._end_ids = frozenset(generation_end_ids(eos, self._tokenizer))
+        configured_end = generation_eos_token_id(path)
+        self._end_ids = frozenset(generation_end_ids(configured_end, self._tokenizer))
         if self.context_length is None:
             self.context_length = model_context_length(config, self._tokenizer)
 

@@ -19,8 +19,13 @@ DIRECT_TOKENIZER = "TokenizersBackend"
 """The tokenizer class loaded without ``AutoTokenizer`` (``tokenizers``' own file, wrapped)."""
 
 
-def _json(path: Path) -> dict[str, Any]:
-    """A JSON object file; an empty dict when it is absent or not an object."""
+def json_object(path: Path) -> dict[str, Any]:
+    """A JSON object file; an empty dict when it is absent or not an object.
+
+    Raises:
+        OSError: The file is there but cannot be read.
+        ValueError: It is not JSON.
+    """
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -30,7 +35,7 @@ def _json(path: Path) -> dict[str, Any]:
 
 def load_tokenizer(path: Path) -> Any:
     """The folder's tokenizer, as ``AutoTokenizer.from_pretrained(path)`` gives it."""
-    if _json(path / "tokenizer_config.json").get("tokenizer_class") == DIRECT_TOKENIZER:
+    if json_object(path / "tokenizer_config.json").get("tokenizer_class") == DIRECT_TOKENIZER:
         from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
         return TokenizersBackend.from_pretrained(path)
@@ -45,7 +50,7 @@ def model_config(path: Path) -> SimpleNamespace:
     Raises:
         ValueError: The file is not JSON.
     """
-    return SimpleNamespace(**_json(path / "config.json"))
+    return SimpleNamespace(**json_object(path / "config.json"))
 
 
 def generation_eos_token_id(path: Path) -> Any:
@@ -54,9 +59,8 @@ def generation_eos_token_id(path: Path) -> Any:
     ``generation_config.json`` is read as JSON (its ``eos_token_id`` is taken as it is, as
     transformers takes it); a folder without one gets transformers' config from ``config.json``.
     """
-    generation = _json(path / "generation_config.json")
-    if generation or (path / "generation_config.json").is_file():
-        return generation.get("eos_token_id")
+    if (path / "generation_config.json").is_file():
+        return json_object(path / "generation_config.json").get("eos_token_id")
     from transformers import AutoConfig  # a rare folder: the model registry, torch and all
     from transformers.generation.configuration_utils import GenerationConfig
 

@@ -35,12 +35,11 @@ class _Row:
 
 def end_token_ids(model: Any, tokenizer: Any) -> set[int]:
     """Tokens that end a reply: the model's end-of-sequence ids and the tokenizer's."""
-    return generation_end_ids(model.generation_config, tokenizer)
+    return generation_end_ids(model.generation_config.eos_token_id, tokenizer)
 
 
-def generation_end_ids(generation_config: Any, tokenizer: Any) -> set[int]:
-    """Tokens that end a reply: a generation config's end-of-sequence ids and the tokenizer's."""
-    configured = generation_config.eos_token_id
+def generation_end_ids(configured: Any, tokenizer: Any) -> set[int]:
+    """Tokens that end a reply: a generation config's end-of-sequence id(s) and the tokenizer's."""
     ids = set(configured if isinstance(configured, list) else [configured])
     return {int(i) for i in ids | {tokenizer.eos_token_id} if i is not None}
 
