@@ -20,18 +20,28 @@ ingestion) load the torch model the first time: there the two engines are within
 each other (64 texts of 256 tokens: 3.2-3.7 s in onnxruntime, 3.3-3.4 s in torch, from sitting
 to sitting; docs/models.md), and torch's vectors are sentence-transformers' to the last bit, as
 the shipped corpus's are. Without the export (it failed; a GPU) torch does all.
+
+**Vectors remembered.** onnxruntime's vector of a text does not depend on the batch it is
+embedded in (its padding, its neighbours, its size: 823 corpus sentences and strips alone and in
+batches of 2, 7, 16 and 64 gave the same vectors to the last bit; ``tests/integration/
+test_minilm.py``), so the encoder keeps the last :data:`REMEMBERED_TEXTS` texts' onnxruntime
+vectors and embeds only the texts it does not hold. A run's strips are cut from the passages it
+retrieved, and related questions retrieve the same passages: their strips are embedded once.
+torch's vectors do depend on the batch, so its calls neither read nor fill the memo.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
+
+from crag.vectorstore.vector_memo import VectorMemo
 
 if TYPE_CHECKING:
     import torch
@@ -51,6 +61,10 @@ MODULES = (
     "sentence_transformers.models.Normalize",
 )
 """The sentence-transformers pipeline this module reproduces (the model's ``modules.json``)."""
+
+REMEMBERED_TEXTS = 4096
+"""onnxruntime vectors an encoder keeps (1.5 KB each: about 6 MB): a run's 20-40 strips and its
+question, for a hundred runs or more."""
 
 
 def is_mean_pooled_encoder(path: Path) -> bool:
@@ -98,6 +112,8 @@ class MiniLMEmbeddings(Embeddings):
         self.device = device
         self.onnx: OnnxSentenceEncoder | None = None
         self.onnx_tried = device != "cpu"
+        self.remembered = VectorMemo(REMEMBERED_TEXTS)
+        """Texts' onnxruntime vectors (see the module's docstring: exact, whatever the batch)."""
         self.tokenizer: Any = None
         self.model: Any = None
         if self.onnx_tried:
@@ -161,22 +177,38 @@ class MiniLMEmbeddings(Embeddings):
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Float32 vectors of ``texts``, one row each, in order.
 
-        Longest first in batches of ``batch_size``, as sentence-transformers orders them (the
-        same ``argsort``): a batch's padding changes the last bits of its vectors. On
-        onnxruntime when there is its encoder and at most :data:`ONNX_MOST_TEXTS` texts.
+        On onnxruntime when there is its encoder and at most :data:`ONNX_MOST_TEXTS` texts: the
+        texts the memo holds are read from it, the rest embedded and remembered. In torch
+        otherwise, longest first in batches of ``batch_size``, as sentence-transformers orders
+        them (the same ``argsort``): a torch batch's padding changes the last bits of its
+        vectors.
         """
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
+        onnx = self.onnx_encoder() if len(texts) <= ONNX_MOST_TEXTS else None
+        if onnx is None:
+            return self._sorted_rows(texts, self.torch_rows)
+        found = self.remembered.recall(texts)
+        missing = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
+        computed: dict[str, np.ndarray] = {}
+        if missing:
+            embedded = self._sorted_rows(
+                missing, lambda batches: np.concatenate([onnx.batch(b) for b in batches])
+            )
+            computed = dict(zip(missing, embedded, strict=True))
+            self.remembered.remember(missing, list(embedded))
+        rows = [computed[t] if v is None else v for t, v in zip(texts, found, strict=True)]
+        return np.stack(rows).astype(np.float32, copy=False)
+
+    def _sorted_rows(
+        self, texts: Sequence[str], rows_of: Callable[[list[list[str]]], np.ndarray]
+    ) -> np.ndarray:
+        """The vectors of ``texts`` by ``rows_of`` on longest-first batches, in their order."""
         order = np.argsort([-len(text) for text in texts])
         ordered = [texts[index] for index in order]
         size = int(self.encode_kwargs["batch_size"])
         batches = [ordered[start : start + size] for start in range(0, len(ordered), size)]
-        onnx = self.onnx_encoder() if len(texts) <= ONNX_MOST_TEXTS else None
-        if onnx is not None:
-            rows = np.concatenate([onnx.batch(batch) for batch in batches])
-        else:
-            rows = self.torch_rows(batches)
-        restored: np.ndarray = rows[np.argsort(order)]
+        restored: np.ndarray = rows_of(batches)[np.argsort(order)]
         return restored
 
     def torch_rows(self, batches: Sequence[Sequence[str]]) -> np.ndarray:

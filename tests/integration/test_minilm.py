@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from langchain_huggingface import HuggingFaceEmbeddings
 from crag.vectorstore.corpus import check_embedder, corpus_chunks, load_corpus
 from crag.vectorstore.embeddings import (
     DEFAULT_EMBEDDER,
+    ENCODE_BATCH_SIZE,
     locked_embeddings,
     resolve_model_path,
     shared_embeddings,
@@ -92,6 +94,63 @@ def test_a_small_call_runs_on_onnxruntime_with_the_same_order_of_neighbours(
     assert not np.array_equal(got, expected)  # onnxruntime's arithmetic, not a torch call
     query = np.asarray(embeddings.embed_query(QUESTIONS[0]), dtype=np.float32)
     assert list(np.argsort(-(got @ query))[:10]) == list(np.argsort(-(expected @ query))[:10])
+
+
+def _fresh_minilm() -> MiniLMEmbeddings:
+    """An embedder of the bundled model with an empty memo (not the shared one)."""
+    return MiniLMEmbeddings(resolve_model_path(DEFAULT_EMBEDDER), "cpu", ENCODE_BATCH_SIZE)
+
+
+def test_an_onnxruntime_vector_does_not_depend_on_its_batch(texts: list[str]) -> None:
+    """What the memo relies on: a text's vector alone is its vector in any batch, to the bit."""
+    encoder = _fresh_minilm().onnx_encoder()
+    assert encoder is not None
+    small = texts[:ONNX_MOST_TEXTS]
+    alone = np.concatenate([encoder.batch([text]) for text in small])
+    for size in (2, 7, 16, ONNX_MOST_TEXTS):
+        batched = np.concatenate(
+            [encoder.batch(small[start : start + size]) for start in range(0, len(small), size)]
+        )
+        assert np.array_equal(batched, alone), (size, float(np.abs(batched - alone).max()))
+
+
+def test_remembered_texts_are_not_embedded_again_and_keep_their_vectors(
+    texts: list[str],
+) -> None:
+    minilm = _fresh_minilm()
+    encoder = minilm.onnx_encoder()
+    assert encoder is not None
+    embedded: list[str] = []
+    batch = encoder.batch
+
+    def counted(batch_texts: Sequence[str]) -> np.ndarray:
+        embedded.extend(batch_texts)
+        return batch(batch_texts)
+
+    encoder.batch = counted  # type: ignore[method-assign]
+    first = np.asarray(minilm.embed_documents(texts[:20]), dtype=np.float32)
+    assert sorted(embedded) == sorted(t.replace("\n", " ") for t in texts[:20])
+    embedded.clear()
+    mixed = [texts[25], texts[3], texts[25], texts[10], texts[30]]  # two new, one twice
+    again = np.asarray(minilm.embed_documents(mixed), dtype=np.float32)
+    assert sorted(embedded) == sorted(t.replace("\n", " ") for t in (texts[25], texts[30]))
+    assert np.array_equal(again[1], first[3]) and np.array_equal(again[3], first[10])
+    assert np.array_equal(again[0], again[2])
+    fresh = np.asarray(_fresh_minilm().embed_documents(mixed), dtype=np.float32)
+    assert np.array_equal(again, fresh)  # remembered or not, the same vectors
+
+
+def test_a_torch_call_neither_reads_nor_fills_the_memo(
+    embeddings: HuggingFaceEmbeddings, texts: list[str]
+) -> None:
+    minilm = _fresh_minilm()
+    minilm.embed_documents(texts[:10])  # onnxruntime's vectors remembered
+    assert len(minilm.remembered) == 10
+    large = texts[: ONNX_MOST_TEXTS + 1]
+    got = np.asarray(minilm.embed_documents(large), dtype=np.float32)
+    expected = np.asarray(embeddings.embed_documents(large), dtype=np.float32)
+    assert np.array_equal(got, expected)  # torch's vectors for all, the ten remembered too
+    assert len(minilm.remembered) == 10
 
 
 def test_onnxruntime_reads_transformers_token_ids(
