@@ -127,7 +127,7 @@ def test_remembered_texts_are_not_embedded_again_and_keep_their_vectors(
         embedded.extend(batch_texts)
         return batch(batch_texts)
 
-    encoder.batch = counted  # type: ignore[method-assign]
+    encoder.batch = counted  # type: ignore[method-assign,assignment]
     first = np.asarray(minilm.embed_documents(texts[:20]), dtype=np.float32)
     assert sorted(embedded) == sorted(t.replace("\n", " ") for t in texts[:20])
     embedded.clear()
