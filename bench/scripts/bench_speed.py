@@ -28,14 +28,18 @@ Measured, the versions alternating (before, after, before, after, ...) so drift 
   the last answer byte);
 - ``crag-bench server --levels LEVELS`` (unless ``--skip-server``; the generator decoding each
   request alone unless ``--server-batch``): per level, runs per second, p50 and p95 latency
-  and the share of answers equal to the sequential ones.
+  and the share of answers equal to the sequential ones. ``--server-rounds`` rounds (default
+  2), the order reversed each round (before, after; after, before; ...): the second server of
+  a round measured about 9% less at 16 at once whatever the code (docs/cli.md). Each figure is
+  the median over the rounds (the equal share: the lowest).
 
 Every figure has the machine's 1-minute load (``os.getloadavg()``) beside it: the mean of the
 loads at the start of that version's runs. Prints a Markdown table (what, before, after, ratio
 after/before, load) and writes every run's figures to ``--output`` (JSON).
 
 Usage: .venv/bin/python bench/scripts/bench_speed.py [--before REV] [--runs 5]
-    [--levels 1,4,16] [--skip-server] [--server-batch 1] [--output FILE] [--keep]
+    [--levels 1,4,16] [--skip-server] [--server-batch 1] [--server-rounds 2] [--output FILE]
+    [--keep]
 """
 
 from __future__ import annotations
@@ -602,6 +606,38 @@ def server_bench(version: Version, levels: Sequence[int], batch: int) -> dict[st
     }
 
 
+def server_rounds(
+    versions: Sequence[Version], rounds: int, levels: Sequence[int], batch: int
+) -> dict[str, list[dict[str, Any]]]:
+    """``rounds`` of :func:`server_bench` per version, the order reversed every round."""
+    results: dict[str, list[dict[str, Any]]] = {v.name: [] for v in versions}
+    for number in range(rounds):
+        for version in versions if number % 2 == 0 else list(reversed(versions)):
+            results[version.name].append(server_bench(version, levels, batch))
+    return results
+
+
+def combined_rounds(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One version's rounds as one report: medians, the lowest equal share, the mean load."""
+    by_level: dict[int, list[Mapping[str, Any]]] = {}
+    for result in results:
+        for level in result["levels"]:
+            by_level.setdefault(level["level"], []).append(level)
+    levels = []
+    for level, rows in sorted(by_level.items()):
+        combined: dict[str, Any] = {"level": level}
+        for key in ("runs_per_s", "wall_s", "p50_s", "p95_s"):
+            combined[key] = median_of([row[key] for row in rows])
+        combined["equal_share"] = min(row["equal_share"] for row in rows)
+        combined["rounds"] = [row["runs_per_s"] for row in rows]
+        levels.append(combined)
+    return {
+        "single_run_s": median_of([r["single_run_s"] for r in results]),
+        "levels": levels,
+        "load": [statistics.mean(r["load"][0] for r in results)],
+    }
+
+
 # --- the table -------------------------------------------------------------------------------
 
 
@@ -750,6 +786,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="the server's generator_batch_size (default 1, make serve's; 8 batches in float32)",
     )
+    parser.add_argument(
+        "--server-rounds",
+        type=positive,
+        default=2,
+        help="crag-bench server rounds per version, the order reversed each round (default 2)",
+    )
     parser.add_argument("--skip-warm", action="store_true", help="no warm-server runs")
     parser.add_argument("--question", default=DEFAULT_QUESTION)
     parser.add_argument(
@@ -814,9 +856,9 @@ def measure(
         }
         raw["serve_ready_s"] = ready
     if not args.skip_server:
-        results = {v.name: server_bench(v, args.levels, args.server_batch) for v in versions}
-        rows += server_rows(results)
-        raw["server"] = results
+        rounds = server_rounds(versions, args.server_rounds, args.levels, args.server_batch)
+        rows += server_rows({name: combined_rounds(results) for name, results in rounds.items()})
+        raw["server"] = rounds
     return rows, raw
 
 

@@ -12,7 +12,7 @@ import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import pytest
 
@@ -65,6 +65,34 @@ def test_parse_server_bench_reads_crag_bench_servers_own_report() -> None:
     assert four["equal_share"] == 0.5  # 2 of 4: one differs, one failed
     assert four["runs_per_s"] == pytest.approx(3 / 7.2, abs=0.001)
     assert four["p50_s"] == 5.5 and four["p95_s"] == 6.0
+
+
+def test_server_rounds_reverse_the_order_and_combine_to_medians(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    order: list[str] = []
+    rates = iter([1.0, 2.0, 4.0, 3.0, 5.0, 6.0])
+
+    def bench(version: SimpleNamespace, levels: object, batch: int) -> dict[str, object]:
+        order.append(version.name)
+        share = 0.5 if len(order) == 3 else 1.0
+        level = {"level": 16, "runs_per_s": next(rates), "wall_s": 1.0, "p50_s": 2.0}
+        return {
+            "single_run_s": 1.0,
+            "levels": [level | {"p95_s": None, "equal_share": share}],
+            "load": [float(len(order)), 0.0, 0.0],
+        }
+
+    monkeypatch.setattr(bench_speed, "server_bench", bench)
+    versions = [SimpleNamespace(name=n) for n in ("before", "after")]
+    rounds = bench_speed.server_rounds(versions, 3, (16,), 1)
+    assert order == ["before", "after", "after", "before", "before", "after"]
+    after = bench_speed.combined_rounds(rounds["after"])
+    (level,) = after["levels"]
+    assert level["rounds"] == [2.0, 4.0, 6.0] and level["runs_per_s"] == 4.0
+    assert level["equal_share"] == 0.5  # the lowest of the rounds
+    assert level["p95_s"] is None  # no round knew it
+    assert after["load"] == [pytest.approx((2 + 3 + 6) / 3)]
 
 
 def test_answer_text_drops_the_sources_and_the_citation_markers() -> None:
