@@ -198,7 +198,7 @@ class MiniLMEmbeddings(Embeddings):
             computed = dict(zip(missing, embedded, strict=True))
             self.remembered.remember(missing, list(embedded))
         rows = [computed[t] if v is None else v for t, v in zip(texts, found, strict=True)]
-        return np.stack(rows).astype(np.float32, copy=False)
+        return np.stack(rows)  # float32: the encoder's rows and the memo's copies of them
 
     def _sorted_rows(
         self, texts: Sequence[str], rows_of: Callable[[list[list[str]]], np.ndarray]
