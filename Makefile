@@ -35,8 +35,9 @@ BATCH ?= 1
 # Jobs of the server `make bench` starts: enough for its largest level to run at once.
 BENCH_JOBS ?= 32
 # pytest-xdist workers of `make test`, each taking whole test files: the cluster's two files
-# (mostly waiting on their services) start first, beside the rest (docs/development.md).
-TEST_WORKERS ?= 3
+# (mostly waiting on their services) start first, beside the rest; four keep 2 cores busy where
+# three left them idle a sixth of the run (docs/development.md).
+TEST_WORKERS ?= 4
 
 EVAL_ARGS ?=
 # make cluster: Aegra replicas behind nginx; nginx's port (the others follow it: deploy/cluster).
