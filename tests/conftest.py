@@ -33,6 +33,7 @@ from tests.fakes import (
     scripted_chat,
     use_app_components,
 )
+from tests.file_order import long_unit_files_before_integration
 from tests.process_caches import clear_evaluator_cache
 from tests.tiny_cross_encoder import build_tiny_cross_encoder
 from tests.tiny_t5 import build_tiny_t5
@@ -44,6 +45,10 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     # SIGINT ignored, and so would every process it starts: the tests that press Ctrl-C on a
     # client (test_warm_server*.py, test_make_serve.py) need it as a terminal leaves it.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    long_unit_files_before_integration(items)
 
 
 @pytest.fixture
