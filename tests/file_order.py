@@ -39,10 +39,12 @@ def long_unit_files_before_integration(items: list[pytest.Item]) -> None:
     """Move the items of :data:`LONGEST_UNIT_FILES` ahead of the first ``tests/integration``
     item (or of the first unit item when no integration test was collected), in place; every
     other item keeps its place in the order."""
-    moved = [item for item in items if _is_long_unit_file(item)]
+    moved: list[pytest.Item] = []
+    rest: list[pytest.Item] = []
+    for item in items:
+        (moved if _is_long_unit_file(item) else rest).append(item)
     if not moved:
         return
-    rest = [item for item in items if not _is_long_unit_file(item)]
     at = next(
         (
             i

@@ -14,12 +14,13 @@ from tests.file_order import LONGEST_UNIT_FILES, TESTS, long_unit_files_before_i
 
 @dataclass
 class _Item:
+    """What the ordering reads of a pytest item: its file."""
+
     path: Path
-    name: str
 
 
 def _items(*paths: str) -> list[pytest.Item]:
-    return [cast(Any, _Item(TESTS / path, f"{path}::t")) for path in paths]
+    return [cast(Any, _Item(TESTS / path)) for path in paths]
 
 
 def test_the_long_unit_files_move_ahead_of_the_integration_files() -> None:
